@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything hourglass needs to build, test and run its quickstart on Debian 12.
+# Usage: scripts/install-deps.sh [--bench]   (--bench adds Debian's CPU PyTorch for bench/)
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+packages=(
+  cmake ninja-build g++ pkg-config git
+  libdnnl-dev ocl-icd-opencl-dev          # oneDNN (its CMake config also wants OpenCL)
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3                                   # the independent safetensors reader in the tests
+  dataset-fashion-mnist                     # /usr/share/datasets/fashion-mnist
+)
+if [ "${1:-}" = "--bench" ]; then packages+=(python3-torch); fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "install-deps: ${#packages[@]} packages present"

@@ -1,0 +1,60 @@
+// Device memory allocators behind one interface: the CPU's (aligned host memory) and, later,
+// the GPU's caching stream-ordered pool. Each keeps statistics and honours a settable limit,
+// which the out-of-memory policy uses to find and recover from memory pressure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "hourglass/device/device.h"
+
+namespace hg {
+
+struct AllocatorStats {
+  size_t in_use = 0;       // bytes handed out and not yet returned
+  size_t reserved = 0;     // bytes held from the system (in use + cached)
+  size_t peak_in_use = 0;  // high-water mark of in_use since the last reset
+  uint64_t allocations = 0;
+  uint64_t failures = 0;   // requests refused (limit or system)
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns memory for `bytes` (64-byte aligned) or throws an OutOfMemory Error that names
+  // the request, what is in use and the limit.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  virtual AllocatorStats stats() const = 0;
+  virtual void reset_peak() = 0;
+  // 0 means no limit beyond the system's.
+  virtual void set_limit(size_t bytes) = 0;
+  virtual size_t limit() const = 0;
+  // Returns cached, unused memory to the system.
+  virtual void empty_cache() {}
+  virtual Device device() const = 0;
+};
+
+// The allocator for a device. GPU allocators register themselves when a GPU backend is built.
+Allocator& allocator_for(Device device);
+void register_allocator(DeviceType type, Allocator* (*factory)(int index));
+
+// Host memory with statistics and an optional limit.
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  AllocatorStats stats() const override;
+  void reset_peak() override;
+  void set_limit(size_t bytes) override;
+  size_t limit() const override;
+  Device device() const override { return Device::cpu(); }
+
+ private:
+  mutable std::mutex mutex_;
+  AllocatorStats stats_;
+  size_t limit_ = 0;
+};
+
+}  // namespace hg

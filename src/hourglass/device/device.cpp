@@ -1,0 +1,27 @@
+#include "hourglass/device/device.h"
+
+#include <charconv>
+
+#include "hourglass/base/error.h"
+
+namespace hg {
+
+Device Device::parse(const std::string& text) {
+  if (text == "cpu") return cpu();
+  if (text == "gpu" || text == "cuda" || text == "hip") return gpu(0);
+  for (const char* prefix : {"gpu:", "cuda:", "hip:"}) {
+    const std::string p = prefix;
+    if (text.rfind(p, 0) == 0) {
+      int index = -1;
+      const char* first = text.data() + p.size();
+      const char* last = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(first, last, index);
+      if (ec == std::errc() && ptr == last && index >= 0) return gpu(index);
+    }
+  }
+  throw_invalid(fmt::format("unknown device '{}'", text), "use \"cpu\", \"gpu\" or \"gpu:N\"");
+}
+
+std::string Device::str() const { return is_cpu() ? "cpu" : fmt::format("gpu:{}", index); }
+
+}  // namespace hg

@@ -1,0 +1,26 @@
+// Where a tensor lives: the CPU or GPU number N. Parsed from "cpu", "gpu", "gpu:1".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hg {
+
+enum class DeviceType : uint8_t { CPU, GPU };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+
+  static Device cpu() { return {DeviceType::CPU, 0}; }
+  static Device gpu(int index = 0) { return {DeviceType::GPU, index}; }
+  // Throws InvalidInput naming the text when it is not "cpu", "gpu" or "gpu:N".
+  static Device parse(const std::string& text);
+
+  bool is_cpu() const { return type == DeviceType::CPU; }
+  bool is_gpu() const { return type == DeviceType::GPU; }
+  std::string str() const;
+  bool operator==(const Device&) const = default;
+};
+
+}  // namespace hg

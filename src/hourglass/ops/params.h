@@ -1,0 +1,46 @@
+// Parameters of the ops that take more than tensors.
+#pragma once
+
+#include <cstdint>
+
+namespace hg {
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+};
+
+// Whether a backward computes the gradient with respect to the op's input (the first layer
+// of a network needs none).
+enum class InputGrad : uint8_t { Skip, Compute };
+
+struct SgdOptions {
+  double lr = 0.1;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+// Output spatial size of a convolution or pooling window.
+inline int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                             int64_t dilation = 1) {
+  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+}  // namespace hg
