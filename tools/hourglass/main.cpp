@@ -1,1 +1,52 @@
-int main() { return 0; }
+// hourglass: train and evaluate image classifiers within a fixed compute budget.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "hourglass/base/error.h"
+#include "hourglass/base/log.h"
+
+namespace {
+
+int exit_code(hg::ErrorKind kind) {
+  switch (kind) {
+    case hg::ErrorKind::InvalidInput: return 2;
+    case hg::ErrorKind::Internal: return 70;
+    default: return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hourglass " HOURGLASS_VERSION
+               ": a deep-learning training engine that gets the most out of a fixed compute "
+               "budget.\nExit codes: 0 success, 2 bad input (config, flags, data files), 1 other "
+               "failure, 70 internal error."};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug, info, warn, error or off")->capture_default_str();
+  const std::map<std::string, hg::cli::Runner> runners = {
+      {"train", hg::cli::add_train(app)},
+      {"eval", hg::cli::add_eval(app)},
+      {"info", hg::cli::add_info(app)},
+      {"bench", hg::cli::add_bench(app)},
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+    hg::set_log_level(log_level);
+    return runners.at(app.get_subcommands().front()->get_name())();
+  } catch (const hg::Error& e) {
+    std::fprintf(stderr, "hourglass: error: %s\n", e.one_line().c_str());
+    return exit_code(e.kind());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hourglass: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,17 +1,148 @@
+// Softmax cross-entropy with label smoothing on the CPU (f32 or f64 logits).
+//
+// Per row, with lse = max + log(sum_j exp(x_j - max)) (subtracting the max keeps exp finite):
+//   log p_j = x_j - lse
+//   loss    = -[(1-s) log p_label + (s/C) sum_j log p_j]      (target (1-s) one-hot + s/C)
+// The batch loss is the mean of the row losses, added in row order in double so it does not
+// depend on the thread count. Backward: dlogits = dloss * (p - t) / N.
+#include <cmath>
+#include <vector>
+
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/base/parallel.h"
 
 namespace hg {
 
-ops::CrossEntropyForward CpuBackend::cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) {
-  HG_ASSERT(false, "cpu cross_entropy: not implemented yet");
+namespace {
+
+// Rows per chunk so that a chunk holds ~16k logits: exp dominates, so threads pay off early.
+int64_t row_grain(int64_t classes) {
+  return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(classes, 1));
 }
 
-Tensor CpuBackend::cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels, double label_smoothing) {
-  HG_ASSERT(false, "cpu cross_entropy_backward: not implemented yet");
+// Labels are checked up front, serially: an exception must not escape an OpenMP region, and a
+// bad label would otherwise index outside the row.
+void check_labels(const char* op, const Tensor& labels, int64_t classes) {
+  const int64_t* lab = labels.data<int64_t>();
+  for (int64_t i = 0; i < labels.numel(); ++i)
+    if (lab[i] < 0 || lab[i] >= classes) [[unlikely]]
+      throw_invalid(fmt::format("{}: label {} in row {} is outside [0, {})", op, lab[i], i,
+                                classes),
+                    "check the dataset's labels and the model's number of classes");
+}
+
+template <typename Body>
+decltype(auto) dispatch_float(const char* op, const Tensor& t, Body&& body) {
+  switch (t.dtype()) {
+    case DType::F32: return body.template operator()<float>();
+    case DType::F64: return body.template operator()<double>();
+    default:
+      throw_invalid(fmt::format("cpu {}: supports f32 and f64 logits, got {}", op, t.describe()),
+                    "convert the logits with .to(DType::F32) first");
+  }
+}
+
+}  // namespace
+
+ops::CrossEntropyForward CpuBackend::cross_entropy(const Tensor& logits, const Tensor& labels,
+                                                   double label_smoothing) {
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  HG_CHECK(classes > 0, "cross_entropy: logits {} have no classes", logits.describe());
+  check_labels("cross_entropy", labels, classes);
+  ops::CrossEntropyForward out;
+  out.probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  std::vector<double> row_loss(size_t(rows), 0.0);
+  const int64_t* lab = labels.data<int64_t>();
+  const double on = 1.0 - label_smoothing, uniform = label_smoothing / double(classes);
+
+  dispatch_float("cross_entropy", logits, [&]<typename T>() {
+    const T* x = logits.data<T>();
+    T* probs = out.probs.data<T>();
+    parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* xr = x + r * classes;
+        T* pr = probs + r * classes;
+        T mx = xr[0];
+        for (int64_t j = 1; j < classes; ++j) mx = xr[j] > mx ? xr[j] : mx;
+        // Shifted logits sum: sum_j (x_j - max), for the smoothing term.
+        double sum_exp = 0, sum_shifted = 0;
+        for (int64_t j = 0; j < classes; ++j) {
+          const T shifted = xr[j] - mx;
+          const T e = std::exp(shifted);
+          pr[j] = e;
+          sum_exp += double(e);
+          sum_shifted += double(shifted);
+        }
+        const double log_sum = std::log(sum_exp);   // lse - max
+        const T inv = T(1.0 / sum_exp);
+        for (int64_t j = 0; j < classes; ++j) pr[j] *= inv;
+        // log p_j = (x_j - max) - log_sum
+        const double logp_label = double(xr[lab[r]] - mx) - log_sum;
+        const double sum_logp = sum_shifted - double(classes) * log_sum;
+        row_loss[size_t(r)] = -(on * logp_label + uniform * sum_logp);
+      }
+    });
+  });
+
+  double total = 0;
+  for (double l : row_loss) total += l;
+  out.loss = Tensor::scalar(total / double(rows), DType::F32, logits.device());
+  return out;
+}
+
+Tensor CpuBackend::cross_entropy_backward(const Tensor& dloss, const Tensor& probs0,
+                                          const Tensor& labels, double label_smoothing) {
+  HG_CHECK(probs0.dim() == 2 && labels.dim() == 1 && labels.size(0) == probs0.size(0),
+           "cross_entropy_backward: labels {} do not match probabilities {}", labels.describe(),
+           probs0.describe());
+  const Tensor probs = probs0.contiguous();
+  const int64_t rows = probs.size(0), classes = probs.size(1);
+  check_labels("cross_entropy_backward", labels, classes);
+  Tensor dx = Tensor::empty(probs.shape(), probs.dtype(), probs.device());
+  if (rows == 0) return dx;
+  const int64_t* lab = labels.data<int64_t>();
+  const double scale = dloss.item() / double(rows);
+  const double on = 1.0 - label_smoothing, uniform = label_smoothing / double(classes);
+
+  dispatch_float("cross_entropy_backward", probs, [&]<typename T>() {
+    const T* p = probs.data<T>();
+    T* g = dx.data<T>();
+    const T s = T(scale), t_off = T(uniform), t_on = T(on + uniform);
+    parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* pr = p + r * classes;
+        T* gr = g + r * classes;
+        for (int64_t j = 0; j < classes; ++j) gr[j] = s * (pr[j] - t_off);
+        gr[lab[r]] = s * (pr[lab[r]] - t_on);
+      }
+    });
+  });
+  return dx;
 }
 
 Tensor CpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
-  HG_ASSERT(false, "cpu count_correct: not implemented yet");
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  if (rows > 0) {
+    HG_CHECK(classes > 0, "count_correct: logits {} have no classes", logits.describe());
+    check_labels("count_correct", labels, classes);
+  }
+  const int64_t* lab = labels.data<int64_t>();
+  std::vector<uint8_t> hit(size_t(rows), 0);
+  dispatch_float("count_correct", logits, [&]<typename T>() {
+    const T* x = logits.data<T>();
+    parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* xr = x + r * classes;
+        int64_t best = 0;   // first maximum wins ties, as torch.argmax does
+        for (int64_t j = 1; j < classes; ++j)
+          if (xr[j] > xr[best]) best = j;
+        hit[size_t(r)] = best == lab[r];
+      }
+    });
+  });
+  int64_t correct = 0;
+  for (uint8_t h : hit) correct += h;
+  return Tensor::scalar(double(correct), DType::F32, logits.device());
 }
 
 }  // namespace hg

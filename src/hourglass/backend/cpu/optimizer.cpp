@@ -1,13 +1,82 @@
+// Fused optimizer updates over flat f32 tensors (the parameter arena), following PyTorch's
+// torch.optim.SGD and torch.optim.AdamW (single-tensor, non-amsgrad) update order so results
+// match to f32 rounding. Scalar coefficients (bias corrections, step sizes) are computed in
+// double once per call and rounded to f32 once; the per-element arithmetic is f32, as PyTorch's.
+#include <cmath>
+
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/base/parallel.h"
 
 namespace hg {
 
-void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o, bool first_step) {
-  HG_ASSERT(false, "cpu sgd_step: not implemented yet");
+namespace {
+
+// Each element reads/writes 3-4 streams; ~64k elements per chunk keeps fork cost negligible.
+constexpr int64_t kGrain = int64_t(1) << 16;
+
+}  // namespace
+
+void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
+                          const SgdOptions& o, bool first_step) {
+  float* p = params.data<float>();
+  const float* g = grads.data<float>();
+  const int64_t n = params.numel();
+  const float lr = float(o.lr), wd = float(o.weight_decay);
+  const bool decay = o.weight_decay != 0.0;
+
+  if (o.momentum == 0.0) {
+    parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float d = decay ? g[i] + wd * p[i] : g[i];
+        p[i] -= lr * d;
+      }
+    });
+    return;
+  }
+
+  float* buf = momentum.data<float>();
+  const float mu = float(o.momentum), keep = float(1.0 - o.dampening);
+  const bool nesterov = o.nesterov;
+  parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float d = decay ? g[i] + wd * p[i] : g[i];
+      // PyTorch starts the buffer at the first gradient itself, without dampening.
+      const float b = first_step ? d : mu * buf[i] + keep * d;
+      buf[i] = b;
+      p[i] -= lr * (nesterov ? d + mu * b : b);
+    }
+  });
 }
 
-void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step) {
-  HG_ASSERT(false, "cpu adamw_step: not implemented yet");
+void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
+                            Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step) {
+  float* p = params.data<float>();
+  const float* g = grads.data<float>();
+  float* m = exp_avg.data<float>();
+  float* v = exp_avg_sq.data<float>();
+  const int64_t n = params.numel();
+
+  // PyTorch: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //          param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+  const double bc1 = 1.0 - std::pow(o.beta1, double(step));
+  const double bc2 = 1.0 - std::pow(o.beta2, double(step));
+  const float decay = float(1.0 - o.lr * o.weight_decay);
+  const float b1 = float(o.beta1), one_minus_b1 = float(1.0 - o.beta1);
+  const float b2 = float(o.beta2), one_minus_b2 = float(1.0 - o.beta2);
+  const float step_size = float(o.lr / bc1);
+  const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
+  const float eps = float(o.eps);
+  parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float gi = g[i];
+      const float mi = b1 * m[i] + one_minus_b1 * gi;
+      const float vi = b2 * v[i] + one_minus_b2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
+      p[i] = p[i] * decay - step_size * mi / denom;
+    }
+  });
 }
 
 }  // namespace hg

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Fresh Debian 12 machine -> every test run: installs the dependencies, builds hourglass with
+# its tests and benchmarks, and runs the whole suite through CTest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh -DHOURGLASS_BUILD_TESTS=ON -DHOURGLASS_BUILD_BENCH=ON
+cd build
+# One test at a time: each uses both cores through the OpenMP pool.
+ctest --output-on-failure --timeout 900

@@ -1,0 +1,214 @@
+#include "hourglass/autograd/functions.h"
+
+namespace hg::fn {
+
+using autograd::Tape;
+
+namespace {
+InputGrad input_grad_for(const Tensor& x) {
+  return x.requires_grad() ? InputGrad::Compute : InputGrad::Skip;
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  Tensor y = ops::conv2d(x, w, bias, p);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x, &w, &bias})) {
+    const bool has_bias = bias.defined();
+    tape.record("conv2d", {x, w, bias}, y, [x, w, has_bias, p](const Tensor& dy) {
+      auto g = ops::conv2d_backward(dy, x, w, has_bias, p, input_grad_for(x));
+      return std::vector<Tensor>{g.dx, g.dw, g.dbias};
+    });
+  }
+  return y;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  Tensor& running_mean, Tensor& running_var, BatchNormMode mode,
+                  double momentum, double eps) {
+  if (mode == BatchNormMode::Eval) {
+    Tensor y = ops::batch_norm_eval(x, weight, bias, running_mean, running_var, eps);
+    Tape& tape = Tape::current();
+    if (tape.should_record({&x, &weight, &bias})) {
+      tape.record("batch_norm_eval", {x, weight, bias}, y, [](const Tensor&) -> std::vector<Tensor> {
+        throw_invalid("backward through batch_norm in eval mode is not supported",
+                      "call train() on the model before a training step, or run evaluation "
+                      "under a no-grad guard");
+      });
+    }
+    return y;
+  }
+  auto f = ops::batch_norm_train(x, weight, bias, running_mean, running_var, momentum, eps);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x, &weight, &bias})) {
+    Tensor mean = f.mean, invstd = f.invstd;
+    tape.record("batch_norm", {x, weight, bias}, f.y, [x, weight, mean, invstd](const Tensor& dy) {
+      auto g = ops::batch_norm_backward(dy, x, weight, mean, invstd);
+      return std::vector<Tensor>{g.dx, g.dweight, g.dbias};
+    });
+  }
+  return f.y;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  Tensor y = ops::linear(x, w, bias);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x, &w, &bias})) {
+    const bool has_bias = bias.defined();
+    tape.record("linear", {x, w, bias}, y, [x, w, has_bias](const Tensor& dy) {
+      auto g = ops::linear_backward(dy, x, w, has_bias, input_grad_for(x));
+      return std::vector<Tensor>{g.dx, g.dw, g.dbias};
+    });
+  }
+  return y;
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor y = ops::relu(x);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    // Saves the output, not the input: relu's gradient mask is y > 0.
+    Tensor saved = y;
+    tape.record("relu", {x}, y, [saved](const Tensor& dy) {
+      return std::vector<Tensor>{ops::relu_backward(dy, saved)};
+    });
+  }
+  return y;
+}
+
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
+  auto f = ops::max_pool2d(x, p);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    Tensor ws = f.workspace;
+    tape.record("max_pool2d", {x}, f.y, [x, ws, p](const Tensor& dy) {
+      return std::vector<Tensor>{ops::max_pool2d_backward(dy, x, ws, p)};
+    });
+  }
+  return f.y;
+}
+
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
+  Tensor y = ops::avg_pool2d(x, p);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    tape.record("avg_pool2d", {x}, y, [x, p](const Tensor& dy) {
+      return std::vector<Tensor>{ops::avg_pool2d_backward(dy, x, p)};
+    });
+  }
+  return y;
+}
+
+Tensor global_avg_pool(const Tensor& x) {
+  Tensor y = ops::global_avg_pool(x);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    tape.record("global_avg_pool", {x}, y, [x](const Tensor& dy) {
+      return std::vector<Tensor>{ops::global_avg_pool_backward(dy, x)};
+    });
+  }
+  return y;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = ops::add(a, b);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&a, &b}))
+    tape.record("add", {a, b}, y, [](const Tensor& dy) { return std::vector<Tensor>{dy, dy}; });
+  return y;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = ops::mul(a, b);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&a, &b})) {
+    tape.record("mul", {a, b}, y, [a, b](const Tensor& dy) {
+      return std::vector<Tensor>{ops::mul(dy, b), ops::mul(dy, a)};
+    });
+  }
+  return y;
+}
+
+Tensor add_scalar(const Tensor& a, double s) {
+  Tensor y = ops::add_scalar(a, s);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&a}))
+    tape.record("add_scalar", {a}, y, [](const Tensor& dy) { return std::vector<Tensor>{dy}; });
+  return y;
+}
+
+Tensor mul_scalar(const Tensor& a, double s) {
+  Tensor y = ops::mul_scalar(a, s);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&a})) {
+    tape.record("mul_scalar", {a}, y, [s](const Tensor& dy) {
+      return std::vector<Tensor>{ops::mul_scalar(dy, s)};
+    });
+  }
+  return y;
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  // Always a new impl, so the tape can tell the reshaped value from its input.
+  Tensor y = x.contiguous().view(shape);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    const Shape in_shape = x.shape();
+    tape.record("reshape", {x}, y, [in_shape](const Tensor& dy) {
+      return std::vector<Tensor>{dy.reshape(in_shape)};
+    });
+  }
+  return y;
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim) {
+  Shape s(x.shape().begin(), x.shape().begin() + start_dim);
+  s.push_back(-1);
+  return reshape(x, s);
+}
+
+Tensor sum(const Tensor& x) {
+  Tensor y = ops::sum(x);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    const Shape shape = x.shape();
+    const DType dtype = x.dtype();
+    const Device device = x.device();
+    tape.record("sum", {x}, y, [shape, dtype, device](const Tensor& dy) {
+      return std::vector<Tensor>{Tensor::full(shape, dy.item(), dtype, device)};
+    });
+  }
+  return y;
+}
+
+Tensor mean(const Tensor& x) {
+  const double n = double(x.numel());
+  return mul_scalar(sum(x), 1.0 / n);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) {
+  auto f = ops::cross_entropy(logits, labels, label_smoothing);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&logits})) {
+    Tensor probs = f.probs;
+    tape.record("cross_entropy", {logits}, f.loss, [probs, labels, label_smoothing](const Tensor& dl) {
+      return std::vector<Tensor>{ops::cross_entropy_backward(dl, probs, labels, label_smoothing)};
+    });
+  }
+  return f.loss;
+}
+
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
+  if (p == 0.0) return x;
+  auto f = ops::dropout(x, p, seed, offset);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    Tensor mask = f.mask;
+    tape.record("dropout", {x}, f.y, [mask, p](const Tensor& dy) {
+      return std::vector<Tensor>{ops::dropout_backward(dy, mask, p)};
+    });
+  }
+  return f.y;
+}
+
+}  // namespace hg::fn

@@ -1,0 +1,34 @@
+// Differentiable functions: each runs the raw op from ops.h and, when recording, puts one
+// node on the tape whose backward calls the op's backward. Layers in nn/ are built from these.
+#pragma once
+
+#include "hourglass/autograd/tape.h"
+#include "hourglass/ops/ops.h"
+
+namespace hg::fn {
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p);
+// Training mode normalises with batch statistics and updates the running ones.
+enum class BatchNormMode : uint8_t { Train, Eval };
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  Tensor& running_mean, Tensor& running_var, BatchNormMode mode,
+                  double momentum, double eps);
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
+Tensor relu(const Tensor& x);
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor global_avg_pool(const Tensor& x);
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor add_scalar(const Tensor& a, double s);
+Tensor mul_scalar(const Tensor& a, double s);
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, int64_t start_dim = 1);
+Tensor sum(const Tensor& x);
+Tensor mean(const Tensor& x);
+// Mean softmax cross-entropy of logits [N,C] against i64 labels [N].
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0.0);
+// Identity unless p > 0; the mask comes from Philox(seed, offset + element index).
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+
+}  // namespace hg::fn

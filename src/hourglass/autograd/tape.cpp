@@ -1,0 +1,91 @@
+#include "hourglass/autograd/tape.h"
+
+#include <unordered_map>
+
+#include "hourglass/ops/ops.h"
+
+namespace hg::autograd {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+}
+
+bool grad_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+Tape& Tape::current() {
+  thread_local Tape tape;
+  return tape;
+}
+
+bool Tape::should_record(std::initializer_list<const Tensor*> inputs) const {
+  if (!t_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void Tape::record(const char* name, std::vector<Tensor> inputs, Tensor& output,
+                  BackwardFn backward) {
+  TensorImpl* impl = output.impl_ptr();
+  impl->requires_grad = true;
+  impl->is_leaf = false;
+  nodes_.push_back(Node{name, std::move(inputs), output, std::move(backward)});
+}
+
+namespace {
+// Adds g into the gradient slot `slot`. Out of place: the same gradient tensor may have been
+// handed to several inputs (add's backward passes its grad to both operands).
+void accumulate(Tensor& slot, const Tensor& g) {
+  slot = slot.defined() ? ops::add(slot, g) : g;
+}
+}  // namespace
+
+void Tape::backward(const Tensor& root, const Tensor& seed) {
+  HG_CHECK(root.requires_grad(), "backward: the loss {} does not depend on any parameter",
+           root.describe());
+  HG_CHECK(seed.defined() || root.numel() == 1,
+           "backward: the loss must be a scalar, got {}", root.describe());
+  // Gradients of non-leaf values, keyed by identity. Freed as soon as their node has run.
+  std::unordered_map<TensorImpl*, Tensor> grads;
+  grads[root.impl_ptr()] = seed.defined() ? seed : Tensor::full(root.shape(), 1.0, root.dtype(),
+                                                                root.device());
+  // Move the nodes out so the tape is clear even if a backward throws.
+  std::vector<Node> nodes = std::move(nodes_);
+  nodes_.clear();
+  for (size_t i = nodes.size(); i-- > 0;) {
+    Node& node = nodes[i];
+    auto it = grads.find(node.output.impl_ptr());
+    if (it == grads.end()) continue;   // output did not influence the loss
+    Tensor grad_output = std::move(it->second);
+    grads.erase(it);
+    std::vector<Tensor> input_grads = node.backward(grad_output);
+    HG_ASSERT(input_grads.size() == node.inputs.size(), "{} backward returned {} grads for {} inputs",
+              node.name, input_grads.size(), node.inputs.size());
+    for (size_t k = 0; k < input_grads.size(); ++k) {
+      const Tensor& input = node.inputs[k];
+      const Tensor& g = input_grads[k];
+      if (!g.defined() || !input.defined() || !input.requires_grad()) continue;
+      HG_ASSERT(g.shape() == input.shape(), "{} backward: grad {} for input {}", node.name,
+                g.describe(), input.describe());
+      if (input.is_leaf()) {
+        Tensor slot = input.grad();
+        if (slot.defined()) {
+          ops::add_(slot, g);
+        } else {
+          const_cast<Tensor&>(input).set_grad(g.clone());
+        }
+      } else {
+        accumulate(grads[input.impl_ptr()], g);
+      }
+    }
+    // Drop saved tensors early to return activation memory while backward proceeds.
+    node = Node{};
+  }
+}
+
+void backward(const Tensor& loss) { Tape::current().backward(loss); }
+
+}  // namespace hg::autograd

@@ -1,0 +1,39 @@
+#include "hourglass/backend/cpu/dnnl_context.h"
+
+namespace hg::cpu {
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+dnnl::memory wrap(const Tensor& t, const dnnl::memory::desc& md) {
+  HG_ASSERT(t.device().is_cpu(), "wrap of non-cpu tensor {}", t.describe());
+  return dnnl::memory(md, engine(), t.data_ptr());
+}
+
+dnnl::memory::dims dims(std::initializer_list<int64_t> values) {
+  return dnnl::memory::dims(values.begin(), values.end());
+}
+
+PrimitiveCache& PrimitiveCache::instance() {
+  static PrimitiveCache cache;
+  return cache;
+}
+
+void PrimitiveCache::clear() {
+  std::lock_guard lock(mutex_);
+  entries_.clear();
+}
+
+size_t PrimitiveCache::size() const {
+  std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
+}  // namespace hg::cpu

@@ -1,0 +1,56 @@
+// Splits and the by-name dataset factory used by configs and the CLI.
+#include "hourglass/data/dataset.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "hourglass/base/error.h"
+
+namespace hg::data {
+
+std::string_view split_name(Split split) { return split == Split::Train ? "train" : "test"; }
+
+Split parse_split(std::string_view text) {
+  if (text == "train") return Split::Train;
+  if (text == "test" || text == "val" || text == "validation") return Split::Test;
+  throw_invalid(fmt::format("unknown dataset split '{}'; valid splits: train, test", text));
+}
+
+const std::vector<std::string>& dataset_names() {
+  static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+  return names;
+}
+
+ImageDataset load_dataset(const std::string& name, const std::string& path, Split split,
+                          const DatasetOptions& options) {
+  HG_CHECK(options.limit >= 0, "dataset '{}': limit must be >= 0 (0 keeps all samples), got {}",
+           name, options.limit);
+  auto need_path = [&] {
+    if (path.empty()) {
+      throw_invalid(fmt::format("dataset '{}' needs a path to the folder holding its files", name));
+    }
+  };
+  if (name == "fashion-mnist") {
+    return load_fashion_mnist(path.empty() ? kFashionMnistDefaultDir : path, split, options.limit);
+  }
+  if (name == "mnist") {
+    need_path();
+    return load_mnist(path, split, options.limit);
+  }
+  if (name == "cifar10") {
+    need_path();
+    return load_cifar10(path, split, options.limit);
+  }
+  if (name == "synthetic") {
+    int64_t n = split == Split::Train ? options.synthetic_train_size : options.synthetic_test_size;
+    if (options.limit > 0) n = std::min(n, options.limit);
+    return make_synthetic(n, options.synthetic_height, options.synthetic_width,
+                          options.synthetic_channels, options.synthetic_classes,
+                          options.synthetic_seed, split);
+  }
+  throw_invalid(
+      fmt::format("unknown dataset '{}'; valid names: {}", name, fmt::join(dataset_names(), ", ")));
+}
+
+}  // namespace hg::data

@@ -1,0 +1,96 @@
+// Image classification datasets held in memory as uint8 pixels (HWC per image), and the
+// readers that fill them: IDX (MNIST, Fashion-MNIST), the CIFAR-10 binary batches, and a
+// deterministic synthetic set. Pixels stay uint8 (Fashion-MNIST train is 47 MB, CIFAR-10
+// 150 MB); the loader converts each batch to f32 as it builds it.
+//
+// Every malformed input is an Error of kind InvalidInput whose message names the file and the
+// fault (missing file, bad magic, wrong dimensions, truncated data, count mismatch, label out of
+// range, bad record size). Readers never read past what the file holds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hg::data {
+
+struct ImageDataset {
+  std::string name;  // "fashion-mnist", "cifar10", ... (for messages and logs)
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t channels = 0;
+  int64_t num_classes = 0;
+  std::vector<uint8_t> pixels;  // size() * height * width * channels, image-major, HWC
+  std::vector<uint8_t> labels;  // size() values in [0, num_classes)
+
+  int64_t size() const { return int64_t(labels.size()); }
+  int64_t image_bytes() const { return height * width * channels; }
+  const uint8_t* image(int64_t index) const { return pixels.data() + index * image_bytes(); }
+};
+
+enum class Split { Train, Test };
+
+// "train" / "test".
+std::string_view split_name(Split split);
+// Accepts "train" and "test" (also "val"/"validation" for test); InvalidInput otherwise.
+Split parse_split(std::string_view text);
+
+// ---- IDX (MNIST layout) ----
+
+// Reads an IDX image file (magic 0x00000803, u8 [N, H, W]) and its label file (magic
+// 0x00000801, u8 [N]); each may be plain or gzip-compressed (detected by content, not name).
+// Labels must lie in [0, num_classes). limit > 0 keeps only the first `limit` samples (then
+// only those are read and checked); limit == 0 keeps all.
+ImageDataset read_idx(const std::string& images_path, const std::string& labels_path,
+                      int64_t num_classes = 10, int64_t limit = 0);
+
+// Loads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from `dir` (the .gz is preferred
+// when both exist). The missing-file error for Fashion-MNIST suggests the Debian package.
+ImageDataset load_fashion_mnist(const std::string& dir, Split split, int64_t limit = 0);
+ImageDataset load_mnist(const std::string& dir, Split split, int64_t limit = 0);
+
+// Where the dataset-fashion-mnist package installs the files.
+inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
+
+// ---- CIFAR-10 ----
+
+// Loads data_batch_1..5.bin (train) or test_batch.bin (test) from `dir`, or from
+// `dir`/cifar-10-batches-bin when that is where the archive was unpacked. Records are one
+// label byte and 3072 bytes of planar 32x32 R, G, B planes, converted here to HWC.
+ImageDataset load_cifar10(const std::string& dir, Split split, int64_t limit = 0);
+
+// ---- synthetic ----
+
+// A deterministic, learnable dataset: each class has a smooth template (a few low-frequency
+// sinusoids per channel, drawn from `seed`), and every sample is its class template plus
+// per-pixel Gaussian noise, clamped to [0, 255]. The templates depend only on `seed`, so the
+// Train and Test splits of one seed share classes and differ in their samples. Smooth
+// templates survive small crops and flips, so augmented training can still fit them.
+ImageDataset make_synthetic(int64_t n, int64_t height, int64_t width, int64_t channels,
+                            int64_t num_classes, uint64_t seed, Split split = Split::Train);
+
+// ---- by name ----
+
+struct DatasetOptions {
+  int64_t limit = 0;  // > 0: keep only the first `limit` samples
+  // Synthetic only: samples per split, image shape, classes and seed.
+  int64_t synthetic_train_size = 10000;
+  int64_t synthetic_test_size = 2000;
+  int64_t synthetic_height = 32;
+  int64_t synthetic_width = 32;
+  int64_t synthetic_channels = 3;
+  int64_t synthetic_classes = 10;
+  uint64_t synthetic_seed = 1234;
+};
+
+// Names accepted by load_dataset, in the order they are listed in messages.
+const std::vector<std::string>& dataset_names();
+
+// Loads "fashion-mnist" (path defaults to kFashionMnistDefaultDir when empty), "mnist",
+// "cifar10" (these two need a path) or "synthetic" (path ignored). An unknown name is an
+// InvalidInput error naming it and listing the valid names.
+ImageDataset load_dataset(const std::string& name, const std::string& path, Split split,
+                          const DatasetOptions& options = {});
+
+}  // namespace hg::data

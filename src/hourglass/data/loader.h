@@ -1,0 +1,112 @@
+// DataLoader: turns an ImageDataset into f32 NHWC batches, optionally shuffled and augmented,
+// prepared ahead of the consumer by background threads.
+//
+// Determinism: the epoch's order is a pure function of (seed, epoch) and each sample's
+// augmentation a pure function of (seed, epoch, sample index), so batch k of epoch e holds the
+// same values whatever the worker count, and a run resumed with start_epoch(e, k) continues
+// exactly where it stopped.
+//
+// Threads: workers are std::threads that block on condition variables (they never spin: the
+// machine's cores belong to the OpenMP compute pool). They claim batch indices in order and
+// may run at most `prefetch` batches per worker ahead of the consumer; next() hands batches out
+// strictly in index order. A worker's exception is rethrown by next() when the consumer
+// reaches that batch. One thread uses a DataLoader (calls start_epoch / next).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "hourglass/data/dataset.h"
+#include "hourglass/data/transforms.h"
+#include "hourglass/tensor/tensor.h"
+
+namespace hg::data {
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  bool drop_last = false;  // drop the last batch when it is smaller than batch_size
+  uint64_t seed = 0;
+  TransformOptions transform;
+  bool augment = false;  // apply crop and flip (training); normalisation always applies
+  int workers = 1;       // background threads; 0 builds each batch inside next()
+  int prefetch = 2;      // batches each worker may prepare ahead of the consumer
+};
+
+struct Batch {
+  Tensor images;  // f32 [B, H, W, C] on the cpu
+  Tensor labels;  // i64 [B]
+  int64_t epoch = 0;
+  int64_t index = 0;  // batch index within the epoch
+};
+
+// The sample order of an epoch: 0..n-1, or a Fisher-Yates shuffle driven by a Philox stream
+// of (seed, epoch) when `shuffle`.
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+class DataLoader {
+ public:
+  // InvalidInput for a null or inconsistent dataset, batch_size < 1, workers outside [0, 64],
+  // prefetch < 1, or transform options that do not fit the images.
+  DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOptions options);
+  ~DataLoader();  // stops and joins the workers
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Begins epoch `epoch` at batch `first_batch` (0 <= first_batch <= batches_per_epoch();
+  // > 0 resumes mid-epoch). Stops any epoch in progress first, discarding its prepared batches.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
+
+  // The next batch of the current epoch, or nullopt once the epoch is done. Rethrows a
+  // worker's exception (and again on later calls, until the next start_epoch).
+  std::optional<Batch> next();
+
+  int64_t batches_per_epoch() const;
+  // Builds batch `index` of epoch `epoch` on the calling thread, independent of any epoch in
+  // progress; next() returns exactly this.
+  Batch make_batch(int64_t epoch, int64_t index) const;
+
+  const ImageDataset& dataset() const { return *dataset_; }
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  // Prepared batch or the exception its worker hit.
+  struct Slot {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+
+  Batch build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const;
+  void worker_loop();
+  void stop_workers();
+
+  std::shared_ptr<const ImageDataset> dataset_;
+  LoaderOptions options_;
+  ImageTransform transform_;
+
+  // The current epoch; written only by start_epoch while no worker runs.
+  bool started_ = false;
+  int64_t epoch_ = 0;
+  std::vector<int64_t> order_;
+  int64_t end_ = 0;  // batches in the epoch
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_;   // workers: a batch may be claimed, or stop
+  std::condition_variable ready_cv_;  // consumer: a batch was prepared
+  int64_t next_claim_ = 0;            // next batch index a worker will take
+  int64_t next_emit_ = 0;             // next batch index next() returns
+  int64_t window_ = 1;                // how far next_claim_ may run ahead of next_emit_
+  bool stop_ = false;
+  std::map<int64_t, Slot> ready_;
+  std::exception_ptr failed_;  // sticky: the error next() threw this epoch
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hg::data

@@ -1,0 +1,112 @@
+#include "hourglass/data/transforms.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hourglass/base/error.h"
+#include "hourglass/base/rng.h"
+
+namespace hg::data {
+
+namespace {
+
+// Separates augmentation streams from the shuffle and synthetic-data streams of one seed.
+constexpr uint64_t kAugmentTag = 0x4155474D454E5400ull;  // "AUGMENT"
+
+// One value per channel from a list of 0 (fallback), 1 (broadcast) or `channels` values.
+std::vector<float> per_channel(const std::vector<float>& values, int64_t channels, float fallback,
+                               const char* what) {
+  if (values.empty()) return std::vector<float>(size_t(channels), fallback);
+  if (values.size() == 1) return std::vector<float>(size_t(channels), values[0]);
+  HG_CHECK(int64_t(values.size()) == channels,
+           "transform: {} has {} values but the images have {} channels (give 1 or {})", what,
+           values.size(), channels, channels);
+  return values;
+}
+
+}  // namespace
+
+TransformOptions default_transform(const std::string& dataset_name) {
+  TransformOptions t;
+  if (dataset_name == "fashion-mnist") {
+    t.mean = {0.2860f};
+    t.std = {0.3530f};
+  } else if (dataset_name == "mnist") {
+    t.mean = {0.1307f};
+    t.std = {0.3081f};
+  } else if (dataset_name == "cifar10") {
+    t.mean = {0.4914f, 0.4822f, 0.4465f};
+    t.std = {0.2470f, 0.2435f, 0.2616f};
+    t.crop_padding = 4;
+    t.flip = true;
+  } else if (dataset_name == "synthetic") {
+    t.mean = {0.5f};
+    t.std = {0.25f};
+    t.crop_padding = 2;
+    t.flip = true;
+  }
+  return t;
+}
+
+ImageTransform::ImageTransform(const TransformOptions& options, int64_t height, int64_t width,
+                               int64_t channels)
+    : options_(options), height_(height), width_(width), channels_(channels) {
+  HG_CHECK(height >= 1 && width >= 1 && channels >= 1,
+           "transform: image shape must be positive, got {}x{}x{}", height, width, channels);
+  HG_CHECK(options.crop_padding >= 0 && options.crop_padding <= std::min(height, width),
+           "transform: crop padding must be in [0, {}] for {}x{} images, got {}",
+           std::min(height, width), height, width, options.crop_padding);
+  const std::vector<float> mean = per_channel(options.mean, channels, 0.0f, "mean");
+  const std::vector<float> stdev = per_channel(options.std, channels, 1.0f, "std");
+  for (int64_t c = 0; c < channels; ++c) {
+    HG_CHECK(std::isfinite(mean[size_t(c)]), "transform: mean[{}] is {}", c, mean[size_t(c)]);
+    HG_CHECK(std::isfinite(stdev[size_t(c)]) && stdev[size_t(c)] > 0.0f,
+             "transform: std[{}] must be positive and finite, got {}", c, stdev[size_t(c)]);
+    scale_.push_back(1.0f / (255.0f * stdev[size_t(c)]));
+    bias_.push_back(-mean[size_t(c)] / stdev[size_t(c)]);
+  }
+}
+
+Augmentation ImageTransform::draw(uint64_t seed, int64_t epoch, int64_t sample) const {
+  RandomStream rs(seed, mix_stream(uint64_t(epoch), uint64_t(sample), kAugmentTag));
+  // Always draw all three, so turning one option off leaves the others' choices unchanged.
+  const int64_t p = options_.crop_padding;
+  const auto span = uint64_t(2 * p + 1);
+  Augmentation aug;
+  aug.shift_y = int64_t(rs.below(span)) - p;
+  aug.shift_x = int64_t(rs.below(span)) - p;
+  aug.flip = rs.uniform() < 0.5f;
+  if (!options_.flip) aug.flip = false;
+  return aug;
+}
+
+void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float* out) const {
+  const int64_t h = height_, w = width_, c = channels_;
+  const float* scale = scale_.data();
+  const float* bias = bias_.data();
+  for (int64_t y = 0; y < h; ++y) {
+    float* row = out + y * w * c;
+    const int64_t sy = y + aug.shift_y;
+    if (sy < 0 || sy >= h) {  // entirely in the padding: zero pixels
+      for (int64_t x = 0; x < w; ++x) {
+        for (int64_t ch = 0; ch < c; ++ch) row[x * c + ch] = bias[ch];
+      }
+      continue;
+    }
+    const uint8_t* src_row = image + sy * w * c;
+    for (int64_t x = 0; x < w; ++x) {
+      // The flip mirrors the cropped image: output column x shows cropped column w-1-x.
+      const int64_t cx = aug.flip ? w - 1 - x : x;
+      const int64_t sx = cx + aug.shift_x;
+      float* px = row + x * c;
+      if (sx < 0 || sx >= w) {
+        for (int64_t ch = 0; ch < c; ++ch) px[ch] = bias[ch];
+      } else {
+        const uint8_t* sp = src_row + sx * c;
+        for (int64_t ch = 0; ch < c; ++ch) px[ch] = float(sp[ch]) * scale[ch] + bias[ch];
+      }
+    }
+  }
+}
+
+}  // namespace hg::data

@@ -1,0 +1,64 @@
+// Per-sample image transforms: random crop with zero padding, random horizontal flip, and
+// per-channel normalisation from uint8 HWC into f32 HWC. The random choices for a sample are
+// a pure function of (seed, epoch, sample index) through a Philox stream, so a batch holds the
+// same values whatever the worker count, batch order or resume point.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hg::data {
+
+struct TransformOptions {
+  // Random crop: pad each side by this many pixels of value 0 (before normalisation, as
+  // torchvision does), then crop back to H x W at a random offset. 0 disables it.
+  int64_t crop_padding = 0;
+  // Random horizontal flip with probability 0.5.
+  bool flip = false;
+  // Normalisation x = (pixel / 255 - mean[c]) / std[c]. Each holds one value per channel, or
+  // one value for all channels; empty means mean 0 and std 1.
+  std::vector<float> mean;
+  std::vector<float> std;
+};
+
+// The usual settings for a dataset by name: its channel mean and std, plus crop (padding 4)
+// and flip for cifar10 and synthetic (used when augmenting). Unknown names get {} (x / 255).
+TransformOptions default_transform(const std::string& dataset_name);
+
+// The random choices for one sample.
+struct Augmentation {
+  // Crop offset: output(y, x) = input(y + shift_y, x + shift_x), zero where that falls outside.
+  int64_t shift_y = 0;
+  int64_t shift_x = 0;
+  // Mirror horizontally, applied after the crop.
+  bool flip = false;
+};
+
+// A TransformOptions checked against an image shape, with the normalisation precomputed.
+class ImageTransform {
+ public:
+  // InvalidInput if mean/std have neither 0, 1 nor `channels` entries, a std is not positive
+  // and finite, or crop_padding is negative or larger than the image.
+  ImageTransform(const TransformOptions& options, int64_t height, int64_t width, int64_t channels);
+
+  // The augmentation of sample `sample` in epoch `epoch`: shifts uniform in
+  // [-crop_padding, crop_padding], flip with probability 1/2 (off when disabled).
+  Augmentation draw(uint64_t seed, int64_t epoch, int64_t sample) const;
+
+  // Writes the H*W*C transformed floats of one uint8 HWC image to out.
+  void apply(const uint8_t* image, const Augmentation& aug, float* out) const;
+
+  int64_t height() const { return height_; }
+  int64_t width() const { return width_; }
+  int64_t channels() const { return channels_; }
+  const TransformOptions& options() const { return options_; }
+
+ private:
+  TransformOptions options_;
+  int64_t height_, width_, channels_;
+  std::vector<float> scale_;  // per channel: 1 / (255 * std)
+  std::vector<float> bias_;   // per channel: -mean / std (the value of a zero pixel)
+};
+
+}  // namespace hg::data

@@ -1,0 +1,71 @@
+#include "hourglass/nn/layers.h"
+
+#include <atomic>
+
+#include "hourglass/base/rng.h"
+
+namespace hg::nn {
+
+Conv2d::Conv2d(const Conv2dOptions& o) : Module("Conv2d"), options_(o) {
+  HG_CHECK(o.in_channels > 0 && o.out_channels > 0 && o.kernel > 0 && o.groups > 0 &&
+               o.in_channels % o.groups == 0 && o.out_channels % o.groups == 0,
+           "Conv2d: bad options in={} out={} kernel={} groups={}", o.in_channels, o.out_channels,
+           o.kernel, o.groups);
+  params_ = {o.stride, o.stride, o.padding, o.padding, o.dilation, o.dilation, o.groups};
+  weight = register_parameter(
+      "weight", Tensor::zeros({o.out_channels, o.kernel, o.kernel, o.in_channels / o.groups}));
+  if (o.bias) bias = register_parameter("bias", Tensor::zeros({o.out_channels}), Decay::Exempt);
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return fn::conv2d(x, weight, bias, params_); }
+
+BatchNorm2d::BatchNorm2d(int64_t channels, double momentum, double eps)
+    : Module("BatchNorm2d"), momentum_(momentum), eps_(eps) {
+  weight = register_parameter("weight", Tensor::full({channels}, 1.0), Decay::Exempt);
+  bias = register_parameter("bias", Tensor::zeros({channels}), Decay::Exempt);
+  running_mean = register_buffer("running_mean", Tensor::zeros({channels}));
+  running_var = register_buffer("running_var", Tensor::full({channels}, 1.0));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  return fn::batch_norm(x, weight, bias, running_mean, running_var,
+                        is_training() ? fn::BatchNormMode::Train : fn::BatchNormMode::Eval,
+                        momentum_, eps_);
+}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) : Module("Linear") {
+  HG_CHECK(in_features > 0 && out_features > 0, "Linear: bad sizes in={} out={}", in_features,
+           out_features);
+  weight = register_parameter("weight", Tensor::zeros({out_features, in_features}));
+  if (has_bias) bias = register_parameter("bias", Tensor::zeros({out_features}), Decay::Exempt);
+}
+
+Tensor Linear::forward(const Tensor& x) { return fn::linear(x, weight, bias); }
+
+MaxPool2d::MaxPool2d(int64_t kernel, int64_t stride, int64_t padding) : Module("MaxPool2d") {
+  params_ = {kernel, kernel, stride, stride, padding, padding};
+}
+
+AvgPool2d::AvgPool2d(int64_t kernel, int64_t stride, int64_t padding) : Module("AvgPool2d") {
+  params_ = {kernel, kernel, stride, stride, padding, padding};
+}
+
+namespace {
+thread_local DropoutContext t_dropout_context;
+std::atomic<uint64_t> g_next_dropout_id{1};
+}  // namespace
+
+void set_dropout_context(const DropoutContext& context) { t_dropout_context = context; }
+
+Dropout::Dropout(double p) : Module("Dropout"), p_(p), layer_id_(g_next_dropout_id++) {
+  HG_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p_ == 0.0) return x;
+  // A 64-bit counter start per (step, layer): ranges of different calls do not meet in practice.
+  const uint64_t offset = mix_stream(t_dropout_context.step, layer_id_) & ~uint64_t(0xffffffff);
+  return fn::dropout(x, p_, t_dropout_context.seed, offset);
+}
+
+}  // namespace hg::nn

@@ -1,0 +1,104 @@
+// The layers: one module per op of the autograd layer. Convolutions are NHWC in, NHWC out,
+// weights KRSC. Parameters start uninitialised; models/initialize() fills them from a seed.
+#pragma once
+
+#include "hourglass/autograd/functions.h"
+#include "hourglass/nn/module.h"
+
+namespace hg::nn {
+
+struct Conv2dOptions {
+  int64_t in_channels = 0, out_channels = 0;
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+  bool bias = false;
+};
+
+class Conv2d : public Module {
+ public:
+  explicit Conv2d(const Conv2dOptions& o);
+  Tensor forward(const Tensor& x) override;
+  const Conv2dOptions& options() const { return options_; }
+  Tensor weight, bias;   // bias undefined when options.bias is false
+
+ private:
+  Conv2dOptions options_;
+  Conv2dParams params_;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t channels, double momentum = 0.1, double eps = 1e-5);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias, running_mean, running_var;
+
+ private:
+  double momentum_, eps_;
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  int64_t in_features() const { return weight.size(1); }
+  Tensor weight, bias;
+};
+
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& x) override { return fn::relu(x); }
+};
+
+class MaxPool2d : public Module {
+ public:
+  MaxPool2d(int64_t kernel, int64_t stride, int64_t padding = 0);
+  Tensor forward(const Tensor& x) override { return fn::max_pool2d(x, params_); }
+
+ private:
+  Pool2dParams params_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  AvgPool2d(int64_t kernel, int64_t stride, int64_t padding = 0);
+  Tensor forward(const Tensor& x) override { return fn::avg_pool2d(x, params_); }
+
+ private:
+  Pool2dParams params_;
+};
+
+class GlobalAvgPool : public Module {
+ public:
+  GlobalAvgPool() : Module("GlobalAvgPool") {}
+  Tensor forward(const Tensor& x) override { return fn::global_avg_pool(x); }
+};
+
+class Flatten : public Module {
+ public:
+  Flatten() : Module("Flatten") {}
+  Tensor forward(const Tensor& x) override { return fn::flatten(x, 1); }
+};
+
+// Where dropout masks come from: Philox(seed) at a counter derived from the training step
+// and the layer, so a resumed run draws the same masks as an uninterrupted one.
+struct DropoutContext {
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
+void set_dropout_context(const DropoutContext& context);
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double p_;
+  uint64_t layer_id_;
+};
+
+}  // namespace hg::nn

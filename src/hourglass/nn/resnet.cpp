@@ -1,0 +1,97 @@
+#include "hourglass/nn/resnet.h"
+
+namespace hg::nn {
+
+namespace {
+Conv2dOptions conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return {in, out, kernel, stride, kernel / 2, 1, 1, false};
+}
+}  // namespace
+
+ConvBn::ConvBn(const Conv2dOptions& c, bool relu) : Module("ConvBn"), relu_(relu) {
+  conv_ = register_module("conv", std::make_shared<Conv2d>(c));
+  bn_ = register_module("bn", std::make_shared<BatchNorm2d>(c.out_channels));
+}
+
+Tensor ConvBn::forward(const Tensor& x) {
+  Tensor y = bn_->forward(conv_->forward(x));
+  return relu_ ? fn::relu(y) : y;
+}
+
+ResNetStem::ResNetStem(Stem kind, int64_t in, int64_t width) : Module("ResNetStem") {
+  conv_ = register_module("conv", std::make_shared<Conv2d>(
+                                      kind == Stem::Cifar ? conv(in, width, 3, 1) : conv(in, width, 7, 2)));
+  bn_ = register_module("bn", std::make_shared<BatchNorm2d>(width));
+  if (kind == Stem::ImageNet) pool_ = register_module("pool", std::make_shared<MaxPool2d>(3, 2, 1));
+}
+
+Tensor ResNetStem::forward(const Tensor& x) {
+  Tensor y = fn::relu(bn_->forward(conv_->forward(x)));
+  return pool_ ? pool_->forward(y) : y;
+}
+
+BasicBlock::BasicBlock(int64_t in, int64_t width, int64_t stride) : Module("BasicBlock") {
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(conv(in, width, 3, stride)));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(width));
+  conv2_ = register_module("conv2", std::make_shared<Conv2d>(conv(width, width, 3, 1)));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(width));
+  if (stride != 1 || in != width)
+    shortcut_ = register_module("shortcut", std::make_shared<ConvBn>(conv(in, width, 1, stride), false));
+}
+
+Tensor BasicBlock::forward(const Tensor& x) {
+  Tensor out = fn::relu(bn1_->forward(conv1_->forward(x)));
+  out = bn2_->forward(conv2_->forward(out));
+  return fn::relu(fn::add(out, shortcut_ ? shortcut_->forward(x) : x));
+}
+
+Bottleneck::Bottleneck(int64_t in, int64_t width, int64_t stride) : Module("Bottleneck") {
+  const int64_t out = width * expansion;
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(conv(in, width, 1, 1)));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(width));
+  conv2_ = register_module("conv2", std::make_shared<Conv2d>(conv(width, width, 3, stride)));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(width));
+  conv3_ = register_module("conv3", std::make_shared<Conv2d>(conv(width, out, 1, 1)));
+  bn3_ = register_module("bn3", std::make_shared<BatchNorm2d>(out));
+  if (stride != 1 || in != out)
+    shortcut_ = register_module("shortcut", std::make_shared<ConvBn>(conv(in, out, 1, stride), false));
+}
+
+Tensor Bottleneck::forward(const Tensor& x) {
+  Tensor out = fn::relu(bn1_->forward(conv1_->forward(x)));
+  out = fn::relu(bn2_->forward(conv2_->forward(out)));
+  out = bn3_->forward(conv3_->forward(out));
+  return fn::relu(fn::add(out, shortcut_ ? shortcut_->forward(x) : x));
+}
+
+ResNet::ResNet(const ResNetOptions& o) : Module("ResNet") {
+  HG_CHECK(!o.widths.empty() && o.widths.size() == o.blocks_per_stage.size(),
+           "ResNet: {} widths for {} stages", o.widths.size(), o.blocks_per_stage.size());
+  HG_CHECK(o.in_channels > 0 && o.num_classes > 0, "ResNet: in_channels and num_classes must be positive");
+  const int64_t stem_width = o.widths[0];
+  stem_ = register_module("stem", std::make_shared<ResNetStem>(o.stem, o.in_channels, stem_width));
+  int64_t in = stem_width;
+  for (size_t s = 0; s < o.widths.size(); ++s) {
+    auto stage = std::make_shared<Sequential>();
+    for (int b = 0; b < o.blocks_per_stage[s]; ++b) {
+      const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
+      if (o.block == BlockKind::Basic) {
+        stage->add(std::make_shared<BasicBlock>(in, o.widths[s], stride));
+        in = o.widths[s] * BasicBlock::expansion;
+      } else {
+        stage->add(std::make_shared<Bottleneck>(in, o.widths[s], stride));
+        in = o.widths[s] * Bottleneck::expansion;
+      }
+    }
+    stages_.push_back(register_module("layer" + std::to_string(s + 1), stage));
+  }
+  fc_ = register_module("fc", std::make_shared<Linear>(in, o.num_classes));
+}
+
+Tensor ResNet::forward(const Tensor& x) {
+  Tensor y = stem_->forward(x);
+  for (auto& stage : stages_) y = stage->forward(y);
+  return fc_->forward(fn::global_avg_pool(y));
+}
+
+}  // namespace hg::nn

@@ -1,0 +1,89 @@
+// ResNets (He et al. 2016): BasicBlock (resnet18/34) and Bottleneck (resnet50, stride on the
+// 3x3 conv as in torchvision), with a CIFAR stem (3x3 conv, no max-pool) or an ImageNet stem
+// (7x7 stride-2 conv + 3x3 stride-2 max-pool), any number of input channels.
+#pragma once
+
+#include <vector>
+
+#include "hourglass/nn/layers.h"
+
+namespace hg::nn {
+
+enum class Stem : uint8_t { Cifar, ImageNet };
+enum class BlockKind : uint8_t { Basic, Bottleneck };
+
+struct ResNetOptions {
+  BlockKind block = BlockKind::Basic;
+  std::vector<int> blocks_per_stage = {2, 2, 2, 2};
+  std::vector<int64_t> widths = {64, 128, 256, 512};
+  Stem stem = Stem::Cifar;
+  int64_t in_channels = 3;
+  int64_t num_classes = 10;
+};
+
+// conv + batch-norm (+ relu), the unit every ResNet part is made of.
+class ConvBn : public Module {
+ public:
+  ConvBn(const Conv2dOptions& conv, bool relu);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv_;
+  std::shared_ptr<BatchNorm2d> bn_;
+  bool relu_;
+};
+
+// conv + batch-norm + relu, then a 3x3 stride-2 max-pool for the ImageNet stem.
+class ResNetStem : public Module {
+ public:
+  ResNetStem(Stem kind, int64_t in_channels, int64_t width);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv_;
+  std::shared_ptr<BatchNorm2d> bn_;
+  std::shared_ptr<MaxPool2d> pool_;   // ImageNet stem only
+};
+
+class BasicBlock : public Module {
+ public:
+  static constexpr int64_t expansion = 1;
+  BasicBlock(int64_t in_channels, int64_t width, int64_t stride);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<ConvBn> shortcut_;   // null when the identity fits
+};
+
+class Bottleneck : public Module {
+ public:
+  static constexpr int64_t expansion = 4;
+  Bottleneck(int64_t in_channels, int64_t width, int64_t stride);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_, conv3_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_, bn3_;
+  std::shared_ptr<ConvBn> shortcut_;
+};
+
+class ResNet : public Module {
+ public:
+  explicit ResNet(const ResNetOptions& o);
+  Tensor forward(const Tensor& x) override;
+
+  // The parts, for tests that compare intermediate activations.
+  Module& stem() { return *stem_; }
+  size_t num_stages() const { return stages_.size(); }
+  Module& stage(size_t i) { return *stages_.at(i); }
+  Module& fc() { return *fc_; }
+
+ private:
+  std::shared_ptr<ResNetStem> stem_;
+  std::vector<std::shared_ptr<Sequential>> stages_;
+  std::shared_ptr<Linear> fc_;
+};
+
+}  // namespace hg::nn

@@ -1,0 +1,81 @@
+#include "hourglass/obs/metrics_jsonl.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "hourglass/base/error.h"
+
+namespace hg::obs {
+
+namespace {
+
+[[noreturn]] void throw_io(const std::string& path, const char* what) {
+  throw_runtime(fmt::format("cannot {} metrics file {}: {}", what, path, std::strerror(errno)),
+                "check that the run directory exists, is writable and has free space");
+}
+
+void write_all(int fd, const std::string& text, const std::string& path) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io(path, "write");
+    }
+    p += n;
+    left -= size_t(n);
+  }
+}
+
+}  // namespace
+
+MetricsJsonl::MetricsJsonl(const std::string& path) : path_(path) {
+  // Read-write only so that the last byte can be checked below; writes still append.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw_io(path, "open");
+  // A run killed in the middle of a line leaves it unterminated; start on a fresh line so
+  // that the records after it stay parseable (readers skip the one broken line).
+  struct stat st {};
+  char last = '\n';
+  if (::fstat(fd_, &st) == 0 && st.st_size > 0 && ::pread(fd_, &last, 1, st.st_size - 1) == 1 &&
+      last != '\n') {
+    try {
+      write_all(fd_, "\n", path_);
+    } catch (...) {
+      ::close(fd_);
+      throw;
+    }
+  }
+}
+
+MetricsJsonl::~MetricsJsonl() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MetricsJsonl::write(const std::vector<std::pair<std::string, double>>& numbers,
+                         const std::vector<std::pair<std::string, std::string>>& text) {
+  nlohmann::ordered_json record = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : numbers) {
+    if (!std::isfinite(value))
+      record[name] = nullptr;
+    else if (value == std::trunc(value) && std::fabs(value) < 9007199254740992.0)   // 2^53
+      record[name] = int64_t(value);
+    else
+      record[name] = value;
+  }
+  for (const auto& [name, value] : text) record[name] = value;
+  // Invalid UTF-8 in a text field is replaced rather than failing the run over a log line.
+  std::string line = record.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  line += '\n';
+  // One write() per line: with O_APPEND the line lands whole at the end of the file.
+  write_all(fd_, line, path_);
+}
+
+}  // namespace hg::obs

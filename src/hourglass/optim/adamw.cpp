@@ -1,0 +1,48 @@
+#include "hourglass/optim/adamw.h"
+
+#include "hourglass/ops/ops.h"
+
+namespace hg::optim {
+
+AdamW::AdamW(FlatParameters flat, const AdamWOptions& options)
+    : Optimizer(std::move(flat)), options_(options) {
+  HG_CHECK(options.lr >= 0, "adamw: learning rate must be non-negative, got {}", options.lr);
+  HG_CHECK(options.eps >= 0, "adamw: eps must be non-negative, got {}", options.eps);
+  HG_CHECK(options.weight_decay >= 0, "adamw: weight decay must be non-negative, got {}",
+           options.weight_decay);
+  HG_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
+           "adamw: betas must be in [0, 1), got ({}, {})", options.beta1, options.beta2);
+  exp_avg_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
+  exp_avg_sq_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
+}
+
+void AdamW::set_lr(double lr) {
+  HG_CHECK(lr >= 0, "adamw: learning rate must be non-negative, got {}", lr);
+  options_.lr = lr;
+}
+
+NamedTensors AdamW::state() const { return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}}; }
+
+void AdamW::apply_update() {
+  const int64_t n = flat_.params.numel();
+  const int64_t decayed = options_.weight_decay != 0.0 ? flat_.decay_count : 0;
+  if (decayed == 0 || decayed == n) {   // one call over the whole arena
+    AdamWOptions o = options_;
+    if (decayed == 0) o.weight_decay = 0.0;
+    ops::adamw_step(flat_.params, flat_.grads, exp_avg_, exp_avg_sq_, o, step_count_);
+    return;
+  }
+  // Two calls: the decayed prefix with weight decay, the rest without.
+  const DecaySplit p = split_at_decay(flat_.params, decayed);
+  const DecaySplit g = split_at_decay(flat_.grads, decayed);
+  const DecaySplit m = split_at_decay(exp_avg_, decayed);
+  const DecaySplit v = split_at_decay(exp_avg_sq_, decayed);
+  Tensor p_decay = p.decay, m_decay = m.decay, v_decay = v.decay;
+  ops::adamw_step(p_decay, g.decay, m_decay, v_decay, options_, step_count_);
+  AdamWOptions no_decay = options_;
+  no_decay.weight_decay = 0.0;
+  Tensor p_rest = p.no_decay, m_rest = m.no_decay, v_rest = v.no_decay;
+  ops::adamw_step(p_rest, g.no_decay, m_rest, v_rest, no_decay, step_count_);
+}
+
+}  // namespace hg::optim

@@ -1,0 +1,19 @@
+// The view of a model's parameters an optimizer works on: the flat parameter arena
+// (decision 3). params and grads are contiguous f32 tensors of equal length; the first
+// `decay_count` elements take weight decay, the rest (batch-norm affine parameters and biases,
+// when the model asks for that) do not.
+#pragma once
+
+#include <cstdint>
+
+#include "hourglass/tensor/tensor.h"
+
+namespace hg {
+
+struct FlatParameters {
+  Tensor params;            // f32 [n]
+  Tensor grads;             // f32 [n]
+  int64_t decay_count = 0;  // params[0, decay_count) take weight decay
+};
+
+}  // namespace hg

@@ -1,0 +1,59 @@
+#include "hourglass/optim/optimizer.h"
+
+#include <fmt/format.h>
+
+namespace hg::optim {
+
+Optimizer::Optimizer(FlatParameters flat) : flat_(std::move(flat)) {
+  HG_CHECK(flat_.params.defined() && flat_.grads.defined(),
+           "optimizer: the flat parameters and gradients must be defined");
+  check_dtype("optimizer", "flat parameters", flat_.params, DType::F32);
+  check_dtype("optimizer", "flat gradients", flat_.grads, DType::F32);
+  check_same_shape("optimizer", flat_.params, flat_.grads);
+  check_same_device("optimizer", flat_.params, flat_.grads);
+  HG_CHECK(flat_.params.dim() == 1 && flat_.params.is_contiguous() && flat_.grads.is_contiguous(),
+           "optimizer: flat parameters must be contiguous 1-d tensors, got {}",
+           flat_.params.describe());
+  HG_CHECK(flat_.decay_count >= 0 && flat_.decay_count <= flat_.params.numel(),
+           "optimizer: decay_count {} outside [0, {}]", flat_.decay_count,
+           flat_.params.numel());
+}
+
+void Optimizer::step() {
+  ++step_count_;
+  apply_update();
+}
+
+void Optimizer::zero_grad() { flat_.grads.zero_(); }
+
+void Optimizer::load_state(const NamedTensors& saved, int64_t step_count) {
+  HG_CHECK(step_count >= 0, "{} state: negative step count {}", name(), step_count);
+  const NamedTensors mine = state();
+  for (const auto& [key, src] : saved) {
+    bool known = false;
+    for (const auto& [k, _] : mine) known = known || k == key;
+    HG_CHECK(known, "{} state: unexpected entry '{}'", name(), key);
+  }
+  for (const auto& [key, dst] : mine) {
+    const Tensor* src = nullptr;
+    for (const auto& [k, t] : saved)
+      if (k == key) src = &t;
+    HG_CHECK(src != nullptr, "{} state: missing entry '{}'", name(), key);
+    HG_CHECK(src->defined() && src->shape() == dst.shape(),
+             "{} state: entry '{}' is {}, expected shape {}", name(), key, src->describe(),
+             shape_str(dst.shape()));
+  }
+  // Copy only after everything checked, so a bad checkpoint leaves the optimizer untouched.
+  for (const auto& [key, dst] : mine)
+    for (const auto& [k, src] : saved)
+      if (k == key) Tensor(dst).copy_(src);
+  step_count_ = step_count;
+}
+
+DecaySplit split_at_decay(const Tensor& flat, int64_t decay_count) {
+  if (!flat.defined()) return {};
+  const int64_t n = flat.numel();
+  return {flat.narrow(0, 0, decay_count), flat.narrow(0, decay_count, n - decay_count)};
+}
+
+}  // namespace hg::optim

@@ -1,0 +1,65 @@
+// The optimizer interface. An optimizer updates a model's flat parameter arena (FlatParameters)
+// with a few fused op calls per step, never a per-parameter loop; its state is a handful of
+// named flat tensors plus a step counter, which is all a checkpoint needs to resume exactly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hourglass/optim/flat_parameters.h"
+#include "hourglass/tensor/tensor.h"
+
+namespace hg::optim {
+
+// Named state tensors, in a fixed order (for checkpoints: "exp_avg", "momentum", ...).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  // Keeps handles to flat.params and flat.grads (the arena itself, not a copy).
+  explicit Optimizer(FlatParameters flat);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual const char* name() const = 0;
+
+  // One update from the current gradients; increments step_count() first, so the first
+  // update is step 1 (AdamW's bias correction counts from there).
+  void step();
+  // Zeroes the whole flat gradient buffer in one call.
+  void zero_grad();
+
+  virtual double lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+
+  // Number of updates applied so far.
+  int64_t step_count() const { return step_count_; }
+
+  // The state tensors, sharing memory with the optimizer (copy them before mutating).
+  virtual NamedTensors state() const = 0;
+  // Restores a checkpoint taken with state() and step_count(): every name must be present with
+  // the same shape (dtype and device may differ; values are copied in). Throws InvalidInput
+  // naming the missing, unexpected or mis-shaped entry.
+  void load_state(const NamedTensors& state, int64_t step_count);
+
+  const FlatParameters& parameters() const { return flat_; }
+
+ protected:
+  // Applies update number step_count() (>= 1).
+  virtual void apply_update() = 0;
+
+  FlatParameters flat_;
+  int64_t step_count_ = 0;
+};
+
+// Splits a flat tensor at the weight-decay boundary: [0, decay_count) and the rest. Either part
+// may be empty (length 0); an undefined tensor gives two undefined parts.
+struct DecaySplit {
+  Tensor decay, no_decay;
+};
+DecaySplit split_at_decay(const Tensor& flat, int64_t decay_count);
+
+}  // namespace hg::optim

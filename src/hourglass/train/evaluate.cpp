@@ -1,0 +1,40 @@
+#include "hourglass/train/evaluate.h"
+
+#include <chrono>
+
+#include "hourglass/autograd/tape.h"
+#include "hourglass/ops/ops.h"
+
+namespace hg::train {
+
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool was_training = model.is_training();
+  model.eval();
+  autograd::NoGradGuard no_grad;
+  Tensor loss_sum = Tensor::zeros({}, DType::F32, device);
+  Tensor correct = Tensor::zeros({}, DType::F32, device);
+  int64_t samples = 0;
+  loader.start_epoch(0);
+  while (auto batch = loader.next()) {
+    Tensor images = batch->images.to(device);
+    Tensor labels = batch->labels.to(device);
+    Tensor logits = model.forward(images);
+    const int64_t n = labels.size(0);
+    Tensor loss = ops::cross_entropy(logits, labels, 0.0).loss;
+    ops::add_(loss_sum, loss, double(n));
+    ops::add_(correct, ops::count_correct(logits, labels));
+    samples += n;
+  }
+  model.train(was_training);
+  EvalResult r;
+  r.samples = samples;
+  if (samples > 0) {
+    r.loss = loss_sum.item() / double(samples);
+    r.accuracy = correct.item() / double(samples);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace hg::train

@@ -1,0 +1,21 @@
+// Evaluation: loss and accuracy of a model over a whole loader, without recording a tape.
+// Loss and correct counts accumulate on the device and are read once at the end.
+#pragma once
+
+#include "hourglass/data/loader.h"
+#include "hourglass/nn/module.h"
+
+namespace hg::train {
+
+struct EvalResult {
+  double loss = 0;        // mean cross-entropy (no label smoothing)
+  double accuracy = 0;    // fraction in [0, 1]
+  int64_t samples = 0;
+  double seconds = 0;
+};
+
+// Runs the model in eval mode over one epoch of `loader` (epoch 0) and restores the model's
+// previous train/eval mode.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, Device device);
+
+}  // namespace hg::train

@@ -1,0 +1,130 @@
+#include "hourglass/train/run_config.h"
+
+#include <filesystem>
+
+namespace hg::train {
+
+namespace {
+
+void check_range(bool ok, const Config& c, const char* key, const std::string& what) {
+  if (!ok) throw_invalid(fmt::format("{}: {} {}", c.source(), key, what));
+}
+
+std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+RunConfig parse_run_config(const Config& c) {
+  RunConfig r;
+  r.name = c.get_string("name", std::filesystem::path(c.source()).stem().string());
+  const int64_t seed = c.get_int("seed", 0);
+  check_range(seed >= 0, c, "seed", "must be non-negative");
+  r.seed = uint64_t(seed);
+  r.device = Device::parse(c.get_string("device", "cpu"));
+  r.threads = int(c.get_int("threads", 0));
+  check_range(r.threads >= 0, c, "threads", "must be 0 (all cores) or positive");
+
+  // [model]
+  r.model.name = c.get_string("model.name", "small_cnn");
+  r.model.stem = c.get_string("model.stem", "cifar");
+  r.model.dropout = c.get_double("model.dropout", 0.0);
+  check_range(r.model.dropout >= 0 && r.model.dropout < 1, c, "model.dropout", "must be in [0, 1)");
+  r.model.hidden = c.get_int_list("model.hidden", {512, 512});
+
+  // [data]
+  DataConfig& d = r.data;
+  d.dataset = c.get_string("data.dataset", "fashion-mnist");
+  d.path = c.get_string("data.path", "");
+  d.train_limit = c.get_int("data.train_limit", 0);
+  d.test_limit = c.get_int("data.test_limit", 0);
+  check_range(d.train_limit >= 0 && d.test_limit >= 0, c, "data.train_limit/test_limit",
+              "must be non-negative (0 = all)");
+  d.transform = data::default_transform(d.dataset);
+  d.augment = c.get_bool("data.augment", false);
+  d.transform.crop_padding = c.get_int("data.crop_padding", d.transform.crop_padding);
+  d.transform.flip = c.get_bool("data.flip", d.transform.flip);
+  if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
+  if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
+  d.workers = int(c.get_int("data.workers", 1));
+  d.synthetic.synthetic_train_size = c.get_int("data.synthetic.train_size", 10000);
+  d.synthetic.synthetic_test_size = c.get_int("data.synthetic.test_size", 2000);
+  d.synthetic.synthetic_height = c.get_int("data.synthetic.height", 32);
+  d.synthetic.synthetic_width = c.get_int("data.synthetic.width", 32);
+  d.synthetic.synthetic_channels = c.get_int("data.synthetic.channels", 3);
+  d.synthetic.synthetic_classes = c.get_int("data.synthetic.classes", 10);
+  d.synthetic.synthetic_seed = uint64_t(c.get_int("data.synthetic.seed", 1234));
+
+  // [optim]
+  OptimConfig& o = r.optim;
+  o.name = c.get_string("optim.name", "sgd");
+  if (o.name != "sgd" && o.name != "adamw")
+    throw_invalid(fmt::format("{}: optim.name: unknown optimizer '{}'", c.source(), o.name),
+                  "use \"sgd\" or \"adamw\"");
+  const double lr = c.get_double("optim.lr", o.name == "sgd" ? 0.1 : 1e-3);
+  check_range(lr > 0, c, "optim.lr", "must be positive");
+  const double wd = c.get_double("optim.weight_decay", o.name == "sgd" ? 0.0 : 0.01);
+  check_range(wd >= 0, c, "optim.weight_decay", "must be non-negative");
+  o.sgd.lr = o.adamw.lr = lr;
+  o.sgd.weight_decay = o.adamw.weight_decay = wd;
+  o.sgd.momentum = c.get_double("optim.momentum", 0.9);
+  o.sgd.dampening = c.get_double("optim.dampening", 0.0);
+  o.sgd.nesterov = c.get_bool("optim.nesterov", false);
+  o.adamw.beta1 = c.get_double("optim.beta1", 0.9);
+  o.adamw.beta2 = c.get_double("optim.beta2", 0.999);
+  o.adamw.eps = c.get_double("optim.eps", 1e-8);
+  const std::string scope = c.get_string("optim.decay", "all");
+  if (scope == "all")
+    o.decay_scope = nn::DecayScope::All;
+  else if (scope == "weights")
+    o.decay_scope = nn::DecayScope::WeightsOnly;
+  else
+    throw_invalid(fmt::format("{}: optim.decay: unknown value '{}'", c.source(), scope),
+                  "use \"all\" or \"weights\" (exempts batch-norm parameters and biases)");
+
+  // [schedule]
+  ScheduleConfig& s = r.schedule;
+  s.name = c.get_string("schedule.name", "constant");
+  s.warmup_epochs = c.get_double("schedule.warmup_epochs", 0.0);
+  s.min_lr = c.get_double("schedule.min_lr", 0.0);
+  s.step_epochs = c.get_double("schedule.step_epochs", 0.0);
+  s.gamma = c.get_double("schedule.gamma", 0.1);
+  s.pct_start = c.get_double("schedule.pct_start", 0.3);
+  s.div_factor = c.get_double("schedule.div_factor", 25.0);
+  s.final_div_factor = c.get_double("schedule.final_div_factor", 1e4);
+
+  // [train]
+  TrainConfig& t = r.train;
+  t.epochs = c.get_int("train.epochs", 1);
+  check_range(t.epochs >= 1, c, "train.epochs", "must be at least 1");
+  t.batch_size = c.get_int("train.batch_size", 128);
+  check_range(t.batch_size >= 1, c, "train.batch_size", "must be at least 1");
+  t.eval_batch_size = c.get_int("train.eval_batch_size", 512);
+  check_range(t.eval_batch_size >= 1, c, "train.eval_batch_size", "must be at least 1");
+  t.grad_accum = c.get_int("train.grad_accum", 1);
+  check_range(t.grad_accum >= 1 && t.grad_accum <= t.batch_size, c, "train.grad_accum",
+              fmt::format("must be between 1 and train.batch_size ({})", t.batch_size));
+  t.clip_grad_norm = c.get_double("train.clip_grad_norm", 0.0);
+  check_range(t.clip_grad_norm >= 0, c, "train.clip_grad_norm", "must be non-negative (0 = off)");
+  t.label_smoothing = c.get_double("train.label_smoothing", 0.0);
+  check_range(t.label_smoothing >= 0 && t.label_smoothing < 1, c, "train.label_smoothing",
+              "must be in [0, 1)");
+  return r;
+}
+
+std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64_t steps_per_epoch,
+                                                      int64_t total_steps) {
+  const ScheduleConfig& s = run.schedule;
+  optim::ScheduleParams p;
+  p.base_lr = run.optim.name == "sgd" ? run.optim.sgd.lr : run.optim.adamw.lr;
+  p.total_steps = total_steps;
+  p.warmup_steps = int64_t(s.warmup_epochs * double(steps_per_epoch));
+  p.min_lr = s.min_lr;
+  p.step_size = std::max<int64_t>(1, int64_t(s.step_epochs * double(steps_per_epoch)));
+  p.gamma = s.gamma;
+  p.pct_start = s.pct_start;
+  p.div_factor = s.div_factor;
+  p.final_div_factor = s.final_div_factor;
+  return optim::make_schedule(s.name, p);
+}
+
+}  // namespace hg::train

@@ -1,0 +1,76 @@
+// The typed view of a run's TOML config: every key the trainer reads, with defaults, checked
+// once up front so a typo or a bad value fails before any work starts, naming the key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hourglass/base/config.h"
+#include "hourglass/data/dataset.h"
+#include "hourglass/data/transforms.h"
+#include "hourglass/device/device.h"
+#include "hourglass/nn/models.h"
+#include "hourglass/nn/parameter_arena.h"
+#include "hourglass/ops/params.h"
+#include "hourglass/optim/schedule.h"
+
+namespace hg::train {
+
+struct DataConfig {
+  std::string dataset = "fashion-mnist";
+  std::string path;             // empty: the dataset's default location
+  int64_t train_limit = 0;      // > 0: first N training samples only
+  int64_t test_limit = 0;
+  bool augment = false;
+  data::TransformOptions transform;   // normalisation, crop padding, flip
+  int workers = 1;
+  data::DatasetOptions synthetic;     // sizes for dataset = "synthetic"
+};
+
+struct OptimConfig {
+  std::string name = "sgd";     // sgd | adamw
+  SgdOptions sgd;
+  AdamWOptions adamw;
+  nn::DecayScope decay_scope = nn::DecayScope::All;
+};
+
+struct ScheduleConfig {
+  std::string name = "constant";   // constant | cosine | step | one_cycle
+  double warmup_epochs = 0;        // cosine
+  double min_lr = 0;               // cosine
+  double step_epochs = 0;          // step: decay every this many epochs
+  double gamma = 0.1;              // step
+  double pct_start = 0.3;          // one_cycle
+  double div_factor = 25;          // one_cycle
+  double final_div_factor = 1e4;   // one_cycle
+};
+
+struct TrainConfig {
+  int64_t epochs = 1;
+  int64_t batch_size = 128;        // effective batch per optimizer step
+  int64_t eval_batch_size = 512;
+  int64_t grad_accum = 1;          // micro-batches per step (batch_size / grad_accum each)
+  double clip_grad_norm = 0;       // 0: off
+  double label_smoothing = 0;
+};
+
+struct RunConfig {
+  std::string name;                // run name (default: the config file's stem)
+  uint64_t seed = 0;
+  Device device = Device::cpu();
+  int threads = 0;                 // 0: OpenMP's default
+  nn::ModelSpec model;             // in_channels, size and classes come from the dataset
+  DataConfig data;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainConfig train;
+};
+
+// Reads and validates every key. Errors name the key and the config's source.
+RunConfig parse_run_config(const Config& config);
+
+// The schedule for a run of `total_steps` optimizer steps, `steps_per_epoch` per epoch.
+std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64_t steps_per_epoch,
+                                                      int64_t total_steps);
+
+}  // namespace hg::train

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include "hourglass/autograd/functions.h"
+#include "support/compare.h"
+
+namespace hg {
+namespace {
+
+Tensor leaf(std::vector<double> v, const Shape& shape) {
+  Tensor t = Tensor::from_vector(v, shape);
+  t.set_requires_grad(true);
+  return t;
+}
+
+TEST(Tape, ChainRuleThroughElementwiseOps) {
+  // f = sum((a * b + a) * 3), df/da = 3 (b + 1), df/db = 3 a.
+  Tensor a = leaf({1.0, -2.0, 0.5}, {3});
+  Tensor b = leaf({4.0, 0.25, -1.0}, {3});
+  Tensor f = fn::sum(fn::mul_scalar(fn::add(fn::mul(a, b), a), 3.0));
+  EXPECT_DOUBLE_EQ(f.item(), 3 * ((4 + 1) + (-0.5 - 2) + (-0.5 + 0.5)));
+  autograd::backward(f);
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{15.0, 3.75, 0.0}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{3.0, -6.0, 1.5}));
+  EXPECT_EQ(autograd::Tape::current().size(), 0u);
+}
+
+TEST(Tape, SameTensorUsedTwiceGetsBothContributions) {
+  Tensor x = leaf({2.0, 3.0}, {2});
+  Tensor y = fn::add(x, x);   // dy/dx = 2
+  Tensor z = fn::mul(y, x);   // z = 2x^2, dz/dx = 4x
+  autograd::backward(fn::sum(z));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{8.0, 12.0}));
+}
+
+TEST(Tape, LeafGradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = leaf({1.0, 1.0}, {2});
+  for (int i = 0; i < 3; ++i) autograd::backward(fn::sum(fn::mul_scalar(x, 2.0)));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6.0, 6.0}));
+}
+
+TEST(Tape, NoGradGuardRecordsNothing) {
+  Tensor x = leaf({1.0, 2.0}, {2});
+  {
+    autograd::NoGradGuard guard;
+    Tensor y = fn::mul_scalar(x, 2.0);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(autograd::Tape::current().size(), 0u);
+  }
+  EXPECT_TRUE(autograd::grad_enabled());
+}
+
+TEST(Tape, BackwardFromValueWithoutParametersIsAnError) {
+  Tensor x = Tensor::from_vector<double>({1.0}, {1});
+  Tensor y = fn::sum(x);
+  EXPECT_THROW(autograd::backward(y), Error);
+}
+
+TEST(Tape, LinearAndCrossEntropyGradientMatchesFiniteDifferences) {
+  // A two-layer composition checked end to end in f32 with central differences.
+  const int64_t n = 3, in = 5, out = 4;
+  auto xv = test::round_f32(test::random_values(n * in, 1));
+  auto wv = test::round_f32(test::random_values(out * in, 2));
+  Tensor x = test::f32_tensor(xv, {n, in});
+  Tensor w = test::f32_tensor(wv, {out, in});
+  w.set_requires_grad(true);
+  Tensor labels = Tensor::from_vector<int64_t>({0, 3, 1}, {n});
+  auto loss_at = [&](const Tensor& weight) {
+    autograd::NoGradGuard g;
+    return fn::cross_entropy(fn::relu(fn::linear(x, weight, Tensor())), labels, 0.1).item();
+  };
+  Tensor loss = fn::cross_entropy(fn::relu(fn::linear(x, w, Tensor())), labels, 0.1);
+  autograd::backward(loss);
+  auto grad = w.grad().to_vector<double>();
+  const double h = 1e-2;
+  for (int64_t i = 0; i < out * in; ++i) {
+    auto plus = wv, minus = wv;
+    plus[size_t(i)] += h;
+    minus[size_t(i)] -= h;
+    const double numeric =
+        (loss_at(test::f32_tensor(plus, {out, in})) - loss_at(test::f32_tensor(minus, {out, in}))) /
+        (2 * h);
+    // f32 losses of O(1) differenced over 2h = 0.02: about 1e-7 / 0.02 = 5e-6 noise, plus
+    // O(h^2) truncation and ReLU kinks; 2e-3 is far above both and far below a wrong gradient.
+    EXPECT_NEAR(grad[size_t(i)], numeric, 2e-3) << "weight element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace hg

@@ -1,0 +1,217 @@
+#include "hourglass/base/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "hourglass/base/duration.h"
+#include "hourglass/base/error.h"
+
+namespace hg {
+namespace {
+
+const char* kRunToml = R"(name = "baseline"
+seed = 7
+
+[train]
+epochs = 10
+lr = 0.1
+nesterov = true
+milestones = [30, 60]
+betas = [0.9, 1]
+
+[data]
+dataset = "cifar10"
+files = ["a.bin", "b.bin"]
+limit = 3.0
+)";
+
+// Runs `fn`, expecting an InvalidInput Error whose message (and remedy) contain `parts`.
+template <typename Fn>
+Error expect_invalid(Fn fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput) << e.one_line();
+    for (const std::string& p : parts)
+      EXPECT_NE(e.one_line().find(p), std::string::npos) << "'" << p << "' not in: " << e.one_line();
+    return e;
+  }
+  ADD_FAILURE() << "expected an error mentioning " << parts.front();
+  return Error(ErrorKind::Internal, "");
+}
+
+TEST(Config, TypedGettersWithDottedKeys) {
+  const Config c = Config::parse(kRunToml, "run.toml");
+  EXPECT_EQ(c.source(), "run.toml");
+  EXPECT_EQ(c.get_string("name", ""), "baseline");
+  EXPECT_EQ(c.get_int("seed", 0), 7);
+  EXPECT_EQ(c.get_int("train.epochs", 1), 10);
+  EXPECT_EQ(c.get_double("train.lr", 0), 0.1);
+  EXPECT_EQ(c.get_double("train.epochs", 0), 10.0);   // an integer reads as a float
+  EXPECT_TRUE(c.get_bool("train.nesterov", false));
+  EXPECT_EQ(c.get_string_list("data.files", {}), (std::vector<std::string>{"a.bin", "b.bin"}));
+  EXPECT_EQ(c.get_int_list("train.milestones", {}), (std::vector<int64_t>{30, 60}));
+  EXPECT_EQ(c.get_double_list("train.betas", {}), (std::vector<double>{0.9, 1.0}));
+  // Defaults for absent keys, including under absent tables.
+  EXPECT_EQ(c.get_int("train.warmup", 5), 5);
+  EXPECT_EQ(c.get_string("model.name", "resnet18"), "resnet18");
+  EXPECT_EQ(c.get_string_list("model.tags", {"x"}), (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(c.has("train.lr"));
+  EXPECT_FALSE(c.has("train.momentum"));
+  EXPECT_FALSE(c.has("model.depth"));
+  EXPECT_EQ(c.require_int("train.epochs"), 10);
+  EXPECT_EQ(c.require_string("data.dataset"), "cifar10");
+}
+
+TEST(Config, MissingAndMistypedKeysNameKeyFileAndTypes) {
+  const Config c = Config::parse(kRunToml, "run.toml");
+  expect_invalid([&] { c.require_int("train.batch_size"); },
+                 {"'train.batch_size'", "missing", "run.toml", "under [train]",
+                  "--set train.batch_size="});
+  expect_invalid([&] { c.require_string("run_name"); }, {"'run_name'", "at the top"});
+  expect_invalid([&] { c.get_int("data.dataset", 0); },
+                 {"'data.dataset'", "run.toml:12", "must be an integer", "found a string",
+                  "\"cifar10\""});
+  expect_invalid([&] { c.get_int("data.limit", 0); },
+                 {"'data.limit'", "must be an integer", "found a float 3.0", "decimal point"});
+  expect_invalid([&] { c.get_bool("train.lr", false); }, {"must be a boolean", "found a float 0.1"});
+  expect_invalid([&] { c.get_string("train", ""); }, {"must be a string", "found a table"});
+  expect_invalid([&] { c.get_int_list("data.files", {}); },
+                 {"'data.files'", "an array of integers", "element 0 a string \"a.bin\""});
+  expect_invalid([&] { c.get_string_list("data.dataset", {}); },
+                 {"an array of strings", "found a string"});
+  expect_invalid([&] { c.get_int("train.epochs.max", 0); },
+                 {"'train.epochs.max'", "'train.epochs'", "an integer, not a table"});
+}
+
+TEST(Config, SyntaxAndFileErrorsNameTheLocation) {
+  const Error e = expect_invalid([] { Config::parse("[train]\nepochs = = 3\n", "bad.toml"); },
+                                 {"bad.toml:2:"});
+  EXPECT_FALSE(e.remedy().empty());
+  expect_invalid([] { Config::load("/nonexistent/run.toml"); },
+                 {"/nonexistent/run.toml", "does not exist"});
+
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("hg_config_{}.toml", ::getpid())).string();
+  std::ofstream(path) << kRunToml;
+  const Config c = Config::load(path);
+  EXPECT_EQ(c.source(), path);
+  EXPECT_EQ(c.get_int("train.epochs", 0), 10);
+  expect_invalid([&] { c.get_bool("train.epochs", false); }, {path + ":5"});
+  std::ofstream(path) << "x = [1,\n";
+  expect_invalid([&] { Config::load(path); }, {path + ":"});
+  std::filesystem::remove(path);
+}
+
+TEST(Config, OverridesParseTomlValuesAndCreateTables) {
+  Config c = Config::parse(kRunToml, "run.toml");
+  c.set_override("train.lr=0.01");
+  c.set_override("train.epochs = 3");
+  c.set_override("train.nesterov=false");
+  c.set_override("data.dataset=\"mnist\"");
+  c.set_override("data.files=[\"c.bin\"]");
+  c.set_override("data.root=/tmp/data dir");   // a bare word falls back to a string
+  c.set_override("model.name=resnet18");       // creates [model]
+  c.set_override("model.block.width=64");      // creates nested tables
+  c.set_override("run.date=2024-05-01");       // a date stays text
+  c.set_override("optim={name = \"adamw\", lr = 0.001}");
+  EXPECT_EQ(c.get_double("train.lr", 0), 0.01);
+  EXPECT_EQ(c.get_int("train.epochs", 0), 3);
+  EXPECT_FALSE(c.get_bool("train.nesterov", true));
+  EXPECT_EQ(c.get_string("data.dataset", ""), "mnist");
+  EXPECT_EQ(c.get_string_list("data.files", {}), (std::vector<std::string>{"c.bin"}));
+  EXPECT_EQ(c.get_string("data.root", ""), "/tmp/data dir");
+  EXPECT_EQ(c.get_string("model.name", ""), "resnet18");
+  EXPECT_EQ(c.get_int("model.block.width", 0), 64);
+  EXPECT_EQ(c.get_string("run.date", ""), "2024-05-01");
+  EXPECT_EQ(c.get_string("optim.name", ""), "adamw");
+
+  // A wrong type from --set is reported against the --set, not the file.
+  c.set_override("train.epochs=ten");
+  expect_invalid([&] { c.get_int("train.epochs", 0); },
+                 {"'train.epochs'", "from --set train.epochs=ten", "found a string \"ten\""});
+  expect_invalid([&] { c.get_bool("optim.lr", false); },
+                 {"from --set optim={name"});
+
+  expect_invalid([&] { c.set_override("train.epochs"); }, {"key=value"});
+  expect_invalid([&] { c.set_override("=3"); }, {"not a valid key"});
+  expect_invalid([&] { c.set_override("train..lr=3"); }, {"not a valid key"});
+  expect_invalid([&] { c.set_override("train.lr="); }, {"empty value"});
+  expect_invalid([&] { c.set_override("data.files=[1, 2"); }, {"not valid TOML"});
+  expect_invalid([&] { c.set_override("data.dataset=\"unterminated"); }, {"not valid TOML"});
+  expect_invalid([&] { c.set_override("seed.value=3"); },
+                 {"'seed'", "in run.toml:2", "an integer, not a table"});
+  expect_invalid([&] { c.set_override("train=3"); }, {"'train' is a table", "train.NAME"});
+}
+
+TEST(Config, ResolvedTomlRoundTrips) {
+  Config c = Config::parse(kRunToml, "run.toml");
+  c.set_override("train.lr=0.05");
+  c.set_override("model.name=resnet18");
+  const std::string text = c.to_toml();
+  EXPECT_NE(text.find("# --set train.lr=0.05"), std::string::npos) << text;
+  const Config back = Config::parse(text, "resolved.toml");
+  EXPECT_EQ(back.keys(), c.keys());
+  EXPECT_EQ(back.get_double("train.lr", 0), 0.05);
+  EXPECT_EQ(back.get_string("model.name", ""), "resnet18");
+  EXPECT_EQ(back.get_int_list("train.milestones", {}), (std::vector<int64_t>{30, 60}));
+  EXPECT_EQ(back.get_string_list("data.files", {}), (std::vector<std::string>{"a.bin", "b.bin"}));
+  EXPECT_EQ(back.get_double("data.limit", 0), 3.0);
+}
+
+TEST(Config, UnusedKeysListsWhatWasNeverRead) {
+  Config c = Config::parse(kRunToml, "run.toml");
+  c.set_override("train.epoch=3");   // a typo for train.epochs
+  c.get_int("train.epochs", 0);
+  c.get_string("name", "");
+  c.get_int("seed", 0);
+  c.get_double("train.lr", 0);
+  c.get_bool("train.nesterov", false);
+  c.get_int_list("train.milestones", {});
+  c.get_double_list("train.betas", {});
+  c.get_string("data.dataset", "");
+  c.has("data.files");   // checking presence is not reading
+  EXPECT_EQ(c.unused_keys(), (std::vector<std::string>{"data.files", "data.limit", "train.epoch"}));
+  // Copies keep what was read.
+  const Config copy = c;
+  EXPECT_EQ(copy.unused_keys().size(), 3u);
+}
+
+TEST(Duration, ParsesUnitsAndCombinations) {
+  EXPECT_EQ(parse_duration_seconds("90s"), 90);
+  EXPECT_EQ(parse_duration_seconds("10m"), 600);
+  EXPECT_EQ(parse_duration_seconds("2h"), 7200);
+  EXPECT_EQ(parse_duration_seconds("1h30m"), 5400);
+  EXPECT_EQ(parse_duration_seconds("1h 30m 15s"), 5415);
+  EXPECT_EQ(parse_duration_seconds("1.5h"), 5400);
+  EXPECT_EQ(parse_duration_seconds("200h"), 720000);
+  EXPECT_EQ(parse_duration_seconds("2d"), 172800);
+  EXPECT_EQ(parse_duration_seconds("250ms"), 0.25);
+  EXPECT_EQ(parse_duration_seconds("45"), 45);
+  EXPECT_EQ(parse_duration_seconds(" 2.5 "), 2.5);
+  EXPECT_EQ(parse_duration_seconds("0"), 0);
+}
+
+TEST(Duration, ErrorsNameTheText) {
+  for (const char* bad : {"", "abc", "10x", "-5s", "1h30", "h", "1..5h", "5 s m", "1e3s"}) {
+    SCOPED_TRACE(bad);
+    const Error e = expect_invalid([&] { parse_duration_seconds(bad); },
+                                   {fmt::format("'{}'", bad), "1h30m"});
+  }
+}
+
+TEST(Duration, FormatsClockStyle) {
+  EXPECT_EQ(format_duration_clock(35), "0:35");
+  EXPECT_EQ(format_duration_clock(723.4), "12:03");
+  EXPECT_EQ(format_duration_clock(3723), "1:02:03");
+  EXPECT_EQ(format_duration_clock(100000), "27:46:40");
+  EXPECT_EQ(format_duration_clock(-1), "?");
+  EXPECT_EQ(format_duration_clock(NAN), "?");
+}
+
+}  // namespace
+}  // namespace hg

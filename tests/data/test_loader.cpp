@@ -1,0 +1,309 @@
+// DataLoader: batch shapes and the partial last batch, every sample exactly once per epoch,
+// shuffles that are a pure function of (seed, epoch), identical batches whatever the worker
+// count, exact mid-epoch resume, clean stops, and worker errors reaching next().
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "data/fixtures.h"
+#include "hourglass/data/loader.h"
+#include "hourglass/device/allocator.h"
+
+namespace hg::data {
+namespace {
+
+using test::fails_with;
+
+constexpr int64_t kH = 2, kW = 3, kC = 2;
+
+// n images whose first two bytes encode the sample index (low, high byte); label i % classes.
+std::shared_ptr<const ImageDataset> indexed_dataset(int64_t n, int64_t classes = 10) {
+  auto ds = std::make_shared<ImageDataset>();
+  ds->name = "indexed";
+  ds->height = kH;
+  ds->width = kW;
+  ds->channels = kC;
+  ds->num_classes = classes;
+  ds->pixels.resize(size_t(n * kH * kW * kC));
+  ds->labels.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* img = ds->pixels.data() + i * kH * kW * kC;
+    img[0] = uint8_t(i & 255);
+    img[1] = uint8_t(i >> 8);
+    for (int64_t p = 2; p < kH * kW * kC; ++p) img[p] = uint8_t((i * 7 + p * 13) % 256);
+    ds->labels[size_t(i)] = uint8_t(i % classes);
+  }
+  return ds;
+}
+
+// The sample indices of a batch built without normalisation or augmentation.
+std::vector<int64_t> sample_ids(const Batch& b) {
+  const std::vector<float> v = b.images.to_vector<float>();
+  const int64_t per = kH * kW * kC;
+  std::vector<int64_t> ids;
+  for (int64_t j = 0; j < b.images.size(0); ++j) {
+    const auto lo = int64_t(std::lround(v[size_t(j * per)] * 255.0f));
+    const auto hi = int64_t(std::lround(v[size_t(j * per + 1)] * 255.0f));
+    ids.push_back(lo + 256 * hi);
+  }
+  return ids;
+}
+
+std::vector<Batch> drain(DataLoader& loader) {
+  std::vector<Batch> out;
+  while (auto b = loader.next()) out.push_back(std::move(*b));
+  return out;
+}
+
+std::vector<Batch> epoch(DataLoader& loader, int64_t e, int64_t first = 0) {
+  loader.start_epoch(e, first);
+  return drain(loader);
+}
+
+void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].index, b[i].index);
+    EXPECT_EQ(a[i].epoch, b[i].epoch);
+    EXPECT_EQ(a[i].images.shape(), b[i].images.shape());
+    EXPECT_EQ(a[i].images.to_vector<float>(), b[i].images.to_vector<float>()) << "batch " << i;
+    EXPECT_EQ(a[i].labels.to_vector<int64_t>(), b[i].labels.to_vector<int64_t>()) << "batch " << i;
+  }
+}
+
+TEST(Loader, BatchShapesAndPartialLastBatch) {
+  DataLoader loader(indexed_dataset(100), {.batch_size = 32, .shuffle = false});
+  EXPECT_EQ(loader.batches_per_epoch(), 4);
+  const auto batches = epoch(loader, 0);
+  ASSERT_EQ(batches.size(), 4u);
+  const int64_t sizes[] = {32, 32, 32, 4};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(batches[i].images.shape(), (Shape{sizes[i], kH, kW, kC}));
+    EXPECT_EQ(batches[i].images.dtype(), DType::F32);
+    EXPECT_EQ(batches[i].labels.shape(), (Shape{sizes[i]}));
+    EXPECT_EQ(batches[i].labels.dtype(), DType::I64);
+    EXPECT_EQ(batches[i].index, int64_t(i));
+    EXPECT_EQ(batches[i].epoch, 0);
+  }
+  // Unshuffled: samples in order, labels paired with their images.
+  const auto ids = sample_ids(batches[3]);
+  EXPECT_EQ(ids, (std::vector<int64_t>{96, 97, 98, 99}));
+  EXPECT_EQ(batches[3].labels.to_vector<int64_t>(), (std::vector<int64_t>{6, 7, 8, 9}));
+  // The epoch stays finished.
+  EXPECT_FALSE(loader.next().has_value());
+  EXPECT_FALSE(loader.next().has_value());
+}
+
+TEST(Loader, DropLastDropsOnlyAPartialBatch) {
+  DataLoader drop(indexed_dataset(100), {.batch_size = 32, .drop_last = true});
+  EXPECT_EQ(drop.batches_per_epoch(), 3);
+  const auto batches = epoch(drop, 0);
+  ASSERT_EQ(batches.size(), 3u);
+  for (const Batch& b : batches) EXPECT_EQ(b.images.size(0), 32);
+  DataLoader exact(indexed_dataset(96), {.batch_size = 32, .drop_last = true});
+  EXPECT_EQ(exact.batches_per_epoch(), 3);
+  DataLoader tiny(indexed_dataset(5), {.batch_size = 8, .drop_last = true});
+  EXPECT_EQ(tiny.batches_per_epoch(), 0);
+  EXPECT_TRUE(epoch(tiny, 0).empty());
+}
+
+TEST(Loader, EverySampleExactlyOncePerEpoch) {
+  const int64_t n = 1000;
+  DataLoader loader(indexed_dataset(n),
+                    {.batch_size = 64, .shuffle = true, .seed = 3, .workers = 2});
+  for (int64_t e = 0; e < 3; ++e) {
+    std::vector<int> seen(size_t(n), 0);
+    for (const Batch& b : epoch(loader, e)) {
+      const auto ids = sample_ids(b);
+      const auto labels = b.labels.to_vector<int64_t>();
+      for (size_t j = 0; j < ids.size(); ++j) {
+        ASSERT_LT(ids[j], n);
+        ++seen[size_t(ids[j])];
+        EXPECT_EQ(labels[j], ids[j] % 10) << "label not paired with its image";
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen[size_t(i)], 1) << "sample " << i;
+  }
+}
+
+TEST(Loader, ShuffleIsAPureFunctionOfSeedAndEpoch) {
+  const int64_t n = 500;
+  EXPECT_EQ(epoch_order(n, true, 9, 4), epoch_order(n, true, 9, 4));
+  EXPECT_NE(epoch_order(n, true, 9, 4), epoch_order(n, true, 9, 5));
+  EXPECT_NE(epoch_order(n, true, 9, 4), epoch_order(n, true, 10, 4));
+  std::vector<int64_t> identity(n);
+  for (int64_t i = 0; i < n; ++i) identity[size_t(i)] = i;
+  EXPECT_EQ(epoch_order(n, false, 9, 4), identity);
+  EXPECT_NE(epoch_order(n, true, 9, 0), identity);
+
+  // Two loaders with one seed agree; the order of the batches follows epoch_order.
+  auto ds = indexed_dataset(n);
+  DataLoader a(ds, {.batch_size = 50, .seed = 9});
+  DataLoader b(ds, {.batch_size = 50, .seed = 9, .workers = 0});
+  expect_same_batches(epoch(a, 4), epoch(b, 4));
+  std::vector<int64_t> order;
+  for (const Batch& batch : epoch(a, 4)) {
+    for (int64_t id : sample_ids(batch)) order.push_back(id);
+  }
+  EXPECT_EQ(order, epoch_order(n, true, 9, 4));
+}
+
+LoaderOptions augmenting(int workers) {
+  return {.batch_size = 24,
+          .shuffle = true,
+          .seed = 77,
+          .transform = {.crop_padding = 1, .flip = true, .mean = {0.4f, 0.6f}, .std = {0.3f}},
+          .augment = true,
+          .workers = workers,
+          .prefetch = 2};
+}
+
+TEST(Loader, SameBatchesWithAnyWorkerCount) {
+  auto ds = indexed_dataset(250);
+  DataLoader sync(ds, augmenting(0));
+  DataLoader one(ds, augmenting(1));
+  DataLoader three(ds, augmenting(3));
+  for (int64_t e = 0; e < 2; ++e) {
+    const auto ref = epoch(sync, e);
+    ASSERT_EQ(ref.size(), 11u);
+    expect_same_batches(ref, epoch(one, e));
+    expect_same_batches(ref, epoch(three, e));
+    // make_batch builds the same batch on the calling thread.
+    expect_same_batches({ref[5]}, {three.make_batch(e, 5)});
+  }
+  // Augmentation really happened: the epochs differ beyond the shuffle.
+  DataLoader plain(ds, {.batch_size = 24, .seed = 77, .transform = augmenting(0).transform});
+  EXPECT_NE(epoch(plain, 0)[0].images.to_vector<float>(),
+            epoch(sync, 0)[0].images.to_vector<float>());
+}
+
+TEST(Loader, AugmentationDependsOnTheSampleNotTheBatch) {
+  // One sample gets the same augmented image whatever batch size carries it.
+  auto ds = indexed_dataset(60);
+  LoaderOptions small = augmenting(2), big = augmenting(2);
+  small.shuffle = big.shuffle = false;
+  small.batch_size = 7;
+  big.batch_size = 60;
+  DataLoader a(ds, small), b(ds, big);
+  std::vector<float> concat;
+  for (const Batch& batch : epoch(a, 1)) {
+    const auto v = batch.images.to_vector<float>();
+    concat.insert(concat.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(concat, epoch(b, 1)[0].images.to_vector<float>());
+}
+
+TEST(Loader, ResumeMidEpochYieldsTheRemainingBatches) {
+  auto ds = indexed_dataset(230);
+  for (int workers : {0, 1, 3}) {
+    DataLoader loader(ds, augmenting(workers));
+    const auto full = epoch(loader, 2);
+    const int64_t total = loader.batches_per_epoch();
+    for (int64_t k : {int64_t(1), int64_t(4), total - 1, total}) {
+      const auto rest = epoch(loader, 2, k);
+      expect_same_batches(std::vector<Batch>(full.begin() + k, full.end()), rest);
+    }
+  }
+}
+
+TEST(Loader, RestartAndDestroyMidEpochStopCleanly) {
+  auto ds = indexed_dataset(2000);
+  LoaderOptions opt = augmenting(3);
+  opt.prefetch = 1;
+  for (int round = 0; round < 30; ++round) {
+    DataLoader loader(ds, opt);
+    loader.start_epoch(0);
+    for (int i = 0; i < round % 4; ++i) ASSERT_TRUE(loader.next().has_value());
+    loader.start_epoch(1, round % 5);  // abandons epoch 0 with workers busy or blocked
+    auto b = loader.next();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(b->epoch, 1);
+    EXPECT_EQ(b->index, round % 5);
+    // The loader is destroyed here with its workers mid-epoch.
+  }
+  // A loader never started, or started and never read, also stops cleanly.
+  { DataLoader idle(ds, opt); }
+  {
+    DataLoader unread(ds, opt);
+    unread.start_epoch(0);
+  }
+}
+
+TEST(Loader, WorkerErrorsReachNext) {
+  auto ds = indexed_dataset(300);
+  Allocator& cpu = allocator_for(Device::cpu());
+  for (int workers : {0, 2}) {
+    DataLoader loader(ds, {.batch_size = 100, .workers = workers});
+    // Room for nothing: the first batch's tensors cannot be allocated.
+    cpu.set_limit(cpu.stats().in_use + 64);
+    loader.start_epoch(0);
+    bool threw = false;
+    try {
+      loader.next();
+    } catch (const Error& e) {
+      threw = true;
+      EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory) << e.one_line();
+    }
+    EXPECT_TRUE(threw) << "workers " << workers;
+    if (workers > 0) {
+      // The failure is sticky until the next start_epoch.
+      EXPECT_THROW(loader.next(), Error);
+    }
+    cpu.set_limit(0);
+    loader.start_epoch(0);
+    EXPECT_EQ(drain(loader).size(), 3u);
+  }
+}
+
+TEST(Loader, RejectsBadUse) {
+  auto ds = indexed_dataset(10);
+  EXPECT_TRUE(fails_with([&] { DataLoader(ds, {.batch_size = 0}); }, {"batch_size", "0"}));
+  EXPECT_TRUE(fails_with([&] { DataLoader(ds, {.workers = -1}); }, {"workers", "-1"}));
+  EXPECT_TRUE(fails_with([&] { DataLoader(ds, {.prefetch = 0}); }, {"prefetch"}));
+  EXPECT_TRUE(fails_with([&] { DataLoader(nullptr, {}); }, {"null"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        DataLoader(ds, {.transform = {.mean = {0.1f, 0.2f, 0.3f}}});
+      },
+      {"mean", "2 channels"}));
+  auto bad = std::make_shared<ImageDataset>(*ds);
+  bad->labels[3] = 10;
+  EXPECT_TRUE(fails_with([&] { DataLoader(bad, {}); }, {"label 10", "index 3", "10 classes"}));
+  bad = std::make_shared<ImageDataset>(*ds);
+  bad->pixels.pop_back();
+  EXPECT_TRUE(fails_with([&] { DataLoader(bad, {}); }, {"pixel bytes"}));
+
+  DataLoader loader(ds, {.batch_size = 4});
+  EXPECT_TRUE(fails_with([&] { loader.next(); }, {"start_epoch"}));
+  EXPECT_TRUE(fails_with([&] { loader.start_epoch(0, 4); }, {"first batch 4", "3 batches"}));
+  EXPECT_TRUE(fails_with([&] { loader.start_epoch(-1); }, {"epoch", "-1"}));
+  EXPECT_TRUE(fails_with([&] { loader.make_batch(0, 3); }, {"batch 3"}));
+}
+
+TEST(Loader, CifarShapedSyntheticEndToEnd) {
+  // A synthetic CIFAR-shaped set through the whole path: u8 HWC in, normalised f32 NHWC out.
+  auto ds = std::make_shared<const ImageDataset>(make_synthetic(300, 32, 32, 3, 10, 5));
+  LoaderOptions opt{.batch_size = 128,
+                    .transform = default_transform("synthetic"),
+                    .augment = true,
+                    .workers = 2};
+  DataLoader loader(ds, opt);
+  const auto batches = epoch(loader, 0);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].images.shape(), (Shape{128, 32, 32, 3}));
+  EXPECT_EQ(batches[2].images.shape(), (Shape{44, 32, 32, 3}));
+  double sum = 0, sq = 0;
+  const auto v = batches[0].images.to_vector<float>();
+  for (float x : v) {
+    ASSERT_TRUE(std::isfinite(x));
+    sum += x, sq += double(x) * x;
+  }
+  // Normalised to roughly zero mean and unit spread.
+  const double mean = sum / double(v.size());
+  EXPECT_LT(std::abs(mean), 0.5);
+  EXPECT_GT(sq / double(v.size()) - mean * mean, 0.3);
+}
+
+}  // namespace
+}  // namespace hg::data

@@ -1,0 +1,205 @@
+// Transforms: the flip mirrors exactly, the crop shifts and fills with zero pixels, the
+// normalisation gives (p / 255 - mean) / std, and the random draws are a pure function of
+// (seed, epoch, sample) with the intended distribution.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "data/fixtures.h"
+#include "hourglass/data/transforms.h"
+
+namespace hg::data {
+namespace {
+
+using test::fails_with;
+
+constexpr int64_t kH = 5, kW = 6, kC = 2;
+
+std::vector<uint8_t> test_image() {
+  std::vector<uint8_t> img(size_t(kH * kW * kC));
+  for (size_t i = 0; i < img.size(); ++i) img[i] = uint8_t(10 + i * 3);
+  return img;
+}
+
+// The input pixel at (y, x, c), or 0 outside the image: the padded image.
+float padded(const std::vector<uint8_t>& img, int64_t y, int64_t x, int64_t c) {
+  if (y < 0 || y >= kH || x < 0 || x >= kW) return 0.0f;
+  return float(img[size_t((y * kW + x) * kC + c)]);
+}
+
+std::vector<float> run(const ImageTransform& t, const std::vector<uint8_t>& img,
+                       const Augmentation& aug) {
+  std::vector<float> out(size_t(kH * kW * kC), -1e9f);
+  t.apply(img.data(), aug, out.data());
+  return out;
+}
+
+TEST(Transforms, IdentityScalesTo01) {
+  const ImageTransform t({}, kH, kW, kC);
+  const auto img = test_image();
+  const auto out = run(t, img, {});
+  for (size_t i = 0; i < img.size(); ++i) EXPECT_FLOAT_EQ(out[i], float(img[i]) / 255.0f);
+}
+
+TEST(Transforms, FlipMirrorsExactly) {
+  const ImageTransform t({.flip = true}, kH, kW, kC);
+  const auto img = test_image();
+  const auto out = run(t, img, {.flip = true});
+  const auto plain = run(t, img, {});
+  for (int64_t y = 0; y < kH; ++y) {
+    for (int64_t x = 0; x < kW; ++x) {
+      for (int64_t c = 0; c < kC; ++c) {
+        // Bit-exact: the same pixel through the same arithmetic.
+        EXPECT_EQ(out[size_t((y * kW + x) * kC + c)],
+                  plain[size_t((y * kW + (kW - 1 - x)) * kC + c)]);
+      }
+    }
+  }
+  // Flipping twice is the identity.
+  std::vector<uint8_t> flipped(img.size());
+  for (size_t i = 0; i < img.size(); ++i) flipped[i] = uint8_t(std::lround(out[i] * 255.0f));
+  EXPECT_EQ(run(t, flipped, {.flip = true}), plain);
+}
+
+TEST(Transforms, CropShiftsAndZeroFills) {
+  const ImageTransform t({.crop_padding = 2}, kH, kW, kC);
+  const auto img = test_image();
+  for (int64_t dy = -2; dy <= 2; ++dy) {
+    for (int64_t dx = -2; dx <= 2; ++dx) {
+      const auto out = run(t, img, {.shift_y = dy, .shift_x = dx});
+      for (int64_t y = 0; y < kH; ++y) {
+        for (int64_t x = 0; x < kW; ++x) {
+          for (int64_t c = 0; c < kC; ++c) {
+            ASSERT_FLOAT_EQ(out[size_t((y * kW + x) * kC + c)],
+                            padded(img, y + dy, x + dx, c) / 255.0f)
+                << "shift " << dy << "," << dx << " at " << y << "," << x << "," << c;
+          }
+        }
+      }
+    }
+  }
+  // A concrete case: shifting down-right by (1, 2) moves pixel (1, 2) to the corner and
+  // leaves the last row and last two columns as zero padding.
+  const auto out = run(t, img, {.shift_y = 1, .shift_x = 2});
+  EXPECT_FLOAT_EQ(out[0], float(img[size_t((1 * kW + 2) * kC)]) / 255.0f);
+  for (int64_t x = 0; x < kW; ++x) EXPECT_EQ(out[size_t(((kH - 1) * kW + x) * kC)], 0.0f);
+  for (int64_t y = 0; y < kH; ++y) EXPECT_EQ(out[size_t((y * kW + kW - 1) * kC + 1)], 0.0f);
+}
+
+TEST(Transforms, CropThenFlip) {
+  const ImageTransform t({.crop_padding = 2, .flip = true}, kH, kW, kC);
+  const auto img = test_image();
+  const auto out = run(t, img, {.shift_y = -1, .shift_x = 1, .flip = true});
+  for (int64_t y = 0; y < kH; ++y) {
+    for (int64_t x = 0; x < kW; ++x) {
+      for (int64_t c = 0; c < kC; ++c) {
+        // Cropped column kW-1-x of the shifted image.
+        EXPECT_FLOAT_EQ(out[size_t((y * kW + x) * kC + c)],
+                        padded(img, y - 1, (kW - 1 - x) + 1, c) / 255.0f);
+      }
+    }
+  }
+}
+
+TEST(Transforms, NormalisesPerChannel) {
+  const std::vector<float> mean = {0.5f, 0.25f}, stdev = {0.5f, 2.0f};
+  const ImageTransform t({.crop_padding = 1, .mean = mean, .std = stdev}, kH, kW, kC);
+  const auto img = test_image();
+  const auto out = run(t, img, {.shift_y = 1});
+  for (int64_t y = 0; y < kH; ++y) {
+    for (int64_t x = 0; x < kW; ++x) {
+      for (int64_t c = 0; c < kC; ++c) {
+        const double p = padded(img, y + 1, x, c);  // the last row is padding: pixel 0
+        const double want = (p / 255.0 - mean[size_t(c)]) / stdev[size_t(c)];
+        EXPECT_NEAR(out[size_t((y * kW + x) * kC + c)], want, 1e-6);
+      }
+    }
+  }
+  // Padding is a zero pixel normalised: -mean / std.
+  EXPECT_FLOAT_EQ(out[size_t(((kH - 1) * kW) * kC + 0)], -1.0f);
+  EXPECT_FLOAT_EQ(out[size_t(((kH - 1) * kW) * kC + 1)], -0.125f);
+  // One value broadcasts to every channel.
+  const ImageTransform one({.mean = {0.5f}, .std = {0.5f}}, kH, kW, kC);
+  const auto o = run(one, img, {});
+  EXPECT_NEAR(o[1], (img[1] / 255.0 - 0.5) / 0.5, 1e-6);
+}
+
+TEST(Transforms, RejectsBadOptions) {
+  EXPECT_TRUE(fails_with(
+      [] {
+        ImageTransform({.mean = {0.1f, 0.2f, 0.3f}}, kH, kW, kC);
+      },
+      {"mean", "3 values", "2 channels"}));
+  EXPECT_TRUE(fails_with(
+      [] {
+        ImageTransform({.std = {1.0f, 0.0f}}, kH, kW, kC);
+      },
+      {"std[1]", "positive"}));
+  EXPECT_TRUE(
+      fails_with([] { ImageTransform({.crop_padding = -1}, kH, kW, kC); }, {"crop padding", "-1"}));
+  EXPECT_TRUE(fails_with([] { ImageTransform({.crop_padding = 6}, kH, kW, kC); },
+                         {"crop padding", "[0, 5]"}));
+}
+
+TEST(Transforms, DrawsArePureAndWellSpread) {
+  const ImageTransform t({.crop_padding = 3, .flip = true}, 32, 32, 3);
+  std::set<int64_t> ys, xs;
+  int flips = 0;
+  const int n = 4000;
+  for (int s = 0; s < n; ++s) {
+    const Augmentation a = t.draw(11, 2, s);
+    const Augmentation b = t.draw(11, 2, s);
+    ASSERT_EQ(a.shift_y, b.shift_y);
+    ASSERT_EQ(a.shift_x, b.shift_x);
+    ASSERT_EQ(a.flip, b.flip);
+    ASSERT_GE(a.shift_y, -3);
+    ASSERT_LE(a.shift_y, 3);
+    ASSERT_GE(a.shift_x, -3);
+    ASSERT_LE(a.shift_x, 3);
+    ys.insert(a.shift_y);
+    xs.insert(a.shift_x);
+    flips += a.flip;
+  }
+  EXPECT_EQ(ys.size(), 7u);
+  EXPECT_EQ(xs.size(), 7u);
+  EXPECT_NEAR(double(flips) / n, 0.5, 0.04);
+  // Other epochs and seeds give other draws.
+  int same_epoch = 0, same_seed = 0;
+  for (int s = 0; s < 200; ++s) {
+    const Augmentation a = t.draw(11, 2, s), e = t.draw(11, 3, s), d = t.draw(12, 2, s);
+    same_epoch += a.shift_y == e.shift_y && a.shift_x == e.shift_x && a.flip == e.flip;
+    same_seed += a.shift_y == d.shift_y && a.shift_x == d.shift_x && a.flip == d.flip;
+  }
+  EXPECT_LT(same_epoch, 20);  // chance: 200 / 98
+  EXPECT_LT(same_seed, 20);
+}
+
+TEST(Transforms, DisabledOptionsDrawNothing) {
+  const ImageTransform none({}, 8, 8, 1);
+  const ImageTransform crop_only({.crop_padding = 2}, 8, 8, 1);
+  const ImageTransform both({.crop_padding = 2, .flip = true}, 8, 8, 1);
+  for (int s = 0; s < 100; ++s) {
+    const Augmentation a = none.draw(1, 0, s);
+    EXPECT_EQ(a.shift_y, 0);
+    EXPECT_EQ(a.shift_x, 0);
+    EXPECT_FALSE(a.flip);
+    EXPECT_FALSE(crop_only.draw(1, 0, s).flip);
+    // Turning the flip on leaves the crop choices unchanged.
+    EXPECT_EQ(crop_only.draw(1, 0, s).shift_x, both.draw(1, 0, s).shift_x);
+  }
+}
+
+TEST(Transforms, DefaultsPerDataset) {
+  const TransformOptions cifar = default_transform("cifar10");
+  EXPECT_EQ(cifar.mean.size(), 3u);
+  EXPECT_EQ(cifar.crop_padding, 4);
+  EXPECT_TRUE(cifar.flip);
+  const TransformOptions fm = default_transform("fashion-mnist");
+  EXPECT_EQ(fm.mean.size(), 1u);
+  EXPECT_FALSE(fm.flip);
+  EXPECT_TRUE(default_transform("other").mean.empty());
+}
+
+}  // namespace
+}  // namespace hg::data

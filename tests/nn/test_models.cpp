@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include "hourglass/autograd/functions.h"
+#include "hourglass/nn/models.h"
+#include "hourglass/nn/parameter_arena.h"
+#include "support/compare.h"
+
+namespace hg {
+namespace {
+
+nn::ModelSpec spec(const std::string& name, int64_t channels, int64_t size, int64_t classes,
+                   const std::string& stem = "cifar") {
+  nn::ModelSpec s;
+  s.name = name;
+  s.stem = stem;
+  s.in_channels = channels;
+  s.height = s.width = size;
+  s.num_classes = classes;
+  return s;
+}
+
+TEST(Models, ParameterCountsMatchTheReferenceArchitectures) {
+  // CIFAR ResNet-18 with 1x1 conv+BN shortcuts: 11,173,962 parameters (as PyTorch counts it).
+  EXPECT_EQ(nn::make_model(spec("resnet18", 3, 32, 10))->num_parameters(), 11173962);
+  // torchvision resnet50: 25,557,032; resnet34: 21,797,672; resnet18 (ImageNet): 11,689,512.
+  EXPECT_EQ(nn::make_model(spec("resnet50", 3, 224, 1000, "imagenet"))->num_parameters(), 25557032);
+  EXPECT_EQ(nn::make_model(spec("resnet34", 3, 224, 1000, "imagenet"))->num_parameters(), 21797672);
+  EXPECT_EQ(nn::make_model(spec("resnet18", 3, 224, 1000, "imagenet"))->num_parameters(), 11689512);
+}
+
+TEST(Models, NamesFollowTheCheckpointConvention) {
+  auto model = nn::make_model(spec("resnet18", 3, 32, 10));
+  std::vector<std::string> names;
+  for (auto& p : model->named_parameters()) names.push_back(p.name);
+  auto has = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  EXPECT_TRUE(has("stem.conv.weight"));
+  EXPECT_TRUE(has("stem.bn.bias"));
+  EXPECT_TRUE(has("layer1.0.conv1.weight"));
+  EXPECT_TRUE(has("layer2.0.shortcut.conv.weight"));
+  EXPECT_TRUE(has("layer4.1.bn2.weight"));
+  EXPECT_TRUE(has("fc.bias"));
+  EXPECT_FALSE(has("layer1.0.shortcut.conv.weight"));   // identity shortcut there
+  bool has_running = false;
+  for (auto& [n, t] : model->named_buffers()) has_running |= n == "layer3.1.bn1.running_var";
+  EXPECT_TRUE(has_running);
+}
+
+TEST(Models, ForwardShapes) {
+  struct Case {
+    nn::ModelSpec s;
+    int64_t n;
+  };
+  for (const Case& c : {Case{spec("small_cnn", 1, 28, 10), 3}, Case{spec("mlp", 1, 28, 10), 2},
+                        Case{spec("tiny_resnet", 3, 8, 10), 1},
+                        Case{spec("resnet18", 1, 12, 7, "imagenet"), 2},
+                        Case{spec("resnet50", 3, 32, 5, "imagenet"), 2}}) {
+    auto model = nn::make_model(c.s);
+    nn::initialize(*model, 3);
+    autograd::NoGradGuard g;
+    model->eval();
+    Tensor x = test::f32_tensor(test::random_values(c.n * c.s.height * c.s.width * c.s.in_channels, 4),
+                                {c.n, c.s.height, c.s.width, c.s.in_channels});
+    Tensor y = model->forward(x);
+    EXPECT_EQ(y.shape(), (Shape{c.n, c.s.num_classes})) << c.s.name;
+    for (double v : y.to_vector<double>()) EXPECT_TRUE(std::isfinite(v)) << c.s.name;
+  }
+}
+
+TEST(Models, UnknownNamesAreClearErrors) {
+  try {
+    nn::make_model(spec("resnet19", 3, 32, 10));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("resnet19"), std::string::npos);
+    EXPECT_NE(e.remedy().find("resnet18"), std::string::npos);
+  }
+  EXPECT_THROW(nn::make_model(spec("resnet18", 3, 32, 10, "tiny")), Error);
+}
+
+TEST(Models, InitializationIsDeterministicForASeed) {
+  auto a = nn::make_model(spec("small_cnn", 1, 28, 10));
+  auto b = nn::make_model(spec("small_cnn", 1, 28, 10));
+  nn::initialize(*a, 7);
+  nn::initialize(*b, 7);
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].tensor.to_vector<float>(), pb[i].tensor.to_vector<float>()) << pa[i].name;
+  nn::initialize(*b, 8);
+  EXPECT_NE(pa[0].tensor.to_vector<float>(), b->named_parameters()[0].tensor.to_vector<float>());
+}
+
+TEST(ParameterArena, ParametersBecomeViewsOfOneBuffer) {
+  auto model = nn::make_model(spec("small_cnn", 1, 28, 10));
+  nn::initialize(*model, 1);
+  std::vector<std::vector<float>> before;
+  for (auto& p : model->named_parameters()) before.push_back(p.tensor.to_vector<float>());
+  FlatParameters flat = nn::build_parameter_arena(*model, nn::DecayScope::WeightsOnly);
+  EXPECT_EQ(flat.params.numel(), model->num_parameters());
+  int64_t decayed = 0;
+  auto params = model->named_parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& t = params[i].tensor;
+    EXPECT_TRUE(t.same_storage(flat.params)) << params[i].name;
+    EXPECT_TRUE(t.grad().same_storage(flat.grads)) << params[i].name;
+    EXPECT_EQ(t.to_vector<float>(), before[i]) << params[i].name;   // values kept
+    if (params[i].decay == nn::Decay::Apply) {
+      decayed += t.numel();
+      EXPECT_LT(t.storage_offset(), flat.decay_count) << params[i].name;
+    } else {
+      EXPECT_GE(t.storage_offset(), flat.decay_count) << params[i].name;
+    }
+  }
+  EXPECT_EQ(decayed, flat.decay_count);
+  // A backward pass writes the gradients into the arena.
+  Tensor x = test::f32_tensor(test::random_values(2 * 28 * 28, 5), {2, 28, 28, 1});
+  Tensor labels = Tensor::from_vector<int64_t>({3, 9}, {2});
+  autograd::backward(fn::cross_entropy(model->forward(x), labels));
+  EXPECT_GT(ops::sum_squares(flat.grads).item(), 0.0);
+}
+
+TEST(StateDict, LoadChecksNamesAndShapes) {
+  auto a = nn::make_model(spec("small_cnn", 1, 28, 10));
+  auto b = nn::make_model(spec("small_cnn", 1, 28, 10));
+  nn::initialize(*a, 1);
+  nn::initialize(*b, 2);
+  std::map<std::string, Tensor> state;
+  for (auto& [n, t] : a->state_dict()) state[n] = t;
+  b->load_state_dict(state, "a.safetensors");
+  EXPECT_EQ(a->state_dict()[0].second.to_vector<float>(), b->state_dict()[0].second.to_vector<float>());
+  state["0.weight"] = Tensor::zeros({2, 2});
+  try {
+    b->load_state_dict(state, "a.safetensors");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("a.safetensors"), std::string::npos);
+    EXPECT_NE(e.message().find("0.weight"), std::string::npos);
+  }
+  state.erase("0.weight");
+  EXPECT_THROW(b->load_state_dict(state, "a.safetensors"), Error);
+}
+
+}  // namespace
+}  // namespace hg

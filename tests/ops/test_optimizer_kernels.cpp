@@ -1,0 +1,124 @@
+// The fused sgd_step / adamw_step kernels against float64 references of torch.optim.SGD and
+// torch.optim.AdamW, over three steps and every option combination.
+#include <gtest/gtest.h>
+
+#include "hourglass/ops/ops.h"
+#include "support/compare.h"
+#include "support/reference_dense.h"
+
+namespace hg {
+namespace {
+
+using test::all_close;
+using test::f32_tensor;
+using test::random_values;
+using test::round_f32;
+using test::to_doubles;
+namespace ref = test::ref;
+
+// One element, odd, and larger than the parallel grain.
+const int64_t kSizes[] = {1, 1001, 200003};
+
+// Each step is a handful of f32 roundings per element and three steps compound them (momentum
+// and Adam's moments carry errors forward): about ten roundings, treated as a length-10 sum.
+test::Tolerance tol() { return test::tolerance_for(DType::F32, 10); }
+
+struct SgdCase {
+  double momentum, dampening, weight_decay;
+  bool nesterov;
+};
+
+TEST(SgdKernel, MatchesReferenceOverThreeSteps) {
+  const SgdCase cases[] = {{0, 0, 0, false},     {0, 0, 0.1, false},  {0.9, 0, 0, false},
+                           {0.9, 0.3, 0.01, false}, {0.9, 0, 0.05, true}, {0.5, 0, 0, true}};
+  for (const SgdCase& c : cases)
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(testing::Message() << "momentum=" << c.momentum << " dampening=" << c.dampening
+                                      << " wd=" << c.weight_decay << " nesterov=" << c.nesterov
+                                      << " n=" << n);
+      SgdOptions o;
+      o.lr = 0.05;
+      o.momentum = c.momentum;
+      o.dampening = c.dampening;
+      o.weight_decay = c.weight_decay;
+      o.nesterov = c.nesterov;
+      ref::SgdState r{round_f32(random_values(n, 1)), {}, false};
+      Tensor params = f32_tensor(r.param, {n});
+      Tensor momentum = c.momentum != 0 ? Tensor::zeros({n}) : Tensor();
+      for (int step = 0; step < 3; ++step) {
+        const auto g = round_f32(random_values(n, uint64_t(10 + step)));
+        ops::sgd_step(params, f32_tensor(g, {n}), momentum, o, step == 0);
+        ref::sgd_step(r, g, o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov);
+      }
+      EXPECT_TRUE(all_close(params, r.param, tol()));
+      if (c.momentum != 0) EXPECT_TRUE(all_close(momentum, r.momentum, tol()));
+    }
+}
+
+TEST(SgdKernel, FirstStepIgnoresStaleBuffer) {
+  // On the first step the buffer becomes the gradient, whatever it held (PyTorch creates it).
+  Tensor params = Tensor::from_vector<float>({1.0f}, {1});
+  Tensor momentum = Tensor::from_vector<float>({100.0f}, {1});
+  SgdOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  o.dampening = 0.5;   // not applied on the first step either
+  ops::sgd_step(params, Tensor::from_vector<float>({2.0f}, {1}), momentum, o, true);
+  EXPECT_FLOAT_EQ(momentum.to_vector<float>()[0], 2.0f);
+  EXPECT_FLOAT_EQ(params.to_vector<float>()[0], 0.8f);
+}
+
+TEST(AdamWKernel, MatchesReferenceOverThreeSteps) {
+  for (double wd : {0.0, 0.01, 0.3})
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(testing::Message() << "wd=" << wd << " n=" << n);
+      AdamWOptions o;
+      o.lr = 0.01;
+      o.weight_decay = wd;
+      ref::AdamWState r{round_f32(random_values(n, 2)), {}, {}, 0};
+      Tensor params = f32_tensor(r.param, {n});
+      Tensor m = Tensor::zeros({n}), v = Tensor::zeros({n});
+      for (int64_t step = 1; step <= 3; ++step) {
+        const auto g = round_f32(random_values(n, uint64_t(20 + step)));
+        ops::adamw_step(params, f32_tensor(g, {n}), m, v, o, step);
+        ref::adamw_step(r, g, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+      }
+      EXPECT_TRUE(all_close(params, r.param, tol()));
+      EXPECT_TRUE(all_close(m, r.m, tol()));
+      // v holds squares of O(1) gradients scaled by 1 - beta2 = 1e-3: compare relative to that.
+      EXPECT_TRUE(all_close(v, r.v, test::Tolerance{tol().rtol, tol().atol * 1e-3}));
+    }
+}
+
+TEST(AdamWKernel, FirstStepMovesEachParameterByLr) {
+  // With bias correction the first update is lr * g / (|g| + eps): lr in the direction of -g.
+  Tensor params = Tensor::from_vector<float>({0.0f, 0.0f, 0.0f}, {3});
+  Tensor m = Tensor::zeros({3}), v = Tensor::zeros({3});
+  AdamWOptions o;
+  o.lr = 0.1;
+  o.weight_decay = 0.0;
+  ops::adamw_step(params, Tensor::from_vector<float>({3.0f, -0.5f, 1e-3f}, {3}), m, v, o, 1);
+  const auto p = params.to_vector<float>();
+  EXPECT_NEAR(p[0], -0.1, 1e-6);
+  EXPECT_NEAR(p[1], 0.1, 1e-6);
+  EXPECT_NEAR(p[2], -0.1 * 1e-3 / (1e-3 + 1e-8), 1e-6);
+}
+
+TEST(OptimizerKernels, ValidateOperands) {
+  Tensor p = Tensor::zeros({4});
+  Tensor m = Tensor::zeros({3});
+  SgdOptions o;
+  o.momentum = 0.9;
+  EXPECT_THROW(ops::sgd_step(p, Tensor::zeros({4}), m, o, true), Error);   // shape mismatch
+  o.nesterov = true;
+  o.dampening = 0.1;
+  Tensor m4 = Tensor::zeros({4});
+  EXPECT_THROW(ops::sgd_step(p, Tensor::zeros({4}), m4, o, true), Error);  // nesterov + dampening
+  Tensor v = Tensor::zeros({4});
+  EXPECT_THROW(ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, 0), Error);  // step 0
+  Tensor p64 = Tensor::zeros({4}, DType::F64);
+  EXPECT_THROW(ops::adamw_step(p64, Tensor::zeros({4}), m4, v, AdamWOptions{}, 1), Error);
+}
+
+}  // namespace
+}  // namespace hg

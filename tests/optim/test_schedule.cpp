@@ -1,0 +1,110 @@
+// Learning-rate schedules at known points, their validation, and the factory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+
+#include "hourglass/base/error.h"
+#include "hourglass/optim/schedule.h"
+
+namespace hg {
+namespace {
+
+using namespace hg::optim;
+
+TEST(Schedule, Constant) {
+  ConstantSchedule s(0.1);
+  EXPECT_EQ(s.lr(0), 0.1);
+  EXPECT_EQ(s.lr(123456), 0.1);
+}
+
+TEST(Schedule, WarmupThenCosine) {
+  // base 0.1, 100 steps, 10 of warm-up, min 0.001.
+  WarmupCosineSchedule s(0.1, 100, 10, 0.001);
+  EXPECT_DOUBLE_EQ(s.lr(0), 0.01);    // 0.1 * 1/10: the first step already moves
+  EXPECT_DOUBLE_EQ(s.lr(4), 0.05);
+  EXPECT_DOUBLE_EQ(s.lr(9), 0.1);     // warm-up ends at the peak
+  EXPECT_DOUBLE_EQ(s.lr(10), 0.1);    // cosine starts at the peak
+  EXPECT_DOUBLE_EQ(s.lr(55), 0.001 + (0.1 - 0.001) * 0.5);   // half-way: cos(pi/2) = 0
+  EXPECT_DOUBLE_EQ(s.lr(32),
+                   0.001 + 0.099 * 0.5 * (1 + std::cos(std::numbers::pi * 22.0 / 90.0)));
+  EXPECT_NEAR(s.lr(100), 0.001, 1e-15);
+  EXPECT_NEAR(s.lr(5000), 0.001, 1e-15);   // past the end: stays at min_lr
+  for (int64_t t = 11; t < 100; ++t) EXPECT_LT(s.lr(t), s.lr(t - 1)) << t;   // strictly decays
+}
+
+TEST(Schedule, CosineWithoutWarmup) {
+  WarmupCosineSchedule s(1.0, 4, 0, 0.0);
+  EXPECT_DOUBLE_EQ(s.lr(0), 1.0);
+  EXPECT_DOUBLE_EQ(s.lr(2), 0.5);
+  EXPECT_NEAR(s.lr(4), 0.0, 1e-16);
+}
+
+TEST(Schedule, StepDecay) {
+  StepDecaySchedule s(0.1, 30, 0.1);
+  EXPECT_DOUBLE_EQ(s.lr(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.lr(29), 0.1);
+  EXPECT_DOUBLE_EQ(s.lr(30), 0.01);
+  EXPECT_DOUBLE_EQ(s.lr(59), 0.01);
+  EXPECT_DOUBLE_EQ(s.lr(60), 0.001);
+}
+
+TEST(Schedule, OneCycleMatchesPyTorch) {
+  // torch.optim.lr_scheduler.OneCycleLR(max_lr=0.1, total_steps=100) defaults: pct_start 0.3,
+  // div_factor 25, final_div_factor 1e4, cosine; values from its get_lr() formula.
+  OneCycleSchedule cos(0.1, 100, 0.3, 25, 1e4, true);
+  EXPECT_DOUBLE_EQ(cos.lr(0), 0.004);
+  EXPECT_DOUBLE_EQ(cos.lr(10), 0.029516394846410082);
+  EXPECT_DOUBLE_EQ(cos.lr(29), 0.1);
+  EXPECT_DOUBLE_EQ(cos.lr(30), 0.099949653528452434);
+  EXPECT_DOUBLE_EQ(cos.lr(64), 0.0500002);
+  EXPECT_DOUBLE_EQ(cos.lr(99), 4e-7);
+  EXPECT_DOUBLE_EQ(cos.lr(150), 4e-7);   // past the end: clamped (PyTorch would raise)
+  OneCycleSchedule lin(0.1, 100, 0.3, 25, 1e4, false);
+  EXPECT_DOUBLE_EQ(lin.lr(10), 0.037103448275862067);
+  EXPECT_DOUBLE_EQ(lin.lr(30), 0.098571434285714285);
+  EXPECT_DOUBLE_EQ(lin.lr(64), 0.0500002);
+}
+
+TEST(Schedule, FactoryBuildsEachName) {
+  ScheduleParams p;
+  p.base_lr = 0.2;
+  p.total_steps = 50;
+  p.warmup_steps = 5;
+  p.step_size = 10;
+  EXPECT_DOUBLE_EQ(make_schedule("constant", p)->lr(7), 0.2);
+  EXPECT_DOUBLE_EQ(make_schedule("cosine", p)->lr(0), 0.04);
+  EXPECT_DOUBLE_EQ(make_schedule("step", p)->lr(10), 0.02);
+  EXPECT_DOUBLE_EQ(make_schedule("one_cycle", p)->lr(0), 0.2 / 25);
+  for (const auto& name : schedule_names())
+    EXPECT_FALSE(make_schedule(name, p)->describe().empty()) << name;
+}
+
+TEST(Schedule, UnknownNameListsValidOnes) {
+  try {
+    make_schedule("cosine_restarts", ScheduleParams{});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+    EXPECT_NE(e.message().find("cosine_restarts"), std::string::npos) << e.message();
+    for (const auto& name : schedule_names())
+      EXPECT_NE(e.one_line().find(name), std::string::npos) << e.one_line();
+  }
+}
+
+TEST(Schedule, BadParametersAreErrors) {
+  ScheduleParams p;   // total_steps 0, step_size 0
+  EXPECT_THROW(make_schedule("cosine", p), Error);
+  EXPECT_THROW(make_schedule("step", p), Error);
+  EXPECT_THROW(make_schedule("one_cycle", p), Error);
+  p.total_steps = 10;
+  p.warmup_steps = 11;
+  EXPECT_THROW(make_schedule("cosine", p), Error);
+  p.warmup_steps = 0;
+  p.pct_start = 1.0;
+  EXPECT_THROW(make_schedule("one_cycle", p), Error);
+  EXPECT_THROW(ConstantSchedule(-0.1), Error);
+}
+
+}  // namespace
+}  // namespace hg

@@ -1,0 +1,46 @@
+// hourglass eval CHECKPOINT [--set key=value ...] [--split test|train]
+#include "commands.h"
+#include "hourglass/tensor/safetensors.h"
+#include "hourglass/train/checkpoint.h"
+#include "hourglass/train/evaluate.h"
+#include "hourglass/train/trainer.h"
+
+namespace hg::cli {
+
+Runner add_eval(CLI::App& app) {
+  struct Args {
+    std::string checkpoint;
+    std::vector<std::string> overrides;
+    std::string split = "test";
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "eval", "Evaluate a checkpoint (.safetensors written by train) on its dataset; the model "
+              "and data settings come from the config stored in the checkpoint.");
+  sub->add_option("checkpoint", args->checkpoint, "a .safetensors checkpoint")->required();
+  sub->add_option("--set", args->overrides,
+                  "override a stored config key, e.g. --set data.path=/data/cifar (repeatable)");
+  sub->add_option("--split", args->split, "test or train")->capture_default_str();
+  return [args] {
+    SafetensorsFile file = load_safetensors(args->checkpoint);
+    auto it = file.metadata.find(train::kConfigMetadataKey);
+    if (it == file.metadata.end())
+      throw_invalid(fmt::format("{}: no '{}' metadata: not a checkpoint written by hourglass train",
+                                args->checkpoint, train::kConfigMetadataKey));
+    Config config = Config::parse(it->second, args->checkpoint + " (stored config)");
+    for (const auto& o : args->overrides) config.set_override(o);
+    train::RunConfig run = train::parse_run_config(config);
+    const data::Split split = data::parse_split(args->split);
+    if (split == data::Split::Train) run.data.test_limit = run.data.train_limit;
+    train::RunParts parts = train::build_run_parts(run, split == data::Split::Train);
+    train::load_model_state(*parts.model, file);
+    auto set = split == data::Split::Train ? parts.train_set : parts.test_set;
+    auto loader = train::make_eval_loader(run, set);
+    train::EvalResult r = train::evaluate(*parts.model, *loader, run.device);
+    std::printf("%s accuracy %.4f loss %.4f (%lld images, %.1f s)\n", args->split.c_str(),
+                r.accuracy, r.loss, static_cast<long long>(r.samples), r.seconds);
+    return 0;
+  };
+}
+
+}  // namespace hg::cli
