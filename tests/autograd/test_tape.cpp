@@ -71,7 +71,7 @@ TEST(Tape, LinearAndCrossEntropyGradientMatchesFiniteDifferences) {
   Tensor loss = fn::cross_entropy(fn::relu(fn::linear(x, w, Tensor())), labels, 0.1);
   autograd::backward(loss);
   auto grad = w.grad().to_vector<double>();
-  const double h = 1e-2;
+  const double h = 1e-3;
   for (int64_t i = 0; i < out * in; ++i) {
     auto plus = wv, minus = wv;
     plus[size_t(i)] += h;
@@ -79,9 +79,10 @@ TEST(Tape, LinearAndCrossEntropyGradientMatchesFiniteDifferences) {
     const double numeric =
         (loss_at(test::f32_tensor(plus, {out, in})) - loss_at(test::f32_tensor(minus, {out, in}))) /
         (2 * h);
-    // f32 losses of O(1) differenced over 2h = 0.02: about 1e-7 / 0.02 = 5e-6 noise, plus
-    // O(h^2) truncation and ReLU kinks; 2e-3 is far above both and far below a wrong gradient.
-    EXPECT_NEAR(grad[size_t(i)], numeric, 2e-3) << "weight element " << i;
+    // f32 losses of O(1) differenced over 2h = 2e-3: about 1e-7 / 2e-3 = 5e-5 rounding noise
+    // plus O(h^2) truncation; 1e-3 is well above both and far below a wrong gradient (O(0.1)).
+    // (A ReLU kink within h of a pre-activation would break this; the seeds avoid one.)
+    EXPECT_NEAR(grad[size_t(i)], numeric, 1e-3) << "weight element " << i;
   }
 }
 

@@ -44,7 +44,7 @@ void expect_image(const ImageDataset& ds, int64_t i, int seed) {
   }
 }
 
-TEST(Cifar10, ReadsTrainAndTestConvertingToHwc) {
+TEST(Cifar10Reader, ReadsTrainAndTestConvertingToHwc) {
   ScratchDir dir;
   write_cifar(dir.path());
   const ImageDataset train = load_cifar10(dir.path(), Split::Train);
@@ -61,7 +61,7 @@ TEST(Cifar10, ReadsTrainAndTestConvertingToHwc) {
   for (int i = 0; i < kTest; ++i) expect_image(test, i, 100 + i);
 }
 
-TEST(Cifar10, FindsTheUnpackedSubfolderAndReadsGzip) {
+TEST(Cifar10Reader, FindsTheUnpackedSubfolderAndReadsGzip) {
   ScratchDir dir;
   write_cifar(dir.file("cifar-10-batches-bin"));
   // A gzip-compressed batch reads like a plain one.
@@ -71,7 +71,7 @@ TEST(Cifar10, FindsTheUnpackedSubfolderAndReadsGzip) {
   expect_image(test, 3, 103);
 }
 
-TEST(Cifar10, LimitSpansFiles) {
+TEST(Cifar10Reader, LimitSpansFiles) {
   ScratchDir dir;
   write_cifar(dir.path());
   const ImageDataset ds = load_cifar10(dir.path(), Split::Train, 5);
@@ -80,7 +80,7 @@ TEST(Cifar10, LimitSpansFiles) {
   EXPECT_EQ(load_dataset("cifar10", dir.path(), Split::Train, {.limit = 2}).size(), 2);
 }
 
-TEST(Cifar10, SizeNotAMultipleOfTheRecord) {
+TEST(Cifar10Reader, SizeNotAMultipleOfTheRecord) {
   ScratchDir dir;
   write_cifar(dir.path());
   const std::string bad = dir.file("data_batch_2.bin");
@@ -91,7 +91,7 @@ TEST(Cifar10, SizeNotAMultipleOfTheRecord) {
                          {bad, "not a multiple", "3073", "9119", "2973 of 3073"}));
 }
 
-TEST(Cifar10, LabelOutOfRange) {
+TEST(Cifar10Reader, LabelOutOfRange) {
   ScratchDir dir;
   write_cifar(dir.path());
   const std::string bad = dir.file("test_batch.bin");
@@ -102,7 +102,7 @@ TEST(Cifar10, LabelOutOfRange) {
                          {bad, "label 12", "index 2", "10 classes"}));
 }
 
-TEST(Cifar10, MissingOrEmptyFiles) {
+TEST(Cifar10Reader, MissingOrEmptyFiles) {
   ScratchDir dir;
   EXPECT_TRUE(fails_with([&] { load_cifar10(dir.path(), Split::Train); },
                          {dir.path() + "/data_batch_1.bin", "not found", "cifar-10-binary"}));
@@ -115,7 +115,7 @@ TEST(Cifar10, MissingOrEmptyFiles) {
                          {dir.file("test_batch.bin"), "empty"}));
 }
 
-TEST(Cifar10, CutShortGzipBatch) {
+TEST(Cifar10Reader, CutShortGzipBatch) {
   ScratchDir dir;
   write_cifar(dir.path());
   const std::string path = dir.file("test_batch.bin");

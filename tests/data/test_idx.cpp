@@ -53,19 +53,19 @@ void expect_contents(const ImageDataset& ds) {
   EXPECT_EQ(ds.labels, idx_labels(kN));
 }
 
-TEST(Idx, ReadsPlainFiles) {
+TEST(IdxReader, ReadsPlainFiles) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   expect_contents(read_idx(p.images, p.labels));
 }
 
-TEST(Idx, ReadsGzipFiles) {
+TEST(IdxReader, ReadsGzipFiles) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, true);
   expect_contents(read_idx(p.images, p.labels));
 }
 
-TEST(Idx, DetectsGzipByContentNotName) {
+TEST(IdxReader, DetectsGzipByContentNotName) {
   ScratchDir dir;
   const IdxPair gz = write_pair(dir, true);
   std::filesystem::rename(gz.images, dir.file("images-no-suffix"));
@@ -75,7 +75,7 @@ TEST(Idx, DetectsGzipByContentNotName) {
   expect_contents(read_idx(dir.file("images-no-suffix"), dir.file("labels-plain.gz")));
 }
 
-TEST(Idx, LimitKeepsTheFirstSamples) {
+TEST(IdxReader, LimitKeepsTheFirstSamples) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, true);
   const ImageDataset ds = read_idx(p.images, p.labels, 10, 3);
@@ -88,7 +88,7 @@ TEST(Idx, LimitKeepsTheFirstSamples) {
   EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels, 10, -1); }, {"limit"}));
 }
 
-TEST(Idx, MissingFileNamesIt) {
+TEST(IdxReader, MissingFileNamesIt) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   const std::string missing = dir.file("nope-images");
@@ -96,7 +96,7 @@ TEST(Idx, MissingFileNamesIt) {
   EXPECT_TRUE(fails_with([&] { read_idx(dir.path(), p.labels); }, {dir.path(), "directory"}));
 }
 
-TEST(Idx, BadMagicShowsExpectedAndFoundInHex) {
+TEST(IdxReader, BadMagicShowsExpectedAndFoundInHex) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   Bytes bytes = test::read_file(p.images);
@@ -109,7 +109,7 @@ TEST(Idx, BadMagicShowsExpectedAndFoundInHex) {
   EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels); }, {p.images, "0x12345678"}));
 }
 
-TEST(Idx, WrongNumberOfDimensions) {
+TEST(IdxReader, WrongNumberOfDimensions) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   // Images and labels swapped: each has the other's rank.
@@ -120,7 +120,7 @@ TEST(Idx, WrongNumberOfDimensions) {
                          {p.images, "dimensions", "expected 3", "found 2"}));
 }
 
-TEST(Idx, TruncatedHeader) {
+TEST(IdxReader, TruncatedHeader) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   const Bytes bytes = test::read_file(p.images);
@@ -131,7 +131,7 @@ TEST(Idx, TruncatedHeader) {
   EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels); }, {p.images, "found 0"}));
 }
 
-TEST(Idx, TruncatedDataSaysExpectedAndFound) {
+TEST(IdxReader, TruncatedDataSaysExpectedAndFound) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   Bytes bytes = test::read_file(p.images);
@@ -148,7 +148,7 @@ TEST(Idx, TruncatedDataSaysExpectedAndFound) {
                          {q.labels, "truncated", "expected 7", "found 5"}));
 }
 
-TEST(Idx, CutShortGzipStream) {
+TEST(IdxReader, CutShortGzipStream) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, true);
   Bytes gz = test::read_file(p.images);
@@ -157,7 +157,7 @@ TEST(Idx, CutShortGzipStream) {
   EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels); }, {p.images, "truncated"}));
 }
 
-TEST(Idx, CorruptGzipStream) {
+TEST(IdxReader, CorruptGzipStream) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, true);
   Bytes gz = test::read_file(p.images);
@@ -166,7 +166,7 @@ TEST(Idx, CorruptGzipStream) {
   EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels); }, {p.images}));
 }
 
-TEST(Idx, TrailingDataIsAnError) {
+TEST(IdxReader, TrailingDataIsAnError) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   Bytes bytes = test::read_file(p.labels);
@@ -176,7 +176,7 @@ TEST(Idx, TrailingDataIsAnError) {
                          {p.labels, "unexpected data after the 7 labels"}));
 }
 
-TEST(Idx, CountMismatchNamesBothFiles) {
+TEST(IdxReader, CountMismatchNamesBothFiles) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   test::write_file(p.labels, idx_file({kN + 1}, idx_labels(kN + 1)));
@@ -184,7 +184,7 @@ TEST(Idx, CountMismatchNamesBothFiles) {
                          {"count mismatch", p.images, p.labels, "7 images", "8 labels"}));
 }
 
-TEST(Idx, LabelOutOfRange) {
+TEST(IdxReader, LabelOutOfRange) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   Bytes labels = idx_labels(kN);
@@ -196,7 +196,7 @@ TEST(Idx, LabelOutOfRange) {
   EXPECT_EQ(read_idx(p.images, p.labels, 11).labels[4], 10);
 }
 
-TEST(Idx, EmptyOrHugeImagesInHeader) {
+TEST(IdxReader, EmptyOrHugeImagesInHeader) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   test::write_file(p.images, idx_file({kN, 0, kW}, {}));
@@ -210,7 +210,7 @@ TEST(Idx, EmptyOrHugeImagesInHeader) {
 }
 
 // Every prefix of a valid file, plain and gzip, fails cleanly (or, for the full file, reads).
-TEST(Idx, EveryTruncationFailsCleanly) {
+TEST(IdxReader, EveryTruncationFailsCleanly) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   const Bytes full = test::read_file(p.images);
@@ -228,7 +228,7 @@ TEST(Idx, EveryTruncationFailsCleanly) {
 
 // Random byte corruption (mostly in the headers) and truncation: each read either succeeds with
 // a consistent dataset or fails with an InvalidInput error, never anything else.
-TEST(Idx, RandomCorruptionFailsCleanly) {
+TEST(IdxReader, RandomCorruptionFailsCleanly) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);
   const Bytes images = test::read_file(p.images), labels = test::read_file(p.labels);
@@ -263,7 +263,7 @@ TEST(Idx, RandomCorruptionFailsCleanly) {
   }
 }
 
-TEST(Idx, FashionMnistLayoutFromAFolder) {
+TEST(IdxReader, FashionMnistLayoutFromAFolder) {
   ScratchDir dir;
   // Train as .gz, test as plain files: both names are accepted.
   test::write_gz(dir.file("train-images-idx3-ubyte.gz"),
@@ -280,7 +280,7 @@ TEST(Idx, FashionMnistLayoutFromAFolder) {
   EXPECT_EQ(load_dataset("mnist", dir.path(), Split::Train, {.limit = 4}).size(), 4);
 }
 
-TEST(Idx, MissingFashionMnistSuggestsThePackage) {
+TEST(IdxReader, MissingFashionMnistSuggestsThePackage) {
   ScratchDir dir;
   const std::string where = dir.file("absent");
   EXPECT_TRUE(fails_with([&] { load_fashion_mnist(where, Split::Train); },
@@ -290,7 +290,7 @@ TEST(Idx, MissingFashionMnistSuggestsThePackage) {
                          {where + "/t10k-images-idx3-ubyte", "not found"}));
 }
 
-TEST(Datasets, FactoryRejectsUnknownNamesAndListsValidOnes) {
+TEST(DatasetFactory, FactoryRejectsUnknownNamesAndListsValidOnes) {
   EXPECT_TRUE(fails_with([] { load_dataset("imagenet", "", Split::Train); },
                          {"imagenet", "fashion-mnist, mnist, cifar10, synthetic"}));
   EXPECT_TRUE(fails_with([] { load_dataset("mnist", "", Split::Train); }, {"mnist", "path"}));
@@ -304,7 +304,7 @@ TEST(Datasets, FactoryRejectsUnknownNamesAndListsValidOnes) {
 }
 
 // The installed Fashion-MNIST (Debian package dataset-fashion-mnist), when present.
-TEST(Idx, RealFashionMnist) {
+TEST(IdxReader, RealFashionMnist) {
   const std::string dir = kFashionMnistDefaultDir;
   if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz") &&
       !std::filesystem::exists(dir + "/train-images-idx3-ubyte")) {

@@ -72,7 +72,7 @@ void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& 
   }
 }
 
-TEST(Loader, BatchShapesAndPartialLastBatch) {
+TEST(DataLoader, BatchShapesAndPartialLastBatch) {
   DataLoader loader(indexed_dataset(100), {.batch_size = 32, .shuffle = false});
   EXPECT_EQ(loader.batches_per_epoch(), 4);
   const auto batches = epoch(loader, 0);
@@ -95,7 +95,7 @@ TEST(Loader, BatchShapesAndPartialLastBatch) {
   EXPECT_FALSE(loader.next().has_value());
 }
 
-TEST(Loader, DropLastDropsOnlyAPartialBatch) {
+TEST(DataLoader, DropLastDropsOnlyAPartialBatch) {
   DataLoader drop(indexed_dataset(100), {.batch_size = 32, .drop_last = true});
   EXPECT_EQ(drop.batches_per_epoch(), 3);
   const auto batches = epoch(drop, 0);
@@ -108,7 +108,7 @@ TEST(Loader, DropLastDropsOnlyAPartialBatch) {
   EXPECT_TRUE(epoch(tiny, 0).empty());
 }
 
-TEST(Loader, EverySampleExactlyOncePerEpoch) {
+TEST(DataLoader, EverySampleExactlyOncePerEpoch) {
   const int64_t n = 1000;
   DataLoader loader(indexed_dataset(n),
                     {.batch_size = 64, .shuffle = true, .seed = 3, .workers = 2});
@@ -127,7 +127,7 @@ TEST(Loader, EverySampleExactlyOncePerEpoch) {
   }
 }
 
-TEST(Loader, ShuffleIsAPureFunctionOfSeedAndEpoch) {
+TEST(DataLoader, ShuffleIsAPureFunctionOfSeedAndEpoch) {
   const int64_t n = 500;
   EXPECT_EQ(epoch_order(n, true, 9, 4), epoch_order(n, true, 9, 4));
   EXPECT_NE(epoch_order(n, true, 9, 4), epoch_order(n, true, 9, 5));
@@ -159,7 +159,7 @@ LoaderOptions augmenting(int workers) {
           .prefetch = 2};
 }
 
-TEST(Loader, SameBatchesWithAnyWorkerCount) {
+TEST(DataLoader, SameBatchesWithAnyWorkerCount) {
   auto ds = indexed_dataset(250);
   DataLoader sync(ds, augmenting(0));
   DataLoader one(ds, augmenting(1));
@@ -178,7 +178,7 @@ TEST(Loader, SameBatchesWithAnyWorkerCount) {
             epoch(sync, 0)[0].images.to_vector<float>());
 }
 
-TEST(Loader, AugmentationDependsOnTheSampleNotTheBatch) {
+TEST(DataLoader, AugmentationDependsOnTheSampleNotTheBatch) {
   // One sample gets the same augmented image whatever batch size carries it.
   auto ds = indexed_dataset(60);
   LoaderOptions small = augmenting(2), big = augmenting(2);
@@ -194,7 +194,7 @@ TEST(Loader, AugmentationDependsOnTheSampleNotTheBatch) {
   EXPECT_EQ(concat, epoch(b, 1)[0].images.to_vector<float>());
 }
 
-TEST(Loader, ResumeMidEpochYieldsTheRemainingBatches) {
+TEST(DataLoader, ResumeMidEpochYieldsTheRemainingBatches) {
   auto ds = indexed_dataset(230);
   for (int workers : {0, 1, 3}) {
     DataLoader loader(ds, augmenting(workers));
@@ -207,7 +207,7 @@ TEST(Loader, ResumeMidEpochYieldsTheRemainingBatches) {
   }
 }
 
-TEST(Loader, RestartAndDestroyMidEpochStopCleanly) {
+TEST(DataLoader, RestartAndDestroyMidEpochStopCleanly) {
   auto ds = indexed_dataset(2000);
   LoaderOptions opt = augmenting(3);
   opt.prefetch = 1;
@@ -230,7 +230,7 @@ TEST(Loader, RestartAndDestroyMidEpochStopCleanly) {
   }
 }
 
-TEST(Loader, WorkerErrorsReachNext) {
+TEST(DataLoader, WorkerErrorsReachNext) {
   auto ds = indexed_dataset(300);
   Allocator& cpu = allocator_for(Device::cpu());
   for (int workers : {0, 2}) {
@@ -256,7 +256,7 @@ TEST(Loader, WorkerErrorsReachNext) {
   }
 }
 
-TEST(Loader, RejectsBadUse) {
+TEST(DataLoader, RejectsBadUse) {
   auto ds = indexed_dataset(10);
   EXPECT_TRUE(fails_with([&] { DataLoader(ds, {.batch_size = 0}); }, {"batch_size", "0"}));
   EXPECT_TRUE(fails_with([&] { DataLoader(ds, {.workers = -1}); }, {"workers", "-1"}));
@@ -281,7 +281,7 @@ TEST(Loader, RejectsBadUse) {
   EXPECT_TRUE(fails_with([&] { loader.make_batch(0, 3); }, {"batch 3"}));
 }
 
-TEST(Loader, CifarShapedSyntheticEndToEnd) {
+TEST(DataLoader, CifarShapedSyntheticEndToEnd) {
   // A synthetic CIFAR-shaped set through the whole path: u8 HWC in, normalised f32 NHWC out.
   auto ds = std::make_shared<const ImageDataset>(make_synthetic(300, 32, 32, 3, 10, 5));
   LoaderOptions opt{.batch_size = 128,

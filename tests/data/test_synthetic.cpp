@@ -14,7 +14,7 @@ namespace {
 
 using test::fails_with;
 
-TEST(Synthetic, DeterministicAndSeedDependent) {
+TEST(SyntheticData, DeterministicAndSeedDependent) {
   const ImageDataset a = make_synthetic(200, 8, 6, 3, 5, 42);
   const ImageDataset b = make_synthetic(200, 8, 6, 3, 5, 42);
   EXPECT_EQ(a.name, "synthetic");
@@ -31,7 +31,7 @@ TEST(Synthetic, DeterministicAndSeedDependent) {
   EXPECT_TRUE(std::equal(a.pixels.begin(), a.pixels.end(), big.pixels.begin()));
 }
 
-TEST(Synthetic, IndependentOfThreadCount) {
+TEST(SyntheticData, IndependentOfThreadCount) {
   const int saved = num_threads();
   set_num_threads(1);
   const ImageDataset one = make_synthetic(500, 10, 10, 1, 10, 7);
@@ -42,7 +42,7 @@ TEST(Synthetic, IndependentOfThreadCount) {
   EXPECT_EQ(one.labels, many.labels);
 }
 
-TEST(Synthetic, CoversEveryClassAndUsesTheRange) {
+TEST(SyntheticData, CoversEveryClassAndUsesTheRange) {
   const ImageDataset ds = make_synthetic(1000, 12, 12, 3, 10, 1);
   std::vector<int> counts(10, 0);
   for (uint8_t l : ds.labels) ++counts.at(l);
@@ -54,7 +54,7 @@ TEST(Synthetic, CoversEveryClassAndUsesTheRange) {
 }
 
 // Nearest class mean, fitted on train and scored on test: a linear model can fit the set.
-TEST(Synthetic, ClassMeansOfTrainClassifyTest) {
+TEST(SyntheticData, ClassMeansOfTrainClassifyTest) {
   const int64_t h = 16, w = 16, c = 3, k = 10;
   const ImageDataset train = make_synthetic(2000, h, w, c, k, 99, Split::Train);
   const ImageDataset test = make_synthetic(500, h, w, c, k, 99, Split::Test);
@@ -87,7 +87,7 @@ TEST(Synthetic, ClassMeansOfTrainClassifyTest) {
   EXPECT_GT(double(correct) / double(test.size()), 0.95);
 }
 
-TEST(Synthetic, FactoryUsesOptionsAndLimit) {
+TEST(SyntheticData, FactoryUsesOptionsAndLimit) {
   DatasetOptions opt;
   opt.synthetic_train_size = 50;
   opt.synthetic_test_size = 20;
@@ -108,7 +108,7 @@ TEST(Synthetic, FactoryUsesOptionsAndLimit) {
   EXPECT_EQ(load_dataset("synthetic", "ignored", Split::Train, opt).size(), 7);
 }
 
-TEST(Synthetic, RejectsBadArguments) {
+TEST(SyntheticData, RejectsBadArguments) {
   EXPECT_TRUE(fails_with([] { make_synthetic(-1, 4, 4, 1, 2, 0); }, {"size", "-1"}));
   EXPECT_TRUE(fails_with([] { make_synthetic(4, 0, 4, 1, 2, 0); }, {"0x4x1"}));
   EXPECT_TRUE(fails_with([] { make_synthetic(4, 4, 4, 1, 300, 0); }, {"classes", "300"}));

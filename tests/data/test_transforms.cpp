@@ -35,14 +35,14 @@ std::vector<float> run(const ImageTransform& t, const std::vector<uint8_t>& img,
   return out;
 }
 
-TEST(Transforms, IdentityScalesTo01) {
+TEST(DataTransforms, IdentityScalesTo01) {
   const ImageTransform t({}, kH, kW, kC);
   const auto img = test_image();
   const auto out = run(t, img, {});
   for (size_t i = 0; i < img.size(); ++i) EXPECT_FLOAT_EQ(out[i], float(img[i]) / 255.0f);
 }
 
-TEST(Transforms, FlipMirrorsExactly) {
+TEST(DataTransforms, FlipMirrorsExactly) {
   const ImageTransform t({.flip = true}, kH, kW, kC);
   const auto img = test_image();
   const auto out = run(t, img, {.flip = true});
@@ -62,7 +62,7 @@ TEST(Transforms, FlipMirrorsExactly) {
   EXPECT_EQ(run(t, flipped, {.flip = true}), plain);
 }
 
-TEST(Transforms, CropShiftsAndZeroFills) {
+TEST(DataTransforms, CropShiftsAndZeroFills) {
   const ImageTransform t({.crop_padding = 2}, kH, kW, kC);
   const auto img = test_image();
   for (int64_t dy = -2; dy <= 2; ++dy) {
@@ -87,7 +87,7 @@ TEST(Transforms, CropShiftsAndZeroFills) {
   for (int64_t y = 0; y < kH; ++y) EXPECT_EQ(out[size_t((y * kW + kW - 1) * kC + 1)], 0.0f);
 }
 
-TEST(Transforms, CropThenFlip) {
+TEST(DataTransforms, CropThenFlip) {
   const ImageTransform t({.crop_padding = 2, .flip = true}, kH, kW, kC);
   const auto img = test_image();
   const auto out = run(t, img, {.shift_y = -1, .shift_x = 1, .flip = true});
@@ -102,7 +102,7 @@ TEST(Transforms, CropThenFlip) {
   }
 }
 
-TEST(Transforms, NormalisesPerChannel) {
+TEST(DataTransforms, NormalisesPerChannel) {
   const std::vector<float> mean = {0.5f, 0.25f}, stdev = {0.5f, 2.0f};
   const ImageTransform t({.crop_padding = 1, .mean = mean, .std = stdev}, kH, kW, kC);
   const auto img = test_image();
@@ -125,7 +125,7 @@ TEST(Transforms, NormalisesPerChannel) {
   EXPECT_NEAR(o[1], (img[1] / 255.0 - 0.5) / 0.5, 1e-6);
 }
 
-TEST(Transforms, RejectsBadOptions) {
+TEST(DataTransforms, RejectsBadOptions) {
   EXPECT_TRUE(fails_with(
       [] {
         ImageTransform({.mean = {0.1f, 0.2f, 0.3f}}, kH, kW, kC);
@@ -142,7 +142,7 @@ TEST(Transforms, RejectsBadOptions) {
                          {"crop padding", "[0, 5]"}));
 }
 
-TEST(Transforms, DrawsArePureAndWellSpread) {
+TEST(DataTransforms, DrawsArePureAndWellSpread) {
   const ImageTransform t({.crop_padding = 3, .flip = true}, 32, 32, 3);
   std::set<int64_t> ys, xs;
   int flips = 0;
@@ -175,7 +175,7 @@ TEST(Transforms, DrawsArePureAndWellSpread) {
   EXPECT_LT(same_seed, 20);
 }
 
-TEST(Transforms, DisabledOptionsDrawNothing) {
+TEST(DataTransforms, DisabledOptionsDrawNothing) {
   const ImageTransform none({}, 8, 8, 1);
   const ImageTransform crop_only({.crop_padding = 2}, 8, 8, 1);
   const ImageTransform both({.crop_padding = 2, .flip = true}, 8, 8, 1);
@@ -190,7 +190,7 @@ TEST(Transforms, DisabledOptionsDrawNothing) {
   }
 }
 
-TEST(Transforms, DefaultsPerDataset) {
+TEST(DataTransforms, DefaultsPerDataset) {
   const TransformOptions cifar = default_transform("cifar10");
   EXPECT_EQ(cifar.mean.size(), 3u);
   EXPECT_EQ(cifar.crop_padding, 4);

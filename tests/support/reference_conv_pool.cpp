@@ -117,7 +117,7 @@ BatchNormGrads batch_norm_backward(const Values& dy, const Values& x, int64_t c,
                                    const Values& weight, double eps) {
   const Stats st = batch_stats(x, c);
   const double rows = double(x.size() / size_t(c));
-  Values invstd(size_t(c));
+  Values invstd(static_cast<size_t>(c));
   for (int64_t j = 0; j < c; ++j) invstd[j] = 1.0 / std::sqrt(st.var[j] + eps);
   BatchNormGrads g{Values(x.size()), Values(size_t(c), 0.0), Values(size_t(c), 0.0)};
   for (size_t i = 0; i < x.size(); ++i) {

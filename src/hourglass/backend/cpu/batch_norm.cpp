@@ -175,7 +175,8 @@ ops::BatchNormForward CpuBackend::batch_norm_train(const Tensor& x, const Tensor
   });
 
   const std::vector<float> w = host_floats(weight), b = host_floats(bias);
-  std::vector<float> mean(static_cast<size_t>(c)), scale(static_cast<size_t>(c));
+  const size_t cs = static_cast<size_t>(c);
+  std::vector<float> mean(cs), scale(cs);
   ops::BatchNormForward out;
   out.mean = Tensor::empty({c});
   out.invstd = Tensor::empty({c});
@@ -205,7 +206,8 @@ Tensor CpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const 
   const int64_t c = x.size(-1);
   const std::vector<float> w = host_floats(weight), mean = host_floats(running_mean),
                            var = host_floats(running_var), b = host_floats(bias);
-  std::vector<float> scale(static_cast<size_t>(c));
+  const size_t cs = static_cast<size_t>(c);
+  std::vector<float> scale(cs);
   for (int64_t j = 0; j < c; ++j) scale[j] = float(w[j] / std::sqrt(double(var[j]) + eps));
   return normalize(x, mean, scale, b);
 }
@@ -230,7 +232,8 @@ ops::BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy, const Tens
   //   dx = w invstd (dy - dbias / M) - w invstd^2 dweight / M * (x - mean).
   const std::vector<float> w = host_floats(weight), mu = host_floats(mean),
                            is = host_floats(invstd);
-  std::vector<float> a(static_cast<size_t>(c)), k(static_cast<size_t>(c)), d(static_cast<size_t>(c));
+  const size_t cs = static_cast<size_t>(c);
+  std::vector<float> a(cs), k(cs), d(cs);
   ops::BatchNormGrads grads;
   grads.dweight = Tensor::empty({c});
   grads.dbias = Tensor::empty({c});

@@ -1,7 +1,7 @@
 // conv2d forward and backward through oneDNN. Activations stay NHWC at the API and weights
 // KRSC; oneDNN picks the weight layout its jit kernels want (format_tag::any) and the weights
-// are reordered into it on every call (they change every step; the reorder is a few percent of
-// the convolution). Primitive descriptors, primitives and reorders are cached by shape.
+// are reordered into it on every call (they change every step; the reorder costs a few percent
+// of the convolution). Primitive descriptors, primitives and reorders are cached by shape.
 #include <dnnl.hpp>
 
 #include "hourglass/backend/cpu/cpu_backend.h"
@@ -13,6 +13,8 @@ namespace {
 using cpu::MemoryDesc;
 using dnnl::memory;
 using Tag = memory::format_tag;
+
+enum class Pass { Forward, BackwardData, BackwardWeights };
 
 // Everything that determines a convolution's primitives.
 struct ConvGeometry {
@@ -29,19 +31,28 @@ struct ConvGeometry {
                        prm.dilation_h, prm.dilation_w, prm.groups, int(has_bias));
   }
 
-  // With few input channels (the first layer's 3) oneDNN's NHWC kernels are several times
-  // slower than its plain-src / blocked-dst ones, while reordering such a small input is
-  // nearly free; there the activation layouts are left to oneDNN and reordered at the edges.
-  bool blocked_activations() const { return groups() == 1 && c < 8; }
-  Tag activation_tag() const { return blocked_activations() ? Tag::any : Tag::nhwc; }
+  // Whether a pass leaves the activation layouts to oneDNN (format_tag::any), with the NHWC
+  // tensors reordered at its edges, instead of running on NHWC directly. Measured with
+  // oneDNN 2.6 on AVX-512 (ResNet-18/CIFAR shapes, batch 64):
+  //  - few input channels (the first layer's 3): the NHWC kernels are several times slower
+  //    than the plain-src / blocked-dst ones, and reordering such an input is nearly free;
+  //  - backward-data of stride-1 convolutions on tiny maps (4x4): the blocked kernel is about
+  //    25% faster and the activations are too small for the reorders to matter.
+  // Elsewhere NHWC wins or ties once the reorders of large activations are counted.
+  bool blocked_activations(Pass pass) const {
+    if (groups() != 1) return false;
+    if (c < 8) return true;
+    return pass == Pass::BackwardData && prm.stride_h == 1 && prm.stride_w == 1 && p * q <= 16;
+  }
+  Tag activation_tag(Pass pass) const { return blocked_activations(pass) ? Tag::any : Tag::nhwc; }
 
   MemoryDesc src_user() const { return cpu::nhwc_desc(n, h, w, c); }
   MemoryDesc dst_user() const { return cpu::nhwc_desc(n, p, q, k); }
-  MemoryDesc src_prim() const {
-    return MemoryDesc(cpu::dims({n, c, h, w}), memory::data_type::f32, activation_tag());
+  MemoryDesc src_prim(Pass pass) const {
+    return MemoryDesc(cpu::dims({n, c, h, w}), memory::data_type::f32, activation_tag(pass));
   }
-  MemoryDesc dst_prim() const {
-    return MemoryDesc(cpu::dims({n, k, p, q}), memory::data_type::f32, activation_tag());
+  MemoryDesc dst_prim(Pass pass) const {
+    return MemoryDesc(cpu::dims({n, k, p, q}), memory::data_type::f32, activation_tag(pass));
   }
 
   // KRSC. With groups, oneDNN's logical weight dims are {G, K/G, C/G, R, S}; KRSC is then
@@ -61,9 +72,8 @@ struct ConvGeometry {
   // oneDNN counts dilation from 0 (no gaps); hourglass and PyTorch from 1.
   memory::dims dilates() const { return cpu::dims({prm.dilation_h - 1, prm.dilation_w - 1}); }
   memory::dims pad_l() const { return cpu::dims({prm.pad_h, prm.pad_w}); }
-  // Right/bottom padding such that the last window ends inside the padded input: oneDNN
-  // checks P == (H + pad_l + pad_r - extent) / stride + 1 exactly, so pad_r = pad_l works
-  // whenever the division floors, which is what conv_out_size does.
+  // oneDNN requires P == (H + pad_l + pad_r - extent) / stride + 1 with floor division, the
+  // same formula as conv_out_size, so symmetric padding is always consistent.
   memory::dims pad_r() const { return pad_l(); }
 };
 
@@ -77,9 +87,9 @@ ConvGeometry geometry(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   return g;
 }
 
-// oneDNN 2.6 lists its brgemm-based NHWC forward kernel first, but on small output maps (the
-// 8x8 and 4x4 stages of a CIFAR ResNet) its plain jit kernel is markedly faster on AVX-512
-// machines; skip brgconv there.
+// oneDNN 2.6 lists its brgemm-based NHWC forward kernel first, but on tiny output maps (the
+// 4x4 stage of a CIFAR ResNet) its plain jit kernel is much faster (512->512 3x3, batch 64:
+// 14 ms against 23 ms on a 2-core AVX-512 machine); from 8x8 up brgconv is as fast or faster.
 template <typename PrimitiveDesc>
 void prefer_jit_for_small_maps(PrimitiveDesc& pd, const ConvGeometry& g) {
   if (g.p * g.q > 16) return;
@@ -99,10 +109,10 @@ using BwdWeightsPd = dnnl::convolution_backward_weights::primitive_desc;
 
 const FwdPd& forward_pd(const ConvGeometry& g, bool has_bias) {
   return cpu::PrimitiveCache::instance().get<FwdPd>(g.key("fwd_pd", has_bias), [&] {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training,
-                                      dnnl::algorithm::convolution_direct, g.src_prim(),
-                                      g.weights_any(), g.bias_desc(has_bias), g.dst_prim(),
-                                      g.strides(), g.dilates(), g.pad_l(), g.pad_r());
+    dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+        g.src_prim(Pass::Forward), g.weights_any(), g.bias_desc(has_bias),
+        g.dst_prim(Pass::Forward), g.strides(), g.dilates(), g.pad_l(), g.pad_r());
     FwdPd pd(d, cpu::engine());
     prefer_jit_for_small_maps(pd, g);
     return pd;
@@ -128,8 +138,9 @@ struct BackwardDataPrims {
 const BackwardDataPrims& backward_data_prims(const ConvGeometry& g) {
   const FwdPd& hint = forward_pd(g, false);
   return cpu::PrimitiveCache::instance().get<BackwardDataPrims>(g.key("bwd_data", false), [&] {
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, g.src_prim(),
-                                            g.weights_any(), g.dst_prim(), g.strides(),
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
+                                            g.src_prim(Pass::BackwardData), g.weights_any(),
+                                            g.dst_prim(Pass::BackwardData), g.strides(),
                                             g.dilates(), g.pad_l(), g.pad_r());
     BwdDataPd pd(d, cpu::engine(), hint);
     return BackwardDataPrims{pd, dnnl::convolution_backward_data(pd)};
@@ -146,9 +157,9 @@ const BackwardWeightsPrims& backward_weights_prims(const ConvGeometry& g, bool h
   return cpu::PrimitiveCache::instance().get<BackwardWeightsPrims>(
       g.key("bwd_weights", has_bias), [&] {
         dnnl::convolution_backward_weights::desc d(
-            dnnl::algorithm::convolution_direct, g.src_prim(), g.weights_any(),
-            g.bias_desc(has_bias), g.dst_prim(), g.strides(), g.dilates(), g.pad_l(),
-            g.pad_r());
+            dnnl::algorithm::convolution_direct, g.src_prim(Pass::BackwardWeights),
+            g.weights_any(), g.bias_desc(has_bias), g.dst_prim(Pass::BackwardWeights),
+            g.strides(), g.dilates(), g.pad_l(), g.pad_r());
         BwdWeightsPd pd(d, cpu::engine(), hint);
         return BackwardWeightsPrims{pd, dnnl::convolution_backward_weights(pd)};
       });
@@ -226,8 +237,9 @@ ops::Conv2dGrads CpuBackend::conv2d_backward(const Tensor& dy, const Tensor& x, 
   const memory diff_dst = cpu::in_layout(dy_user, bwd.pd.diff_dst_desc(), dy_temp);
   const memory src = cpu::in_layout(cpu::wrap(x, g.src_user()), bwd.pd.src_desc(), src_temp);
   const OutputMemory diff_weights(grads.dw, g.weights_user(), bwd.pd.diff_weights_desc());
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights.mem()}};
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                       {DNNL_ARG_DIFF_DST, diff_dst},
+                                       {DNNL_ARG_DIFF_WEIGHTS, diff_weights.mem()}};
   if (has_bias) {
     grads.dbias = Tensor::empty({g.k});
     args.emplace(DNNL_ARG_DIFF_BIAS, cpu::wrap(grads.dbias, g.bias_desc(true)));

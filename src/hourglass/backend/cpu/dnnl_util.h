@@ -42,8 +42,9 @@ void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::me
 }  // namespace hg::cpu
 
 // Hand-written CPU loops are compiled twice: for the build's baseline ISA and, through this
-// attribute, for AVX-512 (the library is built for generic x86-64, so without it the
-// compiler would only use SSE2 vectors). Pick at run time with has_avx512().
+// attribute, for AVX-512, picked at run time with has_avx512(). A portable build
+// (HOURGLASS_NATIVE=OFF, generic x86-64) would otherwise only use SSE2 vectors; in a native
+// build both copies are the same.
 #define HG_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")))
 
