@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "hourglass/device/device.h"
 
@@ -40,21 +42,30 @@ class Allocator {
 Allocator& allocator_for(Device device);
 void register_allocator(DeviceType type, Allocator* (*factory)(int index));
 
-// Host memory with statistics and an optional limit.
+// Host memory with statistics, an optional limit, and a cache of freed blocks. A training step
+// allocates the same sizes every time; handing back cached blocks avoids the page faults of
+// fresh memory (first touch of a new mapping costs more than the op that writes it).
 class CpuAllocator final : public Allocator {
  public:
+  ~CpuAllocator() override;
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   AllocatorStats stats() const override;
   void reset_peak() override;
+  // The limit applies to bytes in use; cached blocks are released to stay under it.
   void set_limit(size_t bytes) override;
   size_t limit() const override;
+  void empty_cache() override;
   Device device() const override { return Device::cpu(); }
 
  private:
+  void release_cached_locked();
+
   mutable std::mutex mutex_;
   AllocatorStats stats_;
   size_t limit_ = 0;
+  std::multimap<size_t, void*> cached_;              // block size -> free block
+  std::unordered_map<void*, size_t> live_;           // block -> its size
 };
 
 }  // namespace hg
