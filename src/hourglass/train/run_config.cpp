@@ -1,5 +1,6 @@
 #include "hourglass/train/run_config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace hg::train {
@@ -84,6 +85,10 @@ RunConfig parse_run_config(const Config& c) {
   // [schedule]
   ScheduleConfig& s = r.schedule;
   s.name = c.get_string("schedule.name", "constant");
+  const auto& names = optim::schedule_names();
+  if (std::find(names.begin(), names.end(), s.name) == names.end())
+    throw_invalid(fmt::format("{}: schedule.name: unknown schedule '{}'", c.source(), s.name),
+                  "use one of constant, cosine, step, one_cycle");
   s.warmup_epochs = c.get_double("schedule.warmup_epochs", 0.0);
   s.min_lr = c.get_double("schedule.min_lr", 0.0);
   s.step_epochs = c.get_double("schedule.step_epochs", 0.0);
