@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/backend/cpu/dispatch.h"
 #include "hourglass/base/parallel.h"
 
 namespace hg {
+
+using cpu::dispatch_float;
 
 namespace {
 
@@ -31,16 +34,6 @@ void check_labels(const char* op, const Tensor& labels, int64_t classes) {
                     "check the dataset's labels and the model's number of classes");
 }
 
-template <typename Body>
-decltype(auto) dispatch_float(const char* op, const Tensor& t, Body&& body) {
-  switch (t.dtype()) {
-    case DType::F32: return body.template operator()<float>();
-    case DType::F64: return body.template operator()<double>();
-    default:
-      throw_invalid(fmt::format("cpu {}: supports f32 and f64 logits, got {}", op, t.describe()),
-                    "convert the logits with .to(DType::F32) first");
-  }
-}
 
 }  // namespace
 

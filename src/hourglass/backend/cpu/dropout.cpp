@@ -6,10 +6,13 @@
 #include <cmath>
 
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/backend/cpu/dispatch.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/base/rng.h"
 
 namespace hg {
+
+using cpu::dispatch_float;
 
 namespace {
 
@@ -19,16 +22,6 @@ constexpr int64_t kGrain = int64_t(1) << 14;   // Philox costs ~10 multiplies pe
 // (bits >> 8) >= ceil(p * 2^24), and p * 2^24 is exact in double.
 uint32_t keep_threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }
 
-template <typename Body>
-decltype(auto) dispatch_float(const char* op, const Tensor& t, Body&& body) {
-  switch (t.dtype()) {
-    case DType::F32: return body.template operator()<float>();
-    case DType::F64: return body.template operator()<double>();
-    default:
-      throw_invalid(fmt::format("cpu {}: supports f32 and f64, got {}", op, t.describe()),
-                    "convert the tensor with .to(DType::F32) first");
-  }
-}
 
 }  // namespace
 

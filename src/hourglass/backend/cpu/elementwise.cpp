@@ -3,9 +3,12 @@
 // The loop bodies are branch-free (selects become blends) so the compiler vectorises them; in-place
 // ops are safe because element i is read before it is written and nothing else touches it.
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/backend/cpu/dispatch.h"
 #include "hourglass/base/parallel.h"
 
 namespace hg {
+
+using cpu::dispatch_float;
 
 namespace {
 
@@ -13,17 +16,6 @@ namespace {
 // enough (~128 KiB of f32) that waking a thread pays for itself; smaller tensors run inline.
 constexpr int64_t kGrain = int64_t(1) << 15;
 
-// Calls body.template operator()<T>() with T the C++ type of `dtype` (f32 or f64).
-template <typename Body>
-decltype(auto) dispatch_float(const char* op, const Tensor& t, Body&& body) {
-  switch (t.dtype()) {
-    case DType::F32: return body.template operator()<float>();
-    case DType::F64: return body.template operator()<double>();
-    default:
-      throw_invalid(fmt::format("cpu {}: supports f32 and f64, got {}", op, t.describe()),
-                    "convert the tensor with .to(DType::F32) first");
-  }
-}
 
 // out[i] = f(a[i], b[i])
 template <typename T, typename F>
