@@ -1,9 +1,20 @@
-// hourglass train CONFIG.toml [--set key=value ...] [--run-dir DIR]
+// hourglass train CONFIG.toml [--set key=value ...] [--run-dir DIR] [--resume auto|PATH]
+//   [--checkpoint-every DURATION] [--checkpoint-every-steps N] [--stop-after N]
+//
+// SIGTERM, SIGINT and SIGUSR1 (and --stop-after, and a file named STOP in the run directory)
+// make the run finish its current step, write a checkpoint and exit with kExitStopped; a second
+// SIGINT ends the process at once.
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 
 #include "commands.h"
+#include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
+#include "hourglass/train/stop_request.h"
 #include "hourglass/train/trainer.h"
 
 namespace hg::cli {
@@ -17,6 +28,50 @@ std::string default_run_dir(const std::string& name) {
   return "runs/" + name + "-" + stamp;
 }
 
+extern "C" void on_stop_signal(int signo) {
+  // Only async-signal-safe calls here: an atomic store and write().
+  train::request_stop_from_signal(signo);
+  static const char kInt[] =
+      "\nhourglass: stopping after this step (checkpoint, then exit 75); Ctrl-C again aborts\n";
+  static const char kOther[] = "\nhourglass: stopping after this step (checkpoint, then exit 75)\n";
+  const char* msg = signo == SIGINT ? kInt : kOther;
+  const size_t len = signo == SIGINT ? sizeof kInt - 1 : sizeof kOther - 1;
+  if (::write(STDERR_FILENO, msg, len) < 0) {
+    // Nothing to do about a failed message.
+  }
+}
+
+// SIGINT resets to the default action once caught (SA_RESETHAND), so a second Ctrl-C aborts.
+void install_stop_handlers() {
+  for (int signo : {SIGTERM, SIGINT, SIGUSR1}) {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | (signo == SIGINT ? SA_RESETHAND : 0);
+    ::sigaction(signo, &sa, nullptr);
+  }
+}
+
+// The run directory: --run-dir; for --resume PATH without it, the run directory PATH's
+// checkpoints/ folder belongs to; otherwise a new runs/<name>-<date-time>.
+std::string choose_run_dir(const std::string& run_dir, const std::string& resume,
+                           const std::string& name) {
+  if (!run_dir.empty()) return run_dir;
+  if (resume == "auto")
+    throw_invalid("--resume auto needs --run-dir DIR naming the run to continue",
+                  "the default run directory is new for every run; pass the directory the run "
+                  "was started with");
+  if (!resume.empty()) {
+    const std::filesystem::path folder = std::filesystem::path(resume).parent_path();
+    if (folder.filename() != "checkpoints")
+      throw_invalid(fmt::format("--resume {}: the checkpoint is not in a run's checkpoints/ "
+                                "folder, so the run directory is unknown", resume),
+                    "pass --run-dir DIR to say where the resumed run writes");
+    return folder.parent_path().empty() ? "." : folder.parent_path().string();
+  }
+  return default_run_dir(name);
+}
+
 }  // namespace
 
 Runner add_train(CLI::App& app) {
@@ -24,28 +79,75 @@ Runner add_train(CLI::App& app) {
     std::string config;
     std::vector<std::string> overrides;
     std::string run_dir;
+    std::string resume;
+    std::string checkpoint_every;
+    int64_t checkpoint_every_steps = -1;
+    int64_t stop_after = 0;
     bool no_progress = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "train", "Train a model from a TOML config. Writes config.toml, metrics.jsonl and "
-               "final.safetensors to the run directory.");
+      "train",
+      "Train a model from a TOML config. Writes config.toml, metrics.jsonl, checkpoints/ and "
+      "final.safetensors to the run directory.\nSIGTERM, SIGINT, SIGUSR1, --stop-after and a "
+      "file <run-dir>/STOP make the run finish its step, write a checkpoint and exit with code "
+      "75 (stopped, resumable: continue with --resume auto); a second SIGINT aborts at once.");
   sub->add_option("config", args->config, "run configuration (see configs/)")->required();
   sub->add_option("--set", args->overrides,
                   "override a config key, e.g. --set train.epochs=3 (repeatable)");
   sub->add_option("--run-dir", args->run_dir,
-                  "where outputs go (default runs/<config name>-<date-time>)");
+                  "where outputs go (default runs/<config name>-<date-time>; with --resume PATH, "
+                  "the run directory holding PATH)");
+  sub->add_option("--resume", args->resume,
+                  "auto: continue from the newest valid checkpoint in --run-dir (required), or "
+                  "start when there is none; PATH: continue from that checkpoint");
+  sub->add_option("--checkpoint-every", args->checkpoint_every,
+                  "write a checkpoint this often, e.g. 10m, 90s, 1h (overrides checkpoint.every; "
+                  "0 = only by steps and at epoch ends)");
+  sub->add_option("--checkpoint-every-steps", args->checkpoint_every_steps,
+                  "also write a checkpoint every N optimizer steps (overrides "
+                  "checkpoint.every_steps; 0 = off)");
+  sub->add_option("--stop-after", args->stop_after,
+                  "stop after N optimizer steps of this invocation: checkpoint, exit 75");
   sub->add_flag("--no-progress", args->no_progress, "no progress bar, only per-epoch lines");
   return [args] {
+    install_stop_handlers();
     Config config = Config::load(args->config);
     for (const auto& o : args->overrides) config.set_override(o);
+    if (!args->checkpoint_every.empty()) {
+      try {
+        parse_duration_seconds(args->checkpoint_every);
+      } catch (const Error& e) {
+        throw_invalid("--checkpoint-every: " + e.message(), e.remedy());
+      }
+      config.set_override(fmt::format("checkpoint.every=\"{}\"", args->checkpoint_every));
+    }
+    if (args->checkpoint_every_steps >= 0)
+      config.set_override(fmt::format("checkpoint.every_steps={}", args->checkpoint_every_steps));
+    HG_CHECK(args->checkpoint_every_steps >= -1,
+             "--checkpoint-every-steps must be non-negative, got {}", args->checkpoint_every_steps);
+    HG_CHECK(args->stop_after >= 0, "--stop-after must be non-negative, got {}", args->stop_after);
     train::TrainerOptions options;
     options.progress = !args->no_progress;
-    options.run_dir = args->run_dir.empty()
-                          ? default_run_dir(train::parse_run_config(config).name)
-                          : args->run_dir;
+    options.resume = args->resume;
+    options.stop_after_steps = args->stop_after;
+    options.run_dir =
+        choose_run_dir(args->run_dir, args->resume, train::parse_run_config(config).name);
     train::Trainer trainer(config, options);
     const auto history = trainer.run();
+    if (trainer.stopped()) {
+      std::printf("stopped (%s) at step %lld; checkpoint %s; continue with: hourglass train %s "
+                  "--run-dir %s --resume auto%s\n",
+                  trainer.stop_reason().c_str(), static_cast<long long>(trainer.global_step()),
+                  trainer.last_checkpoint().c_str(), args->config.c_str(),
+                  trainer.run_dir().c_str(),
+                  args->overrides.empty() ? "" : " (and the same --set flags)");
+      return kExitStopped;
+    }
+    if (history.empty()) {
+      std::printf("training done; outputs in %s\n", trainer.run_dir().c_str());
+      return 0;
+    }
     const auto& last = history.back();
     std::printf("test accuracy %.4f after %lld epochs (%.0f images/s); outputs in %s\n",
                 last.test_acc, static_cast<long long>(last.epoch), last.images_per_s,

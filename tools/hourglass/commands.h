@@ -1,6 +1,7 @@
 // The subcommands of the hourglass CLI: each registers its options on a CLI11 app and returns
 // the function that runs it. Exit codes: 0 success, 2 bad input (config, flags, files),
-// 1 any other failure (I/O, out of memory), 70 an internal error.
+// 1 any other failure (I/O, out of memory), 70 an internal error, 75 (kExitStopped) training
+// stopped on request with a checkpoint written (resume with --resume auto).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,9 +12,14 @@ namespace hg::cli {
 
 using Runner = std::function<int()>;
 
+// "Stopped, resumable" (EX_TEMPFAIL): a signal, --stop-after or the STOP file ended the run
+// after a checkpoint.
+inline constexpr int kExitStopped = 75;
+
 Runner add_train(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_info(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_plan(CLI::App& app);
 
 }  // namespace hg::cli

@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   CLI::App app{"hourglass " HOURGLASS_VERSION
                ": a deep-learning training engine that gets the most out of a fixed compute "
                "budget.\nExit codes: 0 success, 2 bad input (config, flags, data files), 1 other "
-               "failure, 70 internal error."};
+               "failure, 70 internal error, 75 training stopped by a signal, --stop-after or a "
+               "STOP file after writing a checkpoint (continue with --resume auto)."};
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")->capture_default_str();
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
       {"eval", hg::cli::add_eval(app)},
       {"info", hg::cli::add_info(app)},
       {"bench", hg::cli::add_bench(app)},
+      {"plan", hg::cli::add_plan(app)},
   };
   try {
     app.parse(argc, argv);

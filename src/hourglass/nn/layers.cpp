@@ -63,9 +63,12 @@ Dropout::Dropout(double p) : Module("Dropout"), p_(p), layer_id_(g_next_dropout_
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p_ == 0.0) return x;
-  // A 64-bit counter start per (step, layer): ranges of different calls do not meet in practice.
-  const uint64_t offset = mix_stream(t_dropout_context.step, layer_id_) & ~uint64_t(0xffffffff);
-  return fn::dropout(x, p_, t_dropout_context.seed, offset);
+  // A 64-bit counter start per (step, layer), advanced by the micro-batch's first row: element
+  // i of batch row r always uses counter base + r * row_elements + i. Ranges of different
+  // (step, layer) pairs do not meet in practice (2^32 elements apart at least).
+  const uint64_t base = mix_stream(t_dropout_context.step, layer_id_) & ~uint64_t(0xffffffff);
+  const uint64_t row_elements = x.dim() > 0 && x.size(0) > 0 ? uint64_t(x.numel() / x.size(0)) : 0;
+  return fn::dropout(x, p_, t_dropout_context.seed, base + t_dropout_context.first_row * row_elements);
 }
 
 }  // namespace hg::nn

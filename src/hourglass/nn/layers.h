@@ -83,11 +83,14 @@ class Flatten : public Module {
   Tensor forward(const Tensor& x) override { return fn::flatten(x, 1); }
 };
 
-// Where dropout masks come from: Philox(seed) at a counter derived from the training step
-// and the layer, so a resumed run draws the same masks as an uninterrupted one.
+// Where dropout masks come from: Philox(seed) at a counter derived from the training step,
+// the layer and the batch row, so a resumed run draws the same masks as an uninterrupted one,
+// and a batch split into micro-batches (gradient accumulation, out-of-memory recovery) draws
+// the same masks as the whole batch.
 struct DropoutContext {
   uint64_t seed = 0;
   uint64_t step = 0;
+  uint64_t first_row = 0;   // the batch row the current micro-batch starts at
 };
 void set_dropout_context(const DropoutContext& context);
 

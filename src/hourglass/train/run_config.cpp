@@ -1,7 +1,13 @@
 #include "hourglass/train/run_config.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <optional>
+
+#include "hourglass/base/duration.h"
 
 namespace hg::train {
 
@@ -12,6 +18,33 @@ void check_range(bool ok, const Config& c, const char* key, const std::string& w
 }
 
 std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+// checkpoint.every: a duration string ("10m", "90s") or a number of seconds.
+double read_every_seconds(const Config& c) {
+  const char* key = "checkpoint.every";
+  if (!c.has(key)) return CheckpointConfig{}.every_seconds;
+  std::optional<std::string> text;
+  try {
+    text = c.get_string(key, "");
+  } catch (const Error&) {
+    // Not a string: a plain number of seconds (the getter reports any other type).
+  }
+  if (!text) {
+    const double seconds = c.get_double(key, 0.0);
+    check_range(seconds >= 0 && std::isfinite(seconds), c, key, "must be a non-negative duration");
+    return seconds;
+  }
+  try {
+    return parse_duration_seconds(*text);
+  } catch (const Error& e) {
+    throw_invalid(fmt::format("{}: {}: {}", c.source(), key, e.message()), e.remedy());
+  }
+}
+
+template <typename T>
+std::string list_text(const std::vector<T>& v) {
+  return fmt::format("[{}]", fmt::join(v, ", "));
+}
 
 }  // namespace
 
@@ -113,7 +146,89 @@ RunConfig parse_run_config(const Config& c) {
   t.label_smoothing = c.get_double("train.label_smoothing", 0.0);
   check_range(t.label_smoothing >= 0 && t.label_smoothing < 1, c, "train.label_smoothing",
               "must be in [0, 1)");
+
+  // [checkpoint]
+  CheckpointConfig& k = r.checkpoint;
+  k.every_seconds = read_every_seconds(c);
+  k.every_steps = c.get_int("checkpoint.every_steps", 0);
+  check_range(k.every_steps >= 0, c, "checkpoint.every_steps", "must be non-negative (0 = off)");
+  k.keep_last = c.get_int("checkpoint.keep_last", 3);
+  check_range(k.keep_last >= 1, c, "checkpoint.keep_last", "must be at least 1");
   return r;
+}
+
+std::string trajectory_config_text(const RunConfig& r) {
+  std::string out;
+  auto line = [&out](const char* key, const auto& value) {
+    out += fmt::format("{} = {}\n", key, value);
+  };
+  auto quoted = [](const std::string& s) { return fmt::format("\"{}\"", s); };
+  line("seed", r.seed);
+  line("device", quoted(r.device.str()));
+  line("model.name", quoted(r.model.name));
+  line("model.stem", quoted(r.model.stem));
+  line("model.dropout", r.model.dropout);
+  line("model.hidden", list_text(r.model.hidden));
+  const DataConfig& d = r.data;
+  line("data.dataset", quoted(d.dataset));
+  line("data.train_limit", d.train_limit);
+  line("data.test_limit", d.test_limit);
+  line("data.augment", d.augment);
+  line("data.crop_padding", d.transform.crop_padding);
+  line("data.flip", d.transform.flip);
+  line("data.mean", list_text(d.transform.mean));
+  line("data.std", list_text(d.transform.std));
+  if (d.dataset == "synthetic") {
+    const data::DatasetOptions& s = d.synthetic;
+    line("data.synthetic.train_size", s.synthetic_train_size);
+    line("data.synthetic.test_size", s.synthetic_test_size);
+    line("data.synthetic.height", s.synthetic_height);
+    line("data.synthetic.width", s.synthetic_width);
+    line("data.synthetic.channels", s.synthetic_channels);
+    line("data.synthetic.classes", s.synthetic_classes);
+    line("data.synthetic.seed", s.synthetic_seed);
+  }
+  const OptimConfig& o = r.optim;
+  line("optim.name", quoted(o.name));
+  line("optim.decay", quoted(o.decay_scope == nn::DecayScope::All ? "all" : "weights"));
+  if (o.name == "sgd") {
+    line("optim.lr", o.sgd.lr);
+    line("optim.momentum", o.sgd.momentum);
+    line("optim.dampening", o.sgd.dampening);
+    line("optim.nesterov", o.sgd.nesterov);
+    line("optim.weight_decay", o.sgd.weight_decay);
+  } else {
+    line("optim.lr", o.adamw.lr);
+    line("optim.beta1", o.adamw.beta1);
+    line("optim.beta2", o.adamw.beta2);
+    line("optim.eps", o.adamw.eps);
+    line("optim.weight_decay", o.adamw.weight_decay);
+  }
+  const ScheduleConfig& s = r.schedule;
+  line("schedule.name", quoted(s.name));
+  line("schedule.warmup_epochs", s.warmup_epochs);
+  line("schedule.min_lr", s.min_lr);
+  line("schedule.step_epochs", s.step_epochs);
+  line("schedule.gamma", s.gamma);
+  line("schedule.pct_start", s.pct_start);
+  line("schedule.div_factor", s.div_factor);
+  line("schedule.final_div_factor", s.final_div_factor);
+  const TrainConfig& t = r.train;
+  line("train.epochs", t.epochs);
+  line("train.batch_size", t.batch_size);
+  line("train.grad_accum", t.grad_accum);
+  line("train.clip_grad_norm", t.clip_grad_norm);
+  line("train.label_smoothing", t.label_smoothing);
+  return out;
+}
+
+std::string config_hash(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return fmt::format("{:016x}", h);
 }
 
 std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64_t steps_per_epoch,

@@ -54,6 +54,14 @@ struct TrainConfig {
   double label_smoothing = 0;
 };
 
+// [checkpoint]: when the trainer writes a resumable checkpoint (always at each epoch's end too).
+// None of these keys changes the run's trajectory, so none enters the config hash.
+struct CheckpointConfig {
+  double every_seconds = 600;      // checkpoint.every ("10m"); 0: no time-based checkpoints
+  int64_t every_steps = 0;         // checkpoint.every_steps; 0: none by step count
+  int64_t keep_last = 3;           // newest checkpoints kept (plus the one `best` names)
+};
+
 struct RunConfig {
   std::string name;                // run name (default: the config file's stem)
   uint64_t seed = 0;
@@ -64,10 +72,21 @@ struct RunConfig {
   OptimConfig optim;
   ScheduleConfig schedule;
   TrainConfig train;
+  CheckpointConfig checkpoint;
 };
 
 // Reads and validates every key. Errors name the key and the config's source.
 RunConfig parse_run_config(const Config& config);
+
+// The settings that decide a run's trajectory, resolved (defaults filled in), one
+// "key = value" line each in a fixed order: seed, device, [model], [data] (without path and
+// workers), [optim], [schedule], [train] (without eval_batch_size). Two configs with equal
+// texts train the same weights, so a checkpoint of one can continue the other. The run's name,
+// threads, data.path, data.workers, train.eval_batch_size and [checkpoint] are left out: they
+// change where and how fast a run goes, not what it computes.
+std::string trajectory_config_text(const RunConfig& run);
+// A 16-hex-digit hash (FNV-1a, 64 bits) of `text`.
+std::string config_hash(const std::string& text);
 
 // The schedule for a run of `total_steps` optimizer steps, `steps_per_epoch` per epoch.
 std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64_t steps_per_epoch,

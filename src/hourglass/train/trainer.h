@@ -1,8 +1,18 @@
 // The training loop: builds the datasets, model, parameter arena, optimizer and schedule from
 // a RunConfig, trains for the configured epochs, evaluates after each, and leaves in the run
-// directory the resolved config, metrics.jsonl (one line per epoch) and final.safetensors.
+// directory the resolved config, metrics.jsonl (one line per epoch), checkpoints/ (resumable
+// checkpoints, see checkpoint_dir.h) and final.safetensors.
+//
+// Checkpoints are written every checkpoint.every seconds and/or checkpoint.every_steps steps,
+// at the end of every epoch, and when a stop is requested (stop_request.h, the step limit of
+// TrainerOptions, or a file named STOP in the run directory). A run resumed from one ends with
+// bit-identical weights to an uninterrupted run on the same device and thread count: the
+// checkpoint holds the model (parameters and buffers), the optimizer state and step count (the
+// learning rate and dropout masks are functions of it), the loader position (order and
+// augmentation are functions of seed, epoch and index) and the epoch's partial metric sums.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,20 +21,12 @@
 #include "hourglass/data/loader.h"
 #include "hourglass/nn/module.h"
 #include "hourglass/optim/optimizer.h"
+#include "hourglass/train/checkpoint.h"
+#include "hourglass/train/checkpoint_dir.h"
 #include "hourglass/train/run_config.h"
+#include "hourglass/train/run_history.h"
 
 namespace hg::train {
-
-struct EpochMetrics {
-  int64_t epoch = 0;            // 1-based
-  double train_loss = 0;        // mean over the epoch's samples (with label smoothing)
-  double train_acc = 0;         // fraction
-  double test_loss = 0;
-  double test_acc = 0;          // fraction
-  double images_per_s = 0;      // training throughput (excludes evaluation)
-  double epoch_seconds = 0;
-  double lr = 0;                // at the end of the epoch
-};
 
 // The datasets and model a run's config describes (shared by train and eval).
 struct RunParts {
@@ -41,16 +43,33 @@ std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
 struct TrainerOptions {
   std::string run_dir;
   bool progress = true;     // progress bar on stderr (plain lines when not a terminal)
+  // "" starts a new run (an error when run_dir already holds checkpoints); "auto" continues
+  // from the newest valid checkpoint in run_dir (skipping invalid ones with a warning; a new
+  // run when there is none; an error when there are some but none is valid); anything else is
+  // the path of a checkpoint to continue from (an error when it is not valid).
+  std::string resume;
+  int64_t stop_after_steps = 0;   // > 0: stop (checkpointed) after this many steps of this run
 };
 
 class Trainer {
  public:
-  // Validates the config (errors name the key) and creates the run directory.
+  // Validates the config (errors name the key), creates the run directory, takes its lock
+  // and, when resuming, loads the checkpoint (errors name the file and the reason).
   Trainer(const Config& config, TrainerOptions options);
   ~Trainer();
 
-  // Trains all epochs; returns the per-epoch metrics.
+  // Trains the remaining epochs; returns the metrics of every epoch of the run so far
+  // (including those before a resume). When a stop is requested it returns early, after
+  // writing a checkpoint, with stopped() true and without final.safetensors.
   std::vector<EpochMetrics> run();
+
+  bool stopped() const { return stopped_; }
+  const std::string& stop_reason() const { return stop_reason_; }
+  // Path of the checkpoint the run resumed from ("" for a new run) and of the newest written.
+  const std::string& resumed_from() const { return resumed_from_; }
+  const std::string& last_checkpoint() const { return last_checkpoint_; }
+  int64_t global_step() const { return optimizer_->step_count(); }
+  double checkpoint_seconds_total() const { return checkpoint_seconds_total_; }
 
   const RunConfig& run_config() const { return run_; }
   const std::string& run_dir() const { return options_.run_dir; }
@@ -58,7 +77,16 @@ class Trainer {
   const FlatParameters& parameters() const { return flat_; }
 
  private:
-  EpochMetrics train_epoch(int64_t epoch);
+  struct EpochProgress;   // the epoch's device accumulators and counters
+
+  void resolve_resume();
+  void adopt(const LoadedCheckpoint& ckpt);
+  // Trains `epoch` from the resume position or its start; false when stopped.
+  bool train_epoch(int64_t epoch, std::vector<EpochMetrics>& history);
+  std::string poll_stop();
+  // Writes a checkpoint at (epoch, next_batch); returns the stall in seconds.
+  double write_checkpoint(const EpochProgress& p, int64_t epoch, int64_t next_batch,
+                          bool epoch_end);
 
   Config config_;
   RunConfig run_;
@@ -68,7 +96,20 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
+  std::unique_ptr<CheckpointDir> checkpoints_;
   int64_t total_steps_ = 0;
+  std::string trajectory_text_, trajectory_hash_;
+
+  TrainingState start_;               // where run() begins (a new run: all zero)
+  std::vector<EpochMetrics> history_; // epochs completed before run()
+  std::string resumed_from_, last_checkpoint_;
+  double best_test_acc_ = -1;
+  std::string best_checkpoint_, last_epoch_record_;
+  std::chrono::steady_clock::time_point last_checkpoint_time_;
+  int64_t steps_this_run_ = 0;
+  double checkpoint_seconds_total_ = 0;
+  bool stopped_ = false;
+  std::string stop_reason_;
 };
 
 }  // namespace hg::train

@@ -1,0 +1,38 @@
+// Small files that must survive a crash (the budget ledger): atomic replacement, a backup of
+// the version being replaced, and an advisory lock so that several processes can update one
+// file in turn.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace hg {
+
+// Replaces `path` with `bytes` so that a crash at any moment leaves either the old file or the
+// new one, never a mix: the bytes go to "<path>.tmp.<pid>", which is fsynced, renamed over
+// `path`, and then the directory is fsynced so the rename itself is durable. When
+// `backup_path` is not empty and `path` exists, the old version is kept there first (as a hard
+// link where the file system allows, else a copy). Throws Runtime naming the path, the step
+// and the system error; the temporary file is removed on failure.
+void write_file_atomic(const std::string& path, std::string_view bytes,
+                       const std::string& backup_path = {});
+
+// The whole file as bytes. Throws Runtime naming the path when it cannot be read.
+std::string read_file_bytes(const std::string& path);
+
+// An exclusive advisory lock (flock) on "<path>.lock", held for the object's lifetime. The
+// lock lives on a separate file because `path` itself is replaced by rename, and a lock on a
+// replaced inode protects nothing. Blocks until the lock is free. Throws Runtime naming the
+// lock file when it cannot be created or locked.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace hg

@@ -1,0 +1,43 @@
+// The per-epoch metrics of a run and their file, metrics.jsonl, across interruptions.
+//
+// A run killed after its last checkpoint redoes the work since that checkpoint when resumed,
+// so metrics.jsonl may hold lines of epochs that will run again, or a line cut short by the
+// kill. reconcile_metrics_file() makes the file agree with the checkpoint a run resumes from,
+// so that every epoch of a finished run has exactly one line however often it was resumed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hg::train {
+
+struct EpochMetrics {
+  int64_t epoch = 0;            // 1-based
+  double train_loss = 0;        // mean over the epoch's samples (with label smoothing)
+  double train_acc = 0;         // fraction
+  double test_loss = 0;
+  double test_acc = 0;          // fraction
+  double images_per_s = 0;      // training throughput (excludes evaluation)
+  double epoch_seconds = 0;
+  double lr = 0;                // at the end of the epoch
+  double checkpoint_seconds = 0;   // time the step loop waited for checkpoints this epoch
+};
+
+// The metrics as the name/value pairs of one metrics.jsonl line, in the documented order.
+std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m);
+// The same record as one line of JSON text (no newline), for storing in a checkpoint.
+std::string epoch_record_json(const EpochMetrics& m);
+
+// Rewrites `path` (when it exists and something changes; atomically) so that it holds the
+// lines of epochs 1..completed_epochs once each, in file order: lines of later epochs (work
+// after the checkpoint being resumed, which runs again) are dropped, as are lines that are not
+// valid JSON (cut short by a kill) and repeats of an epoch. Lines without an "epoch" field are
+// kept. When the line of epoch `completed_epochs` is missing and `last_record` (a line from
+// epoch_record_json) is not empty, it is appended. Returns the metrics of the kept epoch lines.
+// Throws Runtime naming the file when it cannot be read or rewritten.
+std::vector<EpochMetrics> reconcile_metrics_file(const std::string& path, int64_t completed_epochs,
+                                                 const std::string& last_record);
+
+}  // namespace hg::train

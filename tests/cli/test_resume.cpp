@@ -1,0 +1,415 @@
+// Interrupting and resuming the hourglass binary: kill -9 at random times (some during
+// checkpoint writes) with --resume auto after each ends bit-identical to an uninterrupted run;
+// SIGTERM and the STOP file checkpoint and exit 75; a second SIGINT aborts; truncated and
+// corrupted checkpoints are skipped with a warning; a changed config is refused naming the
+// difference; flags that cannot work are one-line errors.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "hourglass/tensor/safetensors.h"
+
+extern char** environ;
+
+namespace hg {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const std::string kBinary = HG_BINARY_DIR "/hourglass";
+
+std::string fresh_dir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_cli_resume_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// An MLP with dropout (masks from the step) on augmented synthetic images, SGD with Nesterov
+// momentum and a warm-up + cosine schedule; a checkpoint after every step (15 MB each, so
+// writes take a good part of the run and kills land in them). 3 epochs of 24 steps.
+std::string write_config(const std::string& dir, const std::string& extra = "") {
+  const std::string path = dir + "/run.toml";
+  std::ofstream(path) << R"(
+name = "resume"
+seed = 5
+threads = 2
+[model]
+name = "mlp"
+hidden = [1024, 1024]
+dropout = 0.2
+[data]
+dataset = "synthetic"
+synthetic = { train_size = 768, test_size = 128, height = 16, width = 16, channels = 3, classes = 10 }
+augment = true
+workers = 1
+[optim]
+name = "sgd"
+lr = 0.05
+momentum = 0.9
+nesterov = true
+weight_decay = 5e-4
+[schedule]
+name = "cosine"
+warmup_epochs = 0.5
+[train]
+epochs = 3
+batch_size = 32
+label_smoothing = 0.1
+[checkpoint]
+every_steps = 1
+keep_last = 3
+)" << extra;
+  return path;
+}
+
+// A running hourglass process; stdout and stderr go to `log`.
+struct Process {
+  pid_t pid = -1;
+  std::string log;
+};
+
+Process spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv_s = {kBinary};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  Process p;
+  p.log = log;
+  const int rc = posix_spawn(&p.pid, kBinary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(rc, 0) << "cannot start " << kBinary << ": " << std::strerror(rc);
+  return p;
+}
+
+// The wait status once the process ends within `seconds`, else nullopt (still running).
+std::optional<int> wait_for(const Process& p, double seconds) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (true) {
+    int status = 0;
+    const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
+    if (r == p.pid) return status;
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+// Runs to completion (at most 5 minutes); returns the exit code.
+int run_to_end(const std::vector<std::string>& args, const std::string& log) {
+  Process p = spawn(args, log);
+  std::optional<int> status = wait_for(p, 300);
+  if (!status) {
+    ::kill(p.pid, SIGKILL);
+    ::waitpid(p.pid, nullptr, 0);
+    ADD_FAILURE() << "hourglass did not finish in 5 minutes: " << read_file(log);
+    return -1;
+  }
+  return exit_code(*status);
+}
+
+bool wait_until(const std::function<bool()>& condition, double seconds) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (!condition()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+std::vector<std::string> train_args(const std::string& config, const std::string& run_dir,
+                                    std::vector<std::string> more = {}) {
+  std::vector<std::string> a = {"train", config, "--run-dir", run_dir, "--no-progress"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+struct Reference {
+  std::string run_dir;
+  double first_step_seconds = 0;   // from launch until the first checkpoint is marked
+  double step_seconds = 0;         // per step after that, checkpoint and evaluation included
+};
+
+// The uninterrupted run everything is compared with (72 steps).
+Reference reference_run(const std::string& name) {
+  const std::string dir = fresh_dir(name + "_ref");
+  const std::string config = write_config(dir);
+  Reference ref{dir + "/run"};
+  const auto t0 = Clock::now();
+  Process p = spawn(train_args(config, ref.run_dir), dir + "/log.txt");
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  std::optional<int> status;
+  while (!(status = wait_for(p, 0)) && !fs::exists(ref.run_dir + "/checkpoints/last"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ref.first_step_seconds = seconds();
+  if (!status) status = wait_for(p, 300);
+  EXPECT_TRUE(status && exit_code(*status) == 0) << read_file(dir + "/log.txt");
+  ref.step_seconds = (seconds() - ref.first_step_seconds) / 71;
+  return ref;
+}
+
+// final.safetensors (model and optimizer tensors) bit-identical, and the same metrics.jsonl
+// apart from timings: one line per epoch.
+void expect_same_result(const std::string& ref_dir, const std::string& dir) {
+  SafetensorsFile a = load_safetensors(ref_dir + "/final.safetensors");
+  SafetensorsFile b = load_safetensors(dir + "/final.safetensors");
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    ASSERT_EQ(a.tensors[i].name, b.tensors[i].name);
+    const Tensor &ta = a.tensors[i].tensor, &tb = b.tensors[i].tensor;
+    ASSERT_EQ(ta.nbytes(), tb.nbytes());
+    EXPECT_EQ(std::memcmp(ta.data_ptr(), tb.data_ptr(), ta.nbytes()), 0) << a.tensors[i].name;
+  }
+  auto lines = [](const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  const auto la = lines(ref_dir + "/metrics.jsonl"), lb = lines(dir + "/metrics.jsonl");
+  ASSERT_EQ(la.size(), 3u);
+  ASSERT_EQ(lb.size(), la.size()) << read_file(dir + "/metrics.jsonl");
+  for (size_t i = 0; i < la.size(); ++i)
+    for (const char* key : {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "lr"})
+      EXPECT_EQ(la[i][key], lb[i][key]) << "epoch " << i + 1 << " " << key;
+  EXPECT_TRUE(lb[0].contains("checkpoint_seconds"));
+}
+
+int count_temp_files(const std::string& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) ++n;
+  return n;
+}
+
+TEST(CliResume, KillNineAtRandomTimesThenResumeAutoIsBitIdentical) {
+  const Reference ref = reference_run("kill");
+  const std::string dir = fresh_dir("kill");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  const auto args = train_args(config, run_dir, {"--resume", "auto"});
+  // Kill times scale with this machine's speed (measured by the reference run): from half
+  // the start-up time to six steps past the first, so that a quarter of the lives die while
+  // starting (loading, restoring) and the others after 0-6 steps; the 20 kills spread over
+  // most of the 72 steps, epoch ends included. Two thirds of the time goes into checkpoint
+  // writes, so some kills land in them.
+  std::mt19937 rng(20240611);
+  std::uniform_real_distribution<double> delay_seconds(
+      0.5 * ref.first_step_seconds, ref.first_step_seconds + 6 * ref.step_seconds);
+  int kills = 0, kills_in_writes = 0, lives = 0;
+  while (true) {
+    ++lives;
+    ASSERT_LT(lives, 200) << "the run never finished";
+    Process p = spawn(args, dir + "/log.txt");
+    if (kills < 20) {
+      if (!wait_for(p, delay_seconds(rng))) {
+        ::kill(p.pid, SIGKILL);
+        int status = 0;
+        ::waitpid(p.pid, &status, 0);
+        ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        ++kills;
+        if (count_temp_files(run_dir + "/checkpoints") > 0) ++kills_in_writes;
+        continue;
+      }
+      // It finished (or failed) before the kill.
+      ::waitpid(p.pid, nullptr, WNOHANG);
+      break;
+    }
+    std::optional<int> status = wait_for(p, 300);
+    ASSERT_TRUE(status.has_value());
+    ASSERT_EQ(exit_code(*status), 0) << read_file(dir + "/log.txt");
+    break;
+  }
+  ASSERT_TRUE(fs::exists(run_dir + "/final.safetensors")) << read_file(dir + "/log.txt");
+  const std::string log = read_file(dir + "/log.txt");
+  const auto resumed_at = log.rfind("resuming from");
+  std::printf("%d kills (%d during a checkpoint write) over %d lives; the last resumed %s\n",
+              kills, kills_in_writes, lives,
+              log.substr(resumed_at, log.find('\n', resumed_at) - resumed_at).c_str());
+  EXPECT_GE(kills, 15);
+  EXPECT_GE(kills_in_writes, 1);
+  expect_same_result(ref.run_dir, run_dir);
+  EXPECT_EQ(count_temp_files(run_dir + "/checkpoints"), 0);
+}
+
+TEST(CliResume, SigtermCheckpointsAndExits75ThenResumeCompletes) {
+  const std::string ref = reference_run("sigterm").run_dir;
+  const std::string dir = fresh_dir("sigterm");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  Process p = spawn(train_args(config, run_dir), dir + "/log.txt");
+  ASSERT_TRUE(wait_until([&] { return fs::exists(run_dir + "/checkpoints/last"); }, 120));
+  ::kill(p.pid, SIGTERM);
+  std::optional<int> status = wait_for(p, 120);
+  ASSERT_TRUE(status.has_value());
+  const std::string log = read_file(dir + "/log.txt");
+  EXPECT_EQ(exit_code(*status), 75) << log;
+  EXPECT_NE(log.find("stopped (SIGTERM)"), std::string::npos) << log;
+  EXPECT_NE(log.find("--resume auto"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(run_dir + "/final.safetensors"));
+  EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--resume", "auto"}), dir + "/log.txt"), 0)
+      << read_file(dir + "/log.txt");
+  expect_same_result(ref, run_dir);
+}
+
+TEST(CliResume, StopFileCheckpointsAndExits75AndIsConsumed) {
+  const std::string ref = reference_run("stopfile").run_dir;
+  const std::string dir = fresh_dir("stopfile");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  fs::create_directories(run_dir);
+  std::ofstream(run_dir + "/STOP").close();
+  EXPECT_EQ(run_to_end(train_args(config, run_dir), dir + "/log.txt"), 75)
+      << read_file(dir + "/log.txt");
+  EXPECT_NE(read_file(dir + "/log.txt").find("the STOP file"), std::string::npos);
+  EXPECT_FALSE(fs::exists(run_dir + "/STOP"));
+  EXPECT_TRUE(fs::exists(run_dir + "/checkpoints/step-000000001.safetensors"));
+  EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--resume", "auto"}), dir + "/log.txt"), 0)
+      << read_file(dir + "/log.txt");
+  expect_same_result(ref, run_dir);
+}
+
+TEST(CliResume, SecondSigintAbortsAtOnce) {
+  const std::string dir = fresh_dir("sigint");
+  // Slow steps (~0.3 s and more): the second SIGINT arrives while the first step still runs.
+  const std::string config = dir + "/slow.toml";
+  std::ofstream(config) << R"(
+threads = 2
+[model]
+name = "mlp"
+hidden = [2048, 2048]
+[data]
+dataset = "synthetic"
+synthetic = { train_size = 2048, test_size = 64, height = 32, width = 32, channels = 3 }
+workers = 0
+[train]
+batch_size = 256
+)";
+  Process p = spawn(train_args(config, dir + "/run"), dir + "/log.txt");
+  ASSERT_TRUE(wait_until([&] { return read_file(p.log).find("info run ") != std::string::npos; }, 120))
+      << read_file(p.log);
+  ::kill(p.pid, SIGINT);
+  ASSERT_TRUE(wait_until(
+      [&] { return read_file(p.log).find("Ctrl-C again aborts") != std::string::npos; }, 60));
+  ::kill(p.pid, SIGINT);
+  std::optional<int> status = wait_for(p, 120);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGINT) << read_file(p.log);
+}
+
+TEST(CliResume, TruncatedAndCorruptedNewestCheckpointsAreSkippedWithAWarning) {
+  const std::string ref = reference_run("damaged").run_dir;
+  const std::string dir = fresh_dir("damaged");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  ASSERT_EQ(run_to_end(train_args(config, run_dir, {"--stop-after", "6"}), dir + "/log.txt"), 75);
+  const std::string ck = run_dir + "/checkpoints/";
+  // Newest: cut in half. Next: one byte of tensor data flipped (the checksum catches it).
+  fs::resize_file(ck + "step-000000006.safetensors", fs::file_size(ck + "step-000000006.safetensors") / 2);
+  {
+    std::fstream f(ck + "step-000000005.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1000, std::ios::end);
+    const char c = char(f.get() ^ 0x5a);
+    f.seekp(-1000, std::ios::end);
+    f.put(c);
+  }
+  const std::string log = dir + "/resume.txt";
+  EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--resume", "auto"}), log), 0) << read_file(log);
+  const std::string text = read_file(log);
+  const auto warning = [&](const std::string& name, const std::string& reason) {
+    const auto pos = text.find("skipping checkpoint " + ck + name);
+    ASSERT_NE(pos, std::string::npos) << text;
+    const std::string line = text.substr(pos, text.find('\n', pos) - pos);
+    EXPECT_NE(line.find(reason), std::string::npos) << line;
+  };
+  warning("step-000000006.safetensors", "truncated");
+  warning("step-000000005.safetensors", "checksum mismatch");
+  EXPECT_NE(text.find("resuming from " + ck + "step-000000004.safetensors"), std::string::npos)
+      << text;
+  EXPECT_TRUE(fs::exists(ck + "discarded/step-000000006.safetensors"));
+  expect_same_result(ref, run_dir);
+}
+
+TEST(CliResume, ChangedConfigIsRefusedNamingTheDifference) {
+  const std::string dir = fresh_dir("changed");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  ASSERT_EQ(run_to_end(train_args(config, run_dir, {"--stop-after", "2"}), dir + "/log.txt"), 75);
+  for (const std::string& resume :
+       std::vector<std::string>{"auto", run_dir + "/checkpoints/step-000000002.safetensors"}) {
+    const std::string log = dir + "/changed.txt";
+    fs::remove(log);
+    EXPECT_EQ(run_to_end(train_args(config, run_dir,
+                                    {"--resume", resume, "--set", "model.name=small_cnn"}), log), 2);
+    const std::string text = read_file(log);
+    EXPECT_NE(text.find("hourglass: error: "), std::string::npos) << text;
+    EXPECT_NE(text.find("model.name = \"small_cnn\" (checkpoint: \"mlp\")"), std::string::npos)
+        << text;
+    if (resume == "auto") {
+      EXPECT_NE(text.find("skipping checkpoint " + run_dir + "/checkpoints/step-000000001"),
+                std::string::npos) << text;
+    }
+  }
+  // Settings outside the trajectory may change: checkpoint interval, loader threads.
+  const std::string log = dir + "/same.txt";
+  EXPECT_EQ(run_to_end(train_args(config, run_dir,
+                                  {"--resume", "auto", "--checkpoint-every-steps", "0",
+                                   "--checkpoint-every", "5m", "--set", "data.workers=0",
+                                   "--stop-after", "1"}), log), 75) << read_file(log);
+  EXPECT_NE(read_file(log).find("resuming from"), std::string::npos);
+}
+
+TEST(CliResume, ResumeFlagsThatCannotWorkAreOneLineErrors) {
+  const std::string dir = fresh_dir("flags");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  const std::string log = dir + "/log.txt";
+  auto last_line = [&] {
+    std::string t = read_file(log);
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
+  };
+  EXPECT_EQ(run_to_end({"train", config, "--resume", "auto"}, log), 2);
+  EXPECT_NE(last_line().find("--run-dir"), std::string::npos) << last_line();
+  EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--checkpoint-every", "ten minutes"}), log), 2);
+  EXPECT_NE(last_line().find("--checkpoint-every"), std::string::npos) << last_line();
+  ASSERT_EQ(run_to_end(train_args(config, run_dir, {"--stop-after", "1"}), log), 75);
+  // Starting again over existing checkpoints without --resume.
+  EXPECT_EQ(run_to_end(train_args(config, run_dir), log), 2);
+  EXPECT_NE(last_line().find("--resume auto"), std::string::npos) << last_line();
+  // Every checkpoint damaged: an error, not a silent new run.
+  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints"))
+    if (e.path().extension() == ".safetensors") fs::resize_file(e.path(), 100);
+  EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--resume", "auto"}), log), 2);
+  EXPECT_NE(last_line().find("none of the"), std::string::npos) << last_line();
+  EXPECT_NE(last_line().find("can continue this run"), std::string::npos) << last_line();
+}
+
+}  // namespace
+}  // namespace hg

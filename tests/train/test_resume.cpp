@@ -1,0 +1,278 @@
+// Exact resume in process: a run continued from any of its checkpoints (every epoch boundary
+// and every step in between) ends with the same weights, optimizer state and per-epoch
+// metrics, bit for bit, as the uninterrupted run; a stop (step limit, stop request) writes a
+// resumable checkpoint; a full disk while checkpointing leaves the previous checkpoint intact
+// and names it. (Models without dropout here: dropout layer ids come from a process-wide
+// counter, so two models built in one process draw different masks; tests/cli covers dropout
+// across processes.)
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "hourglass/tensor/safetensors.h"
+#include "hourglass/train/stop_request.h"
+#include "hourglass/train/trainer.h"
+
+namespace hg {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_dir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_resume_" + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+// tiny_resnet (batch norm: running statistics are state), augmentation (crop and flip per
+// epoch and index), warm-up + cosine (lr from the step), Nesterov momentum with decay on
+// weights only, gradient accumulation, clipping and label smoothing. 6 steps per epoch.
+Config resnet_config() {
+  return Config::parse(R"(
+    seed = 11
+    threads = 2
+    [model]
+    name = "tiny_resnet"
+    [data]
+    dataset = "synthetic"
+    synthetic = { train_size = 88, test_size = 40, height = 8, width = 8, channels = 3, classes = 4 }
+    augment = true
+    workers = 1
+    [optim]
+    name = "sgd"
+    lr = 0.1
+    momentum = 0.9
+    nesterov = true
+    weight_decay = 5e-4
+    decay = "weights"
+    [schedule]
+    name = "cosine"
+    warmup_epochs = 0.5
+    [train]
+    epochs = 3
+    batch_size = 16
+    grad_accum = 2
+    clip_grad_norm = 5.0
+    label_smoothing = 0.1
+    [checkpoint]
+    every_steps = 1
+    keep_last = 100
+  )", "resume.toml");
+}
+
+// An MLP with AdamW (bias correction from the step count), no loader threads.
+Config adamw_config() {
+  return Config::parse(R"(
+    seed = 4
+    threads = 2
+    [model]
+    name = "mlp"
+    hidden = [24]
+    [data]
+    dataset = "synthetic"
+    synthetic = { train_size = 40, test_size = 16, height = 4, width = 4, channels = 2, classes = 3 }
+    workers = 0
+    [optim]
+    name = "adamw"
+    lr = 0.01
+    [schedule]
+    name = "one_cycle"
+    [train]
+    epochs = 2
+    batch_size = 8
+    [checkpoint]
+    every_steps = 1
+    keep_last = 100
+  )", "adamw.toml");
+}
+
+struct Outcome {
+  std::vector<train::EpochMetrics> history;
+  SafetensorsFile final_file;
+};
+
+Outcome run(const Config& c, train::TrainerOptions o) {
+  o.progress = false;
+  Outcome out;
+  {
+    train::Trainer t(c, o);
+    out.history = t.run();
+    EXPECT_FALSE(t.stopped());
+  }
+  out.final_file = load_safetensors(o.run_dir + "/final.safetensors");
+  return out;
+}
+
+// Every tensor of the final checkpoint (model and optimizer state) is bit-identical, and so
+// is every deterministic metric of the epochs both histories hold.
+void expect_same_run(const Outcome& a, const Outcome& b, const std::string& what) {
+  ASSERT_EQ(a.final_file.tensors.size(), b.final_file.tensors.size()) << what;
+  for (size_t i = 0; i < a.final_file.tensors.size(); ++i) {
+    const Tensor &ta = a.final_file.tensors[i].tensor, &tb = b.final_file.tensors[i].tensor;
+    ASSERT_EQ(a.final_file.tensors[i].name, b.final_file.tensors[i].name) << what;
+    ASSERT_EQ(ta.nbytes(), tb.nbytes()) << what;
+    EXPECT_EQ(std::memcmp(ta.data_ptr(), tb.data_ptr(), ta.nbytes()), 0)
+        << what << ": " << a.final_file.tensors[i].name;
+  }
+  EXPECT_EQ(a.final_file.metadata.at("hourglass.optim.step"),
+            b.final_file.metadata.at("hourglass.optim.step")) << what;
+  for (const auto& mb : b.history) {
+    ASSERT_GE(mb.epoch, 1);
+    ASSERT_LE(size_t(mb.epoch), a.history.size()) << what;
+    const auto& ma = a.history[size_t(mb.epoch - 1)];
+    EXPECT_EQ(ma.train_loss, mb.train_loss) << what << " epoch " << mb.epoch;
+    EXPECT_EQ(ma.train_acc, mb.train_acc) << what << " epoch " << mb.epoch;
+    EXPECT_EQ(ma.test_loss, mb.test_loss) << what << " epoch " << mb.epoch;
+    EXPECT_EQ(ma.test_acc, mb.test_acc) << what << " epoch " << mb.epoch;
+    EXPECT_EQ(ma.lr, mb.lr) << what << " epoch " << mb.epoch;
+  }
+}
+
+// Resumes a copy of each of the reference run's checkpoints in a fresh run directory.
+void resume_from_every_checkpoint(const Config& c, const std::string& name) {
+  const std::string ref_dir = fresh_dir(name + "_ref");
+  const Outcome ref = run(c, {ref_dir});
+  std::vector<std::string> checkpoints;
+  for (const auto& e : fs::directory_iterator(ref_dir + "/checkpoints"))
+    if (e.path().extension() == ".safetensors") checkpoints.push_back(e.path().string());
+  std::sort(checkpoints.begin(), checkpoints.end());
+  const int64_t total = std::stoll(ref.final_file.metadata.at("hourglass.optim.step"));
+  ASSERT_EQ(int64_t(checkpoints.size()), total);   // one per step: epoch ends and between
+  for (size_t i = 0; i + 1 < checkpoints.size(); ++i) {
+    const std::string dir = fresh_dir(name + "_from");
+    fs::create_directories(dir + "/checkpoints");
+    fs::copy_file(checkpoints[i], dir + "/checkpoints/" + fs::path(checkpoints[i]).filename().string());
+    train::TrainerOptions o{dir};
+    o.resume = "auto";
+    expect_same_run(ref, run(c, o), "resumed from " + fs::path(checkpoints[i]).filename().string());
+  }
+}
+
+TEST(Resume, FromEveryStepAndEpochBoundaryIsBitIdentical) {
+  resume_from_every_checkpoint(resnet_config(), "resnet");
+}
+
+TEST(Resume, AdamWFromEveryStepIsBitIdentical) {
+  resume_from_every_checkpoint(adamw_config(), "adamw");
+}
+
+TEST(Resume, StopAndResumeInTheSameDirectoryKeepsOneMetricsLinePerEpoch) {
+  train::clear_stop_request();
+  const Config c = resnet_config();
+  const Outcome ref = run(c, {fresh_dir("stop_ref")});
+  const std::string dir = fresh_dir("stop");
+  // Stops mid-epoch 1 (step 4), at the last step of epoch 2 before its evaluation (step 12),
+  // by request after that evaluation (a run resumed at an epoch's end has no step left in it;
+  // the epoch-end checkpoint serves), by request after the first step of epoch 3 (13), then
+  // finishes.
+  std::vector<int64_t> stopped_at;
+  for (int64_t limit : {4, 8, 0, 0}) {
+    train::TrainerOptions o{dir, false};
+    o.resume = stopped_at.empty() ? "" : "auto";
+    o.stop_after_steps = limit;
+    train::Trainer t(c, o);
+    if (limit == 0) train::request_stop();   // pending before run(): honoured at the first check
+    t.run();
+    ASSERT_TRUE(t.stopped());
+    stopped_at.push_back(t.global_step());
+    EXPECT_FALSE(fs::exists(dir + "/final.safetensors"));
+    EXPECT_EQ(t.last_checkpoint(),
+              dir + "/checkpoints/" + train::CheckpointDir::file_name(t.global_step()));
+  }
+  EXPECT_EQ(stopped_at, (std::vector<int64_t>{4, 12, 12, 13}));
+  EXPECT_FALSE(train::stop_requested());   // consumed
+  train::TrainerOptions o{dir};
+  o.resume = "auto";
+  const Outcome resumed = run(c, o);
+  ASSERT_EQ(resumed.history.size(), 3u);
+  expect_same_run(ref, resumed, "stopped three times");
+  std::ifstream in(dir + "/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  EXPECT_EQ(lines, 3);
+}
+
+TEST(Resume, FullDiskKeepsThePreviousCheckpointAndNamesIt) {
+  const Config c = resnet_config();
+  const Outcome ref = run(c, {fresh_dir("disk_ref")});
+  const std::string dir = fresh_dir("disk");
+  {
+    train::TrainerOptions o{dir, false};
+    o.stop_after_steps = 3;
+    train::Trainer t(c, o);
+    t.run();
+  }
+  const std::string previous = dir + "/checkpoints/step-000000003.safetensors";
+  const int64_t size = int64_t(fs::file_size(previous));
+  {
+    train::TrainerOptions o{dir, false};
+    o.resume = "auto";
+    train::Trainer t(c, o);
+    detail::set_safetensors_write_fault_after_bytes(size / 2);
+    try {
+      t.run();
+      ADD_FAILURE() << "a checkpoint write on a full disk did not fail";
+    } catch (const Error& e) {
+      detail::set_safetensors_write_fault_after_bytes(-1);
+      EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+      const std::string text = e.one_line();
+      EXPECT_NE(text.find("step-000000004.safetensors"), std::string::npos) << text;
+      EXPECT_NE(text.find("No space left on device"), std::string::npos) << text;
+      EXPECT_NE(text.find("previous checkpoint " + previous + " is intact"), std::string::npos)
+          << text;
+      EXPECT_NE(text.find("--resume auto"), std::string::npos) << text;
+    }
+    detail::set_safetensors_write_fault_after_bytes(-1);
+  }
+  EXPECT_NO_THROW(load_safetensors(previous));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step-000000004.safetensors"));
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  std::ifstream last(dir + "/checkpoints/last");
+  std::string marker;
+  std::getline(last, marker);
+  EXPECT_EQ(marker, "step-000000003.safetensors");
+  // With space again the run continues from the intact checkpoint and ends exactly.
+  train::TrainerOptions o{dir};
+  o.resume = "auto";
+  expect_same_run(ref, run(c, o), "after a full disk");
+}
+
+TEST(Resume, TimeIntervalCheckpointsAreWrittenBetweenStepsAndTimed) {
+  Config c = resnet_config();
+  c.set_override("checkpoint.every_steps=0");
+  c.set_override("checkpoint.every=\"1ms\"");   // due after every step, in effect
+  const std::string dir = fresh_dir("interval");
+  const Outcome out = run(c, {dir});
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    checkpoints += e.path().extension() == ".safetensors";
+  EXPECT_GT(checkpoints, 3);   // more than the three epoch ends
+  for (const auto& m : out.history) EXPECT_GT(m.checkpoint_seconds, 0.0);
+}
+
+TEST(Resume, WithoutResumeAnExistingRunIsAnErrorAndAutoWithoutCheckpointsStarts) {
+  const Config c = adamw_config();
+  const std::string dir = fresh_dir("exists");
+  {
+    train::TrainerOptions o{dir, false};
+    o.resume = "auto";   // nothing to resume: a new run
+    o.stop_after_steps = 2;
+    train::Trainer t(c, o);
+    EXPECT_EQ(t.resumed_from(), "");
+    t.run();
+  }
+  try {
+    train::Trainer t(c, {dir, false});
+    ADD_FAILURE() << "a run directory with checkpoints was started over";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+    EXPECT_NE(e.one_line().find("--resume auto"), std::string::npos) << e.one_line();
+    EXPECT_NE(e.one_line().find("--run-dir"), std::string::npos) << e.one_line();
+  }
+}
+
+}  // namespace
+}  // namespace hg

@@ -1,0 +1,277 @@
+// hourglass plan CONFIG.toml [--set ...] [--budget 200h] [--price-table FILE]
+//                           [--calibrate-steps 20] [--images-per-s X]
+// Estimates what a run costs before it starts: time per epoch, epochs the budget buys, time
+// and cost of the configured epochs, and the same on each platform of a price table.
+// The throughput is measured by running the config's training step on this machine (real
+// data through the real loader, after warm-up) unless --images-per-s gives it.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "budget_flags.h"
+#include "commands.h"
+#include "hourglass/autograd/functions.h"
+#include "hourglass/base/duration.h"
+#include "hourglass/base/log.h"
+#include "hourglass/base/parallel.h"
+#include "hourglass/nn/layers.h"
+#include "hourglass/nn/parameter_arena.h"
+#include "hourglass/optim/adamw.h"
+#include "hourglass/optim/clip.h"
+#include "hourglass/optim/sgd.h"
+#include "hourglass/train/budget.h"
+#include "hourglass/train/plan.h"
+#include "hourglass/train/trainer.h"
+
+namespace hg::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Measured {
+  double train_images_per_s = 0;
+  double eval_images_per_s = 0;
+  int64_t train_images = 0, eval_images = 0;   // per epoch
+};
+
+// Runs the config's training step as the trainer does (loader, device copy, micro-batches,
+// clipping, optimizer) for `warmup` untimed and `steps` timed steps, then a few evaluation
+// batches. Reading a loss value at each end of the timed window waits for the device, so the
+// window holds exactly the timed steps.
+Measured calibrate(const train::RunConfig& run, int warmup, int steps) {
+  train::RunParts parts = train::build_run_parts(run, true);
+  nn::Module& model = *parts.model;
+  FlatParameters flat = nn::build_parameter_arena(model, run.optim.decay_scope);
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (run.optim.name == "sgd") optimizer = std::make_unique<optim::Sgd>(flat, run.optim.sgd);
+  else optimizer = std::make_unique<optim::AdamW>(flat, run.optim.adamw);
+
+  data::LoaderOptions lo;
+  lo.batch_size = run.train.batch_size;
+  lo.seed = run.seed;
+  lo.transform = run.data.transform;
+  lo.augment = run.data.augment;
+  lo.workers = run.data.workers;
+  data::DataLoader loader(parts.train_set, lo);
+  int64_t epoch = 0;
+  loader.start_epoch(epoch);
+  auto next_batch = [&] {
+    auto batch = loader.next();
+    if (!batch) {   // a short epoch: continue with the next one
+      loader.start_epoch(++epoch);
+      batch = loader.next();
+    }
+    return std::move(*batch);
+  };
+
+  model.train();
+  Tensor last_loss;
+  auto train_step = [&]() -> int64_t {
+    data::Batch batch = next_batch();
+    nn::set_dropout_context({run.seed, uint64_t(optimizer->step_count())});
+    Tensor images = batch.images.to(run.device), labels = batch.labels.to(run.device);
+    const int64_t n = labels.size(0);
+    const int64_t parts_n = std::min(run.train.grad_accum, n);
+    for (int64_t k = 0; k < parts_n; ++k) {
+      const int64_t begin = n * k / parts_n, end = n * (k + 1) / parts_n;
+      Tensor x = parts_n == 1 ? images : images.narrow(0, begin, end - begin);
+      Tensor y = parts_n == 1 ? labels : labels.narrow(0, begin, end - begin);
+      Tensor loss = fn::cross_entropy(model.forward(x), y, run.train.label_smoothing);
+      autograd::backward(parts_n == 1 ? loss
+                                      : fn::mul_scalar(loss, double(end - begin) / double(n)));
+      last_loss = loss;
+    }
+    if (run.train.clip_grad_norm > 0) optim::clip_grad_norm_tensor(flat, run.train.clip_grad_norm);
+    optimizer->step();
+    optimizer->zero_grad();
+    return n;
+  };
+  for (int i = 0; i < warmup; ++i) train_step();
+  if (last_loss.defined()) (void)last_loss.item();
+  int64_t images = 0;
+  const auto start = Clock::now();
+  for (int i = 0; i < steps; ++i) images += train_step();
+  (void)last_loss.item();
+  const double train_seconds = seconds_since(start);
+
+  Measured m;
+  m.train_images = parts.train_set->size();
+  m.eval_images = parts.test_set->size();
+  m.train_images_per_s = double(images) / train_seconds;
+
+  // Evaluation: one warm-up batch, then up to five timed ones.
+  model.eval();
+  auto eval_loader = train::make_eval_loader(run, parts.test_set);
+  eval_loader->start_epoch(0);
+  autograd::NoGradGuard no_grad;
+  auto eval_batch = [&]() -> int64_t {
+    auto batch = eval_loader->next();
+    if (!batch) return 0;
+    Tensor logits = model.forward(batch->images.to(run.device));
+    (void)logits.narrow(0, 0, 1).narrow(1, 0, 1).item();
+    return batch->labels.size(0);
+  };
+  eval_batch();
+  int64_t eval_images = 0;
+  const auto eval_start = Clock::now();
+  for (int i = 0; i < 5; ++i) {
+    const int64_t n = eval_batch();
+    if (n == 0) break;
+    eval_images += n;
+  }
+  const double eval_seconds = seconds_since(eval_start);
+  // Too small a test set to time: leave it to the 3x assumption.
+  m.eval_images_per_s = eval_images > 0 && eval_seconds > 0 ? double(eval_images) / eval_seconds : 0;
+  return m;
+}
+
+// Training and test images per epoch without loading the data, for a given throughput.
+Measured sizes_without_loading(const train::RunConfig& run) {
+  Measured m;
+  if (run.data.dataset == "synthetic") {
+    m.train_images = run.data.synthetic.synthetic_train_size;
+    m.eval_images = run.data.synthetic.synthetic_test_size;
+    if (run.data.train_limit > 0) m.train_images = std::min(m.train_images, run.data.train_limit);
+    if (run.data.test_limit > 0) m.eval_images = std::min(m.eval_images, run.data.test_limit);
+    return m;
+  }
+  m.train_images = train::standard_split_size(run.data.dataset, true, run.data.train_limit);
+  m.eval_images = train::standard_split_size(run.data.dataset, false, run.data.test_limit);
+  if (m.train_images == 0 || m.eval_images == 0) {   // an unknown size: load to count
+    const train::RunParts parts = train::build_run_parts(run, true);
+    m.train_images = parts.train_set->size();
+    m.eval_images = parts.test_set->size();
+  }
+  return m;
+}
+
+std::string limits_text(const train::BudgetLimits& l) {
+  std::string text;
+  if (l.device_hours > 0) text = fmt::format("{:.2f} device-hours", l.device_hours);
+  if (l.usd > 0) text += fmt::format("{}${:.2f}", text.empty() ? "" : " and ", l.usd);
+  return text;
+}
+
+}  // namespace
+
+Runner add_plan(CLI::App& app) {
+  struct Args {
+    std::string config;
+    std::vector<std::string> overrides;
+    train::BudgetFlags budget;
+    std::string price_table;
+    int calibrate_steps = 20, warmup_steps = 3;
+    double images_per_s = 0, eval_images_per_s = 0;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Estimate time and cost of a config against a budget: measures the training step "
+              "on this machine (or takes --images-per-s) and compares the platforms of a price "
+              "table.");
+  sub->add_option("config", a->config, "run configuration (see configs/)")->required();
+  sub->add_option("--set", a->overrides, "override a config key, e.g. --set train.epochs=30");
+  add_budget_flags(sub, a->budget, /*with_session=*/false);
+  sub->add_option("--price-table", a->price_table,
+                  "platforms to compare (.toml or .csv; see configs/prices.example.toml)");
+  sub->add_option("--calibrate-steps", a->calibrate_steps, "timed training steps")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  sub->add_option("--warmup-steps", a->warmup_steps, "untimed steps before them")
+      ->capture_default_str()->check(CLI::Range(0, 100000));
+  sub->add_option("--images-per-s", a->images_per_s,
+                  "training throughput measured before on this machine; skips calibration")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--eval-images-per-s", a->eval_images_per_s,
+                  "evaluation throughput (default: measured, or 3x --images-per-s)")
+      ->check(CLI::PositiveNumber);
+  return [a] {
+    Config config = Config::load(a->config);
+    for (const auto& o : a->overrides) config.set_override(o);
+    const train::RunConfig run = train::parse_run_config(config);
+    train::BudgetSettings budget =
+        train::resolve_budget_settings(config, a->budget, /*usd_needs_price=*/false);
+    for (const auto& key : config.unused_keys())
+      HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config.source(), key);
+    std::vector<train::PricedPlatform> platforms;
+    if (!a->price_table.empty()) platforms = train::load_price_table(a->price_table);
+    else platforms.push_back({"this-machine", budget.limits.price_per_hour, 1.0});
+
+    // What a shared ledger says was spent comes off the budget; its budget applies when no
+    // flag or key set one.
+    double spent_seconds = 0, spent_usd = 0;
+    train::BudgetLimits& limits = budget.limits;
+    if (!budget.ledger_path.empty() && std::filesystem::exists(budget.ledger_path)) {
+      const train::LedgerData ledger = train::read_ledger(budget.ledger_path);
+      if (!limits.has_limit()) {
+        limits.device_hours = ledger.budget_device_hours;
+        limits.usd = ledger.budget_usd;
+      }
+      spent_seconds = ledger.spent_device_seconds();
+      spent_usd = ledger.spent_usd();
+    }
+
+    Measured m;
+    std::string source;
+    if (a->images_per_s > 0) {
+      m = sizes_without_loading(run);
+      m.train_images_per_s = a->images_per_s;
+      source = "given";
+    } else {
+      if (run.threads > 0) set_num_threads(run.threads);
+      HG_LOG_INFO("calibrating: {} warm-up and {} timed training steps of {} (batch {}) on {}",
+                  a->warmup_steps, a->calibrate_steps, run.model.name, run.train.batch_size,
+                  run.device.str());
+      m = calibrate(run, a->warmup_steps, a->calibrate_steps);
+      source = fmt::format("measured over {} steps", a->calibrate_steps);
+    }
+    if (a->eval_images_per_s > 0) m.eval_images_per_s = a->eval_images_per_s;
+
+    train::PlanInput in;
+    in.train_images = m.train_images;
+    in.eval_images = m.eval_images;
+    in.epochs = run.train.epochs;
+    in.train_images_per_s = m.train_images_per_s;
+    in.eval_images_per_s = m.eval_images_per_s;
+    in.reserve_seconds = limits.reserve_seconds;
+    // A limit already used up stays a (tiny) limit rather than turning into "none" (0).
+    constexpr double kUsedUp = 1e-12;
+    if (limits.device_hours > 0)
+      in.budget_device_hours = std::max(kUsedUp, limits.device_hours - spent_seconds / 3600.0);
+    if (limits.usd > 0) in.budget_usd = std::max(kUsedUp, limits.usd - spent_usd);
+
+    const int64_t steps_per_epoch = (m.train_images + run.train.batch_size - 1) / run.train.batch_size;
+    std::printf("plan for %s: %s on %s, %lld training / %lld test images, batch %lld "
+                "(%lld steps per epoch), %lld epochs\n",
+                run.name.c_str(), run.model.name.c_str(), run.data.dataset.c_str(),
+                (long long)m.train_images, (long long)m.eval_images, (long long)run.train.batch_size,
+                (long long)steps_per_epoch, (long long)run.train.epochs);
+    std::printf("this machine: %.0f images/s training (%s), %.0f images/s evaluation%s\n",
+                in.train_images_per_s, source.c_str(), in.effective_eval_images_per_s(),
+                in.eval_images_per_s > 0 ? "" : " (assumed 3x training)");
+    if (in.has_budget()) {
+      std::printf("budget: %s", limits_text(limits).c_str());
+      if (spent_seconds > 0 || spent_usd > 0)
+        std::printf(", of which %.2f device-hours and $%.2f already spent (ledger %s)",
+                    spent_seconds / 3600.0, spent_usd, budget.ledger_path.c_str());
+      std::printf("; %s kept in reserve for the final save and eval\n",
+                  format_duration_clock(limits.reserve_seconds).c_str());
+    } else {
+      std::printf("budget: none given (--budget 200h, or --budget-usd 170)\n");
+    }
+    if (!a->price_table.empty()) std::printf("prices: %s\n", a->price_table.c_str());
+    std::printf("\n");
+    std::vector<train::PlatformPlan> plans;
+    for (const auto& p : platforms) plans.push_back(train::plan_platform(in, p));
+    std::printf("%s", train::format_plan_table(plans, in.has_budget()).c_str());
+    std::printf("\nhours: device-hours on one device of the platform, for training and the "
+                "evaluation after each epoch (start-up and checkpoints not included)\n");
+    return 0;
+  };
+}
+
+}  // namespace hg::cli
