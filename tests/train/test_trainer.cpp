@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "hourglass/device/allocator.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/trainer.h"
 
@@ -61,6 +62,50 @@ TEST(Trainer, GradientAccumulationKeepsTheEffectiveBatch) {
   EXPECT_LT(max_diff, 1e-5);
   EXPECT_NEAR(ha.back().train_loss, hb.back().train_loss, 1e-5);
   EXPECT_LT(ha.back().train_loss, ha.front().train_loss);
+}
+
+TEST(Trainer, OutOfMemoryHalvesTheMicroBatchAndKeepsTheTrajectory) {
+  // A small CNN (activations dominate its memory) run three ways: micro-batches of 64 and of
+  // 128 without a limit, to measure each one's peak; then 128 under a limit between the two,
+  // which must fall back to 64 and end exactly where the 64 run ended (the failed attempt's
+  // batch-norm updates are rolled back).
+  Allocator& cpu = allocator_for(Device::cpu());
+  auto config = [](int64_t micro) {
+    Config c = synthetic_mlp_config();
+    c.set_override("model.name=\"small_cnn\"");
+    c.set_override("data.synthetic.height=16");
+    c.set_override("data.synthetic.width=16");
+    c.set_override("data.synthetic.channels=1");
+    c.set_override("train.batch_size=128");
+    c.set_override("train.micro_batch=" + std::to_string(micro));
+    return c;
+  };
+  auto peak_of = [&](train::Trainer& t) {
+    cpu.reset_peak();
+    const size_t base = cpu.stats().in_use;
+    t.run();
+    return std::pair{base, cpu.stats().peak_in_use - base};
+  };
+  train::Trainer a(config(64), {run_dir("oom_64"), false});
+  const auto [base64, peak64] = peak_of(a);
+  train::Trainer whole(config(128), {run_dir("oom_128"), false});
+  const auto [base128, peak128] = peak_of(whole);
+  ASSERT_GT(peak128, peak64 + peak64 / 4) << "the step does not dominate memory";
+
+  train::Trainer b(config(128), {run_dir("oom_shrunk"), false});
+  struct LimitGuard {
+    Allocator& a;
+    ~LimitGuard() { a.set_limit(0); }
+  } guard{cpu};
+  cpu.set_limit(cpu.stats().in_use + (peak64 + peak128) / 2);
+  b.run();
+  cpu.set_limit(0);
+  EXPECT_EQ(final_weights(a), final_weights(b));
+  EXPECT_NE(final_weights(whole), final_weights(b));
+  std::map<std::string, Tensor> state_a, state_b;
+  for (auto& [n, t] : a.model().named_buffers()) state_a[n] = t;
+  for (auto& [n, t] : b.model().named_buffers())
+    EXPECT_EQ(t.to_vector<float>(), state_a.at(n).to_vector<float>()) << n;
 }
 
 TEST(Trainer, ShippedResNet18ConfigTrainsAndItsLossFalls) {

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "budget_flags.h"
 #include "commands.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
@@ -84,6 +85,7 @@ Runner add_train(CLI::App& app) {
     int64_t checkpoint_every_steps = -1;
     int64_t stop_after = 0;
     bool no_progress = false;
+    train::BudgetFlags budget;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -110,6 +112,7 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--stop-after", args->stop_after,
                   "stop after N optimizer steps of this invocation: checkpoint, exit 75");
   sub->add_flag("--no-progress", args->no_progress, "no progress bar, only per-epoch lines");
+  add_budget_flags(sub, args->budget, /*with_session=*/true);
   return [args] {
     install_stop_handlers();
     Config config = Config::load(args->config);
@@ -131,6 +134,7 @@ Runner add_train(CLI::App& app) {
     options.progress = !args->no_progress;
     options.resume = args->resume;
     options.stop_after_steps = args->stop_after;
+    options.budget = args->budget;
     options.run_dir =
         choose_run_dir(args->run_dir, args->resume, train::parse_run_config(config).name);
     train::Trainer trainer(config, options);

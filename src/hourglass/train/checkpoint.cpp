@@ -114,6 +114,7 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
   m[key("last_epoch_record")] = s.last_epoch_record;
   m[key("seed")] = std::to_string(s.seed);
   m[key("threads")] = std::to_string(s.threads);
+  m[key("micro_batch")] = std::to_string(s.micro_batch);
   m[key("trajectory_config")] = s.config_text;
   m[key("config_hash")] = s.config_hash;
   save_checkpoint(path, model, &optimizer, std::move(m));
@@ -140,6 +141,7 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path) {
   s.last_epoch_record = r.text("last_epoch_record");
   s.seed = r.number<uint64_t>("seed");
   s.threads = r.number<int>("threads");
+  s.micro_batch = r.number<int64_t>("micro_batch");
   s.config_text = r.text("trajectory_config");
   s.config_hash = r.text("config_hash");
   const int64_t optim_step = r.number<int64_t>("optim.step");

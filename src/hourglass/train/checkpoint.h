@@ -43,6 +43,7 @@ struct TrainingState {
   std::string last_epoch_record;   // metrics.jsonl line of epoch `epoch` (1-based), if any
   uint64_t seed = 0;
   int threads = 0;              // compute threads of the run that wrote it
+  int64_t micro_batch = 0;      // rows per micro-batch in use (out-of-memory recovery may have halved it)
   std::string config_text;      // trajectory_config_text of the run
   std::string config_hash;      // config_hash(config_text)
 };

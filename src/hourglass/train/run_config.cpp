@@ -1,5 +1,7 @@
 #include "hourglass/train/run_config.h"
 
+#include "hourglass/train/oom_policy.h"
+
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -64,6 +66,14 @@ RunConfig parse_run_config(const Config& c) {
   r.model.dropout = c.get_double("model.dropout", 0.0);
   check_range(r.model.dropout >= 0 && r.model.dropout < 1, c, "model.dropout", "must be in [0, 1)");
   r.model.hidden = c.get_int_list("model.hidden", {512, 512});
+  // Checked here, before any data is read, so a typo fails at once.
+  const auto& models = nn::model_names();
+  if (std::find(models.begin(), models.end(), r.model.name) == models.end())
+    throw_invalid(fmt::format("{}: model.name: unknown model '{}'", c.source(), r.model.name),
+                  "use one of resnet18, resnet34, resnet50, small_cnn, mlp, tiny_resnet");
+  if (r.model.stem != "cifar" && r.model.stem != "imagenet")
+    throw_invalid(fmt::format("{}: model.stem: unknown stem '{}'", c.source(), r.model.stem),
+                  "use \"cifar\" (3x3 conv, no max-pool) or \"imagenet\" (7x7/2 conv + max-pool)");
 
   // [data]
   DataConfig& d = r.data;
@@ -141,6 +151,7 @@ RunConfig parse_run_config(const Config& c) {
   t.grad_accum = c.get_int("train.grad_accum", 1);
   check_range(t.grad_accum >= 1 && t.grad_accum <= t.batch_size, c, "train.grad_accum",
               fmt::format("must be between 1 and train.batch_size ({})", t.batch_size));
+  t.micro_batch = parse_micro_batch(c, t.batch_size, t.grad_accum);
   t.clip_grad_norm = c.get_double("train.clip_grad_norm", 0.0);
   check_range(t.clip_grad_norm >= 0, c, "train.clip_grad_norm", "must be non-negative (0 = off)");
   t.label_smoothing = c.get_double("train.label_smoothing", 0.0);

@@ -52,6 +52,9 @@ struct TrainConfig {
   int64_t grad_accum = 1;          // micro-batches per step (batch_size / grad_accum each)
   double clip_grad_norm = 0;       // 0: off
   double label_smoothing = 0;
+  // Rows per micro-batch: ceil(batch_size / grad_accum), train.micro_batch, or kAutoMicroBatch
+  // ("auto": the trainer finds the largest that fits before training).
+  int64_t micro_batch = 0;
 };
 
 // [checkpoint]: when the trainer writes a resumable checkpoint (always at each epoch's end too).

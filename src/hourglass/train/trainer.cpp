@@ -111,6 +111,26 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   trajectory_text_ = trajectory_config_text(run_);
   trajectory_hash_ = config_hash(trajectory_text_);
 
+  oom_recovery_.allocator = &allocator_for(run_.device);
+  oom_recovery_.zero_grad = [this] { optimizer_->zero_grad(); };
+  oom_recovery_.batch_norm = has_batch_norm(*parts_.model);
+  if (oom_recovery_.batch_norm) {
+    // A retried step must not apply the failed attempt's running-statistics updates.
+    buffers_before_step_ = std::make_unique<BufferSnapshot>(*parts_.model);
+    oom_recovery_.rollback = [this] { buffers_before_step_->restore(); };
+  }
+  int64_t micro = run_.train.micro_batch;
+  if (micro == kAutoMicroBatch) {
+    const data::ImageDataset& set = *parts_.train_set;
+    micro = find_max_micro_batch(
+        make_training_probe(*parts_.model, flat_, {set.height, set.width, set.channels},
+                            run_.train.batch_size, run_.device),
+        run_.train.batch_size, *oom_recovery_.allocator);
+    HG_LOG_INFO("train.micro_batch = \"auto\": {} rows per micro-batch fit", micro);
+  }
+  micro_plan_ = MicroBatchPlan(micro);
+  budget_settings_ = resolve_budget_settings(config_, options_.budget);
+
   for (const auto& key : config_.unused_keys())
     HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config_.source(), key);
 
@@ -121,6 +141,13 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
                   "check the path and its permissions, or pass another --run-dir");
   checkpoints_ = std::make_unique<CheckpointDir>(options_.run_dir, run_.checkpoint.keep_last);
   resolve_resume();
+  budget_settings_.limits.devices = 1;
+  ledger_ = std::make_unique<BudgetLedger>(
+      budget_settings_.ledger_path.empty() ? options_.run_dir + "/budget.json"
+                                           : budget_settings_.ledger_path,
+      budget_settings_.limits, run_.name, budget_settings_.phase);
+  if (budget_settings_.limits.has_limit() || ledger_->limits().has_limit())
+    HG_LOG_INFO("budget: {}", ledger_->summary());
   write_file_atomic(options_.run_dir + "/config.toml", config_.to_toml());
 }
 
@@ -176,6 +203,8 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
   restore_training_checkpoint(ckpt, *parts_.model, *optimizer_);
   const TrainingState& s = ckpt.state;
   start_ = s;
+  micro_plan_ = MicroBatchPlan::restore(s.micro_batch > 0 ? std::to_string(s.micro_batch) : "",
+                                        micro_plan_, ckpt.file.path);
   best_test_acc_ = s.best_test_acc;
   last_epoch_record_ = s.last_epoch_record;
   // The best checkpoint is named relative to this run's folder; one resumed from elsewhere
@@ -202,6 +231,11 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
 }
 
 std::string Trainer::poll_stop() {
+  ledger_->charge_elapsed();
+  if (ledger_->should_warn()) HG_LOG_WARN("budget: {}", ledger_->summary());
+  // Leave room for the final checkpoint and evaluation.
+  if (ledger_->must_stop(step_seconds_.value(), checkpoint_stall_max_ + last_eval_seconds_))
+    return "the budget";
   if (stop_requested()) {
     std::string reason = consume_stop_request();
     if (!reason.empty()) return reason;
@@ -236,6 +270,7 @@ double Trainer::write_checkpoint(const EpochProgress& p, int64_t epoch, int64_t 
   s.last_epoch_record = last_epoch_record_;
   s.seed = run_.seed;
   s.threads = num_threads();
+  s.micro_batch = micro_plan_.micro_batch_size();
   s.config_text = trajectory_text_;
   s.config_hash = trajectory_hash_;
   const std::string name = CheckpointDir::file_name(s.step);
@@ -255,6 +290,7 @@ double Trainer::write_checkpoint(const EpochProgress& p, int64_t epoch, int64_t 
   last_checkpoint_time_ = Clock::now();
   const double stall = seconds_since(t0);
   checkpoint_seconds_total_ += stall;
+  checkpoint_stall_max_ = std::max(checkpoint_stall_max_, stall);
   std::error_code ec;
   const double mb = double(fs::file_size(path, ec)) / 1e6;
   // Mid-epoch checkpoints would break a progress bar redrawn in place; log them at debug there.
@@ -268,7 +304,8 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   nn::Module& model = *parts_.model;
   model.train();
   const Device device = run_.device;
-  const int64_t accum = run_.train.grad_accum;
+  Tensor step_loss = Tensor::zeros({}, DType::F32, device);
+  Tensor step_correct = Tensor::zeros({}, DType::F32, device);
   // A resumed epoch continues from the checkpoint's position and partial sums.
   const bool resumed = epoch == start_.epoch;
   const int64_t first_batch = resumed ? start_.batch : 0;
@@ -289,27 +326,46 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   int64_t index = first_batch;
   while (auto batch = train_loader_->next()) {
     const int64_t step = optimizer_->step_count();
-    nn::set_dropout_context({run_.seed, uint64_t(step)});
     optimizer_->set_lr(schedule_->lr(step));
     Tensor images = batch->images.to(device);
     Tensor labels = batch->labels.to(device);
     const int64_t n = labels.size(0);
-    const int64_t parts = std::min(accum, n);
-    for (int64_t k = 0; k < parts; ++k) {
-      const int64_t begin = n * k / parts, end = n * (k + 1) / parts;
-      Tensor x = parts == 1 ? images : images.narrow(0, begin, end - begin);
-      Tensor y = parts == 1 ? labels : labels.narrow(0, begin, end - begin);
-      Tensor logits = model.forward(x);
-      Tensor loss = fn::cross_entropy(logits, y, run_.train.label_smoothing);
-      {
-        autograd::NoGradGuard no_grad;
-        ops::add_(p.loss_sum, loss, double(end - begin));
-        ops::add_(p.correct, ops::count_correct(logits, y));
-      }
-      // Each micro-batch's mean loss weighted by its share of the batch: the accumulated
-      // gradient equals the full batch's.
-      autograd::backward(parts == 1 ? loss : fn::mul_scalar(loss, double(end - begin) / double(n)));
-      previous_loss = loss;
+    const auto step_start = Clock::now();
+    if (buffers_before_step_) buffers_before_step_->save();
+    try {
+      accumulate_with_oom_retry(micro_plan_, oom_recovery_, step, n, [&](int64_t) {
+        // Restartable: the sums are per step, so a retried step does not count twice.
+        step_loss.zero_();
+        step_correct.zero_();
+        const int64_t parts = micro_plan_.micro_batches(n);
+        for (int64_t k = 0; k < parts; ++k) {
+          const RowRange r = micro_batch_rows(n, parts, k);
+          nn::set_dropout_context({run_.seed, uint64_t(step), uint64_t(r.begin)});
+          Tensor x = parts == 1 ? images : images.narrow(0, r.begin, r.size());
+          Tensor y = parts == 1 ? labels : labels.narrow(0, r.begin, r.size());
+          Tensor logits = model.forward(x);
+          Tensor loss = fn::cross_entropy(logits, y, run_.train.label_smoothing);
+          {
+            autograd::NoGradGuard no_grad;
+            ops::add_(step_loss, loss, double(r.size()));
+            ops::add_(step_correct, ops::count_correct(logits, y));
+          }
+          // Each micro-batch's mean loss weighted by its share of the batch: the accumulated
+          // gradient equals the full batch's.
+          autograd::backward(parts == 1 ? loss : fn::mul_scalar(loss, double(r.size()) / double(n)));
+          previous_loss = loss;
+        }
+      });
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::OutOfMemory) throw;
+      write_checkpoint(p, epoch, index, false);   // this batch is redone on resume
+      throw Error(e.kind(), fmt::format("{}; checkpoint {}", e.message(), last_checkpoint_),
+                  e.remedy());
+    }
+    {
+      autograd::NoGradGuard no_grad;
+      ops::add_(p.loss_sum, step_loss);
+      ops::add_(p.correct, step_correct);
     }
     if (run_.train.clip_grad_norm > 0) optim::clip_grad_norm_tensor(flat_, run_.train.clip_grad_norm);
     optimizer_->step();
@@ -318,6 +374,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     segment_samples += n;
     ++index;
     ++steps_this_run_;
+    step_seconds_.add(seconds_since(step_start));
     if (progress.wants_update(index)) {
       const double elapsed = seconds_since(p.segment_start);
       progress.update(index, {{"loss", previous_loss.item()},
@@ -348,6 +405,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   HG_CHECK(std::isfinite(m.train_loss), "training diverged in epoch {}: the loss is {}", m.epoch,
            m.train_loss);
   EvalResult eval = evaluate(model, *test_loader_, device);
+  last_eval_seconds_ = eval.seconds;
   m.test_loss = eval.loss;
   m.test_acc = eval.accuracy;
   // The rate of the epoch's last step (from the schedule: a run resumed at the epoch's end
@@ -387,12 +445,18 @@ std::vector<EpochMetrics> Trainer::run() {
   HG_LOG_INFO("run {}: {} ({} parameters) on {} with {} threads, {} train / {} test images, {} steps",
               run_.name, run_.model.name, parts_.model->num_parameters(), run_.device.str(),
               num_threads(), parts_.train_set->size(), parts_.test_set->size(), total_steps_);
+  if (ledger_->must_stop(0, 0))
+    throw_invalid(fmt::format("the budget is spent: {}", ledger_->summary()),
+                  "raise --budget / --budget-usd, or record this phase in a new --ledger");
   std::vector<EpochMetrics> history = history_;
   last_checkpoint_time_ = Clock::now();
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch)
     if (!train_epoch(epoch, history)) {
       HG_LOG_INFO("stopped ({}) at step {} of {}; checkpoint {}", stop_reason_,
                   optimizer_->step_count(), total_steps_, last_checkpoint_);
+      ledger_->set_stop_reason(stop_reason_);
+      ledger_->close();
+      if (ledger_->limits().has_limit()) HG_LOG_INFO("budget: {}", ledger_->summary());
       return history;
     }
   std::map<std::string, std::string> meta{
@@ -401,6 +465,8 @@ std::vector<EpochMetrics> Trainer::run() {
       {"hourglass.test_acc",
        fmt::format("{:.6f}", history.empty() ? 0.0 : history.back().test_acc)}};
   save_checkpoint(options_.run_dir + "/final.safetensors", *parts_.model, optimizer_.get(), meta);
+  ledger_->close();
+  if (ledger_->limits().has_limit()) HG_LOG_INFO("budget: {}", ledger_->summary());
   return history;
 }
 

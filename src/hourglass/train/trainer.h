@@ -21,9 +21,11 @@
 #include "hourglass/data/loader.h"
 #include "hourglass/nn/module.h"
 #include "hourglass/optim/optimizer.h"
+#include "hourglass/train/budget.h"
 #include "hourglass/train/checkpoint.h"
 #include "hourglass/train/checkpoint_dir.h"
 #include "hourglass/train/run_config.h"
+#include "hourglass/train/oom_policy.h"
 #include "hourglass/train/run_history.h"
 
 namespace hg::train {
@@ -49,6 +51,7 @@ struct TrainerOptions {
   // the path of a checkpoint to continue from (an error when it is not valid).
   std::string resume;
   int64_t stop_after_steps = 0;   // > 0: stop (checkpointed) after this many steps of this run
+  BudgetFlags budget;             // --budget, --budget-usd, --price-per-hour, --ledger, ...
 };
 
 class Trainer {
@@ -109,6 +112,16 @@ class Trainer {
   int64_t steps_this_run_ = 0;
   double checkpoint_seconds_total_ = 0;
   bool stopped_ = false;
+  // Out-of-memory recovery: the micro-batch in use and how to undo a failed attempt.
+  MicroBatchPlan micro_plan_{1};
+  OomRecovery oom_recovery_;
+  std::unique_ptr<BufferSnapshot> buffers_before_step_;   // batch-norm models only
+  // The budget: every second of this process is charged to the ledger.
+  std::unique_ptr<BudgetLedger> ledger_;
+  MovingAverage step_seconds_{20};
+  double last_eval_seconds_ = 0;
+  double checkpoint_stall_max_ = 0;
+  BudgetSettings budget_settings_;
   std::string stop_reason_;
 };
 
