@@ -1,6 +1,8 @@
 // A budgeted training run stops with a checkpoint before its budget is spent, and a resumed
 // run keeps the ledger's history: the two sessions add up and the budget holds across both.
 #include <gtest/gtest.h>
+
+#include "support/run_binary.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -12,21 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;
-};
+using Result = hg::test::RunResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(HG_BINARY_DIR "/hourglass ") + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return hg::test::run_hourglass(args); }
 
 nlohmann::json ledger(const std::string& dir) {
   std::ifstream f(dir + "/budget.json");

@@ -1,6 +1,8 @@
 // End-to-end tests of the hourglass binary: training from a config, evaluation of the written
 // checkpoint, determinism, and the one-line errors (exit code 2) for malformed input.
 #include <gtest/gtest.h>
+
+#include "support/run_binary.h"
 #include <zlib.h>
 
 #include <array>
@@ -17,26 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kBinary = HG_BINARY_DIR "/hourglass";
 const std::string kConfigs = HG_SOURCE_DIR "/configs";
 const std::string kFashion = "/usr/share/datasets/fashion-mnist";
 
-struct Result {
-  int code;
-  std::string output;   // stdout and stderr
-};
+using Result = hg::test::RunResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = kBinary + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return hg::test::run_hourglass(args); }
 
 std::string temp_dir(const std::string& name) {
   fs::path p = fs::path(::testing::TempDir()) / ("hourglass_cli_" + name);

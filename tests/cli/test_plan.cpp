@@ -1,6 +1,8 @@
 // End-to-end tests of `hourglass plan` with a given throughput (no calibration, so the table
 // is deterministic), and its one-line errors for bad flags.
 #include <gtest/gtest.h>
+
+#include "support/run_binary.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -14,25 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kBinary = HG_BINARY_DIR "/hourglass";
 const std::string kConfigs = HG_SOURCE_DIR "/configs";
 
-struct Result {
-  int code;
-  std::string output;   // stdout and stderr
-};
+using Result = hg::test::RunResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = kBinary + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return hg::test::run_hourglass(args); }
 
 // The table line of `platform` in the output.
 std::string row(const std::string& output, const std::string& platform) {

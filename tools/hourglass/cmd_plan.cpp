@@ -52,13 +52,8 @@ Measured calibrate(const train::RunConfig& run, int warmup, int steps) {
   if (run.optim.name == "sgd") optimizer = std::make_unique<optim::Sgd>(flat, run.optim.sgd);
   else optimizer = std::make_unique<optim::AdamW>(flat, run.optim.adamw);
 
-  data::LoaderOptions lo;
-  lo.batch_size = run.train.batch_size;
-  lo.seed = run.seed;
-  lo.transform = run.data.transform;
-  lo.augment = run.data.augment;
-  lo.workers = run.data.workers;
-  data::DataLoader loader(parts.train_set, lo);
+  auto train_loader = train::make_train_loader(run, parts.train_set);
+  data::DataLoader& loader = *train_loader;
   int64_t epoch = 0;
   loader.start_epoch(epoch);
   auto next_batch = [&] {

@@ -58,16 +58,30 @@ RunParts build_run_parts(const RunConfig& run, bool with_train) {
   return parts;
 }
 
-std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
-                                                   std::shared_ptr<const data::ImageDataset> set) {
+namespace {
+data::LoaderOptions loader_options(const RunConfig& run, int64_t batch_size, bool training) {
   data::LoaderOptions o;
-  o.batch_size = run.train.eval_batch_size;
-  o.shuffle = false;
-  o.augment = false;
+  o.batch_size = batch_size;
+  o.shuffle = training;
+  o.augment = training && run.data.augment;
+  o.drop_last = false;
   o.seed = run.seed;
   o.transform = run.data.transform;
   o.workers = run.data.workers;
-  return std::make_unique<data::DataLoader>(std::move(set), o);
+  return o;
+}
+}  // namespace
+
+std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
+                                                    std::shared_ptr<const data::ImageDataset> set) {
+  return std::make_unique<data::DataLoader>(std::move(set),
+                                            loader_options(run, run.train.batch_size, true));
+}
+
+std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
+                                                   std::shared_ptr<const data::ImageDataset> set) {
+  return std::make_unique<data::DataLoader>(std::move(set),
+                                            loader_options(run, run.train.eval_batch_size, false));
 }
 
 // The epoch's running totals. Loss and correct count stay on the device during the epoch (no
@@ -94,15 +108,7 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   else
     optimizer_ = std::make_unique<optim::AdamW>(flat_, run_.optim.adamw);
 
-  data::LoaderOptions lo;
-  lo.batch_size = run_.train.batch_size;
-  lo.shuffle = true;
-  lo.drop_last = false;
-  lo.seed = run_.seed;
-  lo.transform = run_.data.transform;
-  lo.augment = run_.data.augment;
-  lo.workers = run_.data.workers;
-  train_loader_ = std::make_unique<data::DataLoader>(parts_.train_set, lo);
+  train_loader_ = make_train_loader(run_, parts_.train_set);
   test_loader_ = make_eval_loader(run_, parts_.test_set);
 
   const int64_t steps_per_epoch = train_loader_->batches_per_epoch();

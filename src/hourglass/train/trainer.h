@@ -39,6 +39,9 @@ struct RunParts {
 // from the run's seed, on the run's device.
 RunParts build_run_parts(const RunConfig& run, bool with_train);
 // A loader over `set` for evaluation (no shuffle, no augmentation).
+// The training loader over `set`: shuffled, augmented as configured.
+std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
+                                                    std::shared_ptr<const data::ImageDataset> set);
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
                                                    std::shared_ptr<const data::ImageDataset> set);
 
