@@ -143,3 +143,31 @@ TEST(StateDict, LoadChecksNamesAndShapes) {
 
 }  // namespace
 }  // namespace hg
+
+namespace hg {
+namespace {
+
+TEST(Models, DropoutMasksDependOnTheModelNotOnWhatWasBuiltBefore) {
+  nn::ModelSpec s;
+  s.name = "mlp";
+  s.in_channels = 1;
+  s.height = s.width = 4;
+  s.num_classes = 3;
+  s.hidden = {16, 16};
+  s.dropout = 0.5;
+  auto forward = [&] {
+    auto model = nn::make_model(s);
+    nn::initialize(*model, 1);
+    model->train();
+    nn::set_dropout_context({7, 3, 0});
+    autograd::NoGradGuard g;
+    return model->forward(test::f32_tensor(test::random_values(2 * 16, 9), {2, 4, 4, 1}))
+        .to_vector<float>();
+  };
+  const auto first = forward();
+  (void)nn::make_model(s);   // another model built in between changes nothing
+  EXPECT_EQ(forward(), first);
+}
+
+}  // namespace
+}  // namespace hg

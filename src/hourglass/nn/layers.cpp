@@ -1,7 +1,5 @@
 #include "hourglass/nn/layers.h"
 
-#include <atomic>
-
 #include "hourglass/base/rng.h"
 
 namespace hg::nn {
@@ -52,12 +50,11 @@ AvgPool2d::AvgPool2d(int64_t kernel, int64_t stride, int64_t padding) : Module("
 
 namespace {
 thread_local DropoutContext t_dropout_context;
-std::atomic<uint64_t> g_next_dropout_id{1};
 }  // namespace
 
 void set_dropout_context(const DropoutContext& context) { t_dropout_context = context; }
 
-Dropout::Dropout(double p) : Module("Dropout"), p_(p), layer_id_(g_next_dropout_id++) {
+Dropout::Dropout(double p, uint64_t layer_id) : Module("Dropout"), p_(p), layer_id_(layer_id) {
   HG_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got {}", p);
 }
 

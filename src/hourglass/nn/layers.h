@@ -96,7 +96,9 @@ void set_dropout_context(const DropoutContext& context);
 
 class Dropout : public Module {
  public:
-  explicit Dropout(double p);
+  // `layer_id` tells the model's dropout layers apart (their position in it): masks depend on
+  // it, never on how many models the process built before.
+  Dropout(double p, uint64_t layer_id);
   Tensor forward(const Tensor& x) override;
 
  private:

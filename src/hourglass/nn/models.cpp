@@ -34,7 +34,7 @@ std::shared_ptr<Module> make_small_cnn(int64_t in_channels, int64_t height, int6
   net->add(std::make_shared<Flatten>());
   net->add(std::make_shared<Linear>(64 * (height / 4) * (width / 4), 128));
   net->add(std::make_shared<ReLU>());
-  if (dropout > 0) net->add(std::make_shared<Dropout>(dropout));
+  if (dropout > 0) net->add(std::make_shared<Dropout>(dropout, net->size()));
   net->add(std::make_shared<Linear>(128, num_classes));
   return net;
 }
@@ -47,7 +47,7 @@ std::shared_ptr<Module> make_mlp(int64_t in_features, const std::vector<int64_t>
   for (int64_t h : hidden) {
     net->add(std::make_shared<Linear>(in, h));
     net->add(std::make_shared<ReLU>());
-    if (dropout > 0) net->add(std::make_shared<Dropout>(dropout));
+    if (dropout > 0) net->add(std::make_shared<Dropout>(dropout, net->size()));
     in = h;
   }
   net->add(std::make_shared<Linear>(in, num_classes));
