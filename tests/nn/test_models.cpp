@@ -171,3 +171,34 @@ TEST(Models, DropoutMasksDependOnTheModelNotOnWhatWasBuiltBefore) {
 
 }  // namespace
 }  // namespace hg
+
+namespace hg {
+namespace {
+
+TEST(Models, DropoutMasksOfMicroBatchesEqualTheWholeBatchs) {
+  nn::ModelSpec s;
+  s.name = "mlp";
+  s.in_channels = 1;
+  s.height = s.width = 4;
+  s.num_classes = 3;
+  s.hidden = {32};
+  s.dropout = 0.5;
+  auto model = nn::make_model(s);
+  nn::initialize(*model, 1);
+  model->train();
+  autograd::NoGradGuard g;
+  Tensor x = test::f32_tensor(test::random_values(6 * 16, 4), {6, 4, 4, 1});
+  nn::set_dropout_context({7, 3, 0});
+  const auto whole = model->forward(x).to_vector<float>();
+  std::vector<float> split;
+  for (int64_t begin : {0, 2, 5}) {
+    const int64_t end = begin == 0 ? 2 : begin == 2 ? 5 : 6;
+    nn::set_dropout_context({7, 3, uint64_t(begin)});
+    auto part = model->forward(x.narrow(0, begin, end - begin)).to_vector<float>();
+    split.insert(split.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(split, whole);
+}
+
+}  // namespace
+}  // namespace hg
