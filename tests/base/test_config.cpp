@@ -1,6 +1,8 @@
 #include "hourglass/base/config.h"
 
 #include <gtest/gtest.h>
+
+#include "support/expect_error.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -29,20 +31,7 @@ files = ["a.bin", "b.bin"]
 limit = 3.0
 )";
 
-// Runs `fn`, expecting an InvalidInput Error whose message (and remedy) contain `parts`.
-template <typename Fn>
-Error expect_invalid(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput) << e.one_line();
-    for (const std::string& p : parts)
-      EXPECT_NE(e.one_line().find(p), std::string::npos) << "'" << p << "' not in: " << e.one_line();
-    return e;
-  }
-  ADD_FAILURE() << "expected an error mentioning " << parts.front();
-  return Error(ErrorKind::Internal, "");
-}
+using test::expect_invalid;
 
 TEST(Config, TypedGettersWithDottedKeys) {
   const Config c = Config::parse(kRunToml, "run.toml");

@@ -4,6 +4,8 @@
 #include "hourglass/train/budget.h"
 
 #include <gtest/gtest.h>
+
+#include "support/expect_error.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,19 +37,7 @@ std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-// Runs `fn`, expecting an InvalidInput Error whose one-line text contains every part.
-template <typename Fn>
-void expect_invalid(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput) << e.one_line();
-    for (const std::string& p : parts)
-      EXPECT_NE(e.one_line().find(p), std::string::npos) << "'" << p << "' not in: " << e.one_line();
-    return;
-  }
-  ADD_FAILURE() << "expected an error mentioning " << parts.front();
-}
+using test::expect_invalid;
 
 BudgetLimits hours(double h, double reserve = 0) {
   BudgetLimits l;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect_error.h"
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,18 +19,7 @@ namespace fs = std::filesystem;
 
 const std::string kExampleTable = HG_SOURCE_DIR "/configs/prices.example.toml";
 
-template <typename Fn>
-void expect_invalid(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput) << e.one_line();
-    for (const std::string& p : parts)
-      EXPECT_NE(e.one_line().find(p), std::string::npos) << "'" << p << "' not in: " << e.one_line();
-    return;
-  }
-  ADD_FAILURE() << "expected an error mentioning " << parts.front();
-}
+using test::expect_invalid;
 
 // Fashion-MNIST sized: 60000 training and 10000 test images, 4 epochs, 5000 images/s training
 // and (by the default assumption) 15000 images/s evaluation: 12 + 2/3 s per epoch here.
