@@ -14,6 +14,15 @@ Eval step = forward only under torch.no_grad() in eval mode. Both report the
 median wall time over --steps timed iterations after --warmup untimed ones,
 on one fixed random batch (inputs and labels drawn once from a fixed seed).
 
+Output: one human-readable line; with --json the human line goes to stderr and
+stdout holds exactly one JSON object (framework, version, model, batch,
+train_images_per_s, train_step_ms, eval_images_per_s, eval_step_ms, threads,
+channels_last, ... plus min/mean/max, process CPU ms per step and the 1-minute
+load average before/after). On a shared 2-core box, a load average above the
+core count makes 2-thread timings several times slower (OpenMP barriers), so
+the script warns when that happens; compare against hourglass only on an idle
+machine.
+
 Only the standard library, torch and numpy are used.
 """
 
