@@ -2,6 +2,8 @@
 // checkpoint, determinism, and the one-line errors (exit code 2) for malformed input.
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include "support/run_binary.h"
 #include <zlib.h>
 
@@ -26,12 +28,7 @@ using Result = hg::test::RunResult;
 
 Result run(const std::string& args) { return hg::test::run_hourglass(args); }
 
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_cli_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string temp_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_cli_" + name); }
 
 std::string last_line(const std::string& s) {
   std::string t = s;

@@ -5,6 +5,8 @@
 // difference; flags that cannot work are one-line errors.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "support/temp_dir.h"
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -31,12 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kBinary = HG_BINARY_DIR "/hourglass";
 
-std::string fresh_dir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_cli_resume_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string fresh_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_cli_resume_" + name); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include "support/expect_error.h"
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,12 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_budget_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string temp_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_budget_" + name); }
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

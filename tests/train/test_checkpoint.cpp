@@ -4,6 +4,8 @@
 // resumes from; the config hash ignores keys that do not change the trajectory.
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,12 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_checkpoint_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string fresh_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_checkpoint_" + name); }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;

@@ -7,6 +7,8 @@
 // across processes.)
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,11 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_resume_" + name);
-  fs::remove_all(p);
-  return p.string();
-}
+std::string fresh_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_resume_" + name); }
 
 // tiny_resnet (batch norm: running statistics are state), augmentation (crop and flip per
 // epoch and index), warm-up + cosine (lr from the step), Nesterov momentum with decay on

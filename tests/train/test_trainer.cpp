@@ -2,6 +2,8 @@
 // config trains, and a config with a bad value fails before any work naming the key.
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 #include <filesystem>
 
 #include "hourglass/device/allocator.h"
@@ -13,11 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string run_dir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("hourglass_trainer_" + name);
-  fs::remove_all(p);
-  return p.string();
-}
+std::string run_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_trainer_" + name); }
 
 Config synthetic_mlp_config() {
   Config c = Config::parse(R"(

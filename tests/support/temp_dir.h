@@ -1,0 +1,11 @@
+// Scratch folders for tests.
+#pragma once
+
+#include <string>
+
+namespace hg::test {
+
+// <gtest temp dir>/<name>, emptied and created; returns its path.
+std::string fresh_temp_dir(const std::string& name);
+
+}  // namespace hg::test
