@@ -1,31 +1,83 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool, with .deb carried): unpacks the carried
-# libraries, builds hourglass, runs the test suite and the benchmarks, and prints a short
-# table last. Logs go to $OUT (or build-device/ when OUT is unset).
+# Debian packages, then runs the stages named on the command line (default: build test doctor)
+# and prints a short table last. Logs go to $OUT (or build-device/out when OUT is unset).
+#   build   configure (CUDA backend, sm_90) and build everything into build-device/
+#   test    the whole CTest suite (the GPU op tests run here; CI skips them)
+#   gputest only the GPU tests (test_*gpu*), verbose on failure
+#   doctor  hourglass info and hourglass doctor
+#   bench   bench/gpu_vs_pytorch.sh (hourglass vs PyTorch on this GPU)
+#   quick   bench/gpu_vs_pytorch.sh --quick
+#   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build-device/out}
 mkdir -p "$out"
 source scripts/device-env.sh
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(build test doctor)
+table=()
+row() { table+=("| $1 | $2 | $3 |"); }
 {
-  echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
-  nproc; g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  echo "$(nproc) cores; $(g++ --version | head -1); $(cmake --version | head -1); $(nvcc --version | tail -1)"
 } > "$out/machine.txt" 2>&1
-cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOURGLASS_GPU="${HOURGLASS_GPU:-auto}" \
-  > "$out/configure.log" 2>&1
-configure_rc=$?
-ninja -C build-device > "$out/build.log" 2>&1
-build_rc=$?
-(cd build-device && ctest --timeout 900 -j 4 > "$out/ctest.log" 2>&1)
-test_rc=$?
-./build-device/hourglass info > "$out/info.txt" 2>&1
-./build-device/hourglass bench resnet18-cifar --batch 64 --steps 5 --warmup 2 --threads 16 > "$out/bench.txt" 2>&1
+for stage in "${stages[@]}"; do
+  t0=$(date +%s)
+  case $stage in
+    build)
+      cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DHOURGLASS_GPU="${HOURGLASS_GPU:-cuda}" > "$out/configure.log" 2>&1
+      ninja -C build-device > "$out/build.log" 2>&1
+      rc=$?
+      row build $rc "$(grep -c FAILED "$out/build.log") failed targets, $(( $(date +%s) - t0 )) s"
+      [ $rc = 0 ] || { grep -B2 -A12 "FAILED" "$out/build.log" | head -80; }
+      ;;
+    test)
+      (cd build-device && ctest --timeout 600 -j 8 > "$out/ctest.log" 2>&1)
+      row ctest $? "$(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1), $(( $(date +%s) - t0 )) s"
+      grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception" "$out/ctest.log" | head -30
+      ;;
+    gputest)
+      fails=0; passed=0
+      : > "$out/gputest.log"
+      for t in build-device/tests/test_*gpu* build-device/tests/test_device_* \
+               build-device/tests/test_optim_mixed_precision build-device/tests/test_cli_doctor; do
+        [ -x "$t" ] || continue
+        if timeout 600 "$t" --gtest_brief=1 >> "$out/gputest.log" 2>&1; then
+          passed=$((passed + 1)); else fails=$((fails + 1)); echo "FAILED binary: $t" >> "$out/gputest.log"; fi
+      done
+      row gputest $fails "$passed binaries passed, $fails failed, $(( $(date +%s) - t0 )) s"
+      grep -E "FAILED|Failure|Expected|Which is|actual|error:|SEGFAULT|exception" "$out/gputest.log" | head -80
+      ;;
+    doctor)
+      ./build-device/hourglass info > "$out/info.txt" 2>&1
+      ./build-device/hourglass doctor > "$out/doctor.txt" 2>&1
+      rc=$?
+      cat "$out/info.txt" "$out/doctor.txt" | head -60
+      row doctor $rc "$(grep -c PASS "$out/doctor.txt") pass, $(grep -c FAIL "$out/doctor.txt") fail"
+      ;;
+    bench|quick)
+      flag=""; [ "$stage" = quick ] && flag=--quick
+      bash bench/gpu_vs_pytorch.sh ./build-device/hourglass "$out/bench" $flag > "$out/bench.md" 2>&1
+      row "$stage" $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/bench.md"
+      ;;
+    train)
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      rm -rf build-device/runs/fmnist-gpu
+      ./build-device/hourglass train configs/fashion-mnist-resnet18-gpu.toml \
+        --run-dir build-device/runs/fmnist-gpu --set data.path="$data" --no-progress \
+        > "$out/train.log" 2>&1
+      rc=$?
+      cp build-device/runs/fmnist-gpu/metrics.jsonl "$out/" 2>/dev/null
+      tail -25 "$out/train.log"
+      row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
+      ;;
+    *) row "$stage" 2 "unknown stage" ;;
+  esac
+done
 cat "$out/machine.txt"
-echo "| step | exit | detail |"
+echo "| stage | exit | detail |"
 echo "| --- | --- | --- |"
-echo "| configure | $configure_rc | $(tail -1 "$out/configure.log") |"
-echo "| build | $build_rc | $(grep -c FAILED "$out/build.log") failed targets |"
-echo "| ctest | $test_rc | $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1) |"
-echo "| info | | $(tr '\n' ' ' < "$out/info.txt" | cut -c1-150) |"
-echo "| bench | | $(cat "$out/bench.txt" | tail -1) |"
-[ "$build_rc" = 0 ] || grep -B2 -A8 "FAILED" "$out/build.log" | head -60
+printf '%s\n' "${table[@]}"

@@ -10,6 +10,7 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                                   # the independent safetensors reader in the tests
+  hipcc libamdhip64-dev rocm-device-libs    # scripts/hip-check.sh: the GPU tree compiled for AMD
   dataset-fashion-mnist                     # /usr/share/datasets/fashion-mnist
 )
 if [ "${1:-}" = "--bench" ]; then packages+=(python3-torch); fi

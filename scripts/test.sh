@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh -DHOURGLASS_BUILD_TESTS=ON -DHOURGLASS_BUILD_BENCH=ON
+# The GPU backend compiled for AMD GPUs (HIP) as well: the CUDA build above covers NVIDIA.
+bash scripts/hip-check.sh
 cd build
 # One test at a time: each uses both cores through the OpenMP pool.
 ctest --output-on-failure --timeout 900

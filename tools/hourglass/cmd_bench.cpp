@@ -2,6 +2,7 @@
 // device-resident data (the numbers bench/ compares with PyTorch).
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -10,7 +11,9 @@
 #include "hourglass/base/rng.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/sgd.h"
+#include "hourglass/device/allocator.h"
 
 namespace hg::cli {
 
@@ -21,16 +24,25 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-template <typename Fn>
-std::vector<double> time_steps(int warmup, int steps, Fn&& step) {
+// Milliseconds per step: `warmup` untimed steps, then `rounds` rounds of `steps` steps each
+// ending with `sync` (which waits for the device), timed as a whole; the median round.
+// Timing rounds rather than single steps lets the host run ahead of the device, as it does in
+// training; the sync at each round's end charges all the device work to the round.
+template <typename Fn, typename Sync>
+double time_steps(int warmup, int steps, int rounds, Fn&& step, Sync&& sync,
+                  const std::function<void()>& after_warmup = {}) {
   for (int i = 0; i < warmup; ++i) step();
+  sync();
+  if (after_warmup) after_warmup();
   std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
+  for (int r = 0; r < rounds; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    for (int i = 0; i < steps; ++i) step();
+    sync();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+                 double(steps));
   }
-  return ms;
+  return median(ms);
 }
 
 }  // namespace
@@ -39,8 +51,9 @@ Runner add_bench(CLI::App& app) {
   struct Args {
     std::string model = "resnet18-cifar";
     int64_t batch = 64, size = 32, in_channels = 3, classes = 10;
-    int steps = 10, warmup = 3, threads = 0;
+    int steps = 10, warmup = 3, rounds = 3, threads = 0;
     std::string device = "cpu";
+    std::string precision = "fp32";
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -56,7 +69,11 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--steps", a->steps, "timed steps")->capture_default_str();
   sub->add_option("--warmup", a->warmup, "untimed steps first")->capture_default_str();
   sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  sub->add_option("--rounds", a->rounds, "timed rounds of --steps steps (the median round counts)")
+      ->capture_default_str();
   sub->add_option("--device", a->device, "cpu or gpu:N")->capture_default_str();
+  sub->add_option("--precision", a->precision, "fp32, tf32, bf16 or fp16 (GPU for all but fp32)")
+      ->capture_default_str();
   sub->add_flag("--json", a->json, "print one JSON object");
   return [a] {
     if (a->threads > 0) set_num_threads(a->threads);
@@ -69,6 +86,10 @@ Runner add_bench(CLI::App& app) {
     spec.height = spec.width = a->size;
     spec.num_classes = a->classes;
     const Device device = Device::parse(a->device);
+    const optim::Precision precision = optim::parse_precision(a->precision, "--precision");
+    autograd::AutocastGuard autocast(optim::apply_precision(precision, device));
+    HG_CHECK(a->steps > 0 && a->rounds > 0 && a->warmup >= 0,
+             "--steps and --rounds must be positive, --warmup non-negative");
     auto model = nn::make_model(spec);
     nn::initialize(*model, 0);
     model->to(device);
@@ -79,6 +100,11 @@ Runner add_bench(CLI::App& app) {
     so.nesterov = true;
     so.weight_decay = 5e-4;
     optim::Sgd sgd(flat, so);
+    std::unique_ptr<optim::LossScaler> scaler;
+    if (precision == optim::Precision::FP16) {
+      scaler = std::make_unique<optim::LossScaler>(device);
+      sgd.set_skip_flag(scaler->found_inf());
+    }
 
     RandomStream rng(1, 2);
     std::vector<float> pixels(size_t(a->batch * a->size * a->size * a->in_channels));
@@ -90,27 +116,37 @@ Runner add_bench(CLI::App& app) {
 
     model->train();
     Tensor last_loss;
-    auto train_ms = time_steps(a->warmup, a->steps, [&] {
+    // Reading a value the last step wrote waits for the device.
+    auto sync = [&] {
+      if (last_loss.defined()) (void)last_loss.reshape({last_loss.numel()}).narrow(0, 0, 1).item();
+    };
+    // Peak memory of the timed steps (warm-up also holds the convolution algorithm search's
+    // workspaces, which steady training never needs).
+    Allocator& allocator = allocator_for(device);
+    const double train = time_steps(a->warmup, a->steps, a->rounds, [&] {
       Tensor loss = fn::cross_entropy(model->forward(x), y, 0.0);
-      autograd::backward(loss);
+      autograd::backward(loss, scaler ? scaler->seed() : Tensor());
+      if (scaler) scaler->unscale(flat);
       sgd.step();
+      if (scaler) scaler->update();
       sgd.zero_grad();
       last_loss = loss;
-    });
+    }, sync, [&] { allocator.reset_peak(); });
     const double final_loss = last_loss.item();
+    const double peak_gib = double(allocator.stats().peak_in_use) / double(1 << 30);
     model->eval();
-    auto eval_ms = time_steps(a->warmup, a->steps, [&] {
+    const double eval = time_steps(a->warmup, a->steps, a->rounds, [&] {
       autograd::NoGradGuard no_grad;
-      // Reading one value waits for the device, so the step is timed to its end.
-      (void)model->forward(x).narrow(0, 0, 1).narrow(1, 0, 1).item();
-    });
-    const double train = median(train_ms), eval = median(eval_ms);
+      last_loss = model->forward(x);
+    }, sync);
     nlohmann::json r{{"framework", "hourglass"},
                      {"version", HOURGLASS_VERSION},
                      {"model", a->model},
                      {"batch", a->batch},
                      {"threads", num_threads()},
                      {"device", device.str()},
+                     {"precision", optim::precision_name(precision)},
+                     {"peak_memory_gib", peak_gib},
                      {"train_step_ms", train},
                      {"train_images_per_s", double(a->batch) * 1000.0 / train},
                      {"eval_step_ms", eval},
@@ -119,9 +155,11 @@ Runner add_bench(CLI::App& app) {
     if (a->json)
       std::printf("%s\n", r.dump().c_str());
     else
-      std::printf("%s batch %lld on %s: train %.1f images/s (%.1f ms/step), eval %.1f images/s\n",
+      std::printf("%s batch %lld on %s in %s: train %.1f images/s (%.2f ms/step, peak %.2f GiB), "
+                  "eval %.1f images/s\n",
                   a->model.c_str(), static_cast<long long>(a->batch), device.str().c_str(),
-                  r["train_images_per_s"].get<double>(), train, r["eval_images_per_s"].get<double>());
+                  optim::precision_name(precision), r["train_images_per_s"].get<double>(), train,
+                  peak_gib, r["eval_images_per_s"].get<double>());
     return 0;
   };
 }

@@ -21,5 +21,6 @@ Runner add_eval(CLI::App& app);
 Runner add_info(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);
+Runner add_doctor(CLI::App& app);
 
 }  // namespace hg::cli

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
       {"info", hg::cli::add_info(app)},
       {"bench", hg::cli::add_bench(app)},
       {"plan", hg::cli::add_plan(app)},
+      {"doctor", hg::cli::add_doctor(app)},
   };
   try {
     app.parse(argc, argv);

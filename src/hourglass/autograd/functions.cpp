@@ -8,9 +8,30 @@ namespace {
 InputGrad input_grad_for(const Tensor& x) {
   return x.requires_grad() ? InputGrad::Compute : InputGrad::Skip;
 }
+
+// The operand a matrix op computes with under the autocast policy.
+Tensor autocast_operand(const Tensor& t) {
+  const autograd::AutocastPolicy& policy = autograd::autocast();
+  if (!policy.enabled || !t.defined() || !is_floating(t.dtype())) return t;
+  return cast(t, policy.compute);
+}
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor y = x.to(dtype);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    const DType source = x.dtype();
+    tape.record("cast", {x}, y, [source](const Tensor& dy) {
+      return std::vector<Tensor>{dy.to(source)};
+    });
+  }
+  return y;
+}
+
+Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& bias0, const Conv2dParams& p) {
+  const Tensor x = autocast_operand(x0), w = autocast_operand(w0), bias = autocast_operand(bias0);
   Tensor y = ops::conv2d(x, w, bias, p);
   Tape& tape = Tape::current();
   if (tape.should_record({&x, &w, &bias})) {
@@ -50,7 +71,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return f.y;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
+  const Tensor x = autocast_operand(x0), w = autocast_operand(w0), bias = autocast_operand(bias0);
   Tensor y = ops::linear(x, w, bias);
   Tape& tape = Tape::current();
   if (tape.should_record({&x, &w, &bias})) {
@@ -186,7 +208,9 @@ Tensor mean(const Tensor& x) {
   return mul_scalar(sum(x), 1.0 / n);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) {
+Tensor cross_entropy(const Tensor& logits0, const Tensor& labels, double label_smoothing) {
+  // Losses are computed in f32 under mixed precision.
+  const Tensor logits = autograd::autocast().enabled ? cast(logits0, DType::F32) : logits0;
   auto f = ops::cross_entropy(logits, labels, label_smoothing);
   Tape& tape = Tape::current();
   if (tape.should_record({&logits})) {

@@ -7,6 +7,11 @@
 
 namespace hg::fn {
 
+// x converted to `dtype`; the gradient flows back converted to x's dtype. x itself when it
+// already has that dtype.
+Tensor cast(const Tensor& x, DType dtype);
+
+// conv2d, linear and cross_entropy follow the thread's autocast policy (tape.h).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p);
 // Training mode normalises with batch statistics and updates the running ones.
 enum class BatchNormMode : uint8_t { Train, Eval };

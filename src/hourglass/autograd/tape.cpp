@@ -86,6 +86,19 @@ void Tape::backward(const Tensor& root, const Tensor& seed) {
   }
 }
 
-void backward(const Tensor& loss) { Tape::current().backward(loss); }
+void backward(const Tensor& loss, const Tensor& seed) { Tape::current().backward(loss, seed); }
+
+namespace {
+thread_local AutocastPolicy t_autocast;
+}  // namespace
+
+const AutocastPolicy& autocast() { return t_autocast; }
+
+AutocastGuard::AutocastGuard(AutocastPolicy policy) : previous_(t_autocast) {
+  HG_CHECK(!policy.enabled || is_floating(policy.compute),
+           "autocast: compute dtype must be a floating dtype, got {}", dtype_name(policy.compute));
+  t_autocast = policy;
+}
+AutocastGuard::~AutocastGuard() { t_autocast = previous_; }
 
 }  // namespace hg::autograd

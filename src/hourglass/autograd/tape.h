@@ -55,7 +55,31 @@ class NoGradGuard {
   bool previous_;
 };
 
-// Backpropagates from a scalar loss through the current thread's tape.
-void backward(const Tensor& loss);
+// Backpropagates from a scalar loss through the current thread's tape. `seed` (a scalar of the
+// loss's dtype and device) is the gradient the loss starts with: 1 by default, the loss scale
+// under dynamic loss scaling (so the scaled loss is never materialised).
+void backward(const Tensor& loss, const Tensor& seed = Tensor());
+
+// Mixed precision by policy: while an AutocastGuard with a compute dtype (bf16 or f16) is alive
+// on this thread, fn::conv2d and fn::linear cast their floating operands to it (differentiably:
+// gradients flow back in the operands' own dtypes, so f32 master weights get f32 gradients),
+// and fn::cross_entropy computes in f32. Batch-norm keeps f32 statistics and parameters;
+// activations between layers stay in the compute dtype. An undefined compute dtype (the
+// default) turns the policy off.
+struct AutocastPolicy {
+  bool enabled = false;
+  DType compute = DType::F32;
+};
+const AutocastPolicy& autocast();
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(AutocastPolicy policy);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  AutocastPolicy previous_;
+};
 
 }  // namespace hg::autograd

@@ -4,11 +4,18 @@
 #include <mutex>
 
 #include "hourglass/base/error.h"
+#ifdef HOURGLASS_HAS_GPU
+#include "hourglass/device/gpu/gpu_allocator.h"
+#endif
 
 namespace hg {
 
 namespace {
+#ifdef HOURGLASS_HAS_GPU
+Allocator* (*g_gpu_factory)(int) = [](int index) -> Allocator* { return &gpu::allocator(index); };
+#else
 Allocator* (*g_gpu_factory)(int) = nullptr;
+#endif
 
 std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 }  // namespace

@@ -25,3 +25,20 @@ Device Device::parse(const std::string& text) {
 std::string Device::str() const { return is_cpu() ? "cpu" : fmt::format("gpu:{}", index); }
 
 }  // namespace hg
+
+#ifdef HOURGLASS_HAS_GPU
+#include "hourglass/device/gpu/runtime.h"
+
+namespace hg {
+int gpu_device_count() { return gpu::device_count(); }
+std::string gpu_unavailable_reason() { return gpu::no_device_reason(); }
+}  // namespace hg
+#else
+namespace hg {
+int gpu_device_count() { return 0; }
+std::string gpu_unavailable_reason() {
+  return "this hourglass was built without a GPU backend (rebuild with -DHOURGLASS_GPU=cuda or "
+         "hip on a machine with the CUDA toolkit and cuDNN, or ROCm)";
+}
+}  // namespace hg
+#endif

@@ -23,4 +23,9 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
+// GPUs this build can use: 0 without a GPU backend or without a visible device. Never throws.
+int gpu_device_count();
+// Why gpu_device_count() is 0, with the checks to run ("" when there is a GPU).
+std::string gpu_unavailable_reason();
+
 }  // namespace hg

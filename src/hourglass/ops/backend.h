@@ -66,9 +66,13 @@ class Backend {
   virtual Tensor dropout_backward(const Tensor& dy, const Tensor& mask, double p) = 0;
 
   virtual void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
-                        const SgdOptions& o, bool first_step) = 0;
+                        const SgdOptions& o, bool first_step, const Tensor& skip) = 0;
   virtual void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
-                          Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step) = 0;
+                          Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                          const Tensor& skip) = 0;
+  virtual void unscale_grads_(Tensor& grads, Tensor& state) = 0;
+  virtual void update_loss_scale_(Tensor& state, double growth, double backoff,
+                                  int64_t growth_interval) = 0;
 };
 
 // The backend that runs ops on `device`; throws InvalidInput when none is built for it.

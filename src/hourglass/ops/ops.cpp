@@ -1,6 +1,8 @@
 // Validation and dispatch for every op in ops.h.
 #include "hourglass/ops/ops.h"
 
+#include <atomic>
+
 #include "hourglass/ops/backend.h"
 
 namespace hg::ops {
@@ -42,7 +44,12 @@ void check_pool(const char* op, const Tensor& x, const Pool2dParams& p) {
 
 Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
+std::atomic<bool> g_allow_tf32{false};
+
 }  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
 Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& bias, const Conv2dParams& p) {
   const char* op = "conv2d";
@@ -312,24 +319,60 @@ void check_flat(const char* op, const Tensor& ref, std::initializer_list<const T
     HG_CHECK(t->is_contiguous(), "{}: operand {} must be contiguous", op, t->describe());
   }
 }
+
+void check_skip(const char* op, const Tensor& params, const Tensor& skip) {
+  if (!skip.defined()) return;
+  HG_CHECK(skip.numel() == 1, "{}: skip flag must have one element, got {}", op, skip.describe());
+  check_dtype(op, "skip flag", skip, DType::F32);
+  check_same_device(op, params, skip);
+}
 }  // namespace
 
 void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o,
-              bool first_step) {
+              bool first_step, const Tensor& skip) {
+  check_skip("sgd_step", params, skip);
   if (o.momentum != 0.0)
     check_flat("sgd_step", params, {&grads, &momentum});
   else
     check_flat("sgd_step", params, {&grads});
   HG_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
            "sgd: nesterov needs momentum > 0 and dampening 0");
-  backend_for(params.device()).sgd_step(params, grads, momentum, o, first_step);
+  backend_for(params.device()).sgd_step(params, grads, momentum, o, first_step, skip);
 }
 
 void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq,
-                const AdamWOptions& o, int64_t step) {
+                const AdamWOptions& o, int64_t step, const Tensor& skip) {
   check_flat("adamw_step", params, {&grads, &exp_avg, &exp_avg_sq});
+  check_skip("adamw_step", params, skip);
   HG_CHECK(step >= 1, "adamw_step: step must start at 1, got {}", step);
-  backend_for(params.device()).adamw_step(params, grads, exp_avg, exp_avg_sq, o, step);
+  backend_for(params.device()).adamw_step(params, grads, exp_avg, exp_avg_sq, o, step, skip);
+}
+
+namespace {
+void check_scaler_state(const char* op, const Tensor& state) {
+  check_dtype(op, "loss-scale state", state, DType::F32);
+  HG_CHECK(state.dim() == 1 && state.size(0) == kLossScaleState && state.is_contiguous(),
+           "{}: loss-scale state must be a contiguous [{}] tensor, got {}", op, kLossScaleState,
+           state.describe());
+}
+}  // namespace
+
+void unscale_grads_(Tensor& grads, Tensor& state) {
+  const char* op = "unscale_grads_";
+  check_scaler_state(op, state);
+  check_dtype(op, "gradients", grads, DType::F32);
+  HG_CHECK(grads.is_contiguous(), "{}: gradients {} must be contiguous", op, grads.describe());
+  check_same_device(op, grads, state);
+  backend_for(grads.device()).unscale_grads_(grads, state);
+}
+
+void update_loss_scale_(Tensor& state, double growth, double backoff, int64_t growth_interval) {
+  const char* op = "update_loss_scale_";
+  check_scaler_state(op, state);
+  HG_CHECK(growth >= 1.0 && backoff > 0.0 && backoff <= 1.0 && growth_interval >= 1,
+           "{}: needs growth >= 1, 0 < backoff <= 1 and growth_interval >= 1, got {}, {}, {}",
+           op, growth, backoff, growth_interval);
+  backend_for(state.device()).update_loss_scale_(state, growth, backoff, growth_interval);
 }
 
 }  // namespace hg::ops

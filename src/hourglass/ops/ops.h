@@ -11,6 +11,13 @@
 
 namespace hg::ops {
 
+// ---- math mode ----
+// Whether f32 convolutions and matrix products may run on TF32 tensor cores (10-bit mantissa
+// inputs, f32 accumulation): precision = "tf32". Process-wide; off by default; the CPU backend
+// ignores it.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 // ---- convolution ----
 // x [N,H,W,C], w [K,R,S,C/groups], bias [K] or undefined -> [N,P,Q,K]
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p);
@@ -102,10 +109,25 @@ DropoutForward dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset
 Tensor dropout_backward(const Tensor& dy, const Tensor& mask, double p);
 
 // ---- optimizer updates over flat f32 tensors of equal shape ----
+// `skip`, when defined, is a one-element f32 tensor on the parameters' device; the update does
+// nothing when it is nonzero (the loss scaler's found-inf flag). The decision is taken on the
+// device: the host never waits for it.
 void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o,
-              bool first_step);
+              bool first_step, const Tensor& skip = Tensor());
 // step is 1 for the first update (bias correction).
 void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq,
-                const AdamWOptions& o, int64_t step);
+                const AdamWOptions& o, int64_t step, const Tensor& skip = Tensor());
+
+// ---- dynamic loss scaling, on the device ----
+// The scaler's state is an f32 tensor [3] on the gradients' device:
+// {scale, found_inf (0 or 1), good_steps (steps since the scale last changed)}.
+inline constexpr int64_t kLossScaleState = 3;
+// grads *= 1/scale in place, over a flat f32 tensor; sets found_inf to 1 when any gradient is
+// inf or NaN (never clears it, so several calls accumulate).
+void unscale_grads_(Tensor& grads, Tensor& state);
+// After an optimizer step: with found_inf, scale *= backoff and good_steps = 0; otherwise
+// good_steps += 1 and, when it reaches growth_interval, scale *= growth and good_steps = 0.
+// Clears found_inf.
+void update_loss_scale_(Tensor& state, double growth, double backoff, int64_t growth_interval);
 
 }  // namespace hg::ops

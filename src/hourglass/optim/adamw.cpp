@@ -29,7 +29,7 @@ void AdamW::apply_update() {
   if (decayed == 0 || decayed == n) {   // one call over the whole arena
     AdamWOptions o = options_;
     if (decayed == 0) o.weight_decay = 0.0;
-    ops::adamw_step(flat_.params, flat_.grads, exp_avg_, exp_avg_sq_, o, step_count_);
+    ops::adamw_step(flat_.params, flat_.grads, exp_avg_, exp_avg_sq_, o, step_count_, skip_);
     return;
   }
   // Two calls: the decayed prefix with weight decay, the rest without.
@@ -38,11 +38,11 @@ void AdamW::apply_update() {
   const DecaySplit m = split_at_decay(exp_avg_, decayed);
   const DecaySplit v = split_at_decay(exp_avg_sq_, decayed);
   Tensor p_decay = p.decay, m_decay = m.decay, v_decay = v.decay;
-  ops::adamw_step(p_decay, g.decay, m_decay, v_decay, options_, step_count_);
+  ops::adamw_step(p_decay, g.decay, m_decay, v_decay, options_, step_count_, skip_);
   AdamWOptions no_decay = options_;
   no_decay.weight_decay = 0.0;
   Tensor p_rest = p.no_decay, m_rest = m.no_decay, v_rest = v.no_decay;
-  ops::adamw_step(p_rest, g.no_decay, m_rest, v_rest, no_decay, step_count_);
+  ops::adamw_step(p_rest, g.no_decay, m_rest, v_rest, no_decay, step_count_, skip_);
 }
 
 }  // namespace hg::optim

@@ -47,12 +47,18 @@ class Optimizer {
 
   const FlatParameters& parameters() const { return flat_; }
 
+  // A one-element f32 tensor on the parameters' device (the loss scaler's found-inf flag):
+  // while set, each update is skipped on the device when the flag is nonzero. step_count()
+  // still advances (the schedule moves on, as PyTorch's does after a skipped step).
+  void set_skip_flag(Tensor flag) { skip_ = std::move(flag); }
+
  protected:
   // Applies update number step_count() (>= 1).
   virtual void apply_update() = 0;
 
   FlatParameters flat_;
   int64_t step_count_ = 0;
+  Tensor skip_;
 };
 
 // Splits a flat tensor at the weight-decay boundary: [0, decay_count) and the rest. Either part

@@ -37,7 +37,7 @@ void Sgd::apply_update() {
   if (decayed == 0 || decayed == n) {   // one call over the whole arena
     SgdOptions o = options_;
     if (decayed == 0) o.weight_decay = 0.0;
-    ops::sgd_step(flat_.params, flat_.grads, momentum_, o, first);
+    ops::sgd_step(flat_.params, flat_.grads, momentum_, o, first, skip_);
     return;
   }
   // Two calls: the decayed prefix with weight decay, the rest without.
@@ -45,10 +45,10 @@ void Sgd::apply_update() {
   const DecaySplit g = split_at_decay(flat_.grads, decayed);
   DecaySplit m = split_at_decay(momentum_, decayed);
   Tensor p_decay = p.decay, p_rest = p.no_decay;
-  ops::sgd_step(p_decay, g.decay, m.decay, options_, first);
+  ops::sgd_step(p_decay, g.decay, m.decay, options_, first, skip_);
   SgdOptions no_decay = options_;
   no_decay.weight_decay = 0.0;
-  ops::sgd_step(p_rest, g.no_decay, m.no_decay, no_decay, first);
+  ops::sgd_step(p_rest, g.no_decay, m.no_decay, no_decay, first, skip_);
 }
 
 }  // namespace hg::optim

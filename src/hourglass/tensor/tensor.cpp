@@ -6,6 +6,9 @@
 #include "hourglass/base/half.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/tensor/device_copy.h"
+#ifdef HOURGLASS_HAS_GPU
+#include "hourglass/device/gpu/copy.h"
+#endif
 
 namespace hg {
 
@@ -271,7 +274,11 @@ void cpu_copy(Tensor& dst, const Tensor& src) {
   });
 }
 
+#ifdef HOURGLASS_HAS_GPU
+DeviceCopyFn g_device_copy = [](Tensor& dst, const Tensor& src) { gpu::copy(dst, src); };
+#else
 DeviceCopyFn g_device_copy = nullptr;
+#endif
 
 }  // namespace
 
@@ -317,8 +324,12 @@ Tensor Tensor::to(DType target) const {
 void Tensor::fill_(double value) {
   if (numel() == 0) return;
   if (!device().is_cpu()) {
+#ifdef HOURGLASS_HAS_GPU
+    gpu::fill(*this, value);
+#else
     Tensor host = full(shape(), value, dtype());
     copy_(host);
+#endif
     return;
   }
   if (is_contiguous() && value == 0.0) {

@@ -28,6 +28,11 @@ class MetadataReader {
                     "resume from a step-*.safetensors file in a run's checkpoints folder");
     return it->second;
   }
+  // An optional field: "" when absent.
+  std::string text_or_empty(const char* field) const {
+    auto it = file_.metadata.find(key(field));
+    return it == file_.metadata.end() ? std::string() : it->second;
+  }
   template <typename T>
   T number(const char* field) const {
     const std::string& s = text(field);
@@ -115,6 +120,7 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
   m[key("seed")] = std::to_string(s.seed);
   m[key("threads")] = std::to_string(s.threads);
   m[key("micro_batch")] = std::to_string(s.micro_batch);
+  if (!s.loss_scale.empty()) m[key("loss_scale")] = s.loss_scale;
   m[key("trajectory_config")] = s.config_text;
   m[key("config_hash")] = s.config_hash;
   save_checkpoint(path, model, &optimizer, std::move(m));
@@ -142,6 +148,7 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path) {
   s.seed = r.number<uint64_t>("seed");
   s.threads = r.number<int>("threads");
   s.micro_batch = r.number<int64_t>("micro_batch");
+  s.loss_scale = r.text_or_empty("loss_scale");
   s.config_text = r.text("trajectory_config");
   s.config_hash = r.text("config_hash");
   const int64_t optim_step = r.number<int64_t>("optim.step");

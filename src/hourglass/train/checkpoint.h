@@ -44,6 +44,8 @@ struct TrainingState {
   uint64_t seed = 0;
   int threads = 0;              // compute threads of the run that wrote it
   int64_t micro_batch = 0;      // rows per micro-batch in use (out-of-memory recovery may have halved it)
+  // fp16 runs: the loss scaler's scale and clean-step count ("65536 12"); empty otherwise.
+  std::string loss_scale;
   std::string config_text;      // trajectory_config_text of the run
   std::string config_hash;      // config_hash(config_text)
 };

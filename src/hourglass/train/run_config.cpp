@@ -57,6 +57,12 @@ RunConfig parse_run_config(const Config& c) {
   check_range(seed >= 0, c, "seed", "must be non-negative");
   r.seed = uint64_t(seed);
   r.device = Device::parse(c.get_string("device", "cpu"));
+  r.precision = optim::parse_precision(c.get_string("precision", "fp32"),
+                                       fmt::format("{}: precision", c.source()));
+  if (r.device.is_cpu() && r.precision != optim::Precision::FP32)
+    throw_invalid(fmt::format("{}: precision = \"{}\" needs a GPU, but device = \"cpu\"",
+                              c.source(), optim::precision_name(r.precision)),
+                  "set device = \"gpu:0\", or precision = \"fp32\" on the cpu");
   r.threads = int(c.get_int("threads", 0));
   check_range(r.threads >= 0, c, "threads", "must be 0 (all cores) or positive");
 
@@ -176,6 +182,9 @@ std::string trajectory_config_text(const RunConfig& r) {
   auto quoted = [](const std::string& s) { return fmt::format("\"{}\"", s); };
   line("seed", r.seed);
   line("device", quoted(r.device.str()));
+  // fp32 runs keep the text (and hash) they had before precision existed.
+  if (r.precision != optim::Precision::FP32)
+    line("precision", quoted(optim::precision_name(r.precision)));
   line("model.name", quoted(r.model.name));
   line("model.stem", quoted(r.model.stem));
   line("model.dropout", r.model.dropout);

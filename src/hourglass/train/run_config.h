@@ -9,6 +9,7 @@
 #include "hourglass/data/dataset.h"
 #include "hourglass/data/transforms.h"
 #include "hourglass/device/device.h"
+#include "hourglass/optim/mixed_precision.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/ops/params.h"
@@ -69,6 +70,7 @@ struct RunConfig {
   std::string name;                // run name (default: the config file's stem)
   uint64_t seed = 0;
   Device device = Device::cpu();
+  optim::Precision precision = optim::Precision::FP32;   // "precision": fp32, tf32, bf16, fp16
   int threads = 0;                 // 0: OpenMP's default
   nn::ModelSpec model;             // in_channels, size and classes come from the dataset
   DataConfig data;

@@ -1,5 +1,7 @@
 #include "hourglass/train/trainer.h"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #include <chrono>
@@ -107,6 +109,11 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
     optimizer_ = std::make_unique<optim::Sgd>(flat_, run_.optim.sgd);
   else
     optimizer_ = std::make_unique<optim::AdamW>(flat_, run_.optim.adamw);
+  autocast_ = optim::apply_precision(run_.precision, run_.device);
+  if (run_.precision == optim::Precision::FP16) {
+    scaler_ = std::make_unique<optim::LossScaler>(run_.device);
+    optimizer_->set_skip_flag(scaler_->found_inf());
+  }
 
   train_loader_ = make_train_loader(run_, parts_.train_set);
   test_loader_ = make_eval_loader(run_, parts_.test_set);
@@ -211,6 +218,13 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
   start_ = s;
   micro_plan_ = MicroBatchPlan::restore(s.micro_batch > 0 ? std::to_string(s.micro_batch) : "",
                                         micro_plan_, ckpt.file.path);
+  if (scaler_ && !s.loss_scale.empty()) {
+    double scale = 0, good = 0;
+    HG_CHECK(std::sscanf(s.loss_scale.c_str(), "%lf %lf", &scale, &good) == 2 && scale > 0,
+             "bad checkpoint {}: loss_scale metadata '{}' is not 'scale good_steps'",
+             ckpt.file.path, s.loss_scale);
+    scaler_->load_state(Tensor::from_vector<float>({float(scale), 0.0f, float(good)}, {3}));
+  }
   best_test_acc_ = s.best_test_acc;
   last_epoch_record_ = s.last_epoch_record;
   // The best checkpoint is named relative to this run's folder; one resumed from elsewhere
@@ -277,6 +291,10 @@ double Trainer::write_checkpoint(const EpochProgress& p, int64_t epoch, int64_t 
   s.seed = run_.seed;
   s.threads = num_threads();
   s.micro_batch = micro_plan_.micro_batch_size();
+  if (scaler_) {
+    const std::vector<float> st = scaler_->state().to_vector<float>();
+    s.loss_scale = fmt::format("{} {}", st[0], st[2]);
+  }
   s.config_text = trajectory_text_;
   s.config_hash = trajectory_hash_;
   const std::string name = CheckpointDir::file_name(s.step);
@@ -358,7 +376,8 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
           }
           // Each micro-batch's mean loss weighted by its share of the batch: the accumulated
           // gradient equals the full batch's.
-          autograd::backward(parts == 1 ? loss : fn::mul_scalar(loss, double(r.size()) / double(n)));
+          autograd::backward(parts == 1 ? loss : fn::mul_scalar(loss, double(r.size()) / double(n)),
+                             scaler_ ? scaler_->seed() : Tensor());
           previous_loss = loss;
         }
       });
@@ -373,8 +392,10 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
       ops::add_(p.loss_sum, step_loss);
       ops::add_(p.correct, step_correct);
     }
+    if (scaler_) scaler_->unscale(flat_);
     if (run_.train.clip_grad_norm > 0) optim::clip_grad_norm_tensor(flat_, run_.train.clip_grad_norm);
     optimizer_->step();
+    if (scaler_) scaler_->update();
     optimizer_->zero_grad();
     p.samples += n;
     segment_samples += n;
@@ -448,14 +469,16 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
 }
 
 std::vector<EpochMetrics> Trainer::run() {
-  HG_LOG_INFO("run {}: {} ({} parameters) on {} with {} threads, {} train / {} test images, {} steps",
+  HG_LOG_INFO("run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {} test images, {} steps",
               run_.name, run_.model.name, parts_.model->num_parameters(), run_.device.str(),
-              num_threads(), parts_.train_set->size(), parts_.test_set->size(), total_steps_);
+              optim::precision_name(run_.precision), num_threads(), parts_.train_set->size(), parts_.test_set->size(), total_steps_);
   if (ledger_->must_stop(0, 0))
     throw_invalid(fmt::format("the budget is spent: {}", ledger_->summary()),
                   "raise --budget / --budget-usd, or record this phase in a new --ledger");
   std::vector<EpochMetrics> history = history_;
   last_checkpoint_time_ = Clock::now();
+  // Training and evaluation compute in the precision's dtype (this thread only).
+  autograd::AutocastGuard autocast(autocast_);
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch)
     if (!train_epoch(epoch, history)) {
       HG_LOG_INFO("stopped ({}) at step {} of {}; checkpoint {}", stop_reason_,

@@ -20,6 +20,7 @@
 #include "hourglass/base/config.h"
 #include "hourglass/data/loader.h"
 #include "hourglass/nn/module.h"
+#include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/train/budget.h"
 #include "hourglass/train/checkpoint.h"
@@ -100,6 +101,8 @@ class Trainer {
   RunParts parts_;
   FlatParameters flat_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  autograd::AutocastPolicy autocast_;            // the precision's compute dtype
+  std::unique_ptr<optim::LossScaler> scaler_;    // fp16 only
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
   std::unique_ptr<CheckpointDir> checkpoints_;

@@ -39,8 +39,10 @@ class CpuBackend final : public Backend {
   Tensor count_correct(const Tensor& logits, const Tensor& labels) override;
   ops::DropoutForward dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) override;
   Tensor dropout_backward(const Tensor& dy, const Tensor& mask, double p) override;
-  void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o, bool first_step) override;
-  void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step) override;
+  void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o, bool first_step, const Tensor& skip) override;
+  void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step, const Tensor& skip) override;
+  void unscale_grads_(Tensor& grads, Tensor& state) override;
+  void update_loss_scale_(Tensor& state, double growth, double backoff, int64_t growth_interval) override;
 };
 
 }  // namespace hg

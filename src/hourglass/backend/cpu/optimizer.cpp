@@ -17,7 +17,8 @@ constexpr int64_t kGrain = int64_t(1) << 16;
 }  // namespace
 
 void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
-                          const SgdOptions& o, bool first_step) {
+                          const SgdOptions& o, bool first_step, const Tensor& skip) {
+  if (skip.defined() && skip.item() != 0.0) return;
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   const int64_t n = params.numel();
@@ -49,7 +50,9 @@ void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
 }
 
 void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
-                            Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step) {
+                            Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                            const Tensor& skip) {
+  if (skip.defined() && skip.item() != 0.0) return;
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   float* m = exp_avg.data<float>();

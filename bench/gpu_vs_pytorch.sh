@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# hourglass against PyTorch on the same GPU, in one run (see bench/README.md for results).
+# Usage: bench/gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick]
+#   ResNet-18 CIFAR, batch 512, 32x32, in fp32, tf32, bf16 and fp16: hourglass vs PyTorch eager
+#   (autocast, channels-last); bf16 also vs torch.compile. ResNet-50 224x224 batch 256 bf16 vs
+#   PyTorch eager channels-last. Synthetic device-resident data, SGD with Nesterov momentum,
+#   both timed the same way (bench/torch_gpu.py's docstring). Prints a Markdown table last.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+hg=${1:?usage: gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick]}
+out=${2:-bench-out}
+quick=${3:-}
+mkdir -p "$out"
+steps=20; rounds=3; warmup=10
+[ "$quick" = "--quick" ] && { steps=10; rounds=2; warmup=5; }
+
+run_hg() {   # name, args...
+  local name=$1; shift
+  "$hg" bench "$@" --device gpu:0 --steps $steps --rounds $rounds --warmup $warmup --json \
+    > "$out/$name.json" 2> "$out/$name.log" || echo '{}' > "$out/$name.json"
+}
+run_pt() {
+  local name=$1; shift
+  python3 "$here/torch_gpu.py" "$@" --steps $steps --rounds $rounds --warmup $warmup --json \
+    > "$out/$name.json" 2> "$out/$name.log" || echo '{}' > "$out/$name.json"
+}
+
+for p in fp32 tf32 bf16 fp16; do
+  run_hg "hg-r18-$p" resnet18-cifar --batch 512 --precision $p
+  run_pt "pt-r18-$p" --model resnet18-cifar --batch 512 --precision $p --channels-last
+done
+run_pt "ptc-r18-bf16" --model resnet18-cifar --batch 512 --precision bf16 --channels-last --compile
+run_hg "hg-r50-bf16" resnet50 --batch 256 --size 224 --precision bf16
+run_pt "pt-r50-bf16" --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last
+
+python3 - "$out" <<'PY'
+import json, sys, os
+out = sys.argv[1]
+def load(n):
+    try:
+        return json.load(open(os.path.join(out, n + ".json")))
+    except Exception:
+        return {}
+def ips(r): return r.get("train_images_per_s", 0.0)
+def gib(r): return r.get("peak_memory_gib", 0.0)
+rows = [(f"ResNet-18 CIFAR b512 {p}", f"hg-r18-{p}", f"pt-r18-{p}", "ptc-r18-bf16" if p == "bf16" else None)
+        for p in ["fp32", "tf32", "bf16", "fp16"]]
+rows.append(("ResNet-50 224 b256 bf16", "hg-r50-bf16", "pt-r50-bf16", None))
+dev = next((load(r[2]).get("device") for r in rows if load(r[2]).get("device")), "?")
+ver = next((load(r[2]).get("version") for r in rows if load(r[2]).get("version")), "?")
+print(f"GPU: {dev}; PyTorch {ver}")
+print("| workload | hourglass img/s | PyTorch eager img/s | ratio | torch.compile img/s | ratio | peak GiB hourglass / PyTorch |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for title, h, e, c in rows:
+    H, E = load(h), load(e)
+    C = load(c) if c else {}
+    ratio = f"{ips(H)/ips(E):.2f}x" if ips(E) and ips(H) else "-"
+    cr = f"{ips(H)/ips(C):.2f}x" if ips(C) and ips(H) else "-"
+    print(f"| {title} | {ips(H):,.0f} | {ips(E):,.0f} | {ratio} | "
+          f"{(f'{ips(C):,.0f}' if C else '-')} | {cr} | {gib(H):.2f} / {gib(E):.2f} |")
+PY

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""GPU training-throughput reference with PyTorch, measured exactly as `hourglass bench`.
+
+    python3 bench/torch_gpu.py --model resnet18-cifar --batch 512 --precision bf16 \
+        [--channels-last] [--compile] [--steps 20 --rounds 3 --warmup 10] [--json]
+    python3 bench/torch_gpu.py --model resnet50 --batch 256 --size 224 --precision bf16 \
+        --channels-last
+
+Training step = forward + cross-entropy + backward + SGD (lr 0.01, momentum 0.9, Nesterov,
+weight decay 5e-4) + zero_grad, train mode, on one fixed random batch already on the GPU.
+Precisions: fp32 (TF32 off), tf32 (TF32 on for matmul and cuDNN), bf16 and fp16 (autocast;
+fp16 with torch.amp.GradScaler). cudnn.benchmark is on, as hourglass searches algorithms too.
+
+Timing, the same as hourglass bench: --warmup untimed steps, a device sync, then --rounds
+rounds of --steps steps, each round ended by a sync and timed as a whole; the median round's
+time per step counts. Peak memory: torch.cuda.max_memory_allocated over the timed rounds
+(the statistics are reset after warm-up, as hourglass resets its allocator's peak).
+
+Output: one line; with --json one JSON object on stdout.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_cpu import ResNet18Cifar  # noqa: E402  (the same CIFAR ResNet-18 as hourglass)
+
+
+class Bottleneck(nn.Module):
+    """1x1 -> 3x3 (stride here) -> 1x1 x4, with a 1x1 conv+BN shortcut when the shape changes:
+    hourglass's Bottleneck (torchvision's v1.5)."""
+
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * 4
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                          nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        identity = x if self.shortcut is None else self.shortcut(x)
+        return F.relu(out + identity)
+
+
+class ResNet50(nn.Module):
+    """ImageNet stem (7x7/2 conv, BN, ReLU, 3x3/2 max-pool), stages of 3/4/6/3 Bottlenecks."""
+
+    def __init__(self, in_channels=3, num_classes=10):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
+        self.bn = nn.BatchNorm2d(64)
+        blocks, cin = [], 64
+        for i, (width, count) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+            for b in range(count):
+                blocks.append(Bottleneck(cin, width, 2 if (i > 0 and b == 0) else 1))
+                cin = width * 4
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 3, 2, 1)
+        x = self.blocks(x)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="resnet18-cifar", choices=["resnet18-cifar", "resnet50"])
+    p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--size", type=int, default=32)
+    p.add_argument("--in-channels", type=int, default=3)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--precision", default="bf16", choices=["fp32", "tf32", "bf16", "fp16"])
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+
+    dev = torch.device("cuda")
+    torch.backends.cudnn.benchmark = True
+    tf32 = a.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.manual_seed(0)
+    model = (ResNet18Cifar(a.in_channels, a.classes) if a.model == "resnet18-cifar"
+             else ResNet50(a.in_channels, a.classes)).to(dev)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    step_model = torch.compile(model) if a.compile else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
+                          weight_decay=5e-4)
+    x = torch.randn(a.batch, a.in_channels, a.size, a.size, device=dev).to(memory_format=fmt)
+    y = torch.randint(0, a.classes, (a.batch,), device=dev)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
+    scaler = torch.amp.GradScaler("cuda") if a.precision == "fp16" else None
+
+    def step():
+        with torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = F.cross_entropy(step_model(x), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    model.train()
+    for _ in range(a.warmup):
+        loss = step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    per_step = []
+    for _ in range(a.rounds):
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            loss = step()
+        torch.cuda.synchronize()
+        per_step.append((time.perf_counter() - t0) / a.steps)
+    ms = statistics.median(per_step) * 1e3
+    r = {
+        "framework": "pytorch" + ("-compile" if a.compile else "-eager"),
+        "version": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "device": torch.cuda.get_device_name(),
+        "model": a.model, "batch": a.batch, "size": a.size, "precision": a.precision,
+        "channels_last": a.channels_last, "compile": a.compile,
+        "train_step_ms": ms, "train_images_per_s": a.batch * 1e3 / ms,
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "final_loss": float(loss),
+    }
+    if a.json:
+        print(json.dumps(r))
+    else:
+        print(f"{r['framework']} {a.model} batch {a.batch} {a.precision}: "
+              f"{r['train_images_per_s']:.0f} images/s ({ms:.2f} ms/step), "
+              f"peak {r['peak_memory_gib']:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+// Batch normalisation on the GPU: argument checks, outputs and workspace from the caching
+// allocator, and the launches of batch_norm_kernels.cu (which describes the kernels). Same
+// semantics as the CPU backend (backend/cpu/batch_norm.cpp) for f32, bf16 and f16 inputs;
+// parameters, statistics and parameter gradients are f32.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "hourglass/backend/gpu/batch_norm_kernels.h"
+#include "hourglass/backend/gpu/gpu_backend.h"
+#include "hourglass/backend/gpu/host_util.h"
+
+namespace hg {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+void check_device_index(int device) {
+  HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu batch_norm: device index {} out of range",
+            device);
+}
+
+// Multiprocessors of `device` (the kernels size their grids by it); asked once per device.
+int sm_count(int device) {
+  static std::array<std::atomic<int>, kMaxDevices> counts{};
+  check_device_index(device);
+  int n = counts[size_t(device)].load(std::memory_order_relaxed);
+  if (n == 0) {
+    gpuDeviceProp prop{};
+    HG_GPU_CHECK(gpuGetDeviceProperties(&prop, device));
+    n = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    counts[size_t(device)].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// The reductions' last-block counters of `device`: at least `slots` zeros, which every kernel
+// leaves zero again. One buffer per device for the life of the process (kernels on a device
+// run in order on its one stream, so they never share it concurrently); grown when a plan
+// needs more columns, the old one going back to the stream-ordered allocator.
+unsigned* column_counters(int device, int64_t slots, gpuStream_t stream) {
+  struct Counters {
+    std::mutex mutex;
+    Tensor* tensor = nullptr;   // never deleted: it must outlive every kernel, exit included
+    int64_t slots = 0;
+  };
+  static std::array<Counters, kMaxDevices> all;
+  check_device_index(device);
+  Counters& c = all[size_t(device)];
+  std::lock_guard lock(c.mutex);
+  if (c.slots < slots) {
+    const int64_t n = std::max<int64_t>(slots, 1024);
+    auto fresh = std::make_unique<Tensor>(Tensor::empty({n}, DType::I32, Device::gpu(device)));
+    HG_GPU_CHECK(gpuMemsetAsync(fresh->data_ptr(), 0, fresh->nbytes(), stream));
+    delete c.tensor;
+    c.tensor = fresh.release();
+    c.slots = n;
+  }
+  return static_cast<unsigned*>(c.tensor->data_ptr());
+}
+
+// x is float (f32/bf16/f16) and contiguous on a GPU.
+void check_input(const char* op, const Tensor& x) {
+  gpu::check_float(op, x);
+  HG_CHECK(x.device().is_gpu(), "gpu {}: input {} is not on a gpu", op, x.describe());
+  HG_CHECK(x.dim() == 4 || x.dim() == 2, "{}: input must be [N,H,W,C] or [N,C], got {}", op,
+           x.describe());
+  HG_ASSERT(x.is_contiguous(), "gpu {}: input {} must arrive contiguous", op, x.describe());
+}
+
+// An f32 [c] parameter or statistic on x's device; returned contiguous.
+Tensor channel_vector(const char* op, const char* what, const Tensor& t, const Tensor& x) {
+  const int64_t c = x.size(-1);
+  HG_CHECK(t.dtype() == DType::F32 && t.dim() == 1 && t.size(0) == c,
+           "{}: {} must be f32 of shape [{}], got {}", op, what, c, t.describe());
+  HG_CHECK(t.device() == x.device(), "{}: {} {} is not on the input's device {}", op, what,
+           t.describe(), x.device().str());
+  return t.contiguous();
+}
+
+const float* fptr(const Tensor& t) { return static_cast<const float*>(t.data_ptr()); }
+float* fptr_mut(const Tensor& t) { return static_cast<float*>(t.data_ptr()); }
+
+uint64_t address_bits(std::initializer_list<const Tensor*> tensors) {
+  uint64_t bits = 0;
+  for (const Tensor* t : tensors) bits |= uint64_t(reinterpret_cast<uintptr_t>(t->data_ptr()));
+  return bits;
+}
+
+}  // namespace
+
+ops::BatchNormForward GpuBackend::batch_norm_train(const Tensor& x, const Tensor& weight,
+                                                   const Tensor& bias, Tensor& running_mean,
+                                                   Tensor& running_var, double momentum,
+                                                   double eps) {
+  const char* op = "batch_norm";
+  check_input(op, x);
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor b = channel_vector(op, "bias", bias, x);
+  channel_vector(op, "running_mean", running_mean, x);
+  channel_vector(op, "running_var", running_var, x);
+  HG_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(),
+           "{}: running statistics must be contiguous (they are updated in place)", op);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+
+  ops::BatchNormForward out;
+  out.y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  out.mean = Tensor::empty({c}, DType::F32, x.device());
+  out.invstd = Tensor::empty({c}, DType::F32, x.device());
+  if (x.numel() == 0) return out;
+  const gpu::BatchNormPlan plan =
+      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &out.y}), sm_count(device));
+  // Everything is allocated before the first launch: a failed allocation leaves no kernel
+  // half-run and the counters zero.
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  gpu::batch_norm_train_launch(plan, x.dtype(), x.data_ptr(), out.y.data_ptr(), rows, c, fptr(w),
+                               fptr(b), fptr_mut(running_mean), fptr_mut(running_var), momentum,
+                               eps, fptr_mut(out.mean), fptr_mut(out.invstd),
+                               fptr_mut(workspace), counters, stream);
+  return out;
+}
+
+Tensor GpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   double eps) {
+  const char* op = "batch_norm";
+  check_input(op, x);
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor b = channel_vector(op, "bias", bias, x);
+  const Tensor rm = channel_vector(op, "running_mean", running_mean, x);
+  const Tensor rv = channel_vector(op, "running_var", running_var, x);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  gpuStream_t stream = gpu::stream_for(x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.numel() == 0) return y;
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &y}),
+                                                       sm_count(x.device().index));
+  gpu::batch_norm_eval_launch(plan, x.dtype(), x.data_ptr(), y.data_ptr(), rows, c, fptr(w),
+                              fptr(b), fptr(rm), fptr(rv), eps, stream);
+  return y;
+}
+
+ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x,
+                                                    const Tensor& weight, const Tensor& mean,
+                                                    const Tensor& invstd) {
+  const char* op = "batch_norm_backward";
+  check_input(op, x);
+  HG_CHECK(dy.dtype() == x.dtype() && dy.device() == x.device() && dy.shape() == x.shape(),
+           "{}: grad output {} must match input {} in shape, dtype and device", op, dy.describe(),
+           x.describe());
+  HG_ASSERT(dy.is_contiguous(), "gpu {}: grad output {} must arrive contiguous", op,
+            dy.describe());
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor mu = channel_vector(op, "saved mean", mean, x);
+  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+
+  ops::BatchNormGrads grads;
+  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  grads.dweight = Tensor::empty({c}, DType::F32, x.device());
+  grads.dbias = Tensor::empty({c}, DType::F32, x.device());
+  if (c == 0) return grads;
+  // With no rows the reduction still runs and writes dweight = dbias = 0.
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
+      rows, c, x.dtype(), address_bits({&dy, &x, &grads.dx}), sm_count(device));
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(),
+                                  grads.dx.data_ptr(), rows, c, fptr(w), fptr(mu), fptr(is),
+                                  fptr_mut(grads.dweight), fptr_mut(grads.dbias),
+                                  fptr_mut(workspace), counters, stream);
+  return grads;
+}
+
+}  // namespace hg

@@ -1,0 +1,69 @@
+// Batch-norm kernels of the GPU backend (batch_norm_kernels.cu), called by batch_norm.cpp.
+//
+// The input is viewed as [rows, channels] (NHWC or [N,C], channels contiguous). Every kernel
+// runs on a grid of (channel columns x row blocks): a thread owns `vec` consecutive channels
+// (one 16-byte load per row where the channel count and alignment allow) and walks the rows
+// of its block. Reductions keep per-thread Welford (count, mean, M2) or plain sums, merge them
+// in the block, write one partial per block and channel to a workspace, and the last block of
+// each column to finish (a counter per column, reset by that block) merges the partials in a
+// fixed order and writes the per-channel results. Elementwise passes load their per-channel
+// coefficients once per thread and walk the same row blocks backwards, starting on the rows
+// the reduction before them left in L2. Nothing synchronises with the host; results depend
+// only on the inputs and the plan (the plan on the shape, alignment and the GPU's SM count),
+// so repeated runs give identical bits.
+#pragma once
+
+#include <cstdint>
+
+#include "hourglass/device/gpu/runtime.h"
+#include "hourglass/tensor/dtype.h"
+
+namespace hg::gpu {
+
+// How the kernels cover a [rows, channels] input.
+struct BatchNormPlan {
+  int vec = 1;                  // consecutive channels per thread (1, 2, 4 or 8)
+  int block_x = 1;              // threads across channel vectors
+  int block_y = 1;              // threads across rows (block_x * block_y threads a block)
+  int64_t columns = 1;          // blocks across channels: block_x * vec channels each
+  int64_t row_blocks = 1;       // blocks across rows (= partials per channel of a reduction)
+  int64_t rows_per_block = 1;   // rows per block (the last block may have fewer)
+};
+
+// The plan for an input of `rows` x `channels` elements of `dtype` on a GPU with `sm_count`
+// multiprocessors. `address_bits` is the bitwise OR of the addresses of every [rows, channels]
+// operand; vector loads are used only as wide as all of them are aligned.
+BatchNormPlan batch_norm_plan(int64_t rows, int64_t channels, DType dtype, uint64_t address_bits,
+                              int sm_count);
+
+// Floats of workspace a reduction of this plan needs (two per partial and channel).
+int64_t batch_norm_workspace_floats(const BatchNormPlan& plan, int64_t channels);
+
+// Training forward. Computes per-channel batch mean and biased variance of x (Welford, merged
+// with Chan's formula), writes save_mean and save_invstd = 1/sqrt(var + eps), updates
+// running_mean / running_var in place with `momentum` (running_var with the unbiased
+// variance), then y = (x - mean) * invstd * weight + bias in x's dtype. `counters` holds at
+// least plan.columns zeros (and is left so). All float pointers are [channels] except
+// `workspace` (batch_norm_workspace_floats).
+void batch_norm_train_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
+                             int64_t rows, int64_t channels, const float* weight,
+                             const float* bias, float* running_mean, float* running_var,
+                             double momentum, double eps, float* save_mean, float* save_invstd,
+                             float* workspace, unsigned* counters, gpuStream_t stream);
+
+// Eval forward: y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
+void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
+                            int64_t rows, int64_t channels, const float* weight,
+                            const float* bias, const float* running_mean,
+                            const float* running_var, double eps, gpuStream_t stream);
+
+// Backward from the saved statistics: dbias = sum dy, dweight = sum dy * xhat with
+// xhat = (x - mean) * invstd, then dx = weight * invstd * (dy - dbias / M - xhat * dweight / M)
+// in x's dtype (dy has x's dtype). `counters` and `workspace` as for training.
+void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
+                                const void* x, void* dx, int64_t rows, int64_t channels,
+                                const float* weight, const float* mean, const float* invstd,
+                                float* dweight, float* dbias, float* workspace,
+                                unsigned* counters, gpuStream_t stream);
+
+}  // namespace hg::gpu

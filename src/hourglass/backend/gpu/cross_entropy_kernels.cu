@@ -1,0 +1,179 @@
+// Softmax cross-entropy: one warp per row (kWarp lanes stride over the classes), the row's
+// max / sums by warp shuffles; the batch mean (and the correct count) by a second one-block
+// kernel that adds the per-row values in a fixed tree, so results are deterministic.
+//
+// Per row, as the CPU: lse = max + log(sum_j exp(x_j - max));
+//   loss = -[on * (x_label - lse) + uniform * sum_j (x_j - lse)]
+// with on = 1 - s and uniform = s / C for label smoothing s.
+#include <cmath>
+#include <cstdint>
+
+#include "hourglass/backend/gpu/cross_entropy_kernels.h"
+#include "hourglass/backend/gpu/kernel_util.cuh"
+
+namespace hg::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = kThreads / kWarp;
+constexpr int kFinalThreads = 1024;
+
+__device__ inline bool label_in_range(int64_t label, int64_t classes) {
+  return label >= 0 && label < classes;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    softmax_loss_rows(const T* __restrict__ logits, const int64_t* __restrict__ labels,
+                      int64_t rows, int64_t classes, float on, float uniform,
+                      T* __restrict__ probs, float* __restrict__ row_loss) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (r >= rows) return;   // the whole warp leaves together
+  const T* x = logits + r * classes;
+  T* p = probs + r * classes;
+
+  float mx = -INFINITY;
+  for (int64_t j = lane; j < classes; j += kWarp) mx = fmaxf(mx, to_float(x[j]));
+  mx = warp_max(mx);
+
+  float sum_exp = 0.0f, sum_shifted = 0.0f;
+  for (int64_t j = lane; j < classes; j += kWarp) {
+    const float shifted = to_float(x[j]) - mx;
+    sum_exp += expf(shifted);
+    sum_shifted += shifted;
+  }
+  sum_exp = warp_sum(sum_exp);
+  sum_shifted = warp_sum(sum_shifted);
+
+  const float inv = 1.0f / sum_exp;
+  for (int64_t j = lane; j < classes; j += kWarp)
+    p[j] = from_float<T>(expf(to_float(x[j]) - mx) * inv);
+
+  if (lane == 0) {
+    const int64_t label = labels[r];
+    float loss = NAN;   // a label out of range shows as a NaN loss
+    if (label_in_range(label, classes)) {
+      const float log_sum = logf(sum_exp);   // lse - max
+      const float logp_label = (to_float(x[label]) - mx) - log_sum;
+      const float sum_logp = sum_shifted - float(classes) * log_sum;
+      loss = -(on * logp_label + uniform * sum_logp);
+    }
+    row_loss[r] = loss;
+  }
+}
+
+// out[0] = (sum of values[0..count)) / divisor, by one block in a fixed order.
+__global__ void __launch_bounds__(kFinalThreads)
+    sum_rows(const float* __restrict__ values, int64_t count, float divisor,
+             float* __restrict__ out) {
+  __shared__ float scratch[1024 / kWarp];
+  float acc = 0.0f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += values[i];
+  acc = block_sum(acc, scratch);
+  if (threadIdx.x == 0) out[0] = acc / divisor;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_grad(const float* __restrict__ dloss, const T* __restrict__ probs,
+                       const int64_t* __restrict__ labels, int64_t rows, int64_t classes,
+                       float t_off, float t_on, T* __restrict__ dx) {
+  // The CPU's scale, dloss / rows in double rounded once to f32.
+  const float scale = float(double(dloss[0]) / double(rows));
+  const int64_t n = rows * classes;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t r = i / classes, j = i - r * classes;
+    const int64_t label = labels[r];
+    float g = NAN;   // a label out of range makes its row's gradient NaN
+    if (label_in_range(label, classes))
+      g = scale * (to_float(probs[i]) - (j == label ? t_on : t_off));
+    dx[i] = from_float<T>(g);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    argmax_hits(const T* __restrict__ logits, const int64_t* __restrict__ labels, int64_t rows,
+                int64_t classes, float* __restrict__ row_hit) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (r >= rows) return;
+  const T* x = logits + r * classes;
+  // The CPU keeps the first strict maximum scanning from x[0]. Keys reproduce that, NaN
+  // included: a NaN at 0 wins (nothing compares greater), a NaN elsewhere never wins (-inf,
+  // and among equal keys the lowest index wins). Indices travel as floats (exact below 2^24).
+  float best = -INFINITY, best_j = 16777216.0f;   // a lane with no class loses every tie
+  for (int64_t j = lane; j < classes; j += kWarp) {
+    const float v = to_float(x[j]);
+    const float key = isnan(v) ? (j == 0 ? INFINITY : -INFINITY) : v;
+    if (key > best || (key == best && float(j) < best_j)) {
+      best = key;
+      best_j = float(j);
+    }
+  }
+  for (int m = kWarp / 2; m > 0; m >>= 1) {
+    const float other = shfl_xor(best, m), other_j = shfl_xor(best_j, m);
+    if (other > best || (other == best && other_j < best_j)) {
+      best = other;
+      best_j = other_j;
+    }
+  }
+  if (lane == 0) {
+    const int64_t label = labels[r];
+    row_hit[r] = label_in_range(label, classes) ? (best_j == float(label) ? 1.0f : 0.0f) : NAN;
+  }
+}
+
+unsigned row_blocks(int64_t rows) {
+  return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+}  // namespace
+
+void launch_cross_entropy(const void* logits, const int64_t* labels, int64_t rows,
+                          int64_t classes, float on, float uniform, DType dtype, void* probs,
+                          float* row_loss, float* loss, gpuStream_t stream) {
+  if (rows <= 0 || classes <= 0) return;   // the host side refuses both
+  dispatch_float("cross_entropy", dtype, [&]<typename T>() {
+    softmax_loss_rows<T><<<row_blocks(rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), labels, rows, classes, on, uniform, static_cast<T*>(probs),
+        row_loss);
+  });
+  HG_GPU_CHECK_LAUNCH();
+  sum_rows<<<1, kFinalThreads, 0, stream>>>(row_loss, rows, float(rows), loss);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_cross_entropy_backward(const float* dloss, const void* probs, const int64_t* labels,
+                                   int64_t rows, int64_t classes, float t_off, float t_on,
+                                   DType dtype, void* dlogits, gpuStream_t stream) {
+  const int64_t n = rows * classes;
+  if (n <= 0) return;
+  dispatch_float("cross_entropy_backward", dtype, [&]<typename T>() {
+    cross_entropy_grad<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        dloss, static_cast<const T*>(probs), labels, rows, classes, t_off, t_on,
+        static_cast<T*>(dlogits));
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_count_correct(const void* logits, const int64_t* labels, int64_t rows,
+                          int64_t classes, DType dtype, float* row_hit, float* out,
+                          gpuStream_t stream) {
+  if (rows > 0 && classes > 0) {
+    dispatch_float("count_correct", dtype, [&]<typename T>() {
+      argmax_hits<T><<<row_blocks(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits),
+                                                                 labels, rows, classes, row_hit);
+    });
+    HG_GPU_CHECK_LAUNCH();
+  } else {
+    rows = 0;   // no rows (or no classes: refused by the host side): the count is 0
+  }
+  sum_rows<<<1, kFinalThreads, 0, stream>>>(row_hit, rows, 1.0f, out);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hg::gpu

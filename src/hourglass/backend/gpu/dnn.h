@@ -1,0 +1,78 @@
+// Convolutions of the GPU backend behind one vendor-neutral interface: cuDNN (dnn_cudnn.cpp)
+// on CUDA, MIOpen (dnn_miopen.cpp) on HIP. Host-side header: no vendor type appears here, so
+// conv2d.cpp is written once.
+//
+// Layouts: activations NHWC, weights KRSC ([K, R, S, C/groups]), all contiguous, one dtype
+// (f32, bf16 or f16) with f32 accumulation.
+//
+// Algorithm choice: the first time a (shape, dtype, parameters, math mode, determinism,
+// pointer alignment) is seen on a device, the library's benchmark (cudnnFind*AlgorithmEx /
+// miopenFindConvolution*Algorithm) runs every applicable algorithm once on the call's own
+// buffers — it synchronises, which is acceptable only then — and the fastest one whose
+// workspace fits kMaxWorkspaceBytes (and that is deterministic when required) is cached with
+// its descriptors and workspace size in a per-device map. Later calls look the plan up, take
+// a workspace from the caching allocator and launch: no descriptor is created and nothing
+// synchronises. One library handle per device, created lazily and bound to gpu::stream().
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hourglass/backend/gpu/blas.h"   // MathMode
+#include "hourglass/ops/params.h"
+#include "hourglass/tensor/tensor.h"
+
+namespace hg::gpu::dnn {
+
+// Everything that sizes a convolution: input [n,h,w,c], weights [k,r,s,c/groups], output
+// [n,p,q,k], and the stride / padding / dilation / groups.
+struct ConvGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  int64_t k = 0, r = 0, s = 0;
+  int64_t p = 0, q = 0;
+  Conv2dParams params;
+
+  static ConvGeometry of(const Tensor& x, const Tensor& weight, const Conv2dParams& prm) {
+    ConvGeometry g;
+    g.n = x.size(0), g.h = x.size(1), g.w = x.size(2), g.c = x.size(3);
+    g.k = weight.size(0), g.r = weight.size(1), g.s = weight.size(2);
+    g.p = conv_out_size(g.h, g.r, prm.stride_h, prm.pad_h, prm.dilation_h);
+    g.q = conv_out_size(g.w, g.s, prm.stride_w, prm.pad_w, prm.dilation_w);
+    g.params = prm;
+    return g;
+  }
+
+  // "input [2,7,7,5] weight [6,3,3,5] stride 1x1 padding 1x1 dilation 1x1 groups 1", for errors.
+  std::string describe() const {
+    return fmt::format("input [{},{},{},{}] weight [{},{},{},{}] stride {}x{} padding {}x{} "
+                       "dilation {}x{} groups {}",
+                       n, h, w, c, k, r, s, c / (params.groups > 0 ? params.groups : 1),
+                       params.stride_h, params.stride_w, params.pad_h, params.pad_w,
+                       params.dilation_h, params.dilation_w, params.groups);
+  }
+};
+
+// Whether the algorithm search may pick non-deterministic algorithms (those that accumulate
+// with atomics, mostly weight gradients). Process-wide; Any by default, as in PyTorch.
+enum class Determinism : uint8_t { Any, Required };
+void set_determinism(Determinism d);
+Determinism determinism();
+
+// y = conv(x, weight), written in full. x, weight, y contiguous on one GPU, one dtype, shapes
+// as in `g`, every size > 0 (the caller handles empty tensors).
+void conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, const Tensor& weight,
+                  Tensor& y);
+// dx = gradient of the input from dy [n,p,q,k] and the weights, written in full.
+void conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
+                        const Tensor& weight, Tensor& dx);
+// dweight = gradient of the weights from dy and the input, written in full.
+void conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
+                          const Tensor& x, Tensor& dweight);
+
+// Largest workspace a convolution algorithm may use (the benchmark skips hungrier ones).
+inline constexpr size_t kMaxWorkspaceBytes = size_t(256) << 20;
+
+}  // namespace hg::gpu::dnn

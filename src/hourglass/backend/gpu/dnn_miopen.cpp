@@ -1,0 +1,392 @@
+// dnn.h on HIP: MIOpen (ROCm >= 6). Same structure as dnn_cudnn.cpp.
+//
+// NHWC activations and KRSC weights are described to MIOpen as 4-d tensors with logical NCHW
+// dimensions and channels-last strides (miopenSetTensorDescriptor), from which MIOpen infers
+// the NHWC layout. Per device: one miopenHandle_t created on gpu::stream(device), and a map
+// from the convolution's key to a plan holding the descriptors and, per pass, the algorithm
+// miopenFindConvolution*Algorithm measured fastest and its workspace. The first call of a pass
+// benchmarks (and may compile kernels; MIOpen keeps them in its on-disk cache); later calls
+// are a lookup, a workspace from the caching allocator and the launch. MIOpen has no TF32 mode
+// for f32 convolutions, so MathMode only keys the cache. The per-device state is never
+// destroyed (see dnn_cudnn.cpp).
+#include <miopen/miopen.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "hourglass/backend/gpu/dnn.h"
+#include "hourglass/backend/gpu/libraries.h"
+#include "hourglass/base/error.h"
+#include "hourglass/base/log.h"
+#include "hourglass/device/gpu/runtime.h"
+
+namespace hg::gpu {
+
+namespace {
+
+using dnn::ConvGeometry;
+
+struct CallContext {
+  const ConvGeometry* geometry = nullptr;
+  DType dtype = DType::F32;
+};
+
+[[noreturn]] void throw_miopen_error(miopenStatus_t status, const char* call, const char* file,
+                                     int line, const CallContext& ctx) {
+  std::string message = fmt::format("{} failed: {}", call, miopenGetErrorString(status));
+  if (ctx.geometry != nullptr)
+    message += fmt::format(" for the {} convolution {}", dtype_name(ctx.dtype),
+                           ctx.geometry->describe());
+  message += fmt::format(" at {}:{}", file, line);
+  switch (status) {
+    case miopenStatusAllocFailed:
+      throw Error(ErrorKind::OutOfMemory, message,
+                  "reduce train.batch_size or set train.micro_batch = \"auto\", use precision = "
+                  "\"bf16\", or free memory held by other processes (rocm-smi)");
+    case miopenStatusNotImplemented:
+    case miopenStatusUnsupportedOp:
+      throw Error(ErrorKind::InvalidInput, message,
+                  "MIOpen has no kernel for this convolution on this GPU: change its shape, "
+                  "padding, dilation or groups, use another precision, or device = \"cpu\"");
+    case miopenStatusNotInitialized:
+      throw Error(ErrorKind::Runtime, message,
+                  "MIOpen could not start: check the ROCm installation (libMIOpen.so, its "
+                  "kernel database) and that the GPU is visible; `hourglass doctor` checks the "
+                  "GPU stack");
+    default:
+      throw Error(ErrorKind::Runtime, message,
+                  "an earlier kernel may have failed: rerun with AMD_SERIALIZE_KERNEL=3 to find "
+                  "it; MIOPEN_LOG_LEVEL=5 shows MIOpen's view; `hourglass doctor` checks the "
+                  "GPU stack");
+  }
+}
+
+#define HG_MIOPEN_CHECK_FOR(call, ctx)                                           \
+  do {                                                                           \
+    const miopenStatus_t hg_miopen_status_ = (call);                             \
+    if (hg_miopen_status_ != miopenStatusSuccess) [[unlikely]]                   \
+      throw_miopen_error(hg_miopen_status_, #call, __FILE__, __LINE__, (ctx));   \
+  } while (0)
+#define HG_MIOPEN_CHECK(call) HG_MIOPEN_CHECK_FOR(call, CallContext{})
+
+void log_if_failed(miopenStatus_t status, const char* what) {
+  if (status != miopenStatusSuccess)
+    HG_LOG_WARN("{} failed: {}", what, miopenGetErrorString(status));
+}
+
+std::atomic<dnn::Determinism> g_determinism{dnn::Determinism::Any};
+
+enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
+constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
+
+struct ConvKey {
+  std::array<int64_t, 17> v;
+  bool operator==(const ConvKey&) const = default;
+};
+
+struct ConvKeyHash {
+  size_t operator()(const ConvKey& key) const {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (const int64_t x : key.v) h ^= uint64_t(x) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return size_t(h);
+  }
+};
+
+ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determinism det) {
+  const Conv2dParams& p = g.params;
+  return ConvKey{{g.n, g.h, g.w, g.c, g.k, g.r, g.s, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+                  p.dilation_h, p.dilation_w, p.groups, int64_t(dtype), int64_t(math),
+                  int64_t(det)}};
+}
+
+struct PassAlgo {
+  bool found = false;
+  int algo = 0;            // miopenConv{Fwd,BwdData,BwdWeights}Algorithm_t
+  size_t workspace = 0;
+};
+
+struct ConvPlan {
+  ConvGeometry geometry;
+  DType dtype = DType::F32;
+  dnn::Determinism determinism = dnn::Determinism::Any;
+  miopenTensorDescriptor_t x = nullptr, y = nullptr, w = nullptr;
+  miopenConvolutionDescriptor_t conv = nullptr;
+  std::array<PassAlgo, kPasses> pass;
+
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  ~ConvPlan() {
+    if (conv != nullptr)
+      log_if_failed(miopenDestroyConvolutionDescriptor(conv),
+                    "miopenDestroyConvolutionDescriptor");
+    for (miopenTensorDescriptor_t d : {x, y, w})
+      if (d != nullptr)
+        log_if_failed(miopenDestroyTensorDescriptor(d), "miopenDestroyTensorDescriptor");
+  }
+
+  CallContext context() const { return CallContext{&geometry, dtype}; }
+};
+
+miopenDataType_t miopen_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return miopenFloat;
+    case DType::BF16: return miopenBFloat16;
+    case DType::F16: return miopenHalf;
+    default: unsupported_dtype("conv2d", dtype);
+  }
+}
+
+int to_int(int64_t v) {
+  HG_CHECK(v >= 0 && v <= INT_MAX, "gpu conv2d: {} does not fit MIOpen's int parameters", v);
+  return int(v);
+}
+
+void check_sizes(const ConvGeometry& g, DType dtype) {
+  const int64_t cg = g.c / g.params.groups;
+  const int64_t largest =
+      std::max({g.n * g.h * g.w * g.c, g.n * g.p * g.q * g.k, g.k * g.r * g.s * cg});
+  HG_CHECK(largest <= INT_MAX,
+           "gpu conv2d: the {} convolution {} has a tensor of {} elements; MIOpen's convolution "
+           "API takes at most 2^31-1 (reduce train.batch_size or set train.micro_batch)",
+           dtype_name(dtype), g.describe(), largest);
+}
+
+// A tensor of logical dimensions [n, c, h, w] stored channels-last: NHWC activations, and KRSC
+// weights as [K, C/groups, R, S].
+void set_channels_last(miopenTensorDescriptor_t desc, miopenDataType_t type, int64_t n,
+                       int64_t c, int64_t h, int64_t w, const CallContext& ctx) {
+  const int dims[4] = {to_int(n), to_int(c), to_int(h), to_int(w)};
+  const int strides[4] = {to_int(h * w * c), 1, to_int(w * c), to_int(c)};
+  HG_MIOPEN_CHECK_FOR(miopenSetTensorDescriptor(desc, type, 4, dims, strides), ctx);
+}
+
+void init_plan(ConvPlan& plan) {
+  const ConvGeometry& g = plan.geometry;
+  const Conv2dParams& p = g.params;
+  const CallContext ctx = plan.context();
+  const miopenDataType_t type = miopen_dtype(plan.dtype);
+  HG_MIOPEN_CHECK_FOR(miopenCreateTensorDescriptor(&plan.x), ctx);
+  set_channels_last(plan.x, type, g.n, g.c, g.h, g.w, ctx);
+  HG_MIOPEN_CHECK_FOR(miopenCreateTensorDescriptor(&plan.y), ctx);
+  set_channels_last(plan.y, type, g.n, g.k, g.p, g.q, ctx);
+  HG_MIOPEN_CHECK_FOR(miopenCreateTensorDescriptor(&plan.w), ctx);
+  set_channels_last(plan.w, type, g.k, g.c / p.groups, g.r, g.s, ctx);
+  HG_MIOPEN_CHECK_FOR(miopenCreateConvolutionDescriptor(&plan.conv), ctx);
+  HG_MIOPEN_CHECK_FOR(miopenInitConvolutionDescriptor(plan.conv, miopenConvolution,
+                                                      to_int(p.pad_h), to_int(p.pad_w),
+                                                      to_int(p.stride_h), to_int(p.stride_w),
+                                                      to_int(p.dilation_h), to_int(p.dilation_w)),
+                      ctx);
+  HG_MIOPEN_CHECK_FOR(miopenSetConvolutionGroupCount(plan.conv, to_int(p.groups)), ctx);
+  if (plan.determinism == dnn::Determinism::Required)
+    HG_MIOPEN_CHECK_FOR(
+        miopenSetConvolutionAttribute(plan.conv, MIOPEN_CONVOLUTION_ATTRIB_DETERMINISTIC, 1), ctx);
+}
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceState {
+  std::once_flag once;
+  std::mutex mutex;
+  miopenHandle_t handle = nullptr;
+  std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, ConvKeyHash> plans;
+};
+
+DeviceState& device_state(int device) {
+  HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
+  static auto* states = new std::array<DeviceState, kMaxDevices>();   // never destroyed
+  DeviceState& st = (*states)[size_t(device)];
+  std::call_once(st.once, [&] {
+    set_device(device);
+    miopenHandle_t handle = nullptr;
+    HG_MIOPEN_CHECK(miopenCreateWithStream(&handle, stream(device)));
+    st.handle = handle;
+  });
+  return st;
+}
+
+ConvPlan& plan_for(DeviceState& st, const ConvGeometry& g, DType dtype, MathMode math) {
+  const dnn::Determinism det = dnn::determinism();
+  const ConvKey key = make_key(g, dtype, math, det);
+  const auto it = st.plans.find(key);
+  if (it != st.plans.end()) return *it->second;
+  check_sizes(g, dtype);
+  auto plan = std::make_unique<ConvPlan>();
+  plan->geometry = g;
+  plan->dtype = dtype;
+  plan->determinism = det;
+  init_plan(*plan);
+  return *st.plans.emplace(key, std::move(plan)).first->second;
+}
+
+// Device memory for the benchmark: `bytes` when the allocator can give it, else less.
+Tensor benchmark_workspace(size_t& bytes, int device) {
+  while (bytes > 0) {
+    try {
+      return Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(device));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::OutOfMemory) throw;
+      bytes = bytes >= (size_t(4) << 20) ? bytes / 4 : 0;
+    }
+  }
+  return Tensor();
+}
+
+// Benchmarks one pass: `max_workspace` is what the pass's GetWorkSpaceSize reported; find(ws,
+// bytes, perf, &count) runs the pass's Find. MIOpen returns only algorithms that ran, sorted
+// by time; the first whose workspace fits is kept.
+template <typename Find>
+void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, size_t max_workspace,
+            Find find, int (*algo_of)(const miopenConvAlgoPerf_t&)) {
+  size_t bytes = std::min(max_workspace, dnn::kMaxWorkspaceBytes);
+  Tensor workspace = benchmark_workspace(bytes, device);
+  std::array<miopenConvAlgoPerf_t, 8> perf{};
+  int returned = 0;
+  find(workspace.defined() ? workspace.data_ptr() : nullptr, bytes, perf.data(), int(perf.size()),
+       &returned);
+  const miopenConvAlgoPerf_t* chosen = nullptr;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[size_t(i)].memory > bytes) continue;
+    chosen = &perf[size_t(i)];
+    break;
+  }
+  if (chosen == nullptr)
+    throw Error(ErrorKind::InvalidInput,
+                fmt::format("gpu conv2d: MIOpen has no {} algorithm for the {} convolution {}",
+                            kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe()),
+                "change the convolution's shape, padding, dilation or groups, use another "
+                "precision, or device = \"cpu\"");
+  pa.algo = algo_of(*chosen);
+  pa.workspace = chosen->memory;
+  pa.found = true;
+  HG_LOG_DEBUG("MIOpen {} {} {}: algorithm {} ({:.3f} ms, {} bytes of workspace)",
+               kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(), pa.algo,
+               chosen->time, pa.workspace);
+}
+
+Tensor call_workspace(size_t bytes, int device) {
+  if (bytes == 0) return Tensor();
+  return Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(device));
+}
+
+void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+}  // namespace
+
+// ---- dnn.h
+
+void dnn::set_determinism(Determinism d) { g_determinism.store(d, std::memory_order_relaxed); }
+dnn::Determinism dnn::determinism() { return g_determinism.load(std::memory_order_relaxed); }
+
+void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
+                       const Tensor& weight, Tensor& y) {
+  const int device = x.device().index;
+  DeviceState& st = device_state(device);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  ConvPlan& plan = plan_for(st, g, x.dtype(), math);
+  PassAlgo& pa = plan.pass[kForward];
+  if (!pa.found) {
+    size_t max_workspace = 0;
+    HG_MIOPEN_CHECK_FOR(miopenConvolutionForwardGetWorkSpaceSize(st.handle, plan.w, plan.x,
+                                                                 plan.conv, plan.y,
+                                                                 &max_workspace),
+                        plan.context());
+    search(
+        plan, kForward, pa, device, max_workspace,
+        [&](void* ws, size_t bytes, miopenConvAlgoPerf_t* perf, int count, int* returned) {
+          HG_MIOPEN_CHECK_FOR(miopenFindConvolutionForwardAlgorithm(
+                                  st.handle, plan.x, x.data_ptr(), plan.w, weight.data_ptr(),
+                                  plan.conv, plan.y, y.data_ptr(), count, returned, perf, ws,
+                                  bytes, /*exhaustiveSearch=*/false),
+                              plan.context());
+        },
+        [](const miopenConvAlgoPerf_t& p) { return int(p.fwd_algo); });
+  }
+  const Tensor workspace = call_workspace(pa.workspace, device);
+  const float one = 1.0f, zero = 0.0f;
+  HG_MIOPEN_CHECK_FOR(miopenConvolutionForward(st.handle, &one, plan.x, x.data_ptr(), plan.w,
+                                               weight.data_ptr(), plan.conv,
+                                               miopenConvFwdAlgorithm_t(pa.algo), &zero, plan.y,
+                                               y.data_ptr(), pointer_of(workspace), pa.workspace),
+                      plan.context());
+}
+
+void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
+                             const Tensor& weight, Tensor& dx) {
+  const int device = dy.device().index;
+  DeviceState& st = device_state(device);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  ConvPlan& plan = plan_for(st, g, dy.dtype(), math);
+  PassAlgo& pa = plan.pass[kBackwardData];
+  if (!pa.found) {
+    size_t max_workspace = 0;
+    HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardDataGetWorkSpaceSize(
+                            st.handle, plan.y, plan.w, plan.conv, plan.x, &max_workspace),
+                        plan.context());
+    search(
+        plan, kBackwardData, pa, device, max_workspace,
+        [&](void* ws, size_t bytes, miopenConvAlgoPerf_t* perf, int count, int* returned) {
+          HG_MIOPEN_CHECK_FOR(miopenFindConvolutionBackwardDataAlgorithm(
+                                  st.handle, plan.y, dy.data_ptr(), plan.w, weight.data_ptr(),
+                                  plan.conv, plan.x, dx.data_ptr(), count, returned, perf, ws,
+                                  bytes, /*exhaustiveSearch=*/false),
+                              plan.context());
+        },
+        [](const miopenConvAlgoPerf_t& p) { return int(p.bwd_data_algo); });
+  }
+  const Tensor workspace = call_workspace(pa.workspace, device);
+  const float one = 1.0f, zero = 0.0f;
+  HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardData(
+                          st.handle, &one, plan.y, dy.data_ptr(), plan.w, weight.data_ptr(),
+                          plan.conv, miopenConvBwdDataAlgorithm_t(pa.algo), &zero, plan.x,
+                          dx.data_ptr(), pointer_of(workspace), pa.workspace),
+                      plan.context());
+}
+
+void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
+                               const Tensor& x, Tensor& dweight) {
+  const int device = dy.device().index;
+  DeviceState& st = device_state(device);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  ConvPlan& plan = plan_for(st, g, dy.dtype(), math);
+  PassAlgo& pa = plan.pass[kBackwardFilter];
+  if (!pa.found) {
+    size_t max_workspace = 0;
+    HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeightsGetWorkSpaceSize(
+                            st.handle, plan.y, plan.x, plan.conv, plan.w, &max_workspace),
+                        plan.context());
+    search(
+        plan, kBackwardFilter, pa, device, max_workspace,
+        [&](void* ws, size_t bytes, miopenConvAlgoPerf_t* perf, int count, int* returned) {
+          HG_MIOPEN_CHECK_FOR(miopenFindConvolutionBackwardWeightsAlgorithm(
+                                  st.handle, plan.y, dy.data_ptr(), plan.x, x.data_ptr(),
+                                  plan.conv, plan.w, dweight.data_ptr(), count, returned, perf,
+                                  ws, bytes, /*exhaustiveSearch=*/false),
+                              plan.context());
+        },
+        [](const miopenConvAlgoPerf_t& p) { return int(p.bwd_weights_algo); });
+  }
+  const Tensor workspace = call_workspace(pa.workspace, device);
+  const float one = 1.0f, zero = 0.0f;
+  HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeights(
+                          st.handle, &one, plan.y, dy.data_ptr(), plan.x, x.data_ptr(),
+                          plan.conv, miopenConvBwdWeightsAlgorithm_t(pa.algo), &zero, plan.w,
+                          dweight.data_ptr(), pointer_of(workspace), pa.workspace),
+                      plan.context());
+}
+
+// ---- libraries.h
+
+std::string dnn_library_version() {
+  size_t major = 0, minor = 0, patch = 0;
+  if (miopenGetVersion(&major, &minor, &patch) != miopenStatusSuccess) return "MIOpen (unknown)";
+  return fmt::format("MIOpen {}.{}.{}", major, minor, patch);
+}
+
+}  // namespace hg::gpu

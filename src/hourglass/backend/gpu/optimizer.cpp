@@ -1,0 +1,67 @@
+// Fused SGD and AdamW updates on the GPU over flat f32 tensors (the parameter arena), one
+// kernel launch each (optimizer_kernels.cu). Scalar coefficients are computed here in double
+// and rounded to f32 once, exactly as the CPU backend does, so both backends apply the same
+// f32 arithmetic per element. The optional skip flag is read by the kernel, never here.
+#include <cmath>
+
+#include "hourglass/backend/gpu/gpu_backend.h"
+#include "hourglass/backend/gpu/host_util.h"
+#include "hourglass/backend/gpu/optimizer_kernels.h"
+
+namespace hg {
+
+namespace {
+
+const float* skip_pointer(const char* op, const Tensor& params, const Tensor& skip) {
+  if (!skip.defined()) return nullptr;
+  check_dtype(op, "skip flag", skip, DType::F32);
+  check_same_device(op, params, skip);
+  HG_CHECK(skip.numel() == 1, "{}: skip flag must have one element, got {}", op,
+           skip.describe());
+  return static_cast<const float*>(skip.data_ptr());
+}
+
+}  // namespace
+
+void GpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
+                          const SgdOptions& o, bool first_step, const Tensor& skip) {
+  const float* skip_flag = skip_pointer("sgd_step", params, skip);
+  gpu::SgdCoefficients c{};
+  c.lr = float(o.lr);
+  c.weight_decay = float(o.weight_decay);
+  c.decay = o.weight_decay != 0.0;
+  c.momentum = float(o.momentum);
+  c.keep = float(1.0 - o.dampening);
+  c.nesterov = o.nesterov;
+  c.first_step = first_step;
+  float* buf = o.momentum != 0.0 ? static_cast<float*>(momentum.data_ptr()) : nullptr;
+  gpu::launch_sgd(static_cast<float*>(params.data_ptr()),
+                  static_cast<const float*>(grads.data_ptr()), buf, params.numel(), c, skip_flag,
+                  gpu::stream_for(params));
+}
+
+void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
+                            Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                            const Tensor& skip) {
+  const float* skip_flag = skip_pointer("adamw_step", params, skip);
+  // PyTorch: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //          param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+  const double bc1 = 1.0 - std::pow(o.beta1, double(step));
+  const double bc2 = 1.0 - std::pow(o.beta2, double(step));
+  gpu::AdamWCoefficients c{};
+  c.decay = float(1.0 - o.lr * o.weight_decay);
+  c.beta1 = float(o.beta1);
+  c.one_minus_beta1 = float(1.0 - o.beta1);
+  c.beta2 = float(o.beta2);
+  c.one_minus_beta2 = float(1.0 - o.beta2);
+  c.step_size = float(o.lr / bc1);
+  c.inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
+  c.eps = float(o.eps);
+  gpu::launch_adamw(static_cast<float*>(params.data_ptr()),
+                    static_cast<const float*>(grads.data_ptr()),
+                    static_cast<float*>(exp_avg.data_ptr()),
+                    static_cast<float*>(exp_avg_sq.data_ptr()), params.numel(), c, skip_flag,
+                    gpu::stream_for(params));
+}
+
+}  // namespace hg

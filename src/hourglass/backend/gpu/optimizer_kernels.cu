@@ -1,0 +1,159 @@
+// Fused optimizer updates over the flat parameter arena: one grid-stride kernel per step that
+// reads each stream once and writes it once, as float4 when every pointer is 16-byte aligned
+// (the arena always is), one float at a time otherwise, the last n % 4 elements by the first
+// threads. The per-element arithmetic is the CPU backend's, in f32.
+#include <cstdint>
+
+#include "hourglass/backend/gpu/kernel_util.cuh"
+#include "hourglass/backend/gpu/optimizer_kernels.h"
+
+namespace hg::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <int V>
+struct alignas(4 * V) Floats {
+  float v[V];
+};
+
+template <int V>
+__device__ inline Floats<V> load(const float* p, int64_t i) {
+  return reinterpret_cast<const Floats<V>*>(p)[i];
+}
+template <int V>
+__device__ inline void store(float* p, int64_t i, const Floats<V>& f) {
+  reinterpret_cast<Floats<V>*>(p)[i] = f;
+}
+
+struct SgdUpdate {
+  SgdCoefficients c;
+  // Without momentum.
+  __device__ float operator()(float p, float g) const {
+    const float d = c.decay ? g + c.weight_decay * p : g;
+    return p - c.lr * d;
+  }
+  // With momentum: updates the buffer b in place.
+  __device__ float operator()(float p, float g, float& b) const {
+    const float d = c.decay ? g + c.weight_decay * p : g;
+    // PyTorch starts the buffer at the first gradient itself, without dampening.
+    b = c.first_step ? d : c.momentum * b + c.keep * d;
+    return p - c.lr * (c.nesterov ? d + c.momentum * b : b);
+  }
+};
+
+// Elements [i * V, i * V + V) for packs, or the single element i of the tail when V = 1.
+template <int V, bool Momentum>
+__device__ inline void sgd_pack(float* params, const float* grads, float* momentum, int64_t i,
+                                const SgdUpdate& u) {
+  Floats<V> p = load<V>(params, i);
+  const Floats<V> g = load<V>(grads, i);
+  if constexpr (Momentum) {
+    Floats<V> b = load<V>(momentum, i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) p.v[k] = u(p.v[k], g.v[k], b.v[k]);
+    store<V>(momentum, i, b);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) p.v[k] = u(p.v[k], g.v[k]);
+  }
+  store<V>(params, i, p);
+}
+
+template <int V, bool Momentum>
+__global__ void __launch_bounds__(kThreads)
+    sgd_kernel(float* __restrict__ params, const float* __restrict__ grads,
+               float* __restrict__ momentum, int64_t n, SgdUpdate u, const float* skip) {
+  if (skip != nullptr && *skip != 0.0f) return;   // NaN counts as nonzero, as on the CPU
+  const int64_t packs = n / V;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = tid; i < packs; i += stride)
+    sgd_pack<V, Momentum>(params, grads, momentum, i, u);
+  const int64_t t = packs * V + tid;
+  if (t < n) sgd_pack<1, Momentum>(params, grads, momentum, t, u);
+}
+
+struct AdamWUpdate {
+  AdamWCoefficients c;
+  __device__ float operator()(float p, float g, float& m, float& v) const {
+    m = c.beta1 * m + c.one_minus_beta1 * g;
+    v = c.beta2 * v + c.one_minus_beta2 * g * g;
+    const float denom = sqrtf(v) * c.inv_sqrt_bc2 + c.eps;
+    return p * c.decay - c.step_size * m / denom;
+  }
+};
+
+template <int V>
+__device__ inline void adamw_pack(float* params, const float* grads, float* exp_avg,
+                                  float* exp_avg_sq, int64_t i, const AdamWUpdate& u) {
+  Floats<V> p = load<V>(params, i);
+  const Floats<V> g = load<V>(grads, i);
+  Floats<V> m = load<V>(exp_avg, i);
+  Floats<V> v = load<V>(exp_avg_sq, i);
+#pragma unroll
+  for (int k = 0; k < V; ++k) p.v[k] = u(p.v[k], g.v[k], m.v[k], v.v[k]);
+  store<V>(exp_avg, i, m);
+  store<V>(exp_avg_sq, i, v);
+  store<V>(params, i, p);
+}
+
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    adamw_kernel(float* __restrict__ params, const float* __restrict__ grads,
+                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, int64_t n,
+                 AdamWUpdate u, const float* skip) {
+  if (skip != nullptr && *skip != 0.0f) return;
+  const int64_t packs = n / V;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = tid; i < packs; i += stride)
+    adamw_pack<V>(params, grads, exp_avg, exp_avg_sq, i, u);
+  const int64_t t = packs * V + tid;
+  if (t < n) adamw_pack<1>(params, grads, exp_avg, exp_avg_sq, t, u);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+unsigned blocks_for(int64_t packs) { return grid_for(packs > 0 ? packs : 1, kThreads); }
+
+}  // namespace
+
+void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
+                const SgdCoefficients& c, const float* skip, gpuStream_t stream) {
+  if (n <= 0) return;
+  const SgdUpdate u{c};
+  const bool vec = aligned16(params) && aligned16(grads) && (!momentum || aligned16(momentum));
+  if (momentum != nullptr) {
+    if (vec)
+      sgd_kernel<4, true><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, momentum, n,
+                                                                      u, skip);
+    else
+      sgd_kernel<1, true><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, momentum, n, u,
+                                                                 skip);
+  } else {
+    if (vec)
+      sgd_kernel<4, false><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, nullptr, n,
+                                                                       u, skip);
+    else
+      sgd_kernel<1, false><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, nullptr, n, u,
+                                                                  skip);
+  }
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                  int64_t n, const AdamWCoefficients& c, const float* skip, gpuStream_t stream) {
+  if (n <= 0) return;
+  const AdamWUpdate u{c};
+  if (aligned16(params) && aligned16(grads) && aligned16(exp_avg) && aligned16(exp_avg_sq))
+    adamw_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, exp_avg,
+                                                                exp_avg_sq, n, u, skip);
+  else
+    adamw_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, exp_avg, exp_avg_sq,
+                                                            n, u, skip);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hg::gpu

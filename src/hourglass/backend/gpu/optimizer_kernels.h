@@ -1,0 +1,33 @@
+// Launchers of the fused optimizer updates (optimizer_kernels.cu), called by optimizer.cpp.
+// All arrays are n contiguous f32 on the device. `skip`, when not null, points to one f32 on
+// the device: the kernel reads it and leaves everything untouched when it is nonzero (the
+// loss scaler's found-inf flag), so the host never waits for it. Nothing is launched for n = 0.
+#pragma once
+
+#include <cstdint>
+
+#include "hourglass/device/gpu/runtime.h"
+
+namespace hg::gpu {
+
+// torch.optim.SGD, with the CPU backend's arithmetic (backend/cpu/optimizer.cpp):
+//   d = g + wd p (when decay); b = first_step ? d : mu b + keep d;
+//   p -= lr (nesterov ? d + mu b : b)
+// Without momentum (momentum == nullptr): p -= lr d.
+struct SgdCoefficients {
+  float lr, weight_decay, momentum, keep;   // keep = 1 - dampening
+  bool decay, nesterov, first_step;
+};
+void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
+                const SgdCoefficients& c, const float* skip, gpuStream_t stream);
+
+// torch.optim.AdamW, with the coefficients computed on the host in double as the CPU does:
+//   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   p = p * decay - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
+struct AdamWCoefficients {
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, inv_sqrt_bc2, eps;
+};
+void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                  int64_t n, const AdamWCoefficients& c, const float* skip, gpuStream_t stream);
+
+}  // namespace hg::gpu

@@ -1,0 +1,344 @@
+// Pooling over NHWC. One thread per output (forward) or input (backward) position and pack of
+// V channels (V = 16 bytes of the element type when C allows it, else 1), so neighbouring
+// threads touch neighbouring channels and every access is coalesced. Backward passes gather
+// over the windows that contain an input position instead of scattering with atomics: each
+// dx element is written exactly once, in a fixed order (deterministic, no zero-fill needed).
+// Flat indices are 32-bit when they fit (cheaper divisions), 64-bit otherwise.
+#include <cstdint>
+#include <initializer_list>
+
+#include "hourglass/backend/gpu/kernel_util.cuh"
+#include "hourglass/backend/gpu/pooling_kernels.h"
+
+namespace hg::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T, int V>
+__device__ inline void load(const T* p, float (&out)[V]) {
+  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+  for (int k = 0; k < V; ++k) out[k] = to_float(pk.v[k]);
+}
+
+template <typename T, int V>
+__device__ inline void store(T* p, const float (&v)[V]) {
+  Pack<T, V> pk;
+#pragma unroll
+  for (int k = 0; k < V; ++k) pk.v[k] = from_float<T>(v[k]);
+  *reinterpret_cast<Pack<T, V>*>(p) = pk;
+}
+
+// A flat index over [N, A, B, C / V] split into its coordinates.
+template <typename Index>
+struct Position {
+  int64_t n, a, b, cv;
+};
+
+template <typename Index>
+__device__ inline Position<Index> split(Index i, Index a, Index b, Index cvs) {
+  const Index cv = i % cvs;
+  i /= cvs;
+  const Index bb = i % b;
+  i /= b;
+  const Index aa = i % a;
+  return {int64_t(i / a), int64_t(aa), int64_t(bb), int64_t(cv)};
+}
+
+// Range of outputs o with o * stride - pad <= x <= o * stride - pad + kernel - 1, clipped to
+// [0, outputs).
+__device__ inline void windows_containing(int64_t x, int64_t kernel, int64_t stride, int64_t pad,
+                                          int64_t outputs, int64_t& first, int64_t& last) {
+  const int64_t t = x + pad - kernel + 1;
+  first = t <= 0 ? 0 : (t + stride - 1) / stride;
+  last = (x + pad) / stride;
+  if (last > outputs - 1) last = outputs - 1;
+}
+
+template <typename T, int V, typename Index>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_forward(const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ argmax,
+                     PoolGeometry g, Index total) {
+  const Index stride = Index(gridDim.x) * blockDim.x;
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const Position<Index> o = split<Index>(i, Index(g.p), Index(g.q), Index(g.c / V));
+    float best[V];
+    int32_t arg[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      best[k] = -INFINITY;
+      arg[k] = -1;
+    }
+    for (int64_t r = 0; r < g.kernel_h; ++r) {
+      const int64_t h = o.a * g.stride_h - g.pad_h + r;
+      if (h < 0 || h >= g.h) continue;
+      for (int64_t s = 0; s < g.kernel_w; ++s) {
+        const int64_t w = o.b * g.stride_w - g.pad_w + s;
+        if (w < 0 || w >= g.w) continue;
+        float v[V];
+        load<T, V>(x + ((o.n * g.h + h) * g.w + w) * g.c + o.cv * V, v);
+        const int32_t pos = int32_t(h * g.w + w);
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          if (arg[k] < 0 || v[k] > best[k]) {   // the first maximum wins ties
+            best[k] = v[k];
+            arg[k] = pos;
+          }
+      }
+    }
+    const int64_t out = ((o.n * g.p + o.a) * g.q + o.b) * g.c + o.cv * V;
+    store<T, V>(y + out, best);
+    Pack<int32_t, V> a;
+#pragma unroll
+    for (int k = 0; k < V; ++k) a.v[k] = arg[k];
+    *reinterpret_cast<Pack<int32_t, V>*>(argmax + out) = a;
+  }
+}
+
+template <typename T, int V, typename Index>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_backward(const T* __restrict__ dy, const int32_t* __restrict__ argmax,
+                      T* __restrict__ dx, PoolGeometry g, Index total) {
+  const Index stride = Index(gridDim.x) * blockDim.x;
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const Position<Index> in = split<Index>(i, Index(g.h), Index(g.w), Index(g.c / V));
+    const int32_t pos = int32_t(in.a * g.w + in.b);
+    int64_t p0, p1, q0, q1;
+    windows_containing(in.a, g.kernel_h, g.stride_h, g.pad_h, g.p, p0, p1);
+    windows_containing(in.b, g.kernel_w, g.stride_w, g.pad_w, g.q, q0, q1);
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+    for (int64_t p = p0; p <= p1; ++p)
+      for (int64_t q = q0; q <= q1; ++q) {
+        const int64_t out = ((in.n * g.p + p) * g.q + q) * g.c + in.cv * V;
+        const Pack<int32_t, V> a = *reinterpret_cast<const Pack<int32_t, V>*>(argmax + out);
+        float d[V];
+        load<T, V>(dy + out, d);
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          if (a.v[k] == pos) acc[k] += d[k];
+      }
+    store<T, V>(dx + ((in.n * g.h + in.a) * g.w + in.b) * g.c + in.cv * V, acc);
+  }
+}
+
+template <typename T, int V, typename Index>
+__global__ void __launch_bounds__(kThreads)
+    avg_pool_forward(const T* __restrict__ x, T* __restrict__ y, PoolGeometry g, Index total) {
+  const float divisor = float(g.kernel_h * g.kernel_w);
+  const Index stride = Index(gridDim.x) * blockDim.x;
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const Position<Index> o = split<Index>(i, Index(g.p), Index(g.q), Index(g.c / V));
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+    for (int64_t r = 0; r < g.kernel_h; ++r) {
+      const int64_t h = o.a * g.stride_h - g.pad_h + r;
+      if (h < 0 || h >= g.h) continue;
+      for (int64_t s = 0; s < g.kernel_w; ++s) {
+        const int64_t w = o.b * g.stride_w - g.pad_w + s;
+        if (w < 0 || w >= g.w) continue;
+        float v[V];
+        load<T, V>(x + ((o.n * g.h + h) * g.w + w) * g.c + o.cv * V, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] += v[k];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] /= divisor;
+    store<T, V>(y + ((o.n * g.p + o.a) * g.q + o.b) * g.c + o.cv * V, acc);
+  }
+}
+
+template <typename T, int V, typename Index>
+__global__ void __launch_bounds__(kThreads)
+    avg_pool_backward(const T* __restrict__ dy, T* __restrict__ dx, PoolGeometry g, Index total) {
+  const float divisor = float(g.kernel_h * g.kernel_w);
+  const Index stride = Index(gridDim.x) * blockDim.x;
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const Position<Index> in = split<Index>(i, Index(g.h), Index(g.w), Index(g.c / V));
+    int64_t p0, p1, q0, q1;
+    windows_containing(in.a, g.kernel_h, g.stride_h, g.pad_h, g.p, p0, p1);
+    windows_containing(in.b, g.kernel_w, g.stride_w, g.pad_w, g.q, q0, q1);
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+    for (int64_t p = p0; p <= p1; ++p)
+      for (int64_t q = q0; q <= q1; ++q) {
+        float d[V];
+        load<T, V>(dy + ((in.n * g.p + p) * g.q + q) * g.c + in.cv * V, d);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] += d[k];
+      }
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] /= divisor;
+    store<T, V>(dx + ((in.n * g.h + in.a) * g.w + in.b) * g.c + in.cv * V, acc);
+  }
+}
+
+// Global average pooling: block (kGapX, kGapY) for one image and kGapX channel packs; the
+// kGapY rows of threads split the hw positions, then add their partial sums in row order.
+constexpr int kGapX = 64, kGapY = 4;
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kGapX * kGapY)
+    global_avg_pool_forward(const T* __restrict__ x, T* __restrict__ y, int64_t hw, int64_t c) {
+  __shared__ float partial[kGapY][V][kGapX];
+  const int64_t n = blockIdx.x;
+  const int64_t cv = int64_t(blockIdx.y) * kGapX + threadIdx.x;
+  const bool active = cv < c / V;
+  float acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+  if (active)
+    for (int64_t r = threadIdx.y; r < hw; r += kGapY) {
+      float v[V];
+      load<T, V>(x + (n * hw + r) * c + cv * V, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += v[k];
+    }
+#pragma unroll
+  for (int k = 0; k < V; ++k) partial[threadIdx.y][k][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || !active) return;
+  const float count = float(hw);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    float s = partial[0][k][threadIdx.x];
+#pragma unroll
+    for (int r = 1; r < kGapY; ++r) s += partial[r][k][threadIdx.x];
+    acc[k] = s / count;
+  }
+  store<T, V>(y + n * c + cv * V, acc);
+}
+
+template <typename T, int V, typename Index>
+__global__ void __launch_bounds__(kThreads)
+    global_avg_pool_backward(const T* __restrict__ dy, T* __restrict__ dx, Index hw, Index c,
+                             Index total) {
+  const float count = float(hw);
+  const Index cvs = c / Index(V);
+  const Index stride = Index(gridDim.x) * blockDim.x;
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const Index cv = i % cvs, row = i / cvs;   // row = n * hw + position
+    const Index n = row / hw;
+    float d[V];
+    load<T, V>(dy + int64_t(n) * c + int64_t(cv) * V, d);
+#pragma unroll
+    for (int k = 0; k < V; ++k) d[k] /= count;
+    store<T, V>(dx + int64_t(row) * c + int64_t(cv) * V, d);
+  }
+}
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Calls f.template operator()<V, Index>() with V the 16-byte pack of T when C and every
+// pointer allow it (else 1) and Index 32-bit when every flat index fits (else 64-bit).
+template <typename T, typename F>
+void with_pack_and_index(int64_t c, std::initializer_list<const void*> pointers,
+                         const int32_t* argmax, int64_t largest, F&& f) {
+  constexpr int VP = int(16 / sizeof(T));
+  bool vec = c % VP == 0 && (argmax == nullptr || aligned(argmax, 4 * VP));
+  for (const void* p : pointers) vec = vec && aligned(p, 16);
+  const bool small = largest < (int64_t(1) << 31);
+  if (vec) {
+    if (small) f.template operator()<VP, uint32_t>();
+    else f.template operator()<VP, int64_t>();
+  } else {
+    if (small) f.template operator()<1, uint32_t>();
+    else f.template operator()<1, int64_t>();
+  }
+}
+
+int64_t input_size(const PoolGeometry& g) { return g.n * g.h * g.w * g.c; }
+int64_t output_size(const PoolGeometry& g) { return g.n * g.p * g.q * g.c; }
+int64_t largest(const PoolGeometry& g) {
+  const int64_t a = input_size(g), b = output_size(g);
+  return a > b ? a : b;
+}
+
+}  // namespace
+
+void launch_max_pool(const void* x, void* y, int32_t* argmax, const PoolGeometry& g, DType dtype,
+                     gpuStream_t stream) {
+  if (output_size(g) == 0) return;
+  dispatch_float("max_pool2d", dtype, [&]<typename T>() {
+    with_pack_and_index<T>(g.c, {x, y}, argmax, largest(g), [&]<int V, typename Index>() {
+      const int64_t total = output_size(g) / V;
+      max_pool_forward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), argmax, g, Index(total));
+    });
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_max_pool_backward(const void* dy, const int32_t* argmax, void* dx,
+                              const PoolGeometry& g, DType dtype, gpuStream_t stream) {
+  if (input_size(g) == 0) return;
+  dispatch_float("max_pool2d_backward", dtype, [&]<typename T>() {
+    with_pack_and_index<T>(g.c, {dy, dx}, argmax, largest(g), [&]<int V, typename Index>() {
+      const int64_t total = input_size(g) / V;
+      max_pool_backward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          static_cast<const T*>(dy), argmax, static_cast<T*>(dx), g, Index(total));
+    });
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_avg_pool(const void* x, void* y, const PoolGeometry& g, DType dtype,
+                     gpuStream_t stream) {
+  if (output_size(g) == 0) return;
+  dispatch_float("avg_pool2d", dtype, [&]<typename T>() {
+    with_pack_and_index<T>(g.c, {x, y}, nullptr, largest(g), [&]<int V, typename Index>() {
+      const int64_t total = output_size(g) / V;
+      avg_pool_forward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), g, Index(total));
+    });
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_avg_pool_backward(const void* dy, void* dx, const PoolGeometry& g, DType dtype,
+                              gpuStream_t stream) {
+  if (input_size(g) == 0) return;
+  dispatch_float("avg_pool2d_backward", dtype, [&]<typename T>() {
+    with_pack_and_index<T>(g.c, {dy, dx}, nullptr, largest(g), [&]<int V, typename Index>() {
+      const int64_t total = input_size(g) / V;
+      avg_pool_backward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          static_cast<const T*>(dy), static_cast<T*>(dx), g, Index(total));
+    });
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_global_avg_pool(const void* x, void* y, int64_t n, int64_t hw, int64_t c,
+                            DType dtype, gpuStream_t stream) {
+  if (n * c == 0) return;
+  dispatch_float("global_avg_pool", dtype, [&]<typename T>() {
+    // An empty map (hw = 0) is 0 / 0 = NaN per channel, as a mean of nothing.
+    with_pack_and_index<T>(c, {x, y}, nullptr, n * hw * c, [&]<int V, typename Index>() {
+      const dim3 grid(unsigned(n), unsigned((c / V + kGapX - 1) / kGapX));
+      global_avg_pool_forward<T, V><<<grid, dim3(kGapX, kGapY), 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), hw, c);
+    });
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_global_avg_pool_backward(const void* dy, void* dx, int64_t n, int64_t hw, int64_t c,
+                                     DType dtype, gpuStream_t stream) {
+  if (n * hw * c == 0) return;
+  dispatch_float("global_avg_pool_backward", dtype, [&]<typename T>() {
+    with_pack_and_index<T>(c, {dy, dx}, nullptr, n * hw * c, [&]<int V, typename Index>() {
+      const int64_t total = n * hw * c / V;
+      global_avg_pool_backward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          static_cast<const T*>(dy), static_cast<T*>(dx), Index(hw), Index(c), Index(total));
+    });
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hg::gpu

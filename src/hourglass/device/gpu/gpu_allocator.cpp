@@ -1,0 +1,225 @@
+// The GPU's caching allocator: one per device, blocks rounded up to 512-byte size classes,
+// freed blocks kept per size class and handed back at once for the next request of that size.
+//
+// Why reuse is safe without events: every op, copy and fill on a device is issued to that
+// device's one stream (gpu::stream(index)), in host order. A block freed by the host may still be
+// read or written by work already queued; the next owner's work is queued behind it on the same
+// stream, so it cannot start before that work has finished. Anything that issues work on another
+// stream (a copy engine stream, a second compute stream) must make that stream wait on this one
+// before it touches allocator memory, or keep the tensor alive until its work has finished.
+//
+// A training step allocates the same sizes every time, so after the first step every request
+// is served from the cache without a driver call. When the driver refuses memory the cache is
+// released (after the stream has finished with it) and the request retried once; then an
+// OutOfMemory Error names the request, the allocator's view and the device's.
+#include "hourglass/device/gpu/gpu_allocator.h"
+
+#include <array>
+#include <atomic>
+#include <vector>
+
+#include "hourglass/base/error.h"
+#include "hourglass/device/gpu/runtime.h"
+
+namespace hg::gpu {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+#ifdef HOURGLASS_GPU_HIP
+constexpr const char* kSmi = "rocm-smi";
+#else
+constexpr const char* kSmi = "nvidia-smi";
+#endif
+
+std::atomic<bool> g_poison{false};
+
+std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
+
+size_t block_size(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  return (bytes + kBlockQuantum - 1) / kBlockQuantum * kBlockQuantum;
+}
+
+class GpuAllocator final : public Allocator {
+ public:
+  explicit GpuAllocator(int index) : index_(index) {}
+  // Never destroyed (see allocator()): freeing device memory during static destruction races
+  // the runtime's own teardown.
+  ~GpuAllocator() override = default;
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  AllocatorStats stats() const override;
+  void reset_peak() override;
+  void set_limit(size_t bytes) override;
+  size_t limit() const override;
+  void empty_cache() override;
+  Device device() const override { return Device::gpu(index_); }
+
+ private:
+  void* take_cached_locked(size_t size);
+  void release_cached_locked();
+  [[noreturn]] void throw_oom_locked(size_t bytes, const std::string& cause);
+
+  const int index_;
+  mutable std::mutex mutex_;
+  AllocatorStats stats_;
+  size_t limit_ = 0;
+  std::unordered_map<size_t, std::vector<void*>> cached_;   // block size -> free blocks
+  size_t cached_bytes_ = 0;
+  std::unordered_map<void*, size_t> live_;                   // block -> its size
+};
+
+void* GpuAllocator::take_cached_locked(size_t size) {
+  auto it = cached_.find(size);
+  if (it == cached_.end() || it->second.empty()) return nullptr;
+  void* ptr = it->second.back();
+  it->second.pop_back();
+  cached_bytes_ -= size;
+  return ptr;
+}
+
+void GpuAllocator::release_cached_locked() {
+  if (cached_bytes_ == 0) return;
+  set_device(index_);
+  // Work queued before the blocks were freed may still use them.
+  HG_GPU_CHECK(gpuStreamSynchronize(stream(index_)));
+  gpuError_t first_error = gpuSuccess;
+  for (auto& [size, blocks] : cached_) {
+    for (void* ptr : blocks) {
+      const gpuError_t err = gpuFree(ptr);
+      if (err != gpuSuccess && first_error == gpuSuccess) first_error = err;
+      stats_.reserved -= size;
+    }
+  }
+  cached_.clear();
+  cached_bytes_ = 0;
+  HG_GPU_CHECK(first_error);
+}
+
+void GpuAllocator::throw_oom_locked(size_t bytes, const std::string& cause) {
+  std::string device_memory;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess) {
+    device_memory = fmt::format("the device has {} free of {} total", mib(free_bytes),
+                                mib(total_bytes));
+  } else {
+    (void)gpuGetLastError();
+    device_memory = "the device's free memory could not be read";
+  }
+  throw Error(
+      ErrorKind::OutOfMemory,
+      fmt::format("gpu:{} out of memory: asked for {} ({} bytes), {}; {} in use, {} reserved "
+                  "({} of it cached), {}",
+                  index_, mib(bytes), bytes, cause, mib(stats_.in_use), mib(stats_.reserved),
+                  mib(cached_bytes_), device_memory),
+      fmt::format("set train.micro_batch = \"auto\" (a step that runs out of memory is retried "
+                  "in smaller micro-batches) or a smaller train.batch_size, use precision = "
+                  "\"bf16\", or free the memory other processes hold on gpu:{} ({} lists them)",
+                  index_, kSmi));
+}
+
+void* GpuAllocator::allocate(size_t bytes) {
+  const size_t size = block_size(bytes);
+  std::lock_guard lock(mutex_);
+  set_device(index_);
+  if (limit_ != 0 && stats_.in_use + size > limit_) {
+    ++stats_.failures;
+    throw_oom_locked(bytes, fmt::format("which would exceed the allocator's limit of {}",
+                                        mib(limit_)));
+  }
+  void* ptr = take_cached_locked(size);
+  if (!ptr) {
+    gpuError_t err = gpuMalloc(&ptr, size);
+    const bool had_cache = cached_bytes_ != 0;
+    if (err == gpuErrorOutOfMemory && had_cache) {
+      (void)gpuGetLastError();
+      release_cached_locked();
+      err = gpuMalloc(&ptr, size);
+    }
+    if (err != gpuSuccess) {
+      (void)gpuGetLastError();
+      ++stats_.failures;
+      if (err != gpuErrorOutOfMemory) throw_gpu_error(err, "gpuMalloc", __FILE__, __LINE__);
+      throw_oom_locked(bytes, fmt::format("which the {} runtime refused ({}){}", kRuntimeName,
+                                          gpuGetErrorName(err),
+                                          had_cache ? " even after the allocator released its "
+                                                      "cached blocks"
+                                                    : ""));
+    }
+    stats_.reserved += size;
+  }
+  if (g_poison.load(std::memory_order_relaxed)) {
+    const gpuError_t err = gpuMemsetAsync(ptr, 0xFF, size, stream(index_));
+    if (err != gpuSuccess) {
+      cached_[size].push_back(ptr);
+      cached_bytes_ += size;
+      throw_gpu_error(err, "gpuMemsetAsync (poison)", __FILE__, __LINE__);
+    }
+  }
+  live_.emplace(ptr, size);
+  stats_.in_use += size;
+  stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+  ++stats_.allocations;
+  return ptr;
+}
+
+void GpuAllocator::deallocate(void* ptr, size_t) {
+  if (!ptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(ptr);
+  HG_ASSERT(it != live_.end(), "gpu:{} allocator: freeing a block it did not hand out", index_);
+  const size_t size = it->second;
+  live_.erase(it);
+  stats_.in_use -= size;
+  cached_[size].push_back(ptr);
+  cached_bytes_ += size;
+}
+
+AllocatorStats GpuAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void GpuAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_in_use = stats_.in_use;
+}
+
+void GpuAllocator::set_limit(size_t bytes) {
+  std::lock_guard lock(mutex_);
+  limit_ = bytes;
+}
+
+size_t GpuAllocator::limit() const {
+  std::lock_guard lock(mutex_);
+  return limit_;
+}
+
+void GpuAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  release_cached_locked();
+}
+
+}  // namespace
+
+Allocator& allocator(int index) {
+  static std::array<std::atomic<GpuAllocator*>, kMaxDevices> allocators{};
+  static std::mutex create_mutex;
+  if (index >= 0 && index < kMaxDevices)
+    if (GpuAllocator* a = allocators[size_t(index)].load(std::memory_order_acquire)) return *a;
+  std::lock_guard lock(create_mutex);
+  set_device(index);   // throws InvalidInput naming the GPUs there are when there is no `index`
+  HG_ASSERT(index >= 0 && index < kMaxDevices, "gpu index {} out of range", index);
+  std::atomic<GpuAllocator*>& slot = allocators[size_t(index)];
+  if (!slot.load(std::memory_order_acquire))
+    slot.store(new GpuAllocator(index), std::memory_order_release);   // lives for the process
+  return *slot.load(std::memory_order_acquire);
+}
+
+void set_poison(bool on) { g_poison.store(on, std::memory_order_relaxed); }
+bool poison() { return g_poison.load(std::memory_order_relaxed); }
+
+}  // namespace hg::gpu

@@ -1,0 +1,115 @@
+// `hourglass doctor` and `hourglass info --json` as a user runs them: without a GPU the doctor
+// fails (exit 1) saying no GPU is present and listing what it checked; with one every check
+// passes (exit 0). info --json parses and always has a "gpus" array.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/gpu.h"
+#include "support/run_binary.h"
+
+namespace hg {
+namespace {
+
+using test::run_hourglass;
+
+const char* const kCheckNames[] = {
+    "build has a GPU backend",
+    "runtime loads and the driver is new enough",
+    "a GPU is visible",
+    "set_device",
+    "allocate and free",
+    "a kernel runs and its result reads back",
+    "dnn library: f32 conv2d matches the CPU",
+    "blas library: f32 linear matches the CPU",
+    "bf16 conv2d runs",
+};
+
+TEST(Doctor, ListsEveryCheck) {
+  const test::RunResult r = run_hourglass("doctor");
+  for (const char* name : kCheckNames)
+    EXPECT_NE(r.output.find(name), std::string::npos) << "'" << name << "' not in:\n" << r.output;
+}
+
+TEST(Doctor, WithoutAGpuFailsSayingNoGpuIsPresent) {
+  if (test::gpu_available()) GTEST_SKIP() << "a GPU is available";
+  const test::RunResult r = run_hourglass("doctor");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("no GPU is present"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("FAIL  "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("SKIP  "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("remedy: "), std::string::npos) << r.output;
+}
+
+TEST(Doctor, WithAGpuEveryCheckPasses) {
+  HG_REQUIRE_GPU();
+  const test::RunResult r = run_hourglass("doctor");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("SKIP"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("checks passed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("PASS  gpu:0 dnn library"), std::string::npos) << r.output;
+}
+
+TEST(Doctor, HelpListsIt) {
+  const test::RunResult r = run_hourglass("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("\n  doctor"), std::string::npos) << r.output;
+}
+
+nlohmann::json info_json() {
+  const test::RunResult r = run_hourglass("info --json");
+  EXPECT_EQ(r.code, 0) << r.output;
+  const size_t start = r.output.find('{');   // log lines, if any, come before the object
+  if (start == std::string::npos) {
+    ADD_FAILURE() << "no JSON object in: " << r.output;
+    return {};
+  }
+  try {
+    return nlohmann::json::parse(r.output.substr(start));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "info --json does not parse: " << e.what() << "\n" << r.output;
+    return {};
+  }
+}
+
+TEST(Info, JsonHasTheCpuAndAGpusArray) {
+  const nlohmann::json info = info_json();
+  ASSERT_TRUE(info.is_object());
+  ASSERT_TRUE(info.contains("gpus"));
+  ASSERT_TRUE(info["gpus"].is_array());
+  ASSERT_TRUE(info["devices"].is_array());
+  EXPECT_EQ(info["devices"][0]["device"], "cpu");
+  EXPECT_TRUE(info.contains("onednn"));
+  EXPECT_TRUE(info.contains("gpu_backend"));
+  if (!test::gpu_available()) {
+    EXPECT_TRUE(info["gpus"].empty());
+    ASSERT_TRUE(info.contains("no_gpu_reason"));
+    EXPECT_FALSE(info["no_gpu_reason"].get<std::string>().empty());
+    return;
+  }
+  ASSERT_FALSE(info["gpus"].empty());
+  for (const auto& g : info["gpus"]) {
+    EXPECT_FALSE(g["name"].get<std::string>().empty());
+    EXPECT_FALSE(g["arch"].get<std::string>().empty());
+    EXPECT_GT(g["multiprocessors"].get<int>(), 0);
+    EXPECT_GT(g["memory_total_bytes"].get<double>(), 0);
+    EXPECT_GT(g["l2_bytes"].get<double>(), 0);
+  }
+  for (const char* key : {"runtime", "driver", "backend"})
+    EXPECT_TRUE(info["gpu_runtime"].contains(key)) << key;
+  for (const char* key : {"dnn", "blas"}) EXPECT_TRUE(info["gpu_libraries"].contains(key)) << key;
+}
+
+TEST(Info, TextSaysWhetherThereIsAGpu) {
+  const test::RunResult r = run_hourglass("info");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("device cpu"), std::string::npos) << r.output;
+  if (test::gpu_available())
+    EXPECT_NE(r.output.find("gpu:0 "), std::string::npos) << r.output;
+  else
+    EXPECT_NE(r.output.find("gpu: none"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace hg

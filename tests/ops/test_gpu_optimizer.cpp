@@ -1,0 +1,284 @@
+// The GPU backend's fused optimizer updates (sgd_step, adamw_step, with the device-side skip
+// flag) and dynamic loss scaling (unscale_grads_, update_loss_scale_) against the CPU backend:
+// several steps over sizes that exercise the float4 path, its tail and unaligned views.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+
+#include "hourglass/ops/ops.h"
+#include "support/compare.h"
+#include "support/gpu.h"
+
+#ifdef HOURGLASS_HAS_GPU
+#include "hourglass/device/gpu/gpu_allocator.h"
+#endif
+
+namespace hg {
+namespace {
+
+using test::all_close;
+using test::random_values;
+using test::to_doubles;
+
+// One element, under one float4, odd, larger than a block's share, ~1e6 and a tail of 3.
+const int64_t kSizes[] = {1, 3, 1001, 200003, (int64_t(1) << 20) + 3};
+constexpr int kSteps = 4;
+
+Device gpu0() { return Device::gpu(0); }
+
+void poison_outputs() {
+#ifdef HOURGLASS_HAS_GPU
+  gpu::set_poison(true);
+#endif
+}
+
+// The same f32 operations per element on both backends, up to contraction into FMAs; momentum
+// and Adam's moments carry differences forward over the steps: ~1e-6 relative.
+test::Tolerance tol() { return test::tolerance_for(DType::F32, 10); }
+
+// A flat f32 tensor on both devices with the same values. With `unaligned`, the GPU tensor is a
+// view one element into its storage (contiguous, not 16-byte aligned: the scalar path).
+struct Flat {
+  Tensor gpu, cpu;
+};
+Flat flat(const std::vector<double>& values, bool unaligned = false) {
+  const int64_t n = int64_t(values.size());
+  const Tensor cpu = test::f32_tensor(values, {n});
+  if (!unaligned) return {cpu.to(gpu0()), cpu.clone()};
+  Tensor big = Tensor::zeros({n + 1}, DType::F32, gpu0());
+  Tensor view = big.narrow(0, 1, n);
+  view.copy_(cpu);
+  return {view, cpu.clone()};
+}
+
+struct SgdCase {
+  double momentum, dampening, weight_decay;
+  bool nesterov;
+};
+
+TEST(GpuOptimizer, SgdMatchesCpuOverSeveralSteps) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  const SgdCase cases[] = {{0, 0, 0, false},        {0, 0, 0.1, false},  {0.9, 0, 0, false},
+                           {0.9, 0.3, 0.01, false}, {0.9, 0, 0.05, true}, {0.5, 0, 0, true}};
+  for (bool unaligned : {false, true})
+    for (const SgdCase& c : cases)
+      for (int64_t n : kSizes) {
+        SCOPED_TRACE(testing::Message() << "momentum=" << c.momentum << " dampening="
+                                        << c.dampening << " wd=" << c.weight_decay
+                                        << " nesterov=" << c.nesterov << " n=" << n
+                                        << " unaligned=" << unaligned);
+        SgdOptions o;
+        o.lr = 0.05;
+        o.momentum = c.momentum;
+        o.dampening = c.dampening;
+        o.weight_decay = c.weight_decay;
+        o.nesterov = c.nesterov;
+        Flat p = flat(random_values(n, 1), unaligned);
+        // A stale buffer: the first step must ignore it.
+        Flat m = c.momentum != 0 ? flat(random_values(n, 2), unaligned) : Flat{};
+        for (int step = 0; step < kSteps; ++step) {
+          const Flat g = flat(random_values(n, uint64_t(10 + step)), unaligned);
+          ops::sgd_step(p.gpu, g.gpu, m.gpu, o, step == 0);
+          ops::sgd_step(p.cpu, g.cpu, m.cpu, o, step == 0);
+        }
+        EXPECT_TRUE(all_close(p.gpu, to_doubles(p.cpu), tol()));
+        if (c.momentum != 0) EXPECT_TRUE(all_close(m.gpu, to_doubles(m.cpu), tol()));
+      }
+}
+
+TEST(GpuOptimizer, AdamWMatchesCpuOverSeveralSteps) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  for (bool unaligned : {false, true})
+    for (double wd : {0.0, 0.01, 0.3})
+      for (int64_t n : kSizes) {
+        SCOPED_TRACE(testing::Message() << "wd=" << wd << " n=" << n << " unaligned="
+                                        << unaligned);
+        AdamWOptions o;
+        o.lr = 0.01;
+        o.weight_decay = wd;
+        Flat p = flat(random_values(n, 3), unaligned);
+        Flat m = flat(std::vector<double>(size_t(n), 0.0), unaligned);
+        Flat v = flat(std::vector<double>(size_t(n), 0.0), unaligned);
+        for (int64_t step = 1; step <= kSteps; ++step) {
+          const Flat g = flat(random_values(n, uint64_t(20 + step)), unaligned);
+          ops::adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, o, step);
+          ops::adamw_step(p.cpu, g.cpu, m.cpu, v.cpu, o, step);
+        }
+        EXPECT_TRUE(all_close(p.gpu, to_doubles(p.cpu), tol()));
+        EXPECT_TRUE(all_close(m.gpu, to_doubles(m.cpu), tol()));
+        // v holds squares of O(1) gradients scaled by 1 - beta2 = 1e-3.
+        EXPECT_TRUE(all_close(v.gpu, to_doubles(v.cpu),
+                              test::Tolerance{tol().rtol, tol().atol * 1e-3}));
+      }
+}
+
+TEST(GpuOptimizer, NonzeroSkipFlagLeavesEverythingUntouched) {
+  HG_REQUIRE_GPU();
+  const int64_t n = 100003;
+  SgdOptions so;
+  so.momentum = 0.9;
+  so.weight_decay = 0.01;
+  AdamWOptions ao;
+  for (double flag : {1.0, -3.0, double(INFINITY), double(NAN)}) {
+    SCOPED_TRACE(testing::Message() << "skip=" << flag);
+    const Tensor skip = Tensor::scalar(flag, DType::F32, gpu0());
+    const Tensor g = flat(random_values(n, 4)).gpu;
+    Tensor p = flat(random_values(n, 5)).gpu, m = flat(random_values(n, 6)).gpu;
+    Tensor v = flat(random_values(n, 7, 0, 1)).gpu;
+    const auto p0 = p.to_vector<float>(), m0 = m.to_vector<float>(), v0 = v.to_vector<float>();
+    ops::sgd_step(p, g, m, so, false, skip);
+    ops::sgd_step(p, g, m, so, true, skip);
+    ops::adamw_step(p, g, m, v, ao, 3, skip);
+    EXPECT_EQ(p.to_vector<float>(), p0);
+    EXPECT_EQ(m.to_vector<float>(), m0);
+    EXPECT_EQ(v.to_vector<float>(), v0);
+  }
+}
+
+TEST(GpuOptimizer, ZeroSkipFlagUpdatesAsWithoutOne) {
+  HG_REQUIRE_GPU();
+  const int64_t n = 100003;
+  const Tensor zero = Tensor::scalar(0.0, DType::F32, gpu0());
+  const Tensor g = flat(random_values(n, 8)).gpu;
+  SgdOptions so;
+  so.momentum = 0.9;
+  Tensor p1 = flat(random_values(n, 9)).gpu, p2 = p1.clone();
+  const auto p0 = p1.to_vector<float>();
+  Tensor m1 = Tensor::zeros({n}, DType::F32, gpu0()), m2 = m1.clone();
+  ops::sgd_step(p1, g, m1, so, true, zero);
+  ops::sgd_step(p2, g, m2, so, true);
+  EXPECT_EQ(p1.to_vector<float>(), p2.to_vector<float>());
+  EXPECT_EQ(m1.to_vector<float>(), m2.to_vector<float>());
+  EXPECT_NE(p1.to_vector<float>(), p0) << "the step must have moved p";
+
+  AdamWOptions ao;
+  Tensor v1 = Tensor::zeros({n}, DType::F32, gpu0()), v2 = v1.clone();
+  ops::adamw_step(p1, g, m1, v1, ao, 1, zero);
+  ops::adamw_step(p2, g, m2, v2, ao, 1);
+  EXPECT_EQ(p1.to_vector<float>(), p2.to_vector<float>());
+  EXPECT_EQ(v1.to_vector<float>(), v2.to_vector<float>());
+}
+
+TEST(GpuOptimizer, EmptyTensorsLaunchNothing) {
+  HG_REQUIRE_GPU();
+  Tensor p = Tensor::empty({0}, DType::F32, gpu0());
+  Tensor m = Tensor::empty({0}, DType::F32, gpu0()), v = Tensor::empty({0}, DType::F32, gpu0());
+  SgdOptions so;
+  so.momentum = 0.9;
+  ops::sgd_step(p, p, m, so, true);
+  ops::adamw_step(p, p, m, v, AdamWOptions{}, 1);
+  Tensor state = Tensor::from_vector<float>({8.0f, 0.0f, 0.0f}, {3}).to(gpu0());
+  ops::unscale_grads_(p, state);
+  EXPECT_EQ(state.to_vector<float>(), (std::vector<float>{8.0f, 0.0f, 0.0f}));
+}
+
+// ---------------------------------------------------------------- loss scaling
+
+Flat state(float scale, float found_inf, float good_steps) {
+  return flat({scale, found_inf, good_steps});
+}
+
+TEST(GpuLossScale, UnscaleMatchesCpuAndFlagsNonFinite) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  for (bool unaligned : {false, true})
+    for (int64_t n : kSizes) {
+      // Where a non-finite value is planted: none, the first, the last (a tail element when
+      // n % 4 != 0) and the middle.
+      for (int64_t bad : {int64_t(-1), int64_t(0), n - 1, n / 2})
+        for (double bad_value : {double(INFINITY), double(-INFINITY), double(NAN)}) {
+          if (bad < 0 && bad_value != double(INFINITY)) continue;   // one clean run
+          SCOPED_TRACE(testing::Message() << "n=" << n << " unaligned=" << unaligned
+                                          << " bad=" << bad << " value=" << bad_value);
+          auto values = random_values(n, 11, -2048, 2048);
+          if (bad >= 0) values[size_t(bad)] = bad_value;
+          Flat g = flat(values, unaligned);
+          Flat s = state(1024.0f, 0.0f, 5.0f);
+          ops::unscale_grads_(g.gpu, s.gpu);
+          ops::unscale_grads_(g.cpu, s.cpu);
+          // One f32 multiply by the same f32 reciprocal: bit-identical.
+          const auto got = g.gpu.to_vector<float>(), want = g.cpu.to_vector<float>();
+          for (int64_t i = 0; i < n; ++i)
+            if (i != bad) ASSERT_EQ(got[size_t(i)], want[size_t(i)]) << "element " << i;
+          if (bad >= 0) EXPECT_FALSE(std::isfinite(got[size_t(bad)]));
+          EXPECT_EQ(s.gpu.to_vector<float>(), s.cpu.to_vector<float>());
+          EXPECT_EQ(s.gpu.to_vector<float>()[1], bad >= 0 ? 1.0f : 0.0f);
+          // Finite gradients afterwards never clear the flag.
+          Flat g2 = flat(random_values(n, 12), unaligned);
+          ops::unscale_grads_(g2.gpu, s.gpu);
+          EXPECT_EQ(s.gpu.to_vector<float>()[1], bad >= 0 ? 1.0f : 0.0f);
+        }
+    }
+}
+
+TEST(GpuLossScale, UnscaleOverflowToInfIsFound) {
+  HG_REQUIRE_GPU();
+  // A tiny scale turns large finite gradients into inf: that counts as found.
+  Flat g = flat({1e30, 1.0, -2.0});
+  Flat s = state(1e-10f, 0.0f, 0.0f);
+  ops::unscale_grads_(g.gpu, s.gpu);
+  EXPECT_EQ(s.gpu.to_vector<float>()[1], 1.0f);
+}
+
+// Drives both backends through the same sequence of steps (found-inf or not, set by unscaling
+// gradients that do or do not hold an inf) and requires bit-identical states after each.
+void expect_same_transitions(float scale, double growth, double backoff, int64_t interval,
+                             const std::vector<bool>& overflow) {
+  Flat s = state(scale, 0.0f, 0.0f);
+  for (size_t step = 0; step < overflow.size(); ++step) {
+    SCOPED_TRACE(testing::Message() << "step " << step);
+    Flat g = flat({1.0, overflow[step] ? double(INFINITY) : 2.0, 3.0});
+    ops::unscale_grads_(g.gpu, s.gpu);
+    ops::unscale_grads_(g.cpu, s.cpu);
+    ops::update_loss_scale_(s.gpu, growth, backoff, interval);
+    ops::update_loss_scale_(s.cpu, growth, backoff, interval);
+    ASSERT_EQ(s.gpu.to_vector<float>(), s.cpu.to_vector<float>());
+    ASSERT_EQ(s.gpu.to_vector<float>()[1], 0.0f) << "found_inf is cleared by the update";
+  }
+}
+
+TEST(GpuLossScale, UpdateTransitionsMatchCpuExactly) {
+  HG_REQUIRE_GPU();
+  // Growth after `interval` clean steps, back-off on inf (resetting the count), interval 1.
+  expect_same_transitions(65536.0f, 2.0, 0.5, 3,
+                          {false, false, false, false, true, false, true, true, false, false,
+                           false, false, false, false, false});
+  expect_same_transitions(1024.0f, 2.0, 0.5, 1, {false, false, true, false, true, false});
+  // Factors that are not powers of two: the double arithmetic must round the same way.
+  expect_same_transitions(3.0f, 1.7, 0.31, 2,
+                          {false, false, true, false, false, false, true, true, false, false});
+  // Never grows to inf.
+  expect_same_transitions(FLT_MAX / 2, 4.0, 0.5, 1, {false, false, false});
+}
+
+TEST(GpuLossScale, FoundInfSkipsTheOptimizerStepOnTheDevice) {
+  HG_REQUIRE_GPU();
+  // The real wiring: the skip flag is a view of the scaler state's found_inf element.
+  const int64_t n = 1001;
+  Tensor st = state(256.0f, 0.0f, 0.0f).gpu;
+  const Tensor found_inf = st.narrow(0, 1, 1);
+  SgdOptions o;
+  o.momentum = 0.9;
+  Tensor p = flat(random_values(n, 13)).gpu, m = Tensor::zeros({n}, DType::F32, gpu0());
+  const auto p0 = p.to_vector<float>();
+
+  auto bad = random_values(n, 14);
+  bad[7] = double(NAN);
+  Tensor g = flat(bad).gpu;
+  ops::unscale_grads_(g, st);
+  ops::sgd_step(p, g, m, o, true, found_inf);
+  EXPECT_EQ(p.to_vector<float>(), p0) << "a step with inf/NaN gradients must be skipped";
+  ops::update_loss_scale_(st, 2.0, 0.5, 100);
+  EXPECT_EQ(st.to_vector<float>(), (std::vector<float>{128.0f, 0.0f, 0.0f}));
+
+  Tensor g2 = flat(random_values(n, 15)).gpu;
+  ops::unscale_grads_(g2, st);
+  ops::sgd_step(p, g2, m, o, true, found_inf);
+  EXPECT_NE(p.to_vector<float>(), p0) << "a clean step must update";
+}
+
+}  // namespace
+}  // namespace hg

@@ -1,0 +1,21 @@
+// GPU tests run where a GPU is visible and skip, saying why, where none is (CI, CPU builds).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace hg::test {
+
+// True when this build has a GPU backend and the runtime sees at least one device.
+bool gpu_available();
+// Why gpu_available() is false ("" when it is true).
+std::string gpu_unavailable_reason();
+
+}  // namespace hg::test
+
+// First statement of a GPU test: skips it (with the reason) when no GPU is available.
+#define HG_REQUIRE_GPU()                                                                \
+  do {                                                                                  \
+    if (!::hg::test::gpu_available()) GTEST_SKIP() << ::hg::test::gpu_unavailable_reason(); \
+  } while (0)

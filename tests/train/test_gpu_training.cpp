@@ -1,0 +1,194 @@
+// Training on a GPU end to end: the GPU follows the CPU in f32, bf16 and fp16 (with the loss
+// scaler) train, checkpoints move between CPU and GPU, and the trainer runs a config with
+// device = "gpu:0". GPU tests skip without a GPU; the config checks run everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "hourglass/autograd/functions.h"
+#include "hourglass/nn/models.h"
+#include "hourglass/nn/parameter_arena.h"
+#include "hourglass/optim/mixed_precision.h"
+#include "hourglass/optim/sgd.h"
+#include "hourglass/tensor/safetensors.h"
+#include "hourglass/train/checkpoint.h"
+#include "hourglass/train/run_config.h"
+#include "hourglass/train/trainer.h"
+#include "support/compare.h"
+#include "support/expect_error.h"
+#include "support/gpu.h"
+#include "support/temp_dir.h"
+
+namespace hg {
+namespace {
+
+nn::ModelSpec tiny_spec() {
+  nn::ModelSpec spec;
+  spec.name = "tiny_resnet";
+  spec.in_channels = 3;
+  spec.height = spec.width = 8;
+  spec.num_classes = 4;
+  return spec;
+}
+
+struct Batch {
+  Tensor x, labels;
+};
+Batch fixed_batch(int64_t n = 16) {
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = i % 4;
+  return {test::f32_tensor(test::random_values(n * 8 * 8 * 3, 11), {n, 8, 8, 3}),
+          Tensor::from_vector(labels, {n})};
+}
+
+// Trains the tiny ResNet `steps` SGD steps on one batch on `device` in `precision`; returns
+// the losses and the final parameters (on the CPU).
+struct Trajectory {
+  std::vector<double> losses;
+  std::vector<double> params;
+};
+Trajectory train_tiny(Device device, optim::Precision precision, int steps) {
+  auto model = nn::make_model(tiny_spec());
+  nn::initialize(*model, 7);
+  model->to(device);
+  FlatParameters flat = nn::build_parameter_arena(*model, nn::DecayScope::All);
+  SgdOptions o;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  o.nesterov = true;
+  o.weight_decay = 5e-4;
+  optim::Sgd sgd(flat, o);
+  std::unique_ptr<optim::LossScaler> scaler;
+  if (precision == optim::Precision::FP16) {
+    scaler = std::make_unique<optim::LossScaler>(device);
+    sgd.set_skip_flag(scaler->found_inf());
+  }
+  autograd::AutocastGuard guard(optim::apply_precision(precision, device));
+  const Batch b = fixed_batch();
+  const Tensor x = b.x.to(device), labels = b.labels.to(device);
+  Trajectory t;
+  for (int i = 0; i < steps; ++i) {
+    Tensor loss = fn::cross_entropy(model->forward(x), labels);
+    autograd::backward(loss, scaler ? scaler->seed() : Tensor());
+    if (scaler) scaler->unscale(flat);
+    sgd.step();
+    if (scaler) scaler->update();
+    sgd.zero_grad();
+    t.losses.push_back(loss.item());
+  }
+  ops::set_allow_tf32(false);
+  t.params = test::to_doubles(flat.params);
+  return t;
+}
+
+TEST(GpuTraining, F32FollowsTheCpu) {
+  HG_REQUIRE_GPU();
+  const Trajectory cpu = train_tiny(Device::cpu(), optim::Precision::FP32, 5);
+  const Trajectory gpu = train_tiny(Device::gpu(0), optim::Precision::FP32, 5);
+  EXPECT_TRUE(test::all_close(gpu.losses, cpu.losses, {1e-4, 1e-5}));
+  EXPECT_TRUE(test::all_close(gpu.params, cpu.params, {1e-3, 1e-4}));
+}
+
+TEST(GpuTraining, LowPrecisionTrainsCloseToF32) {
+  HG_REQUIRE_GPU();
+  const Trajectory ref = train_tiny(Device::cpu(), optim::Precision::FP32, 30);
+  for (auto p : {optim::Precision::TF32, optim::Precision::BF16, optim::Precision::FP16}) {
+    SCOPED_TRACE(optim::precision_name(p));
+    const Trajectory t = train_tiny(Device::gpu(0), p, 30);
+    for (double l : t.losses) ASSERT_TRUE(std::isfinite(l));
+    for (double w : t.params) ASSERT_TRUE(std::isfinite(w));
+    EXPECT_LT(t.losses.back(), 0.5 * t.losses.front());   // it learns the batch
+    // The first loss is one forward pass: within low-precision rounding of f32's.
+    EXPECT_NEAR(t.losses.front(), ref.losses.front(), 0.03 * ref.losses.front());
+  }
+}
+
+TEST(GpuTraining, CheckpointsMoveBetweenGpuAndCpu) {
+  HG_REQUIRE_GPU();
+  const std::string dir = test::fresh_temp_dir("hourglass_gpu_ckpt");
+  auto gpu_model = nn::make_model(tiny_spec());
+  nn::initialize(*gpu_model, 9);
+  gpu_model->to(Device::gpu(0));
+  gpu_model->eval();
+  const Batch b = fixed_batch(4);
+  autograd::NoGradGuard no_grad;
+  const std::vector<double> gpu_out = test::to_doubles(gpu_model->forward(b.x.to(Device::gpu(0))));
+  train::save_checkpoint(dir + "/gpu.safetensors", *gpu_model, nullptr, {});
+
+  auto cpu_model = nn::make_model(tiny_spec());   // different (uninitialised) weights
+  train::load_model_state(*cpu_model, load_safetensors(dir + "/gpu.safetensors"));
+  cpu_model->eval();
+  EXPECT_TRUE(test::all_close(cpu_model->forward(b.x), gpu_out, {1e-4, 1e-5}));
+
+  // And back: the CPU model's checkpoint into a fresh GPU model.
+  train::save_checkpoint(dir + "/cpu.safetensors", *cpu_model, nullptr, {});
+  auto gpu2 = nn::make_model(tiny_spec());
+  gpu2->to(Device::gpu(0));
+  train::load_model_state(*gpu2, load_safetensors(dir + "/cpu.safetensors"));
+  gpu2->eval();
+  EXPECT_TRUE(test::all_close(gpu2->forward(b.x.to(Device::gpu(0))), gpu_out, {1e-6, 1e-7}));
+}
+
+Config gpu_config(const std::string& precision) {
+  Config c = Config::parse(R"(
+    seed = 3
+    device = "gpu:0"
+    [model]
+    name = "tiny_resnet"
+    [data]
+    dataset = "synthetic"
+    synthetic = { train_size = 256, test_size = 128, height = 8, width = 8, channels = 3, classes = 4 }
+    workers = 0
+    [optim]
+    name = "sgd"
+    lr = 0.05
+    momentum = 0.9
+    nesterov = true
+    [train]
+    epochs = 3
+    batch_size = 32
+  )", "gpu.toml");
+  c.set_override("precision=\"" + precision + "\"");
+  return c;
+}
+
+TEST(GpuTraining, TrainerRunsEachPrecisionAndResumesAnFp16Run) {
+  HG_REQUIRE_GPU();
+  for (const char* p : {"fp32", "tf32", "bf16", "fp16"}) {
+    SCOPED_TRACE(p);
+    train::Trainer t(gpu_config(p), {test::fresh_temp_dir(std::string("hourglass_gpu_trainer_") + p), false});
+    auto h = t.run();
+    ASSERT_EQ(h.size(), 3u);
+    EXPECT_TRUE(std::isfinite(h.back().train_loss));
+    EXPECT_LT(h.back().train_loss, h.front().train_loss);
+  }
+  // fp16: stop after 5 steps, resume; the loss scale comes back from the checkpoint.
+  const std::string dir = test::fresh_temp_dir("hourglass_gpu_trainer_fp16_resume");
+  {
+    train::TrainerOptions o{dir, false};
+    o.stop_after_steps = 5;
+    train::Trainer t(gpu_config("fp16"), o);
+    t.run();
+    ASSERT_TRUE(t.stopped());
+    const auto ckpt = train::read_training_checkpoint(t.last_checkpoint());
+    EXPECT_FALSE(ckpt.state.loss_scale.empty());
+  }
+  train::TrainerOptions o{dir, false};
+  o.resume = "auto";
+  train::Trainer t(gpu_config("fp16"), o);
+  auto h = t.run();
+  EXPECT_FALSE(t.stopped());
+  EXPECT_EQ(h.size(), 3u);
+}
+
+TEST(GpuTrainingConfig, LowPrecisionNeedsAGpuDevice) {
+  Config c = gpu_config("bf16");
+  c.set_override("device=\"cpu\"");
+  test::expect_invalid([&] { train::parse_run_config(c); },
+                       {"gpu.toml", "precision", "bf16", "needs a GPU"});
+  Config bad = gpu_config("fp8");
+  test::expect_invalid([&] { train::parse_run_config(bad); }, {"precision", "fp8"});
+}
+
+}  // namespace
+}  // namespace hg

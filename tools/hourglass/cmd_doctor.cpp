@@ -1,0 +1,307 @@
+// hourglass doctor: checks the GPU stack end to end, one line per check (PASS / FAIL / SKIP)
+// with the remedy under each failure. Exit code 0 when every check passed, 1 otherwise (a
+// machine without a usable GPU fails). Each check is isolated: one failure does not hide the
+// others.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "hourglass/base/error.h"
+#include "hourglass/base/rng.h"
+#include "hourglass/ops/ops.h"
+#include "hourglass/tensor/tensor.h"
+#ifdef HOURGLASS_HAS_GPU
+#include "hourglass/backend/gpu/libraries.h"
+#include "hourglass/device/gpu/device_info.h"
+#include "hourglass/device/gpu/gpu_allocator.h"
+#include "hourglass/device/gpu/runtime.h"
+#endif
+
+namespace hg::cli {
+
+namespace {
+
+enum class Outcome { Pass, Fail, Skip };
+
+// Runs checks, printing each result as it comes (a hang or crash shows where it happened).
+class Checklist {
+ public:
+  // Runs `check`, which returns a detail for the PASS line or throws.
+  bool run(const std::string& name, const std::function<std::string()>& check) {
+    try {
+      const std::string detail = check();
+      report(Outcome::Pass, name, detail, "");
+      return true;
+    } catch (const Error& e) {
+      report(Outcome::Fail, name, e.message(), e.remedy());
+    } catch (const std::exception& e) {
+      report(Outcome::Fail, name, e.what(), "");
+    }
+    return false;
+  }
+  void fail(const std::string& name, const std::string& detail, const std::string& remedy) {
+    report(Outcome::Fail, name, detail, remedy);
+  }
+  void skip(const std::string& name, const std::string& why) {
+    report(Outcome::Skip, name, why, "");
+  }
+
+  int passed() const { return passed_; }
+  int failed() const { return failed_; }
+  int skipped() const { return skipped_; }
+
+ private:
+  void report(Outcome outcome, const std::string& name, const std::string& detail,
+              const std::string& remedy) {
+    const bool pass = outcome == Outcome::Pass, fail = outcome == Outcome::Fail;
+    const char* tag = pass ? "PASS" : fail ? "FAIL" : "SKIP";
+    (pass ? passed_ : fail ? failed_ : skipped_) += 1;
+    std::printf("%s  %s%s%s\n", tag, name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
+    if (fail && !remedy.empty()) std::printf("      remedy: %s\n", remedy.c_str());
+    std::fflush(stdout);
+  }
+  int passed_ = 0, failed_ = 0, skipped_ = 0;
+};
+
+// The checks run on each GPU, in order (listed as SKIP when there is none).
+const std::vector<std::string> kDeviceChecks = {
+    "set_device",
+    "allocate and free (caching allocator)",
+    "a kernel runs and its result reads back (fill, convert, copy to host)",
+    "dnn library: f32 conv2d matches the CPU",
+    "blas library: f32 linear matches the CPU",
+    "bf16 conv2d runs and is close to the CPU",
+};
+
+#ifdef HOURGLASS_HAS_GPU
+
+std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
+
+// Uniform values in [-1, 1) as a CPU f32 tensor.
+Tensor random_tensor(const Shape& shape, uint64_t stream) {
+  RandomStream rng(20240601, stream);
+  std::vector<float> v(size_t(shape_numel(shape)));
+  for (float& x : v) x = 2.0f * rng.uniform() - 1.0f;
+  return Tensor::from_vector(v, shape);
+}
+
+// max |got - ref| / max |ref| over all elements; got and ref converted to f64 on the CPU.
+double relative_error(const Tensor& got, const Tensor& ref) {
+  const std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
+  HG_ASSERT(g.size() == r.size(), "doctor: result sizes differ");
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!std::isfinite(g[i]))
+      throw_runtime(fmt::format("element {} of the GPU result is {}", i, g[i]),
+                    "the GPU computed a non-finite value the CPU did not: the library or driver "
+                    "is broken; update the driver and the library");
+    err = std::max(err, std::abs(g[i] - r[i]));
+    scale = std::max(scale, std::abs(r[i]));
+  }
+  return err / std::max(scale, 1e-30);
+}
+
+void expect_close(const char* what, double rel, double bound) {
+  if (!(rel <= bound))
+    throw_runtime(fmt::format("{}: relative error {:.3g} against the CPU exceeds {:.0e}", what,
+                              rel, bound),
+                  "the library returns wrong results on this GPU: update the GPU driver and the "
+                  "library (cuDNN / cuBLASLt, MIOpen / hipBLASLt) to versions that support it");
+}
+
+std::string check_set_device(int index) {
+  gpu::set_device(index);
+  return "";
+}
+
+std::string check_allocator(int index) {
+  Allocator& a = gpu::allocator(index);
+  constexpr size_t kBytes = 64u << 20;
+  const AllocatorStats before = a.stats();
+  void* p = a.allocate(kBytes);
+  a.deallocate(p, kBytes);
+  void* q = a.allocate(kBytes);   // served from the cache: the same block
+  a.deallocate(q, kBytes);
+  const AllocatorStats after = a.stats();
+  if (after.in_use != before.in_use)
+    throw_runtime(fmt::format("in_use went from {} to {} bytes over allocate/free", before.in_use,
+                              after.in_use),
+                  "an allocator bug: report it");
+  return fmt::format("{} allocated and freed, {}; {} in use, {} reserved", mib(kBytes),
+                     p == q ? "freed block reused" : "freed block not reused",
+                     mib(after.in_use), mib(after.reserved));
+}
+
+std::string check_kernel(int index) {
+  const Device dev = Device::gpu(index);
+  constexpr int64_t n = 1 << 20;
+  Tensor t = Tensor::empty({n}, DType::F32, dev);
+  t.fill_(3.25);
+  t.narrow(0, 1000, 24).fill_(-1.5);
+  const std::vector<float> back = t.to(DType::BF16).to_vector<float>();   // converted on the GPU
+  for (int64_t i = 0; i < n; ++i) {
+    const float expected = i >= 1000 && i < 1024 ? -1.5f : 3.25f;
+    if (back[size_t(i)] != expected)
+      throw_runtime(fmt::format("element {} read back as {}, expected {}", i, back[size_t(i)],
+                                expected),
+                    "kernels run but compute wrong values: update the GPU driver; rebuild for "
+                    "this GPU's architecture");
+  }
+  return fmt::format("{} elements", n);
+}
+
+std::string check_conv_f32(int index) {
+  const Tensor x = random_tensor({2, 8, 8, 8}, 1), w = random_tensor({16, 3, 3, 8}, 2),
+               b = random_tensor({16}, 3);
+  Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  const Device dev = Device::gpu(index);
+  const Tensor ref = ops::conv2d(x, w, b, p);
+  const Tensor got = ops::conv2d(x.to(dev), w.to(dev), b.to(dev), p);
+  const double rel = relative_error(got, ref);
+  // Sums of 72 products in f32 (TF32 off): rounding error ~1e-6 of the output scale.
+  expect_close("conv2d", rel, 1e-4);
+  return fmt::format("{}, relative error {:.2g}", gpu::dnn_library_version(), rel);
+}
+
+std::string check_linear_f32(int index) {
+  const Tensor x = random_tensor({4, 32}, 4), w = random_tensor({24, 32}, 5),
+               b = random_tensor({24}, 6);
+  const Device dev = Device::gpu(index);
+  const Tensor ref = ops::linear(x, w, b);
+  const Tensor got = ops::linear(x.to(dev), w.to(dev), b.to(dev));
+  const double rel = relative_error(got, ref);
+  expect_close("linear", rel, 1e-4);
+  return fmt::format("{}, relative error {:.2g}", gpu::blas_library_version(), rel);
+}
+
+std::string check_conv_bf16(int index) {
+  // The CPU reference sees the bf16-rounded inputs; the GPU accumulates in f32 and rounds the
+  // output to bf16 (relative error ~4e-3), so 2e-2 of the output scale.
+  const Tensor x = random_tensor({2, 8, 8, 8}, 7).to(DType::BF16).to(DType::F32);
+  const Tensor w = random_tensor({16, 3, 3, 8}, 8).to(DType::BF16).to(DType::F32);
+  Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  const Device dev = Device::gpu(index);
+  const Tensor ref = ops::conv2d(x, w, Tensor(), p);
+  const Tensor got =
+      ops::conv2d(x.to(dev).to(DType::BF16), w.to(dev).to(DType::BF16), Tensor(), p);
+  if (got.dtype() != DType::BF16)
+    throw_runtime(fmt::format("bf16 conv2d returned {}", got.describe()),
+                  "a backend bug: report it");
+  const double rel = relative_error(got, ref);
+  expect_close("bf16 conv2d", rel, 2e-2);
+  return fmt::format("relative error {:.2g}", rel);
+}
+
+#endif
+
+int run_doctor() {
+  Checklist checks;
+  std::printf("hourglass doctor: checking the GPU stack\n");
+#ifndef HOURGLASS_HAS_GPU
+  checks.fail("build has a GPU backend",
+              "this hourglass was built without one (HOURGLASS_GPU=off, or no CUDA/ROCm toolkit "
+              "was found at configure time)",
+              "rebuild with -DHOURGLASS_GPU=cuda (CUDA toolkit with cuDNN 9 and cuBLASLt) or "
+              "-DHOURGLASS_GPU=hip (ROCm with MIOpen and hipBLASLt)");
+  checks.skip("runtime loads and the driver is new enough", "no GPU backend in this build");
+  checks.skip("a GPU is visible", "no GPU backend in this build");
+  for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU is present");
+  std::printf("no GPU is present: this build has no GPU backend; training runs on the CPU\n");
+#else
+  const gpu::GpuRuntimeInfo rt = gpu::runtime_info();
+  checks.run("build has a GPU backend", [&] {
+    return fmt::format("{} (built with runtime {})", rt.backend, rt.runtime);
+  });
+  const bool runtime_ok = checks.run("runtime loads and the driver is new enough", [&] {
+    const std::string release = rt.driver_release.empty() ? "" : ", release " + rt.driver_release;
+    if (rt.driver_version == 0)
+      throw_runtime(fmt::format("no {} driver is installed or loaded (the {} runtime {} found "
+                                "none{})",
+                                rt.backend == "hip" ? "amdgpu" : "NVIDIA", rt.backend, rt.runtime,
+                                rt.device_query_error.empty() ? "" : ": " + rt.device_query_error),
+                    rt.backend == "hip"
+                        ? "install ROCm's amdgpu driver (`rocm-smi` should list the GPU)"
+                        : "install the NVIDIA driver (`nvidia-smi` should list the GPU); in a "
+                          "container, run with --gpus all");
+    if (rt.driver_too_old)
+      throw_runtime(fmt::format("the driver supports {} {}{}, older than the runtime {} this "
+                                "build uses ({})",
+                                rt.backend, rt.driver, release, rt.runtime, rt.device_query_error),
+                    "install a newer GPU driver, or rebuild hourglass with an older toolkit");
+    std::string note;
+    if (rt.driver_version < rt.runtime_version)
+      note = " (older than the runtime: runs through minor-version compatibility)";
+    return fmt::format("runtime {}, driver supports {}{}{}", rt.runtime, rt.driver, release, note);
+  });
+  const int count = gpu::device_count();
+  if (count > 0) {
+    checks.run("a GPU is visible", [&] {
+      return fmt::format("{} device{}", count, count == 1 ? "" : "s");
+    });
+  } else {
+    const std::string reason = gpu::no_device_reason();
+    checks.fail("a GPU is visible", "no GPU is present: " + reason,
+                runtime_ok ? "see the checks above; meanwhile device = \"cpu\" trains on the CPU"
+                           : "fix the driver (above) first");
+  }
+  std::vector<gpu::GpuDeviceInfo> devices;
+  if (count > 0) {
+    checks.run("device properties", [&] {
+      devices = gpu::list_devices();
+      std::string names;
+      for (const auto& d : devices)
+        names += fmt::format("{}gpu:{} {} ({}, {:.1f} GiB)", names.empty() ? "" : "; ", d.index,
+                             d.name, d.arch, double(d.memory_total) / (1ull << 30));
+      return names;
+    });
+  }
+  if (count == 0) {
+    for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU is present");
+    std::printf("no GPU is present, so the device checks were skipped; training runs on the "
+                "CPU (device = \"cpu\")\n");
+  }
+  for (int i = 0; i < count; ++i) {
+    const std::string prefix = fmt::format("gpu:{} ", i);
+    if (!checks.run(prefix + kDeviceChecks[0], [&] { return check_set_device(i); })) {
+      for (size_t k = 1; k < kDeviceChecks.size(); ++k)
+        checks.skip(prefix + kDeviceChecks[k], "set_device failed");
+      continue;
+    }
+    const bool alloc_ok = checks.run(prefix + kDeviceChecks[1], [&] { return check_allocator(i); });
+    if (!alloc_ok) {
+      for (size_t k = 2; k < kDeviceChecks.size(); ++k)
+        checks.skip(prefix + kDeviceChecks[k], "allocation failed");
+      continue;
+    }
+    checks.run(prefix + kDeviceChecks[2], [&] { return check_kernel(i); });
+    checks.run(prefix + kDeviceChecks[3], [&] { return check_conv_f32(i); });
+    checks.run(prefix + kDeviceChecks[4], [&] { return check_linear_f32(i); });
+    checks.run(prefix + kDeviceChecks[5], [&] { return check_conv_bf16(i); });
+  }
+#endif
+  const int total = checks.passed() + checks.failed() + checks.skipped();
+  if (checks.failed() == 0) {
+    std::printf("all %d checks passed\n", total);
+    return 0;
+  }
+  std::printf("%d of %d checks failed, %d skipped\n", checks.failed(), total, checks.skipped());
+  return 1;
+}
+
+}  // namespace
+
+Runner add_doctor(CLI::App& app) {
+  app.add_subcommand("doctor",
+                     "Check the GPU stack end to end (backend, driver, devices, allocator, "
+                     "kernels, dnn and blas libraries); exit code 1 when any check fails.");
+  return [] { return run_doctor(); };
+}
+
+}  // namespace hg::cli
