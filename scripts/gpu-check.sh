@@ -9,6 +9,7 @@
 #   bench   bench/gpu_vs_pytorch.sh (hourglass vs PyTorch on this GPU)
 #   quick   bench/gpu_vs_pytorch.sh --quick
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
+#   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build-device/out}
@@ -68,11 +69,25 @@ for stage in "${stages[@]}"; do
       rm -rf build-device/runs/fmnist-gpu
       ./build-device/hourglass train configs/fashion-mnist-resnet18-gpu.toml \
         --run-dir build-device/runs/fmnist-gpu --set data.path="$data" --no-progress \
-        > "$out/train.log" 2>&1
+        ${TRAIN_SET:+--set "$TRAIN_SET"} > "$out/train.log" 2>&1
       rc=$?
       cp build-device/runs/fmnist-gpu/metrics.jsonl "$out/" 2>/dev/null
       tail -25 "$out/train.log"
       row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
+      ;;
+    runtime)
+      # ResNet-50 checkpoint stall, then the out-of-memory recovery under a device memory limit.
+      rm -rf build-device/runs/r50 build-device/runs/r50-oom
+      ./build-device/hourglass train configs/synthetic-resnet50-gpu.toml --run-dir build-device/runs/r50 \
+        --no-progress > "$out/r50-stall.log" 2>&1
+      rc=$?
+      grep -E "checkpoint .*waited" "$out/r50-stall.log" | tail -6
+      row r50-stall $rc "$(grep -oE 'waited [0-9.]+ s' "$out/r50-stall.log" | sort -k2 -n | tail -1) (max)"
+      ./build-device/hourglass train configs/synthetic-resnet50-gpu.toml --run-dir build-device/runs/r50-oom \
+        --no-progress --memory-limit "${OOM_LIMIT:-1536MiB}" --set train.batch_size=512 > "$out/oom.log" 2>&1
+      rc=$?
+      grep -iE "out of memory|micro-batch|limit|test accuracy" "$out/oom.log" | cut -c1-400 | head -12
+      row oom $rc "$(grep -ciE 'out of memory' "$out/oom.log") out-of-memory lines, $(( $(date +%s) - t0 )) s"
       ;;
     *) row "$stage" 2 "unknown stage" ;;
   esac

@@ -88,3 +88,25 @@ TEST(Tape, LinearAndCrossEntropyGradientMatchesFiniteDifferences) {
 
 }  // namespace
 }  // namespace hg
+
+namespace hg {
+namespace {
+
+TEST(Tape, KeepsOnlyWhatBackwardNeedsAlive) {
+  // relu saves its output, not its input: the input (here a mul_scalar result) must be freed
+  // once the caller lets go of it, or every intermediate of a network stays alive until
+  // backward (twice the activation memory of a ResNet).
+  Tensor x = Tensor::from_vector<float>({1.0f, -2.0f, 3.0f}, {3});
+  x.set_requires_grad(true);
+  Tensor a = fn::mul_scalar(x, 2.0);
+  std::weak_ptr<TensorImpl> a_alive = a.impl_shared();
+  Tensor y = fn::relu(a);
+  a = Tensor();
+  EXPECT_TRUE(a_alive.expired());
+  // The gradient still reaches x through the freed value: d/dx sum(relu(2x)) = 2 where x > 0.
+  autograd::backward(fn::sum(y));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2.0f, 0.0f, 2.0f}));
+}
+
+}  // namespace
+}  // namespace hg

@@ -13,6 +13,7 @@
 
 #include "budget_flags.h"
 #include "commands.h"
+#include "hourglass/base/byte_size.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/train/stop_request.h"
@@ -85,6 +86,7 @@ Runner add_train(CLI::App& app) {
     int64_t checkpoint_every_steps = -1;
     int64_t stop_after = 0;
     bool no_progress = false;
+    std::string memory_limit;
     train::BudgetFlags budget;
   };
   auto args = std::make_shared<Args>();
@@ -111,6 +113,9 @@ Runner add_train(CLI::App& app) {
                   "checkpoint.every_steps; 0 = off)");
   sub->add_option("--stop-after", args->stop_after,
                   "stop after N optimizer steps of this invocation: checkpoint, exit 75");
+  sub->add_option("--memory-limit", args->memory_limit,
+                  "hold at most this much device memory, e.g. 8GiB; a step that needs more runs "
+                  "out of memory and is retried with half the micro-batch");
   sub->add_flag("--no-progress", args->no_progress, "no progress bar, only per-epoch lines");
   add_budget_flags(sub, args->budget, /*with_session=*/true);
   return [args] {
@@ -134,6 +139,8 @@ Runner add_train(CLI::App& app) {
     options.progress = !args->no_progress;
     options.resume = args->resume;
     options.stop_after_steps = args->stop_after;
+    if (!args->memory_limit.empty())
+      options.memory_limit = parse_byte_size(args->memory_limit, "--memory-limit");
     options.budget = args->budget;
     options.run_dir =
         choose_run_dir(args->run_dir, args->resume, train::parse_run_config(config).name);

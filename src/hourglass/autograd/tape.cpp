@@ -32,7 +32,17 @@ void Tape::record(const char* name, std::vector<Tensor> inputs, Tensor& output,
   TensorImpl* impl = output.impl_ptr();
   impl->requires_grad = true;
   impl->is_leaf = false;
-  nodes_.push_back(Node{name, std::move(inputs), output, std::move(backward)});
+  std::vector<NodeInput> refs(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
+    if (!t.defined()) continue;
+    NodeInput& r = refs[k];
+    r.id = t.impl_ptr()->id;
+    r.requires_grad = t.requires_grad();
+    r.shape = t.shape();
+    if (r.requires_grad && t.is_leaf()) r.leaf = t;
+  }
+  nodes_.push_back(Node{name, std::move(refs), impl->id, std::move(backward)});
 }
 
 namespace {
@@ -49,15 +59,15 @@ void Tape::backward(const Tensor& root, const Tensor& seed) {
   HG_CHECK(seed.defined() || root.numel() == 1,
            "backward: the loss must be a scalar, got {}", root.describe());
   // Gradients of non-leaf values, keyed by identity. Freed as soon as their node has run.
-  std::unordered_map<TensorImpl*, Tensor> grads;
-  grads[root.impl_ptr()] = seed.defined() ? seed : Tensor::full(root.shape(), 1.0, root.dtype(),
+  std::unordered_map<uint64_t, Tensor> grads;
+  grads[root.impl_ptr()->id] = seed.defined() ? seed : Tensor::full(root.shape(), 1.0, root.dtype(),
                                                                 root.device());
   // Move the nodes out so the tape is clear even if a backward throws.
   std::vector<Node> nodes = std::move(nodes_);
   nodes_.clear();
   for (size_t i = nodes.size(); i-- > 0;) {
     Node& node = nodes[i];
-    auto it = grads.find(node.output.impl_ptr());
+    auto it = grads.find(node.output_id);
     if (it == grads.end()) continue;   // output did not influence the loss
     Tensor grad_output = std::move(it->second);
     grads.erase(it);
@@ -65,20 +75,20 @@ void Tape::backward(const Tensor& root, const Tensor& seed) {
     HG_ASSERT(input_grads.size() == node.inputs.size(), "{} backward returned {} grads for {} inputs",
               node.name, input_grads.size(), node.inputs.size());
     for (size_t k = 0; k < input_grads.size(); ++k) {
-      const Tensor& input = node.inputs[k];
+      NodeInput& input = node.inputs[k];
       const Tensor& g = input_grads[k];
-      if (!g.defined() || !input.defined() || !input.requires_grad()) continue;
-      HG_ASSERT(g.shape() == input.shape(), "{} backward: grad {} for input {}", node.name,
-                g.describe(), input.describe());
-      if (input.is_leaf()) {
-        Tensor slot = input.grad();
+      if (!g.defined() || input.id == 0 || !input.requires_grad) continue;
+      HG_ASSERT(g.shape() == input.shape, "{} backward: grad {} for input of shape {}", node.name,
+                g.describe(), shape_str(input.shape));
+      if (input.leaf.defined()) {
+        Tensor slot = input.leaf.grad();
         if (slot.defined()) {
           ops::add_(slot, g);
         } else {
-          const_cast<Tensor&>(input).set_grad(g.clone());
+          input.leaf.set_grad(g.clone());
         }
       } else {
-        accumulate(grads[input.impl_ptr()], g);
+        accumulate(grads[input.id], g);
       }
     }
     // Drop saved tensors early to return activation memory while backward proceeds.

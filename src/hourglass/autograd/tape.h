@@ -15,10 +15,21 @@ namespace hg::autograd {
 // entry means "no gradient for this input".
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+// What a node remembers of an input: its identity, and the tensor itself only for leaves
+// (parameters, whose gradient slot backward accumulates into). Intermediate values are not kept
+// alive by the tape: only what a backward function saved is, as in PyTorch, so a value no
+// backward needs (a batch-norm output consumed by a relu) is freed during the forward pass.
+struct NodeInput {
+  uint64_t id = 0;              // TensorImpl::id; 0 for an undefined input
+  bool requires_grad = false;
+  Shape shape;
+  Tensor leaf;                  // defined for leaves that require a gradient
+};
+
 struct Node {
   const char* name;
-  std::vector<Tensor> inputs;   // kept alive so their identities stay valid
-  Tensor output;
+  std::vector<NodeInput> inputs;
+  uint64_t output_id = 0;
   BackwardFn backward;
 };
 

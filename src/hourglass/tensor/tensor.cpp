@@ -1,5 +1,7 @@
 #include "hourglass/tensor/tensor.h"
 
+#include <atomic>
+
 #include <cstring>
 #include <numeric>
 
@@ -110,6 +112,11 @@ void* Tensor::data_ptr() const {
 }
 
 // ---------------------------------------------------------------- views
+
+uint64_t next_tensor_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 static std::shared_ptr<TensorImpl> view_impl(const TensorImpl& src) {
   auto impl = std::make_shared<TensorImpl>();

@@ -46,7 +46,12 @@ class Storage {
 
 class Tensor;
 
+// A number no other TensorImpl of the process has had (autograd keys gradients by it: unlike
+// an address, it is never reused after the impl is freed).
+uint64_t next_tensor_id();
+
 struct TensorImpl {
+  uint64_t id = next_tensor_id();
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;   // in elements
   Shape shape;

@@ -103,6 +103,11 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   HG_CHECK(options_.stop_after_steps >= 0, "--stop-after must be non-negative, got {}",
            options_.stop_after_steps);
   if (run_.threads > 0) set_num_threads(run_.threads);
+  if (options_.memory_limit > 0) {
+    allocator_for(run_.device).set_limit(options_.memory_limit);
+    HG_LOG_INFO("{} memory limited to {:.2f} GiB (--memory-limit)", run_.device.str(),
+                double(options_.memory_limit) / double(size_t(1) << 30));
+  }
   parts_ = build_run_parts(run_, true);
   flat_ = nn::build_parameter_arena(*parts_.model, run_.optim.decay_scope);
   if (run_.optim.name == "sgd")

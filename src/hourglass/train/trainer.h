@@ -55,6 +55,9 @@ struct TrainerOptions {
   // the path of a checkpoint to continue from (an error when it is not valid).
   std::string resume;
   int64_t stop_after_steps = 0;   // > 0: stop (checkpointed) after this many steps of this run
+  // > 0: the device allocator refuses to hold more than this many bytes in use (--memory-limit:
+  // share a GPU, or rehearse the out-of-memory recovery of a bigger run).
+  size_t memory_limit = 0;
   BudgetFlags budget;             // --budget, --budget-usd, --price-per-hour, --ledger, ...
 };
 
