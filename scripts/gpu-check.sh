@@ -73,6 +73,10 @@ for stage in "${stages[@]}"; do
       rc=$?
       cp build-device/runs/fmnist-gpu/metrics.jsonl "$out/" 2>/dev/null
       tail -25 "$out/train.log"
+      # Trained on the GPU, evaluated on the CPU from the same checkpoint.
+      ./build-device/hourglass eval build-device/runs/fmnist-gpu/final.safetensors --device cpu \
+        --set data.path="$data" > "$out/eval-cpu.txt" 2>&1
+      row eval-on-cpu $? "$(tail -1 "$out/eval-cpu.txt")"
       row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
       ;;
     runtime)

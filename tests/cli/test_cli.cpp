@@ -82,6 +82,12 @@ TEST(Cli, TrainsSmallCnnOnFashionMnistSubsetAndEvalReadsItBack) {
   char expected[64];
   std::snprintf(expected, sizeof expected, "test accuracy %.4f", acc);
   EXPECT_NE(e.output.find(expected), std::string::npos) << e.output;
+  // A checkpoint of a GPU run in bf16 (here: its stored config says so) evaluates on the cpu
+  // with --device cpu, in f32.
+  Result g = run("eval " + dir + "/final.safetensors --set 'device=\"gpu:0\"' "
+                 "--set 'precision=\"bf16\"' --device cpu");
+  ASSERT_EQ(g.code, 0) << g.output;
+  EXPECT_NE(g.output.find(expected), std::string::npos) << g.output;
 }
 
 TEST(Cli, SameSeedGivesBitIdenticalWeights) {

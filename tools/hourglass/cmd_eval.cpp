@@ -1,5 +1,6 @@
-// hourglass eval CHECKPOINT [--set key=value ...] [--split test|train]
+// hourglass eval CHECKPOINT [--set key=value ...] [--split test|train] [--device DEV]
 #include "commands.h"
+#include "hourglass/optim/mixed_precision.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/checkpoint.h"
 #include "hourglass/train/evaluate.h"
@@ -12,6 +13,7 @@ Runner add_eval(CLI::App& app) {
     std::string checkpoint;
     std::vector<std::string> overrides;
     std::string split = "test";
+    std::string device;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -21,6 +23,9 @@ Runner add_eval(CLI::App& app) {
   sub->add_option("--set", args->overrides,
                   "override a stored config key, e.g. --set data.path=/data/cifar (repeatable)");
   sub->add_option("--split", args->split, "test or train")->capture_default_str();
+  sub->add_option("--device", args->device,
+                  "evaluate on this device instead of the stored one (cpu, gpu:N); on the cpu in "
+                  "fp32 whatever precision the run trained in");
   return [args] {
     SafetensorsFile file = load_safetensors(args->checkpoint);
     auto it = file.metadata.find(train::kConfigMetadataKey);
@@ -29,6 +34,11 @@ Runner add_eval(CLI::App& app) {
                                 args->checkpoint, train::kConfigMetadataKey));
     Config config = Config::parse(it->second, args->checkpoint + " (stored config)");
     for (const auto& o : args->overrides) config.set_override(o);
+    if (!args->device.empty()) config.set_override("device=\"" + args->device + "\"");
+    // Checkpoints are portable: a GPU run's low-precision weights are f32 masters, which the
+    // cpu evaluates in f32.
+    if (Device::parse(config.get_string("device", "cpu")).is_cpu())
+      config.set_override("precision=\"fp32\"");
     train::RunConfig run = train::parse_run_config(config);
     const data::Split split = data::parse_split(args->split);
     if (split == data::Split::Train) run.data.test_limit = run.data.train_limit;
@@ -36,6 +46,7 @@ Runner add_eval(CLI::App& app) {
     train::load_model_state(*parts.model, file);
     auto set = split == data::Split::Train ? parts.train_set : parts.test_set;
     auto loader = train::make_eval_loader(run, set);
+    autograd::AutocastGuard autocast(optim::apply_precision(run.precision, run.device));
     train::EvalResult r = train::evaluate(*parts.model, *loader, run.device);
     std::printf("%s accuracy %.4f loss %.4f (%lld images, %.1f s)\n", args->split.c_str(),
                 r.accuracy, r.loss, static_cast<long long>(r.samples), r.seconds);
