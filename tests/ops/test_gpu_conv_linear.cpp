@@ -244,6 +244,22 @@ TEST(GpuConvInputGrad, SkipLeavesDxUndefined) {
   expect_close(g.dbias, ref.dbias, Mode::F32, "dbias");
 }
 
+// In deterministic mode the weight gradient (where fast algorithms accumulate with atomics)
+// comes out bit-identical on every call, at a ResNet layer's shape.
+TEST(GpuConvDeterminism, DeterministicModeRepeatsBitForBit) {
+  HG_REQUIRE_GPU();
+  ops::set_deterministic(true);
+  const Conv2dParams p = params(1, 1);
+  const Tensor x = to_gpu(cpu_input({64, 16, 16, 64}, 301, Mode::BF16), Mode::BF16);
+  const Tensor w = to_gpu(cpu_input({64, 3, 3, 64}, 302, Mode::BF16), Mode::BF16);
+  const Tensor dy = to_gpu(cpu_input({64, 16, 16, 64}, 303, Mode::BF16), Mode::BF16);
+  const ops::Conv2dGrads a = ops::conv2d_backward(dy, x, w, false, p, InputGrad::Compute);
+  const ops::Conv2dGrads b = ops::conv2d_backward(dy, x, w, false, p, InputGrad::Compute);
+  ops::set_deterministic(false);
+  EXPECT_EQ(a.dw.to(DType::F32).to_vector<float>(), b.dw.to(DType::F32).to_vector<float>());
+  EXPECT_EQ(a.dx.to(DType::F32).to_vector<float>(), b.dx.to(DType::F32).to_vector<float>());
+}
+
 // Views at an offset from their allocation (a micro-batch cut from a batch) give the
 // libraries pointers aligned to less than the allocator's 512 bytes.
 TEST(GpuConvAlignment, OffsetViewsMatchCpu) {

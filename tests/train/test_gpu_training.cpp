@@ -181,6 +181,39 @@ TEST(GpuTraining, TrainerRunsEachPrecisionAndResumesAnFp16Run) {
   EXPECT_EQ(h.size(), 3u);
 }
 
+// Deterministic mode on the GPU: a run stopped and resumed ends with the same bits as one that
+// never stopped (and as a second uninterrupted run).
+TEST(GpuTraining, DeterministicResumeIsBitIdentical) {
+  HG_REQUIRE_GPU();
+  auto config = [] {
+    Config c = gpu_config("bf16");
+    c.set_override("deterministic=true");
+    return c;
+  };
+  auto weights = [](train::Trainer& t) { return t.parameters().params.to_vector<float>(); };
+  train::Trainer a(config(), {test::fresh_temp_dir("hourglass_gpu_det_a"), false});
+  a.run();
+  train::Trainer b(config(), {test::fresh_temp_dir("hourglass_gpu_det_b"), false});
+  b.run();
+  EXPECT_EQ(weights(a), weights(b)) << "two uninterrupted deterministic runs differ";
+
+  const std::string dir = test::fresh_temp_dir("hourglass_gpu_det_resumed");
+  {
+    train::TrainerOptions o{dir, false};
+    o.stop_after_steps = 11;   // mid-epoch
+    train::Trainer t(config(), o);
+    t.run();
+    ASSERT_TRUE(t.stopped());
+  }
+  train::TrainerOptions o{dir, false};
+  o.resume = "auto";
+  train::Trainer c(config(), o);
+  c.run();
+  ASSERT_FALSE(c.stopped());
+  EXPECT_EQ(weights(c), weights(a)) << "the resumed run differs from the uninterrupted one";
+  ops::set_deterministic(false);
+}
+
 TEST(GpuTrainingConfig, LowPrecisionNeedsAGpuDevice) {
   Config c = gpu_config("bf16");
   c.set_override("device=\"cpu\"");

@@ -17,6 +17,11 @@ namespace hg::ops {
 // ignores it.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+// Whether ops must give bit-identical results for identical inputs (the run's `deterministic`
+// key): the GPU's library convolutions then use only deterministic algorithms (hourglass's own
+// kernels always are). Process-wide; off by default.
+void set_deterministic(bool on);
+bool deterministic();
 
 // ---- convolution ----
 // x [N,H,W,C], w [K,R,S,C/groups], bias [K] or undefined -> [N,P,Q,K]

@@ -59,6 +59,7 @@ RunConfig parse_run_config(const Config& c) {
   r.device = Device::parse(c.get_string("device", "cpu"));
   r.precision = optim::parse_precision(c.get_string("precision", "fp32"),
                                        fmt::format("{}: precision", c.source()));
+  r.deterministic = c.get_bool("deterministic", false);
   if (r.device.is_cpu() && r.precision != optim::Precision::FP32)
     throw_invalid(fmt::format("{}: precision = \"{}\" needs a GPU, but device = \"cpu\"",
                               c.source(), optim::precision_name(r.precision)),
@@ -185,6 +186,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   // fp32 runs keep the text (and hash) they had before precision existed.
   if (r.precision != optim::Precision::FP32)
     line("precision", quoted(optim::precision_name(r.precision)));
+  if (r.deterministic) line("deterministic", "true");
   line("model.name", quoted(r.model.name));
   line("model.stem", quoted(r.model.stem));
   line("model.dropout", r.model.dropout);

@@ -71,6 +71,7 @@ struct RunConfig {
   uint64_t seed = 0;
   Device device = Device::cpu();
   optim::Precision precision = optim::Precision::FP32;   // "precision": fp32, tf32, bf16, fp16
+  bool deterministic = false;      // GPU: only deterministic library algorithms (bit-exact resume)
   int threads = 0;                 // 0: OpenMP's default
   nn::ModelSpec model;             // in_channels, size and classes come from the dataset
   DataConfig data;

@@ -115,6 +115,7 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   else
     optimizer_ = std::make_unique<optim::AdamW>(flat_, run_.optim.adamw);
   autocast_ = optim::apply_precision(run_.precision, run_.device);
+  ops::set_deterministic(run_.deterministic);
   if (run_.precision == optim::Precision::FP16) {
     scaler_ = std::make_unique<optim::LossScaler>(run_.device);
     optimizer_->set_skip_flag(scaler_->found_inf());

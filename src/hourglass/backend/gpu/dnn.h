@@ -56,9 +56,9 @@ struct ConvGeometry {
 };
 
 // Whether the algorithm search may pick non-deterministic algorithms (those that accumulate
-// with atomics, mostly weight gradients). Process-wide; Any by default, as in PyTorch.
+// with atomics, mostly weight gradients): Required while ops::deterministic() (the run's
+// `deterministic` key), else Any, as in PyTorch.
 enum class Determinism : uint8_t { Any, Required };
-void set_determinism(Determinism d);
 Determinism determinism();
 
 // y = conv(x, weight), written in full. x, weight, y contiguous on one GPU, one dtype, shapes

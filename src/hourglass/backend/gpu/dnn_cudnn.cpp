@@ -25,6 +25,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
+#include "hourglass/ops/ops.h"
 
 namespace hg::gpu {
 
@@ -85,7 +86,6 @@ void log_if_failed(cudnnStatus_t status, const char* what) {
     HG_LOG_WARN("{} failed: {}", what, cudnnGetErrorString(status));
 }
 
-std::atomic<dnn::Determinism> g_determinism{dnn::Determinism::Any};
 
 enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
 constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
@@ -324,8 +324,9 @@ void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, int algo_
   const std::vector<Candidate> results =
       find(workspace.defined() ? workspace.data_ptr() : nullptr, bytes);
 
-  // Results come sorted by time: take the first that ran, fits, and is deterministic when
-  // that is required.
+  // Results come sorted by time (by cuDNN's heuristics in deterministic mode, where a timed
+  // search could pick different algorithms in different processes and break bit-exact
+  // resume): take the first that ran, fits, and is deterministic when that is required.
   const Candidate* chosen = nullptr;
   for (const Candidate& c : results) {
     if (c.status != CUDNN_STATUS_SUCCESS || c.memory > bytes) continue;
@@ -372,8 +373,9 @@ void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr;
 
 // ---- dnn.h
 
-void dnn::set_determinism(Determinism d) { g_determinism.store(d, std::memory_order_relaxed); }
-dnn::Determinism dnn::determinism() { return g_determinism.load(std::memory_order_relaxed); }
+dnn::Determinism dnn::determinism() {
+  return ops::deterministic() ? Determinism::Required : Determinism::Any;
+}
 
 void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
                        const Tensor& weight, Tensor& y) {
@@ -395,11 +397,17 @@ void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
         [&](void* workspace, size_t bytes) {
           std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
           int returned = 0;
-          HG_CUDNN_CHECK_FOR(cudnnFindConvolutionForwardAlgorithmEx(
-                                 st.handle, plan.x, x.data_ptr(), plan.w, weight.data_ptr(),
-                                 pa.conv, plan.y, y.data_ptr(), int(perf.size()), &returned,
-                                 perf.data(), workspace, bytes),
-                             plan.context());
+          if (plan.determinism == dnn::Determinism::Required)
+            HG_CUDNN_CHECK_FOR(cudnnGetConvolutionForwardAlgorithm_v7(
+                                   st.handle, plan.x, plan.w, pa.conv, plan.y, int(perf.size()),
+                                   &returned, perf.data()),
+                               plan.context());
+          else
+            HG_CUDNN_CHECK_FOR(cudnnFindConvolutionForwardAlgorithmEx(
+                                   st.handle, plan.x, x.data_ptr(), plan.w, weight.data_ptr(),
+                                   pa.conv, plan.y, y.data_ptr(), int(perf.size()), &returned,
+                                   perf.data(), workspace, bytes),
+                               plan.context());
           return candidates(perf.data(), returned);
         });
   }
@@ -433,11 +441,17 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
           std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>
               perf{};
           int returned = 0;
-          HG_CUDNN_CHECK_FOR(cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                 st.handle, plan.w, weight.data_ptr(), plan.y, dy.data_ptr(),
-                                 pa.conv, plan.x, dx.data_ptr(), int(perf.size()), &returned,
-                                 perf.data(), workspace, bytes),
-                             plan.context());
+          if (plan.determinism == dnn::Determinism::Required)
+            HG_CUDNN_CHECK_FOR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                   st.handle, plan.w, plan.y, pa.conv, plan.x, int(perf.size()),
+                                   &returned, perf.data()),
+                               plan.context());
+          else
+            HG_CUDNN_CHECK_FOR(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                                   st.handle, plan.w, weight.data_ptr(), plan.y, dy.data_ptr(),
+                                   pa.conv, plan.x, dx.data_ptr(), int(perf.size()), &returned,
+                                   perf.data(), workspace, bytes),
+                               plan.context());
           return candidates(perf.data(), returned);
         });
   }
@@ -472,11 +486,17 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>
               perf{};
           int returned = 0;
-          HG_CUDNN_CHECK_FOR(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                                 st.handle, plan.x, x.data_ptr(), plan.y, dy.data_ptr(),
-                                 pa.conv, plan.w, dweight.data_ptr(), int(perf.size()),
-                                 &returned, perf.data(), workspace, bytes),
-                             plan.context());
+          if (plan.determinism == dnn::Determinism::Required)
+            HG_CUDNN_CHECK_FOR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                   st.handle, plan.x, plan.y, pa.conv, plan.w, int(perf.size()),
+                                   &returned, perf.data()),
+                               plan.context());
+          else
+            HG_CUDNN_CHECK_FOR(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                                   st.handle, plan.x, x.data_ptr(), plan.y, dy.data_ptr(),
+                                   pa.conv, plan.w, dweight.data_ptr(), int(perf.size()),
+                                   &returned, perf.data(), workspace, bytes),
+                               plan.context());
           return candidates(perf.data(), returned);
         });
   }

@@ -24,6 +24,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
+#include "hourglass/ops/ops.h"
 
 namespace hg::gpu {
 
@@ -79,7 +80,6 @@ void log_if_failed(miopenStatus_t status, const char* what) {
     HG_LOG_WARN("{} failed: {}", what, miopenGetErrorString(status));
 }
 
-std::atomic<dnn::Determinism> g_determinism{dnn::Determinism::Any};
 
 enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
 constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
@@ -281,8 +281,9 @@ void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr;
 
 // ---- dnn.h
 
-void dnn::set_determinism(Determinism d) { g_determinism.store(d, std::memory_order_relaxed); }
-dnn::Determinism dnn::determinism() { return g_determinism.load(std::memory_order_relaxed); }
+dnn::Determinism dnn::determinism() {
+  return ops::deterministic() ? Determinism::Required : Determinism::Any;
+}
 
 void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
                        const Tensor& weight, Tensor& y) {
