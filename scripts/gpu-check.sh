@@ -35,7 +35,7 @@ for stage in "${stages[@]}"; do
       [ $rc = 0 ] || { grep -B2 -A12 "FAILED" "$out/build.log" | head -80; }
       ;;
     test)
-      (cd build-device && ctest --timeout 600 -j 8 > "$out/ctest.log" 2>&1)
+      (cd build-device && ctest --timeout 600 -j 8 --output-on-failure > "$out/ctest.log" 2>&1)
       row ctest $? "$(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1), $(( $(date +%s) - t0 )) s"
       grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception" "$out/ctest.log" | head -30
       ;;
