@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/ops/ops.h"
@@ -80,7 +81,6 @@ const std::vector<std::string> kDeviceChecks = {
 
 #ifdef HOURGLASS_HAS_GPU
 
-std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 // Uniform values in [-1, 1) as a CPU f32 tensor.
 Tensor random_tensor(const Shape& shape, uint64_t stream) {
@@ -132,9 +132,9 @@ std::string check_allocator(int index) {
     throw_runtime(fmt::format("in_use went from {} to {} bytes over allocate/free", before.in_use,
                               after.in_use),
                   "an allocator bug: report it");
-  return fmt::format("{} allocated and freed, {}; {} in use, {} reserved", mib(kBytes),
+  return fmt::format("{} allocated and freed, {}; {} in use, {} reserved", format_mib(kBytes),
                      p == q ? "freed block reused" : "freed block not reused",
-                     mib(after.in_use), mib(after.reserved));
+                     format_mib(after.in_use), format_mib(after.reserved));
 }
 
 std::string check_kernel(int index) {

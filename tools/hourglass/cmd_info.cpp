@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/device/allocator.h"
@@ -20,7 +21,6 @@ namespace hg::cli {
 namespace {
 
 std::string gib(size_t bytes) { return fmt::format("{:.1f} GiB", double(bytes) / (1ull << 30)); }
-std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1ull << 20)); }
 
 #ifdef HOURGLASS_HAS_GPU
 // A library version, or what went wrong loading it.
@@ -103,7 +103,7 @@ void print_gpu_info(const nlohmann::json& info) {
                 g["multiprocessors"].get<int>(), rt["backend"] == "hip" ? "CUs" : "SMs",
                 g["clock_mhz"].get<int>(), gib(g["memory_total_bytes"].get<size_t>()).c_str(),
                 gib(g["memory_free_bytes"].get<size_t>()).c_str(),
-                mib(g["l2_bytes"].get<size_t>()).c_str(), g["memory_clock_mhz"].get<int>(),
+                format_mib(g["l2_bytes"].get<size_t>()).c_str(), g["memory_clock_mhz"].get<int>(),
                 g["memory_bus_bits"].get<int>());
   }
   if (info.contains("no_gpu_reason"))

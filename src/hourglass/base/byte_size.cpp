@@ -29,4 +29,8 @@ size_t parse_byte_size(const std::string& text, const std::string& what) {
   return size_t(std::llround(value * scale));
 }
 
+std::string format_mib(size_t bytes) {
+  return fmt::format("{:.1f} MiB", double(bytes) / double(size_t(1) << 20));
+}
+
 }  // namespace hg

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #ifdef HOURGLASS_HAS_GPU
 #include "hourglass/device/gpu/gpu_allocator.h"
@@ -10,31 +11,18 @@
 
 namespace hg {
 
-namespace {
-#ifdef HOURGLASS_HAS_GPU
-Allocator* (*g_gpu_factory)(int) = [](int index) -> Allocator* { return &gpu::allocator(index); };
-#else
-Allocator* (*g_gpu_factory)(int) = nullptr;
-#endif
-
-std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
-}  // namespace
-
-void register_allocator(DeviceType type, Allocator* (*factory)(int index)) {
-  HG_ASSERT(type == DeviceType::GPU, "only GPU allocators register");
-  g_gpu_factory = factory;
-}
-
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) {
     static CpuAllocator cpu;
     return cpu;
   }
-  if (!g_gpu_factory)
-    throw_invalid(fmt::format("device {} requested but this hourglass has no GPU backend",
-                              device.str()),
-                  "use device = \"cpu\", or rebuild with -DHOURGLASS_GPU=cuda or hip");
-  return *g_gpu_factory(device.index);
+#ifdef HOURGLASS_HAS_GPU
+  return gpu::allocator(device.index);
+#else
+  throw_invalid(fmt::format("device {} requested but this hourglass has no GPU backend",
+                            device.str()),
+                "use device = \"cpu\", or rebuild with -DHOURGLASS_GPU=cuda or hip");
+#endif
 }
 
 namespace {
@@ -55,8 +43,8 @@ void* CpuAllocator::allocate(size_t bytes) {
   if (limit_ != 0 && stats_.in_use + size > limit_) {
     ++stats_.failures;
     throw Error(ErrorKind::OutOfMemory,
-                fmt::format("cpu out of memory: asked for {}, {} in use, limit {}", mib(bytes),
-                            mib(stats_.in_use), mib(limit_)),
+                fmt::format("cpu out of memory: asked for {}, {} in use, limit {}", format_mib(bytes),
+                            format_mib(stats_.in_use), format_mib(limit_)),
                 "reduce batch_size or raise the memory limit");
   }
   void* ptr = nullptr;
@@ -77,8 +65,8 @@ void* CpuAllocator::allocate(size_t bytes) {
     if (!ptr) {
       ++stats_.failures;
       throw Error(ErrorKind::OutOfMemory,
-                  fmt::format("cpu out of memory: the system refused {} ({} in use)", mib(bytes),
-                              mib(stats_.in_use)),
+                  fmt::format("cpu out of memory: the system refused {} ({} in use)", format_mib(bytes),
+                              format_mib(stats_.in_use)),
                   "reduce batch_size or free host memory");
     }
     live_[ptr] = size;

@@ -1,6 +1,7 @@
-// Device memory allocators behind one interface: the CPU's (aligned host memory) and, later,
-// the GPU's caching stream-ordered pool. Each keeps statistics and honours a settable limit,
-// which the out-of-memory policy uses to find and recover from memory pressure.
+// Device memory allocators behind one interface: the CPU's (aligned host memory) and the
+// GPU's caching stream-ordered pool (device/gpu/gpu_allocator.h). Each keeps statistics and
+// honours a settable limit, which the out-of-memory policy uses to find and recover from
+// memory pressure.
 #pragma once
 
 #include <cstddef>
@@ -38,9 +39,9 @@ class Allocator {
   virtual Device device() const = 0;
 };
 
-// The allocator for a device. GPU allocators register themselves when a GPU backend is built.
+// The allocator for a device: the CPU's, or the GPU backend's caching allocator (an
+// InvalidInput error in a build without one).
 Allocator& allocator_for(Device device);
-void register_allocator(DeviceType type, Allocator* (*factory)(int index));
 
 // Host memory with statistics, an optional limit, and a cache of freed blocks. A training step
 // allocates the same sizes every time; handing back cached blocks avoids the page faults of

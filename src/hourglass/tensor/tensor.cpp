@@ -7,7 +7,6 @@
 
 #include "hourglass/base/half.h"
 #include "hourglass/base/parallel.h"
-#include "hourglass/tensor/device_copy.h"
 #ifdef HOURGLASS_HAS_GPU
 #include "hourglass/device/gpu/copy.h"
 #endif
@@ -281,15 +280,7 @@ void cpu_copy(Tensor& dst, const Tensor& src) {
   });
 }
 
-#ifdef HOURGLASS_HAS_GPU
-DeviceCopyFn g_device_copy = [](Tensor& dst, const Tensor& src) { gpu::copy(dst, src); };
-#else
-DeviceCopyFn g_device_copy = nullptr;
-#endif
-
 }  // namespace
-
-void register_device_copy(DeviceCopyFn fn) { g_device_copy = fn; }
 
 void Tensor::copy_(const Tensor& src) {
   HG_CHECK(shape() == src.shape(), "copy_: shape {} into {}", src.describe(), describe());
@@ -298,9 +289,13 @@ void Tensor::copy_(const Tensor& src) {
     cpu_copy(*this, src);
     return;
   }
-  HG_CHECK(g_device_copy != nullptr, "copy_ from {} to {}: no GPU backend in this build",
-           src.describe(), describe());
-  g_device_copy(*this, src);
+#ifdef HOURGLASS_HAS_GPU
+  gpu::copy(*this, src);
+#else
+  throw_invalid(fmt::format("copy_ from {} to {}: no GPU backend in this build", src.describe(),
+                            describe()),
+                "use device = \"cpu\", or rebuild with -DHOURGLASS_GPU=cuda or hip");
+#endif
 }
 
 Tensor Tensor::contiguous() const {
@@ -330,15 +325,12 @@ Tensor Tensor::to(DType target) const {
 
 void Tensor::fill_(double value) {
   if (numel() == 0) return;
-  if (!device().is_cpu()) {
 #ifdef HOURGLASS_HAS_GPU
+  if (!device().is_cpu()) {   // a kernel: no host round trip (the step zeroes its sums)
     gpu::fill(*this, value);
-#else
-    Tensor host = full(shape(), value, dtype());
-    copy_(host);
-#endif
     return;
   }
+#endif
   if (is_contiguous() && value == 0.0) {
     std::memset(data_ptr(), 0, nbytes());
     return;

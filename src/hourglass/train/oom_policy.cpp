@@ -5,13 +5,13 @@
 #include <fmt/ranges.h>
 
 #include "hourglass/autograd/functions.h"
+#include "hourglass/base/byte_size.h"
 #include "hourglass/base/log.h"
 
 namespace hg::train {
 
 namespace {
 
-std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 std::string join(const std::vector<int64_t>& sizes) { return fmt::format("{}", fmt::join(sizes, ", ")); }
 
@@ -118,8 +118,8 @@ void recover_from_oom(MicroBatchPlan& plan, const OomRecovery& recovery, int64_t
                     "tape, zeroing the gradients and emptying the allocator cache ({} still in "
                     "use, limit {}); last failure: {}",
                     step, device, batch_size, micro_batches_text(failed_parts),
-                    join(plan.failed_sizes()), mib(stats.in_use),
-                    recovery.allocator->limit() ? mib(recovery.allocator->limit()) : "none",
+                    join(plan.failed_sizes()), format_mib(stats.in_use),
+                    recovery.allocator->limit() ? format_mib(recovery.allocator->limit()) : "none",
                     oom.message()),
         "the parameters, gradients, optimizer state and one sample's activations do not fit: "
         "free the device memory other processes hold, raise the memory limit, use a device with "
@@ -137,7 +137,7 @@ void recover_from_oom(MicroBatchPlan& plan, const OomRecovery& recovery, int64_t
               "use, {} reserved); retrying the step with micro-batch {} ({}, same effective "
               "batch and learning dynamics){}. Cause: {}",
               step, device, failed, batch_size, micro_batches_text(failed_parts),
-              mib(stats.in_use), mib(stats.reserved), micro,
+              format_mib(stats.in_use), format_mib(stats.reserved), micro,
               micro_batches_text(plan.micro_batches(batch_size)), bn, oom.message());
 }
 

@@ -16,6 +16,7 @@
 
 #include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/libraries.h"
+#include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
@@ -50,9 +51,7 @@ struct MatmulShape {
   message += fmt::format(" at {}:{}", file, line);
   switch (status) {
     case CUBLAS_STATUS_ALLOC_FAILED:
-      throw Error(ErrorKind::OutOfMemory, message,
-                  "reduce train.batch_size or set train.micro_batch = \"auto\", use precision = "
-                  "\"bf16\", or free memory held by other processes (nvidia-smi)");
+      throw Error(ErrorKind::OutOfMemory, message, gpu::out_of_memory_remedy());
     case CUBLAS_STATUS_NOT_SUPPORTED:
       throw Error(ErrorKind::InvalidInput, message,
                   "cuBLASLt has no kernel for this product on this GPU: use another precision "
@@ -93,23 +92,9 @@ cudaDataType_t cuda_dtype(DType dtype) {
 }
 
 // Largest power of two, at most 256 (cuBLASLt's default assumption), dividing the address.
-uint32_t alignment_of(const void* p) {
-  const uintptr_t bits = reinterpret_cast<uintptr_t>(p) | uintptr_t(256);
-  return uint32_t(bits & (~bits + 1));
-}
+uint32_t alignment_of(const void* p) { return pointer_alignment({p}, 256); }
 
-struct MatmulKey {
-  std::array<int64_t, 16> v;
-  bool operator==(const MatmulKey&) const = default;
-};
-
-struct MatmulKeyHash {
-  size_t operator()(const MatmulKey& key) const {
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (const int64_t x : key.v) h ^= uint64_t(x) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return size_t(h);
-  }
-};
+using MatmulKey = PlanKey<16>;
 
 struct MatmulPlan {
   MatmulShape shape{};
@@ -145,7 +130,7 @@ struct DeviceState {
   std::once_flag once;
   std::mutex mutex;   // guards the plans (and serialises the handle's use)
   cublasLtHandle_t handle = nullptr;
-  std::unordered_map<MatmulKey, std::unique_ptr<MatmulPlan>, MatmulKeyHash> plans;
+  std::unordered_map<MatmulKey, std::unique_ptr<MatmulPlan>, PlanKeyHash> plans;
 };
 
 DeviceState& device_state(int device) {

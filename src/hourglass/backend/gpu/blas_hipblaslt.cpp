@@ -14,6 +14,7 @@
 
 #include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/libraries.h"
+#include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
@@ -63,9 +64,7 @@ const char* status_name(hipblasStatus_t status) {
   message += fmt::format(" at {}:{}", file, line);
   switch (status) {
     case HIPBLAS_STATUS_ALLOC_FAILED:
-      throw Error(ErrorKind::OutOfMemory, message,
-                  "reduce train.batch_size or set train.micro_batch = \"auto\", use precision = "
-                  "\"bf16\", or free memory held by other processes (rocm-smi)");
+      throw Error(ErrorKind::OutOfMemory, message, gpu::out_of_memory_remedy());
     case HIPBLAS_STATUS_NOT_SUPPORTED:
       throw Error(ErrorKind::InvalidInput, message,
                   "hipBLASLt has no kernel for this product on this GPU: use another precision "
@@ -103,18 +102,7 @@ hipDataType hip_dtype(DType dtype) {
   }
 }
 
-struct MatmulKey {
-  std::array<int64_t, 11> v;
-  bool operator==(const MatmulKey&) const = default;
-};
-
-struct MatmulKeyHash {
-  size_t operator()(const MatmulKey& key) const {
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (const int64_t x : key.v) h ^= uint64_t(x) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return size_t(h);
-  }
-};
+using MatmulKey = PlanKey<11>;
 
 struct MatmulPlan {
   MatmulShape shape{};
@@ -154,7 +142,7 @@ struct DeviceState {
   std::once_flag once;
   std::mutex mutex;
   hipblasLtHandle_t handle = nullptr;
-  std::unordered_map<MatmulKey, std::unique_ptr<MatmulPlan>, MatmulKeyHash> plans;
+  std::unordered_map<MatmulKey, std::unique_ptr<MatmulPlan>, PlanKeyHash> plans;
 };
 
 DeviceState& device_state(int device) {

@@ -22,6 +22,7 @@
 
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/libraries.h"
+#include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
@@ -51,9 +52,7 @@ struct CallContext {
   message += fmt::format(" at {}:{}", file, line);
   if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
       status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
-    throw Error(ErrorKind::OutOfMemory, message,
-                "reduce train.batch_size or set train.micro_batch = \"auto\", use precision = "
-                "\"bf16\", or free memory held by other processes (nvidia-smi)");
+    throw Error(ErrorKind::OutOfMemory, message, gpu::out_of_memory_remedy());
   switch (CUDNN_STATUS_CATEGORY(status)) {
     case CUDNN_STATUS_NOT_SUPPORTED:
       throw Error(ErrorKind::InvalidInput, message,
@@ -92,27 +91,12 @@ constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backwa
 
 // ---- keys
 
-struct ConvKey {
-  std::array<int64_t, 18> v;
-  bool operator==(const ConvKey&) const = default;
-};
+using ConvKey = PlanKey<18>;
 
-struct ConvKeyHash {
-  size_t operator()(const ConvKey& key) const {
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (const int64_t x : key.v) {
-      h ^= uint64_t(x) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    }
-    return size_t(h);
-  }
-};
-
-// Largest power of two (at most 16 bytes) dividing every address: the vector width kernels
-// may use. Allocator blocks are 512-byte aligned; views at an offset may be less.
+// The alignment (at most 16 bytes: the vector width kernels may use) common to a call's
+// pointers, part of its key.
 int64_t common_alignment(std::initializer_list<const void*> pointers) {
-  uintptr_t bits = 16;
-  for (const void* p : pointers) bits |= reinterpret_cast<uintptr_t>(p);
-  return int64_t(bits & (~bits + 1));
+  return int64_t(pointer_alignment(pointers, 16));
 }
 
 ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determinism det,
@@ -236,7 +220,7 @@ struct DeviceState {
   std::once_flag once;
   std::mutex mutex;   // guards the handle's use and the plans
   cudnnHandle_t handle = nullptr;
-  std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, ConvKeyHash> plans;
+  std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, PlanKeyHash> plans;
 };
 
 DeviceState& device_state(int device) {

@@ -21,6 +21,7 @@
 
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/libraries.h"
+#include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
@@ -46,9 +47,7 @@ struct CallContext {
   message += fmt::format(" at {}:{}", file, line);
   switch (status) {
     case miopenStatusAllocFailed:
-      throw Error(ErrorKind::OutOfMemory, message,
-                  "reduce train.batch_size or set train.micro_batch = \"auto\", use precision = "
-                  "\"bf16\", or free memory held by other processes (rocm-smi)");
+      throw Error(ErrorKind::OutOfMemory, message, gpu::out_of_memory_remedy());
     case miopenStatusNotImplemented:
     case miopenStatusUnsupportedOp:
       throw Error(ErrorKind::InvalidInput, message,
@@ -84,18 +83,7 @@ void log_if_failed(miopenStatus_t status, const char* what) {
 enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
 constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
 
-struct ConvKey {
-  std::array<int64_t, 17> v;
-  bool operator==(const ConvKey&) const = default;
-};
-
-struct ConvKeyHash {
-  size_t operator()(const ConvKey& key) const {
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (const int64_t x : key.v) h ^= uint64_t(x) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return size_t(h);
-  }
-};
+using ConvKey = PlanKey<17>;
 
 ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determinism det) {
   const Conv2dParams& p = g.params;
@@ -195,7 +183,7 @@ struct DeviceState {
   std::once_flag once;
   std::mutex mutex;
   miopenHandle_t handle = nullptr;
-  std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, ConvKeyHash> plans;
+  std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, PlanKeyHash> plans;
 };
 
 DeviceState& device_state(int device) {

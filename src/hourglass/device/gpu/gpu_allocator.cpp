@@ -18,6 +18,7 @@
 #include <atomic>
 #include <vector>
 
+#include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/device/gpu/runtime.h"
 
@@ -27,15 +28,8 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
-#ifdef HOURGLASS_GPU_HIP
-constexpr const char* kSmi = "rocm-smi";
-#else
-constexpr const char* kSmi = "nvidia-smi";
-#endif
-
 std::atomic<bool> g_poison{false};
 
-std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 size_t block_size(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
@@ -103,8 +97,8 @@ void GpuAllocator::throw_oom_locked(size_t bytes, const std::string& cause) {
   std::string device_memory;
   size_t free_bytes = 0, total_bytes = 0;
   if (gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess) {
-    device_memory = fmt::format("the device has {} free of {} total", mib(free_bytes),
-                                mib(total_bytes));
+    device_memory = fmt::format("the device has {} free of {} total", format_mib(free_bytes),
+                                format_mib(total_bytes));
   } else {
     (void)gpuGetLastError();
     device_memory = "the device's free memory could not be read";
@@ -113,12 +107,9 @@ void GpuAllocator::throw_oom_locked(size_t bytes, const std::string& cause) {
       ErrorKind::OutOfMemory,
       fmt::format("gpu:{} out of memory: asked for {} ({} bytes), {}; {} in use, {} reserved "
                   "({} of it cached), {}",
-                  index_, mib(bytes), bytes, cause, mib(stats_.in_use), mib(stats_.reserved),
-                  mib(cached_bytes_), device_memory),
-      fmt::format("set train.micro_batch = \"auto\" (a step that runs out of memory is retried "
-                  "in smaller micro-batches) or a smaller train.batch_size, use precision = "
-                  "\"bf16\", or free the memory other processes hold on gpu:{} ({} lists them)",
-                  index_, kSmi));
+                  index_, format_mib(bytes), bytes, cause, format_mib(stats_.in_use), format_mib(stats_.reserved),
+                  format_mib(cached_bytes_), device_memory),
+      out_of_memory_remedy());
 }
 
 void* GpuAllocator::allocate(size_t bytes) {
@@ -128,7 +119,7 @@ void* GpuAllocator::allocate(size_t bytes) {
   if (limit_ != 0 && stats_.in_use + size > limit_) {
     ++stats_.failures;
     throw_oom_locked(bytes, fmt::format("which would exceed the allocator's limit of {}",
-                                        mib(limit_)));
+                                        format_mib(limit_)));
   }
   void* ptr = take_cached_locked(size);
   if (!ptr) {

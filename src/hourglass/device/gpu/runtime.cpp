@@ -46,9 +46,7 @@ constexpr const char* kNoDeviceChecks =
 
 std::string remedy_for(gpuError_t err) {
   switch (err) {
-    case gpuErrorOutOfMemory:
-      return "reduce train.batch_size or set train.micro_batch = \"auto\", use precision = "
-             "\"bf16\", or free memory held by other processes (nvidia-smi / rocm-smi)";
+    case gpuErrorOutOfMemory: return out_of_memory_remedy();
     case gpuErrorNoDevice: return kNoDeviceChecks;
     case gpuErrorInsufficientDriver:
       return fmt::format("the GPU driver is missing or older than the runtime ({}); install a "
@@ -82,6 +80,19 @@ std::array<DeviceState, kMaxDevices> g_devices;
 thread_local int t_current = -1;
 
 }  // namespace
+
+std::string out_of_memory_remedy() {
+#ifdef HOURGLASS_GPU_HIP
+  constexpr const char* smi = "rocm-smi";
+#else
+  constexpr const char* smi = "nvidia-smi";
+#endif
+  return fmt::format("set train.micro_batch = \"auto\" (a step that runs out of memory is "
+                     "retried in smaller micro-batches) or a smaller train.batch_size, use "
+                     "precision = \"bf16\", or free the memory other processes hold ({} lists "
+                     "them)",
+                     smi);
+}
 
 void throw_gpu_error(gpuError_t err, const char* what, const char* file, int line) {
   (void)gpuGetLastError();   // clear a sticky-free error so later calls are not blamed

@@ -171,6 +171,10 @@ inline constexpr const char* kRuntimeName = "cuda";
 // An internal error: a kernel launcher of `op` got a dtype its host side should have refused.
 [[noreturn]] void unsupported_dtype(const char* op, DType dtype);
 
+// The remedy of every out-of-memory error on a GPU (the runtime's, the allocator's, the
+// libraries'): the settings that use less memory and the tool that shows other processes'.
+std::string out_of_memory_remedy();
+
 // The number of GPUs the runtime sees; 0 (never an error) when there is no driver or device.
 int device_count();
 // Why device_count() is 0 ("" when it is not): the runtime's error and what to check.
