@@ -6,13 +6,15 @@
 // (f32, bf16 or f16) with f32 accumulation.
 //
 // Algorithm choice: the first time a (shape, dtype, parameters, math mode, determinism,
-// pointer alignment) is seen on a device, the library's benchmark (cudnnFind*AlgorithmEx /
-// miopenFindConvolution*Algorithm) runs every applicable algorithm once on the call's own
-// buffers — it synchronises, which is acceptable only then — and the fastest one whose
-// workspace fits kMaxWorkspaceBytes (and that is deterministic when required) is cached with
-// its descriptors and workspace size in a per-device map. Later calls look the plan up, take
-// a workspace from the caching allocator and launch: no descriptor is created and nothing
-// synchronises. One library handle per device, created lazily and bound to gpu::stream().
+// pointer alignment) is seen on a device, the applicable algorithms whose workspace fits
+// kMaxWorkspaceBytes are timed on the call's own buffers (cuDNN: every engine of its graph
+// API whose numerics suit the call; MIOpen: miopenFindConvolution*Algorithm) — this
+// synchronises, which is acceptable only then — and the fastest is cached with its
+// descriptors and workspace size in a per-device map. With determinism Required nothing is
+// timed where the library offers heuristics (cuDNN): the heuristics' first deterministic
+// choice is kept, so another process makes the same one. Later calls look the plan up, take a
+// workspace from the caching allocator and launch: nothing synchronises. One library handle
+// per device, created lazily and bound to gpu::stream().
 #pragma once
 
 #include <fmt/format.h>
@@ -72,7 +74,11 @@ void conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
 void conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
                           const Tensor& x, Tensor& dweight);
 
-// Largest workspace a convolution algorithm may use (the benchmark skips hungrier ones).
-inline constexpr size_t kMaxWorkspaceBytes = size_t(256) << 20;
+// Largest workspace a convolution algorithm may use (the search skips hungrier ones, and ones
+// hungrier than what the allocator can give at the time). In f32 with NHWC tensors cuDNN's
+// fast engines work on NCHW copies of the operands in their workspace: 1.5-4x the operands'
+// bytes, over 256 MiB already for a CIFAR ResNet-18 layer at batch 512 and up to 1.7 GiB for
+// ResNet-50 at batch 256 (bench/README.md, 2026-11-30). PyTorch sets no bound.
+inline constexpr size_t kMaxWorkspaceBytes = size_t(4) << 30;
 
 }  // namespace hg::gpu::dnn

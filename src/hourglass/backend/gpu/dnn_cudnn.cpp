@@ -1,23 +1,41 @@
-// dnn.h on CUDA: cuDNN 9 through its legacy convolution API (cudnn_cnn.h / cudnn_ops.h), which
-// takes NHWC activations and NHWC ("KRSC") filters directly.
+// dnn.h on CUDA: cuDNN 9 through its graph ("backend") C API (cudnn_graph.h), the API PyTorch
+// uses. The legacy v7-style calls (cudnnFind*AlgorithmEx) reach only part of cuDNN 9's engines:
+// for f32 with TF32 off and NHWC tensors they chose backward kernels 5-10x slower than the
+// engines the graph API lists (bench/README.md, 2026-11-30, has the per-layer numbers).
+//
+// Each pass of a convolution (forward, backward data, backward filter) is a graph of one
+// operation over three tensors: x [n,c,h,w] and y [n,k,p,q] with channels-last strides, the
+// weights [k,c/groups,r,s] with KRSC strides. The first time a pass runs, cuDNN's heuristics
+// (mode A, then the fallback list) rank engine configurations; those whose numerical notes the
+// call does not allow are dropped (tensor cores, i.e. TF32, for f32 unless TF32 is allowed;
+// inputs converted down; reduced-precision sums; atomics when deterministic), and of the rest
+// the first kTimedCandidates that build and fit kMaxWorkspaceBytes are timed on the call's own
+// buffers (this synchronises, acceptable only then) and the fastest is kept as an execution
+// plan. In deterministic mode nothing is timed: the heuristics' first acceptable configuration
+// is taken, so another process with the same cuDNN and GPU makes the same choice.
 //
 // Per device: one cudnnHandle_t bound to gpu::stream(device), and a map from the convolution's
-// key (sizes, parameters, dtype, math mode, determinism, pointer alignment) to a plan holding
-// the tensor/filter descriptors and, per pass (forward, backward data, backward filter), the
-// convolution descriptor with the math type of the chosen algorithm, the algorithm and its
-// workspace size. A pass is benchmarked with cudnnFind*AlgorithmEx the first time it runs;
-// afterwards a call is a map lookup, a workspace from the caching allocator and the launch.
-// The per-device state is never destroyed: handles outlive every tensor and are reclaimed with
-// the process (destroying them after the CUDA runtime has shut down would crash at exit).
+// key (sizes, parameters, dtype, math mode, determinism, pointer alignment) to its plan. A
+// steady-state call is a map lookup, a workspace from the caching allocator, a variant pack
+// (the pointers) and cudnnBackendExecute: nothing synchronises. The per-device state is never
+// destroyed: handles outlive every tensor and are reclaimed with the process (destroying them
+// after the CUDA runtime has shut down would crash at exit).
+//
+// HOURGLASS_CUDNN_LOG=1 prints each pass's choice (engine, time, workspace) to stderr; =2 also
+// every timed candidate.
 #include <cudnn.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "hourglass/backend/gpu/dnn.h"
@@ -40,12 +58,18 @@ struct CallContext {
   DType dtype = DType::F32;
 };
 
-[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
-                                    int line, const CallContext& ctx) {
+// Reads out cuDNN's last error message (it keeps one per thread until read).
+std::string take_last_error() {
   char detail[1024] = {};
   cudnnGetLastErrorString(detail, sizeof(detail));
+  return detail;
+}
+
+[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
+                                    int line, const CallContext& ctx) {
+  const std::string detail = take_last_error();
   std::string message = fmt::format("{} failed: {}", call, cudnnGetErrorString(status));
-  if (detail[0] != '\0') message += fmt::format(" ({})", detail);
+  if (!detail.empty()) message += fmt::format(" ({})", detail);
   if (ctx.geometry != nullptr)
     message += fmt::format(" for the {} convolution {}", dtype_name(ctx.dtype),
                            ctx.geometry->describe());
@@ -79,15 +103,113 @@ struct CallContext {
   } while (0)
 #define HG_CUDNN_CHECK(call) HG_CUDNN_CHECK_FOR(call, CallContext{})
 
+// Sets one attribute of a backend descriptor; an error names the attribute.
+#define HG_CUDNN_SET(desc, attribute, type, count, values, ctx) \
+  HG_CUDNN_CHECK_FOR(cudnnBackendSetAttribute((desc).get(), attribute, type, count, values), ctx)
+
 // Destructors log instead of throwing.
 void log_if_failed(cudnnStatus_t status, const char* what) {
   if (status != CUDNN_STATUS_SUCCESS)
     HG_LOG_WARN("{} failed: {}", what, cudnnGetErrorString(status));
 }
 
-
 enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
 constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
+
+// How many acceptable engine configurations the search times at most (the heuristics list
+// about 5 for a convolution, the other engines about as many again).
+constexpr int kTimedCandidates = 24;
+
+// HOURGLASS_CUDNN_LOG: 0 (default), 1 (each choice), 2 (each timed candidate too).
+int log_level() {
+  static const int level = [] {
+    const char* v = std::getenv("HOURGLASS_CUDNN_LOG");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  return level;
+}
+
+// ---- backend descriptors
+
+// Owns one cudnnBackendDescriptor_t.
+class Descriptor {
+ public:
+  Descriptor() = default;
+  Descriptor(cudnnBackendDescriptorType_t type, const CallContext& ctx) {
+    HG_CUDNN_CHECK_FOR(cudnnBackendCreateDescriptor(type, &desc_), ctx);
+  }
+  Descriptor(Descriptor&& other) noexcept : desc_(std::exchange(other.desc_, nullptr)) {}
+  Descriptor& operator=(Descriptor&& other) noexcept {
+    if (this != &other) {
+      reset();
+      desc_ = std::exchange(other.desc_, nullptr);
+    }
+    return *this;
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() { reset(); }
+
+  cudnnBackendDescriptor_t get() const { return desc_; }
+  explicit operator bool() const { return desc_ != nullptr; }
+
+ private:
+  void reset() {
+    if (desc_ != nullptr)
+      log_if_failed(cudnnBackendDestroyDescriptor(desc_), "cudnnBackendDestroyDescriptor");
+    desc_ = nullptr;
+  }
+  cudnnBackendDescriptor_t desc_ = nullptr;
+};
+
+// The tensors' ids in the graphs and variant packs: x (dx), w (dw), y (dy).
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+
+cudnnDataType_t cudnn_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    case DType::F16: return CUDNN_DATA_HALF;
+    default: unsupported_dtype("conv2d", dtype);
+  }
+}
+
+// A finalized tensor of logical dimensions [n, c, h, w] stored channels-last (NHWC
+// activations; KRSC weights as [K, C/groups, R, S]).
+Descriptor channels_last_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h,
+                                int64_t w, int64_t alignment, const CallContext& ctx) {
+  Descriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR, ctx);
+  const int64_t dims[4] = {n, c, h, w};
+  const int64_t strides[4] = {h * w * c, 1, w * c, c};
+  HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, ctx);
+  HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, ctx);
+  HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, ctx);
+  HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, ctx);
+  HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment, ctx);
+  HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(t.get()), ctx);
+  return t;
+}
+
+// Cross-correlation with f32 accumulation; padding symmetric as in Conv2dParams. Groups follow
+// from the tensors (x's channels over the weights' channels).
+Descriptor convolution(const Conv2dParams& p, const CallContext& ctx) {
+  Descriptor conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, ctx);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2;
+  const int64_t dilation[2] = {p.dilation_h, p.dilation_w};
+  const int64_t stride[2] = {p.stride_h, p.stride_w};
+  const int64_t padding[2] = {p.pad_h, p.pad_w};
+  HG_CUDNN_SET(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, ctx);
+  HG_CUDNN_SET(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, ctx);
+  HG_CUDNN_SET(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial, ctx);
+  HG_CUDNN_SET(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation, ctx);
+  HG_CUDNN_SET(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride, ctx);
+  HG_CUDNN_SET(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding, ctx);
+  HG_CUDNN_SET(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding, ctx);
+  HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(conv.get()), ctx);
+  return conv;
+}
 
 // ---- keys
 
@@ -107,71 +229,41 @@ ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determi
                   int64_t(det), alignment}};
 }
 
-// ---- plans (the legacy descriptors index tensors of fewer than 2^31 elements)
+// ---- plans
 
-struct PassAlgo {
+// One pass's graph and chosen execution plan (what the plan was built from is kept alive beside
+// it).
+struct PassPlan {
   bool found = false;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  int algo = 0;            // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
-  size_t workspace = 0;    // bytes
+  Descriptor operation, graph, engine, config, plan;
+  size_t workspace = 0;   // bytes
+  // Variant packs by their pointers (x, w, y, workspace): a training step repeats its
+  // addresses, so steady-state calls reuse them instead of building one per call.
+  std::unordered_map<PlanKey<4>, Descriptor, PlanKeyHash> packs;
 };
+
+// Bound on PassPlan::packs (cleared when reached).
+constexpr size_t kMaxPacksPerPass = 64;
 
 struct ConvPlan {
   ConvGeometry geometry;
   DType dtype = DType::F32;
   MathMode math = MathMode::Exact;
   dnn::Determinism determinism = dnn::Determinism::Any;
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  std::array<PassAlgo, kPasses> pass;
-
-  ConvPlan() = default;
-  ConvPlan(const ConvPlan&) = delete;
-  ConvPlan& operator=(const ConvPlan&) = delete;
-  ~ConvPlan() {
-    for (PassAlgo& a : pass)
-      if (a.conv != nullptr)
-        log_if_failed(cudnnDestroyConvolutionDescriptor(a.conv),
-                      "cudnnDestroyConvolutionDescriptor");
-    for (cudnnTensorDescriptor_t d : {x, y})
-      if (d != nullptr)
-        log_if_failed(cudnnDestroyTensorDescriptor(d), "cudnnDestroyTensorDescriptor");
-    if (w != nullptr)
-      log_if_failed(cudnnDestroyFilterDescriptor(w), "cudnnDestroyFilterDescriptor");
-  }
+  int64_t alignment = 16;
+  Descriptor x, w, y, conv;
+  std::array<PassPlan, kPasses> pass;
 
   CallContext context() const { return CallContext{&geometry, dtype}; }
 };
-
-cudnnDataType_t cudnn_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return CUDNN_DATA_FLOAT;
-    case DType::BF16: return CUDNN_DATA_BFLOAT16;
-    case DType::F16: return CUDNN_DATA_HALF;
-    default: unsupported_dtype("conv2d", dtype);
-  }
-}
-
-// The math type the descriptors ask for: tensor cores for 16-bit inputs; for f32, FMA only
-// unless TF32 is allowed (CUDNN_DEFAULT_MATH lets cuDNN use TF32 on Ampere and later).
-cudnnMathType_t requested_math(DType dtype, MathMode math) {
-  if (dtype != DType::F32) return CUDNN_TENSOR_OP_MATH;
-  return math == MathMode::Tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-}
-
-// The legacy descriptors take int sizes and parameters (check_sizes bounds the sizes).
-int to_int(int64_t v) {
-  HG_CHECK(v >= 0 && v <= INT_MAX, "gpu conv2d: {} does not fit cuDNN's int parameters", v);
-  return int(v);
-}
 
 void check_sizes(const ConvGeometry& g, DType dtype) {
   const int64_t cg = g.c / g.params.groups;
   const int64_t largest =
       std::max({g.n * g.h * g.w * g.c, g.n * g.p * g.q * g.k, g.k * g.r * g.s * cg});
   HG_CHECK(largest <= INT_MAX,
-           "gpu conv2d: the {} convolution {} has a tensor of {} elements; cuDNN's convolution "
-           "API takes at most 2^31-1 (reduce train.batch_size or set train.micro_batch)",
+           "gpu conv2d: the {} convolution {} has a tensor of {} elements; hourglass's cuDNN "
+           "convolutions take at most 2^31-1 (reduce train.batch_size or set train.micro_batch)",
            dtype_name(dtype), g.describe(), largest);
 }
 
@@ -179,37 +271,70 @@ void init_plan(ConvPlan& plan) {
   const ConvGeometry& g = plan.geometry;
   const CallContext ctx = plan.context();
   const cudnnDataType_t type = cudnn_dtype(plan.dtype);
-  HG_CUDNN_CHECK_FOR(cudnnCreateTensorDescriptor(&plan.x), ctx);
-  HG_CUDNN_CHECK_FOR(cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NHWC, type, to_int(g.n),
-                                                to_int(g.c), to_int(g.h), to_int(g.w)),
-                     ctx);
-  HG_CUDNN_CHECK_FOR(cudnnCreateTensorDescriptor(&plan.y), ctx);
-  HG_CUDNN_CHECK_FOR(cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NHWC, type, to_int(g.n),
-                                                to_int(g.k), to_int(g.p), to_int(g.q)),
-                     ctx);
-  // KRSC is the NHWC filter format: [K][R][S][C/groups].
-  HG_CUDNN_CHECK_FOR(cudnnCreateFilterDescriptor(&plan.w), ctx);
-  HG_CUDNN_CHECK_FOR(cudnnSetFilter4dDescriptor(plan.w, type, CUDNN_TENSOR_NHWC, to_int(g.k),
-                                                to_int(g.c / g.params.groups), to_int(g.r),
-                                                to_int(g.s)),
-                     ctx);
+  plan.x = channels_last_tensor(kUidX, type, g.n, g.c, g.h, g.w, plan.alignment, ctx);
+  plan.y = channels_last_tensor(kUidY, type, g.n, g.k, g.p, g.q, plan.alignment, ctx);
+  plan.w = channels_last_tensor(kUidW, type, g.k, g.c / g.params.groups, g.r, g.s,
+                                plan.alignment, ctx);
+  plan.conv = convolution(g.params, ctx);
 }
 
-// A convolution descriptor for one pass (each pass gets its own, because the math type is set
-// to the one its chosen algorithm was measured with).
-void init_conv_descriptor(const ConvPlan& plan, PassAlgo& pa) {
-  const Conv2dParams& p = plan.geometry.params;
+// The one-operation graph of a pass: y = conv(x, w), dx = conv_data(dy, w) or
+// dw = conv_filter(x, dy), each with alpha 1 and beta 0 (the output is overwritten).
+void init_graph(const ConvPlan& plan, Pass pass, PassPlan& pp, cudnnHandle_t handle) {
   const CallContext ctx = plan.context();
-  HG_CUDNN_CHECK_FOR(cudnnCreateConvolutionDescriptor(&pa.conv), ctx);
-  HG_CUDNN_CHECK_FOR(
-      cudnnSetConvolution2dDescriptor(pa.conv, to_int(p.pad_h), to_int(p.pad_w),
-                                      to_int(p.stride_h), to_int(p.stride_w),
-                                      to_int(p.dilation_h), to_int(p.dilation_w),
-                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-      ctx);
-  HG_CUDNN_CHECK_FOR(cudnnSetConvolutionGroupCount(pa.conv, to_int(p.groups)), ctx);
-  HG_CUDNN_CHECK_FOR(cudnnSetConvolutionMathType(pa.conv, requested_math(plan.dtype, plan.math)),
-                     ctx);
+  const float alpha = 1.0f, beta = 0.0f;
+  cudnnBackendDescriptor_t x = plan.x.get(), w = plan.w.get(), y = plan.y.get(),
+                           conv = plan.conv.get();
+  constexpr auto kDesc = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  switch (pass) {
+    case kForward: {
+      Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, kDesc, 1, &x, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, kDesc, 1, &w, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, kDesc, 1, &y, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, kDesc, 1, &conv, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha,
+                   ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
+                   ctx);
+      pp.operation = std::move(op);
+      break;
+    }
+    case kBackwardData: {
+      Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, kDesc, 1, &x, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, kDesc, 1, &w, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, kDesc, 1, &y, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, kDesc, 1, &conv, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1,
+                   &alpha, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
+                   ctx);
+      pp.operation = std::move(op);
+      break;
+    }
+    default: {
+      Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, kDesc, 1, &x, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, kDesc, 1, &w, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, kDesc, 1, &y, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, kDesc, 1, &conv,
+                   ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1,
+                   &alpha, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1,
+                   &beta, ctx);
+      pp.operation = std::move(op);
+      break;
+    }
+  }
+  HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(pp.operation.get()), ctx);
+  Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, ctx);
+  cudnnBackendDescriptor_t op = pp.operation.get();
+  HG_CUDNN_SET(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, kDesc, 1, &op, ctx);
+  HG_CUDNN_SET(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, ctx);
+  HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(graph.get()), ctx);
+  pp.graph = std::move(graph);
 }
 
 // ---- per-device state
@@ -249,34 +374,248 @@ ConvPlan& plan_for(DeviceState& st, const ConvGeometry& g, DType dtype, MathMode
   plan->dtype = dtype;
   plan->math = math;
   plan->determinism = det;
+  plan->alignment = alignment;
   init_plan(*plan);
   return *st.plans.emplace(key, std::move(plan)).first->second;
 }
 
-// ---- algorithm search
+// ---- engine search
 
-// One result of cudnnFind*AlgorithmEx, whatever the pass.
+// One engine configuration from the heuristics, with what its engine's notes say.
 struct Candidate {
-  int algo;
-  cudnnStatus_t status;
-  float time;
-  size_t memory;
-  cudnnDeterminism_t determinism;
-  cudnnMathType_t math;
+  Descriptor engine, config;   // engine: set when the configuration was made here
+  int64_t engine_index = -1;
+  std::string name;   // "engine 12 (knob=value ...)", for logs and to drop repeats
+  bool tensor_core = false, down_convert = false, reduced_precision = false,
+       nondeterministic = false, runtime_compiled = false;
 };
 
-template <typename Perf>
-std::vector<Candidate> candidates(const Perf* perf, int count) {
-  std::vector<Candidate> out;
-  for (int i = 0; i < count; ++i)
-    out.push_back(Candidate{int(perf[i].algo), perf[i].status, perf[i].time, perf[i].memory,
-                            perf[i].determinism, perf[i].mathType});
+// Reads an array attribute of at most `N` enum values.
+template <typename T, size_t N>
+std::vector<T> get_notes(cudnnBackendDescriptor_t desc, cudnnBackendAttributeName_t attribute,
+                         cudnnBackendAttributeType_t type) {
+  std::array<T, N> values{};
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(desc, attribute, type, int64_t(N), &count, values.data()) !=
+      CUDNN_STATUS_SUCCESS) {
+    take_last_error();
+    return {};
+  }
+  return std::vector<T>(values.begin(), values.begin() + std::min<int64_t>(count, int64_t(N)));
+}
+
+Candidate describe_config(Descriptor config, const CallContext& ctx) {
+  Candidate c;
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, ctx);
+  cudnnBackendDescriptor_t engine_raw = engine.get();
+  int64_t count = 0;
+  HG_CUDNN_CHECK_FOR(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
+                                              &engine_raw),
+                     ctx);
+  int64_t index = -1;
+  cudnnBackendGetAttribute(engine_raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count,
+                           &index);
+  c.engine_index = index;
+  for (const auto note : get_notes<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT>(
+           engine_raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE)) {
+    c.tensor_core |= note == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+    c.down_convert |= note == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+    c.reduced_precision |= note == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+    c.nondeterministic |= note == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+  }
+  for (const auto note : get_notes<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT>(
+           engine_raw, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE))
+    c.runtime_compiled |= note == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+
+  // The knob choices complete the name: one engine appears with several settings.
+  c.name = fmt::format("engine {}", index);
+  int64_t knobs = 0;
+  if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &knobs, nullptr) ==
+          CUDNN_STATUS_SUCCESS &&
+      knobs > 0) {
+    std::vector<Descriptor> choices;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < knobs; ++i) {
+      choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, ctx);
+      raw.push_back(choices.back().get());
+    }
+    int64_t got = 0;
+    if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, knobs, &got, raw.data()) ==
+        CUDNN_STATUS_SUCCESS) {
+      c.name += " (";
+      for (int64_t i = 0; i < std::min(got, knobs); ++i) {
+        cudnnBackendKnobType_t type{};
+        int64_t value = 0, n = 0;
+        cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                 CUDNN_TYPE_KNOB_TYPE, 1, &n, &type);
+        cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                 CUDNN_TYPE_INT64, 1, &n, &value);
+        c.name += fmt::format("{}{}={}", i > 0 ? " " : "", int(type), value);
+      }
+      c.name += ")";
+    }
+  }
+  take_last_error();
+  c.config = std::move(config);
+  return c;
+}
+
+// The engine configurations cuDNN's heuristics list for `graph` in `mode`, best first (none
+// when the mode has nothing for it).
+std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendHeurMode_t mode,
+                                          const CallContext& ctx) {
+  Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, ctx);
+  cudnnBackendDescriptor_t graph_raw = graph.get();
+  HG_CUDNN_SET(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+               1, &graph_raw, ctx);
+  HG_CUDNN_SET(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, ctx);
+  int64_t count = 0;
+  if (cudnnBackendFinalize(heuristics.get()) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr) !=
+          CUDNN_STATUS_SUCCESS) {
+    take_last_error();
+    return {};
+  }
+  std::vector<Descriptor> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, ctx);
+    raw.push_back(configs.back().get());
+  }
+  int64_t got = 0;
+  HG_CUDNN_CHECK_FOR(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                              raw.data()),
+                     ctx);
+  configs.resize(size_t(std::clamp<int64_t>(got, 0, count)));
+  return configs;
+}
+
+// Every engine cuDNN has for `graph`, each in a configuration with its default knobs, paired
+// with its engine. The heuristics' lists leave out engines that win for f32: the FFT and
+// Winograd ones, which PyTorch's benchmark reaches (bench/README.md, 2026-11-30).
+std::vector<std::pair<Descriptor, Descriptor>> all_engine_configs(const Descriptor& graph,
+                                                                  const CallContext& ctx) {
+  int64_t count = 0, n = 0;
+  if (cudnnBackendGetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                               CUDNN_TYPE_INT64, 1, &n, &count) != CUDNN_STATUS_SUCCESS) {
+    take_last_error();
+    return {};
+  }
+  std::vector<std::pair<Descriptor, Descriptor>> out;
+  cudnnBackendDescriptor_t graph_raw = graph.get();
+  for (int64_t index = 0; index < count; ++index) {
+    Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, ctx);
+    HG_CUDNN_SET(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &graph_raw, ctx);
+    HG_CUDNN_SET(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index, ctx);
+    if (cudnnBackendFinalize(engine.get()) != CUDNN_STATUS_SUCCESS) {   // not for this graph
+      take_last_error();
+      continue;
+    }
+    Descriptor config(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, ctx);
+    cudnnBackendDescriptor_t engine_raw = engine.get();
+    HG_CUDNN_SET(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &engine_raw, ctx);
+    if (cudnnBackendFinalize(config.get()) != CUDNN_STATUS_SUCCESS) {
+      take_last_error();
+      continue;
+    }
+    out.emplace_back(std::move(engine), std::move(config));
+  }
   return out;
 }
 
-// Device memory for the benchmark: `bytes` when the allocator can give it, else less (the
-// search then skips algorithms that need more); bytes is updated to what was obtained.
-Tensor benchmark_workspace(size_t& bytes, int device) {
+// Whether a configuration's numerics suit the call (PyTorch's filter, plus the sums of 16-bit
+// inputs): f32 without TF32 must not use tensor cores (they round inputs to TF32); nothing may
+// convert inputs down, and 16-bit inputs must be summed in f32 (dnn.h promises f32
+// accumulation); deterministic runs exclude atomics.
+bool acceptable(const Candidate& c, const ConvPlan& plan) {
+  if (c.down_convert) return false;
+  if (c.reduced_precision && plan.dtype != DType::F32) return false;
+  if (plan.dtype == DType::F32 && plan.math == MathMode::Exact && c.tensor_core) return false;
+  if (plan.determinism == dnn::Determinism::Required && c.nondeterministic) return false;
+  return true;
+}
+
+// Acceptable configurations, each once: the heuristics' (mode A, then the fallback list), then
+// every other engine with its default knobs unless `heuristics_only` (deterministic mode,
+// which takes the heuristics' first). Engines compiled at run time come from the heuristics
+// only, and last: they cost seconds to build.
+std::vector<Candidate> candidates(const ConvPlan& plan, const PassPlan& pp, bool heuristics_only) {
+  const CallContext ctx = plan.context();
+  std::vector<Candidate> out;
+  std::unordered_set<std::string> seen;
+  std::unordered_set<int64_t> engines;
+  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK})
+    for (Descriptor& config : heuristic_configs(pp.graph, mode, ctx)) {
+      Candidate c = describe_config(std::move(config), ctx);
+      engines.insert(c.engine_index);
+      if (!acceptable(c, plan) || !seen.insert(c.name).second) continue;
+      out.push_back(std::move(c));
+    }
+  if (!heuristics_only)
+    for (auto& [engine, config] : all_engine_configs(pp.graph, ctx)) {
+      Candidate c = describe_config(std::move(config), ctx);
+      if (engines.count(c.engine_index) != 0 || c.runtime_compiled || !acceptable(c, plan))
+        continue;
+      c.engine = std::move(engine);
+      engines.insert(c.engine_index);
+      out.push_back(std::move(c));
+    }
+  std::stable_partition(out.begin(), out.end(),
+                        [](const Candidate& c) { return !c.runtime_compiled; });
+  return out;
+}
+
+// An execution plan for `config`, or an empty descriptor when cuDNN cannot build it for this
+// graph; `workspace` receives its workspace size.
+Descriptor build_plan(cudnnHandle_t handle, const Candidate& c, size_t& workspace,
+                      const CallContext& ctx) {
+  Descriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, ctx);
+  cudnnBackendDescriptor_t config = c.config.get();
+  HG_CUDNN_SET(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, ctx);
+  HG_CUDNN_SET(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &config, ctx);
+  int64_t bytes = 0, count = 0;
+  if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                               CUDNN_TYPE_INT64, 1, &count, &bytes) != CUDNN_STATUS_SUCCESS ||
+      bytes < 0) {
+    take_last_error();
+    return Descriptor();
+  }
+  workspace = size_t(bytes);
+  return plan;
+}
+
+// Runs an execution plan on x (dx), w (dw), y (dy).
+// A variant pack: the pointers of one call (x or dx, w or dw, y or dy, the workspace).
+Descriptor variant_pack(void* x, void* w, void* y, void* workspace, const CallContext& ctx) {
+  Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, ctx);
+  const int64_t uids[3] = {kUidX, kUidW, kUidY};
+  void* pointers[3] = {x, w, y};
+  HG_CUDNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, ctx);
+  HG_CUDNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers,
+               ctx);
+  HG_CUDNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace, ctx);
+  HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(pack.get()), ctx);
+  return pack;
+}
+
+cudnnStatus_t execute(cudnnHandle_t handle, const Descriptor& plan, void* x, void* w, void* y,
+                      void* workspace, const CallContext& ctx) {
+  const Descriptor pack = variant_pack(x, w, y, workspace, ctx);
+  return cudnnBackendExecute(handle, plan.get(), pack.get());
+}
+
+// Device memory for the search: `bytes` when the allocator can give it, else less (the search
+// then skips configurations that need more); bytes is updated to what was obtained.
+Tensor search_workspace(size_t& bytes, int device) {
   while (bytes > 0) {
     try {
       return Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(device));
@@ -288,60 +627,127 @@ Tensor benchmark_workspace(size_t& bytes, int device) {
   return Tensor();
 }
 
-// Benchmarks one pass and records the fastest acceptable algorithm in `pa`.
-//   workspace_of(algo, &bytes): the pass's cudnnGet*WorkspaceSize for pa.conv;
-//   find(workspace, bytes): runs the pass's cudnnFind*AlgorithmEx, returns its results.
-template <typename WorkspaceOf, typename Find>
-void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, int algo_count,
-            WorkspaceOf workspace_of, Find find) {
-  size_t bytes = 0;
-  for (int a = 0; a < algo_count; ++a) {
-    size_t need = 0;
-    if (workspace_of(a, &need) == CUDNN_STATUS_SUCCESS && need <= dnn::kMaxWorkspaceBytes)
-      bytes = std::max(bytes, need);
+// Milliseconds per run of `plan`, on the device's stream (synchronises). A configuration that
+// fails to run gives a negative time.
+class PlanTimer {
+ public:
+  explicit PlanTimer(int device) : stream_(stream(device)) {
+    HG_GPU_CHECK(gpuEventCreate(&start_));
+    HG_GPU_CHECK(gpuEventCreate(&stop_));
   }
-  // Algorithms that do not apply leave an error message behind: read it out so that a later
-  // failure reports its own.
-  char stale[256];
-  cudnnGetLastErrorString(stale, sizeof(stale));
-  Tensor workspace = benchmark_workspace(bytes, device);
-  const std::vector<Candidate> results =
-      find(workspace.defined() ? workspace.data_ptr() : nullptr, bytes);
+  ~PlanTimer() {
+    (void)gpuEventDestroy(start_);
+    (void)gpuEventDestroy(stop_);
+  }
+  PlanTimer(const PlanTimer&) = delete;
+  PlanTimer& operator=(const PlanTimer&) = delete;
 
-  // Results come sorted by time (by cuDNN's heuristics in deterministic mode, where a timed
-  // search could pick different algorithms in different processes and break bit-exact
-  // resume): take the first that ran, fits, and is deterministic when that is required.
-  const Candidate* chosen = nullptr;
-  for (const Candidate& c : results) {
-    if (c.status != CUDNN_STATUS_SUCCESS || c.memory > bytes) continue;
-    if (plan.determinism == dnn::Determinism::Required && c.determinism != CUDNN_DETERMINISTIC)
-      continue;
-    chosen = &c;
-    break;
+  // One untimed run (loads the kernels), then one timed; two more only when that one is
+  // within twice `best_ms`, the median of the three counting.
+  template <typename Run>
+  float time(Run run, float best_ms) {
+    if (run() != CUDNN_STATUS_SUCCESS) return fail();
+    std::array<float, 3> ms{};
+    for (size_t i = 0; i < ms.size(); ++i) {
+      HG_GPU_CHECK(gpuEventRecord(start_, stream_));
+      if (run() != CUDNN_STATUS_SUCCESS) return fail();
+      HG_GPU_CHECK(gpuEventRecord(stop_, stream_));
+      HG_GPU_CHECK(gpuEventSynchronize(stop_));
+      HG_GPU_CHECK(gpuEventElapsedTime(&ms[i], start_, stop_));
+      if (i == 0 && best_ms > 0 && ms[0] > 2 * best_ms) return ms[0];
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[1];
   }
-  if (chosen == nullptr)
+
+ private:
+  static float fail() {
+    take_last_error();
+    (void)gpuGetLastError();   // a launch error of that configuration is not sticky
+    return -1.0f;
+  }
+  gpuStream_t stream_;
+  gpuEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Chooses pass `pass`'s execution plan (see the top of the file) on the call's own buffers.
+void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, void* x, void* w, void* y) {
+  PassPlan& pp = plan.pass[size_t(pass)];
+  const CallContext ctx = plan.context();
+  if (!pp.graph) init_graph(plan, pass, pp, st.handle);
+  const bool deterministic = plan.determinism == dnn::Determinism::Required;
+  std::vector<Candidate> cands = candidates(plan, pp, deterministic);
+
+  // Build plans in that order: the first acceptable one in deterministic mode, else up to
+  // kTimedCandidates.
+  const size_t wanted = deterministic ? 1 : kTimedCandidates;
+  struct Built {
+    Candidate* candidate;
+    Descriptor plan;
+    size_t workspace;
+    float ms = 0;
+  };
+  std::vector<Built> built;
+  for (Candidate& c : cands) {
+    if (built.size() >= wanted) break;
+    size_t workspace = 0;
+    Descriptor p = build_plan(st.handle, c, workspace, ctx);
+    if (!p || workspace > dnn::kMaxWorkspaceBytes) continue;
+    built.push_back(Built{&c, std::move(p), workspace});
+  }
+
+  size_t chosen = 0;
+  int timed = 0;
+  if (built.size() > 1) {
+    size_t bytes = 0;
+    for (const Built& b : built) bytes = std::max(bytes, b.workspace);
+    Tensor workspace = search_workspace(bytes, device);
+    void* ws = workspace.defined() ? workspace.data_ptr() : nullptr;
+    PlanTimer timer(device);
+    float best = -1.0f;
+    for (size_t i = 0; i < built.size(); ++i) {
+      Built& b = built[i];
+      b.ms = b.workspace > bytes ? -1.0f : timer.time([&] {
+        return execute(st.handle, b.plan, x, w, y, ws, ctx);
+      }, best);
+      if (b.ms < 0) continue;
+      ++timed;
+      if (log_level() >= 2)
+        fmt::print(stderr, "cuDNN {} {}: {} {:.3f} ms, {} bytes of workspace\n",
+                   kPassNames[pass], plan.geometry.describe(), b.candidate->name, b.ms,
+                   b.workspace);
+      if (best < 0 || b.ms < best) {
+        best = b.ms;
+        chosen = i;
+      }
+    }
+    if (best < 0) built.clear();   // none ran
+  }
+  if (built.empty())
     throw Error(ErrorKind::InvalidInput,
-                fmt::format("gpu conv2d: cuDNN has no {} algorithm for the {} convolution {}{}",
+                fmt::format("gpu conv2d: cuDNN has no {} engine for the {} convolution {}{}{} "
+                            "({} configurations listed)",
                             kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
+                            plan.dtype == DType::F32 && plan.math == MathMode::Exact
+                                ? " without TF32"
+                                : "",
                             plan.determinism == dnn::Determinism::Required
                                 ? " that is deterministic"
-                                : ""),
+                                : "",
+                            cands.size()),
                 "change the convolution's shape, padding, dilation or groups, use another "
                 "precision, or device = \"cpu\"");
-
-  // cuDNN decides tensor-core use from the algorithm and the descriptor's math type together:
-  // run with the math type the algorithm was measured with. Exact f32 keeps FMA math, so no
-  // result can bring TF32 in.
-  if (plan.dtype != DType::F32 || plan.math == MathMode::Tf32)
-    HG_CUDNN_CHECK_FOR(cudnnSetConvolutionMathType(pa.conv, chosen->math), plan.context());
-  size_t need = 0;
-  if (workspace_of(chosen->algo, &need) != CUDNN_STATUS_SUCCESS) need = 0;
-  pa.algo = chosen->algo;
-  pa.workspace = std::max(need, chosen->memory);
-  pa.found = true;
-  HG_LOG_DEBUG("cuDNN {} {} {}: algorithm {} ({:.3f} ms, {} bytes of workspace)",
-               kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(), pa.algo,
-               chosen->time, pa.workspace);
+  Built& b = built[chosen];
+  if (log_level() >= 1)
+    fmt::print(stderr, "cuDNN {} {} {}: {} ({:.3f} ms, fastest of {} timed; {} bytes of "
+               "workspace)\n",
+               kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
+               b.candidate->name, b.ms, timed, b.workspace);
+  pp.engine = std::move(b.candidate->engine);
+  pp.config = std::move(b.candidate->config);
+  pp.plan = std::move(b.plan);
+  pp.workspace = b.workspace;
+  pp.found = true;
 }
 
 // The workspace of a call, from the caching allocator (freed when the call returns; the
@@ -353,6 +759,33 @@ Tensor call_workspace(size_t bytes, int device) {
 
 void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// One pass of a convolution on x (dx), w (dw), y (dy): the plan from the cache or a search,
+// then the launch.
+void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int device,
+              const Tensor& x, const Tensor& w, const Tensor& y) {
+  DeviceState& st = device_state(device);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  void* xp = x.data_ptr();
+  void* wp = w.data_ptr();
+  void* yp = y.data_ptr();
+  ConvPlan& plan = plan_for(st, g, dtype, math, common_alignment({xp, wp, yp}));
+  PassPlan& pp = plan.pass[size_t(pass)];
+  if (!pp.found) search(st, plan, pass, device, xp, wp, yp);
+  const Tensor workspace = call_workspace(pp.workspace, device);
+  void* wsp = pointer_of(workspace);
+  const PlanKey<4> pointers{{int64_t(reinterpret_cast<intptr_t>(xp)),
+                             int64_t(reinterpret_cast<intptr_t>(wp)),
+                             int64_t(reinterpret_cast<intptr_t>(yp)),
+                             int64_t(reinterpret_cast<intptr_t>(wsp))}};
+  auto pack = pp.packs.find(pointers);
+  if (pack == pp.packs.end()) {
+    if (pp.packs.size() >= kMaxPacksPerPass) pp.packs.clear();
+    pack = pp.packs.emplace(pointers, variant_pack(xp, wp, yp, wsp, plan.context())).first;
+  }
+  HG_CUDNN_CHECK_FOR(cudnnBackendExecute(st.handle, pp.plan.get(), pack->second.get()),
+                     plan.context());
+}
+
 }  // namespace
 
 // ---- dnn.h
@@ -363,134 +796,17 @@ dnn::Determinism dnn::determinism() {
 
 void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
                        const Tensor& weight, Tensor& y) {
-  const int device = x.device().index;
-  DeviceState& st = device_state(device);
-  std::lock_guard<std::mutex> lock(st.mutex);
-  ConvPlan& plan = plan_for(st, g, x.dtype(), math,
-                            common_alignment({x.data_ptr(), weight.data_ptr(), y.data_ptr()}));
-  PassAlgo& pa = plan.pass[kForward];
-  if (!pa.found) {
-    if (pa.conv == nullptr) init_conv_descriptor(plan, pa);
-    search(
-        plan, kForward, pa, device, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-        [&](int algo, size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(st.handle, plan.x, plan.w, pa.conv,
-                                                         plan.y, cudnnConvolutionFwdAlgo_t(algo),
-                                                         bytes);
-        },
-        [&](void* workspace, size_t bytes) {
-          std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
-          int returned = 0;
-          if (plan.determinism == dnn::Determinism::Required)
-            HG_CUDNN_CHECK_FOR(cudnnGetConvolutionForwardAlgorithm_v7(
-                                   st.handle, plan.x, plan.w, pa.conv, plan.y, int(perf.size()),
-                                   &returned, perf.data()),
-                               plan.context());
-          else
-            HG_CUDNN_CHECK_FOR(cudnnFindConvolutionForwardAlgorithmEx(
-                                   st.handle, plan.x, x.data_ptr(), plan.w, weight.data_ptr(),
-                                   pa.conv, plan.y, y.data_ptr(), int(perf.size()), &returned,
-                                   perf.data(), workspace, bytes),
-                               plan.context());
-          return candidates(perf.data(), returned);
-        });
-  }
-  const Tensor workspace = call_workspace(pa.workspace, device);
-  const float one = 1.0f, zero = 0.0f;
-  HG_CUDNN_CHECK_FOR(
-      cudnnConvolutionForward(st.handle, &one, plan.x, x.data_ptr(), plan.w, weight.data_ptr(),
-                              pa.conv, cudnnConvolutionFwdAlgo_t(pa.algo), pointer_of(workspace),
-                              pa.workspace, &zero, plan.y, y.data_ptr()),
-      plan.context());
+  run_pass(kForward, g, math, x.dtype(), x.device().index, x, weight, y);
 }
 
 void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
                              const Tensor& weight, Tensor& dx) {
-  const int device = dy.device().index;
-  DeviceState& st = device_state(device);
-  std::lock_guard<std::mutex> lock(st.mutex);
-  ConvPlan& plan = plan_for(st, g, dy.dtype(), math,
-                            common_alignment({dy.data_ptr(), weight.data_ptr(), dx.data_ptr()}));
-  PassAlgo& pa = plan.pass[kBackwardData];
-  if (!pa.found) {
-    if (pa.conv == nullptr) init_conv_descriptor(plan, pa);
-    search(
-        plan, kBackwardData, pa, device, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-        [&](int algo, size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(
-              st.handle, plan.w, plan.y, pa.conv, plan.x, cudnnConvolutionBwdDataAlgo_t(algo),
-              bytes);
-        },
-        [&](void* workspace, size_t bytes) {
-          std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>
-              perf{};
-          int returned = 0;
-          if (plan.determinism == dnn::Determinism::Required)
-            HG_CUDNN_CHECK_FOR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                                   st.handle, plan.w, plan.y, pa.conv, plan.x, int(perf.size()),
-                                   &returned, perf.data()),
-                               plan.context());
-          else
-            HG_CUDNN_CHECK_FOR(cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                   st.handle, plan.w, weight.data_ptr(), plan.y, dy.data_ptr(),
-                                   pa.conv, plan.x, dx.data_ptr(), int(perf.size()), &returned,
-                                   perf.data(), workspace, bytes),
-                               plan.context());
-          return candidates(perf.data(), returned);
-        });
-  }
-  const Tensor workspace = call_workspace(pa.workspace, device);
-  const float one = 1.0f, zero = 0.0f;
-  HG_CUDNN_CHECK_FOR(cudnnConvolutionBackwardData(
-                         st.handle, &one, plan.w, weight.data_ptr(), plan.y, dy.data_ptr(),
-                         pa.conv, cudnnConvolutionBwdDataAlgo_t(pa.algo), pointer_of(workspace),
-                         pa.workspace, &zero, plan.x, dx.data_ptr()),
-                     plan.context());
+  run_pass(kBackwardData, g, math, dy.dtype(), dy.device().index, dx, weight, dy);
 }
 
 void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
                                const Tensor& x, Tensor& dweight) {
-  const int device = dy.device().index;
-  DeviceState& st = device_state(device);
-  std::lock_guard<std::mutex> lock(st.mutex);
-  ConvPlan& plan = plan_for(st, g, dy.dtype(), math,
-                            common_alignment({dy.data_ptr(), x.data_ptr(), dweight.data_ptr()}));
-  PassAlgo& pa = plan.pass[kBackwardFilter];
-  if (!pa.found) {
-    if (pa.conv == nullptr) init_conv_descriptor(plan, pa);
-    search(
-        plan, kBackwardFilter, pa, device, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-        [&](int algo, size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              st.handle, plan.x, plan.y, pa.conv, plan.w,
-              cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
-        },
-        [&](void* workspace, size_t bytes) {
-          std::array<cudnnConvolutionBwdFilterAlgoPerf_t,
-                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>
-              perf{};
-          int returned = 0;
-          if (plan.determinism == dnn::Determinism::Required)
-            HG_CUDNN_CHECK_FOR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                                   st.handle, plan.x, plan.y, pa.conv, plan.w, int(perf.size()),
-                                   &returned, perf.data()),
-                               plan.context());
-          else
-            HG_CUDNN_CHECK_FOR(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                                   st.handle, plan.x, x.data_ptr(), plan.y, dy.data_ptr(),
-                                   pa.conv, plan.w, dweight.data_ptr(), int(perf.size()),
-                                   &returned, perf.data(), workspace, bytes),
-                               plan.context());
-          return candidates(perf.data(), returned);
-        });
-  }
-  const Tensor workspace = call_workspace(pa.workspace, device);
-  const float one = 1.0f, zero = 0.0f;
-  HG_CUDNN_CHECK_FOR(cudnnConvolutionBackwardFilter(
-                         st.handle, &one, plan.x, x.data_ptr(), plan.y, dy.data_ptr(), pa.conv,
-                         cudnnConvolutionBwdFilterAlgo_t(pa.algo), pointer_of(workspace),
-                         pa.workspace, &zero, plan.w, dweight.data_ptr()),
-                     plan.context());
+  run_pass(kBackwardFilter, g, math, dy.dtype(), dy.device().index, x, dweight, dy);
 }
 
 // ---- libraries.h
