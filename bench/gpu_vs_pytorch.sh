@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
 # hourglass against PyTorch on the same GPU, in one run (see bench/README.md for results).
-# Usage: bench/gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick]
+# Usage: bench/gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32]
 #   ResNet-18 CIFAR, batch 512, 32x32, in fp32, tf32, bf16 and fp16: hourglass vs PyTorch eager
-#   (autocast, channels-last); bf16 also vs torch.compile. ResNet-50 224x224 batch 256 bf16 vs
-#   PyTorch eager channels-last. Synthetic device-resident data, SGD with Nesterov momentum,
-#   both timed the same way (bench/torch_gpu.py's docstring). Prints a Markdown table last.
+#   (autocast, channels-last); bf16 also vs torch.compile. ResNet-50 224x224 batch 256 in bf16
+#   and fp32 vs PyTorch eager channels-last. Synthetic device-resident data, SGD with Nesterov
+#   momentum, both timed the same way (bench/torch_gpu.py's docstring). Prints a Markdown table
+#   last. --quick: fewer steps; --fp32: only the two fp32 rows (TF32 off).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-hg=${1:?usage: gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick]}
+hg=${1:?usage: gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32]}
 out=${2:-bench-out}
-quick=${3:-}
+shift $(( $# < 2 ? $# : 2 ))
+steps=20; rounds=3; warmup=10; precisions="fp32 tf32 bf16 fp16"; r50_precisions="bf16 fp32"
+for flag in "$@"; do
+  case $flag in
+    --quick) steps=10; rounds=2; warmup=5 ;;
+    --fp32) precisions=fp32; r50_precisions=fp32 ;;
+    "") ;;
+    *) echo "gpu_vs_pytorch.sh: unknown option $flag" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$out"
-steps=20; rounds=3; warmup=10
-[ "$quick" = "--quick" ] && { steps=10; rounds=2; warmup=5; }
 
-run_hg() {   # name, args...
+run_hg() {   # name, args...  (stderr keeps cuDNN's engine choices: HOURGLASS_CUDNN_LOG)
   local name=$1; shift
-  "$hg" bench "$@" --device gpu:0 --steps $steps --rounds $rounds --warmup $warmup --json \
-    > "$out/$name.json" 2> "$out/$name.log" || echo '{}' > "$out/$name.json"
+  HOURGLASS_CUDNN_LOG=${HOURGLASS_CUDNN_LOG:-1} "$hg" bench "$@" --device gpu:0 --steps $steps \
+    --rounds $rounds --warmup $warmup --json > "$out/$name.json" 2> "$out/$name.log" || echo '{}' > "$out/$name.json"
 }
 run_pt() {
   local name=$1; shift
@@ -25,13 +33,18 @@ run_pt() {
     > "$out/$name.json" 2> "$out/$name.log" || echo '{}' > "$out/$name.json"
 }
 
-for p in fp32 tf32 bf16 fp16; do
+rm -f "$out"/*.json
+for p in $precisions; do
   run_hg "hg-r18-$p" resnet18-cifar --batch 512 --precision $p
   run_pt "pt-r18-$p" --model resnet18-cifar --batch 512 --precision $p --channels-last
 done
-run_pt "ptc-r18-bf16" --model resnet18-cifar --batch 512 --precision bf16 --channels-last --compile
-run_hg "hg-r50-bf16" resnet50 --batch 256 --size 224 --precision bf16
-run_pt "pt-r50-bf16" --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last
+case " $precisions " in *" bf16 "*)
+  run_pt "ptc-r18-bf16" --model resnet18-cifar --batch 512 --precision bf16 --channels-last --compile ;;
+esac
+for p in $r50_precisions; do
+  run_hg "hg-r50-$p" resnet50 --batch 256 --size 224 --precision $p
+  run_pt "pt-r50-$p" --model resnet50 --batch 256 --size 224 --precision $p --channels-last
+done
 
 python3 - "$out" <<'PY'
 import json, sys, os
@@ -45,7 +58,8 @@ def ips(r): return r.get("train_images_per_s", 0.0)
 def gib(r): return r.get("peak_memory_gib", 0.0)
 rows = [(f"ResNet-18 CIFAR b512 {p}", f"hg-r18-{p}", f"pt-r18-{p}", "ptc-r18-bf16" if p == "bf16" else None)
         for p in ["fp32", "tf32", "bf16", "fp16"]]
-rows.append(("ResNet-50 224 b256 bf16", "hg-r50-bf16", "pt-r50-bf16", None))
+rows += [(f"ResNet-50 224 b256 {p}", f"hg-r50-{p}", f"pt-r50-{p}", None) for p in ["bf16", "fp32"]]
+rows = [r for r in rows if os.path.exists(os.path.join(out, r[1] + ".json"))]
 dev = next((load(r[2]).get("device") for r in rows if load(r[2]).get("device")), "?")
 ver = next((load(r[2]).get("version") for r in rows if load(r[2]).get("version")), "?")
 print(f"GPU: {dev}; PyTorch {ver}")

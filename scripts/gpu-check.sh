@@ -8,6 +8,7 @@
 #   doctor  hourglass info and hourglass doctor
 #   bench   bench/gpu_vs_pytorch.sh (hourglass vs PyTorch on this GPU)
 #   quick   bench/gpu_vs_pytorch.sh --quick
+#   fp32    bench/gpu_vs_pytorch.sh --fp32 (only the fp32 rows, TF32 off)
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 set -uo pipefail
@@ -58,8 +59,8 @@ for stage in "${stages[@]}"; do
       cat "$out/info.txt" "$out/doctor.txt" | head -60
       row doctor $rc "$(grep -c PASS "$out/doctor.txt") pass, $(grep -c FAIL "$out/doctor.txt") fail"
       ;;
-    bench|quick)
-      flag=""; [ "$stage" = quick ] && flag=--quick
+    bench|quick|fp32)
+      flag=""; [ "$stage" = quick ] && flag=--quick; [ "$stage" = fp32 ] && flag=--fp32
       bash bench/gpu_vs_pytorch.sh ./build-device/hourglass "$out/bench" $flag > "$out/bench.md" 2>&1
       row "$stage" $? "$(( $(date +%s) - t0 )) s"
       cat "$out/bench.md"
