@@ -5,10 +5,16 @@
 // the NHWC layout. Per device: one miopenHandle_t created on gpu::stream(device), and a map
 // from the convolution's key to a plan holding the descriptors and, per pass, the algorithm
 // miopenFindConvolution*Algorithm measured fastest and its workspace. The first call of a pass
-// benchmarks (and may compile kernels; MIOpen keeps them in its on-disk cache); later calls
-// are a lookup, a workspace from the caching allocator and the launch. MIOpen has no TF32 mode
-// for f32 convolutions, so MathMode only keys the cache. The per-device state is never
-// destroyed (see dnn_cudnn.cpp).
+// benchmarks (and may compile kernels; MIOpen keeps them in its on-disk cache) with a
+// workspace of up to dnn::kMaxWorkspaceBytes, as large as the pass's GetWorkSpaceSize asks:
+// on cuDNN, a 256 MiB bound left f32 NHWC only its slowest kernels, and MIOpen's transposing
+// solvers need the same room. Later calls are a lookup, a workspace from the caching allocator
+// and the launch. In deterministic mode nothing is timed: MIOpen's immediate mode lists the
+// deterministic solutions sorted by expected time (from its find-db where a Find of an earlier
+// run filled it, else from its heuristics) and the first whose workspace fits is compiled and
+// kept, so a resumed process makes the same choice (keep the runs in between deterministic
+// too: a Find refreshes the find-db). MIOpen has no TF32 mode for f32 convolutions, so
+// MathMode only keys the cache. The per-device state is never destroyed (see dnn_cudnn.cpp).
 #include <miopen/miopen.h>
 
 #include <algorithm>
@@ -18,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/libraries.h"
@@ -94,7 +101,9 @@ ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determi
 
 struct PassAlgo {
   bool found = false;
+  bool immediate = false;  // chosen in immediate mode: launch `solution`, not `algo`
   int algo = 0;            // miopenConv{Fwd,BwdData,BwdWeights}Algorithm_t
+  uint64_t solution = 0;   // immediate mode's solution id
   size_t workspace = 0;
 };
 
@@ -258,6 +267,48 @@ void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, size_t ma
                chosen->time, pa.workspace);
 }
 
+// Deterministic mode: the first of MIOpen's immediate-mode solutions (sorted by expected time)
+// whose workspace fits, compiled now so that the first launch does not compile.
+//   count(&n): the pass's Get*SolutionCount; list(max, &n, solutions): its Get*Solution;
+//   compile(id): its *CompileSolution.
+template <typename Count, typename List, typename Compile>
+void choose_solution(const ConvPlan& plan, Pass pass, PassAlgo& pa, Count count, List list,
+                     Compile compile) {
+  size_t available = 0;
+  HG_MIOPEN_CHECK_FOR(count(&available), plan.context());
+  std::vector<miopenConvSolution_t> solutions(available);
+  size_t returned = 0;
+  if (available > 0)
+    HG_MIOPEN_CHECK_FOR(list(available, &returned, solutions.data()), plan.context());
+  const miopenConvSolution_t* chosen = nullptr;
+  for (size_t i = 0; i < std::min(returned, available); ++i)
+    if (solutions[i].workspace_size <= dnn::kMaxWorkspaceBytes) {
+      chosen = &solutions[i];
+      break;
+    }
+  if (chosen == nullptr)
+    throw Error(ErrorKind::InvalidInput,
+                fmt::format("gpu conv2d: MIOpen has no deterministic {} solution for the {} "
+                            "convolution {} ({} listed)",
+                            kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
+                            returned),
+                "set deterministic = false, change the convolution's shape, padding, dilation "
+                "or groups, use another precision, or device = \"cpu\"");
+  HG_MIOPEN_CHECK_FOR(compile(chosen->solution_id), plan.context());
+  pa.immediate = true;
+  pa.solution = chosen->solution_id;
+  pa.workspace = chosen->workspace_size;
+  pa.found = true;
+  HG_LOG_DEBUG("MIOpen {} {} {}: solution {} (algorithm {}, {:.3f} ms expected, {} bytes of "
+               "workspace)",
+               kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
+               pa.solution, int(chosen->algorithm), chosen->time, pa.workspace);
+}
+
+bool deterministic(const ConvPlan& plan) {
+  return plan.determinism == dnn::Determinism::Required;
+}
+
 Tensor call_workspace(size_t bytes, int device) {
   if (bytes == 0) return Tensor();
   return Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(device));
@@ -280,6 +331,21 @@ void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
   std::lock_guard<std::mutex> lock(st.mutex);
   ConvPlan& plan = plan_for(st, g, x.dtype(), math);
   PassAlgo& pa = plan.pass[kForward];
+  if (!pa.found && deterministic(plan))
+    choose_solution(
+        plan, kForward, pa,
+        [&](size_t* n) {
+          return miopenConvolutionForwardGetSolutionCount(st.handle, plan.w, plan.x, plan.conv,
+                                                          plan.y, n);
+        },
+        [&](size_t max, size_t* n, miopenConvSolution_t* s) {
+          return miopenConvolutionForwardGetSolution(st.handle, plan.w, plan.x, plan.conv,
+                                                     plan.y, max, n, s);
+        },
+        [&](uint64_t id) {
+          return miopenConvolutionForwardCompileSolution(st.handle, plan.w, plan.x, plan.conv,
+                                                         plan.y, id);
+        });
   if (!pa.found) {
     size_t max_workspace = 0;
     HG_MIOPEN_CHECK_FOR(miopenConvolutionForwardGetWorkSpaceSize(st.handle, plan.w, plan.x,
@@ -298,6 +364,14 @@ void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
         [](const miopenConvAlgoPerf_t& p) { return int(p.fwd_algo); });
   }
   const Tensor workspace = call_workspace(pa.workspace, device);
+  if (pa.immediate) {
+    HG_MIOPEN_CHECK_FOR(miopenConvolutionForwardImmediate(
+                            st.handle, plan.w, weight.data_ptr(), plan.x, x.data_ptr(), plan.conv,
+                            plan.y, y.data_ptr(), pointer_of(workspace), pa.workspace,
+                            pa.solution),
+                        plan.context());
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   HG_MIOPEN_CHECK_FOR(miopenConvolutionForward(st.handle, &one, plan.x, x.data_ptr(), plan.w,
                                                weight.data_ptr(), plan.conv,
@@ -313,6 +387,21 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
   std::lock_guard<std::mutex> lock(st.mutex);
   ConvPlan& plan = plan_for(st, g, dy.dtype(), math);
   PassAlgo& pa = plan.pass[kBackwardData];
+  if (!pa.found && deterministic(plan))
+    choose_solution(
+        plan, kBackwardData, pa,
+        [&](size_t* n) {
+          return miopenConvolutionBackwardDataGetSolutionCount(st.handle, plan.y, plan.w,
+                                                               plan.conv, plan.x, n);
+        },
+        [&](size_t max, size_t* n, miopenConvSolution_t* s) {
+          return miopenConvolutionBackwardDataGetSolution(st.handle, plan.y, plan.w, plan.conv,
+                                                          plan.x, max, n, s);
+        },
+        [&](uint64_t id) {
+          return miopenConvolutionBackwardDataCompileSolution(st.handle, plan.y, plan.w,
+                                                              plan.conv, plan.x, id);
+        });
   if (!pa.found) {
     size_t max_workspace = 0;
     HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardDataGetWorkSpaceSize(
@@ -330,6 +419,14 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
         [](const miopenConvAlgoPerf_t& p) { return int(p.bwd_data_algo); });
   }
   const Tensor workspace = call_workspace(pa.workspace, device);
+  if (pa.immediate) {
+    HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardDataImmediate(
+                            st.handle, plan.y, dy.data_ptr(), plan.w, weight.data_ptr(),
+                            plan.conv, plan.x, dx.data_ptr(), pointer_of(workspace),
+                            pa.workspace, pa.solution),
+                        plan.context());
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardData(
                           st.handle, &one, plan.y, dy.data_ptr(), plan.w, weight.data_ptr(),
@@ -345,6 +442,21 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
   std::lock_guard<std::mutex> lock(st.mutex);
   ConvPlan& plan = plan_for(st, g, dy.dtype(), math);
   PassAlgo& pa = plan.pass[kBackwardFilter];
+  if (!pa.found && deterministic(plan))
+    choose_solution(
+        plan, kBackwardFilter, pa,
+        [&](size_t* n) {
+          return miopenConvolutionBackwardWeightsGetSolutionCount(st.handle, plan.y, plan.x,
+                                                                  plan.conv, plan.w, n);
+        },
+        [&](size_t max, size_t* n, miopenConvSolution_t* s) {
+          return miopenConvolutionBackwardWeightsGetSolution(st.handle, plan.y, plan.x,
+                                                             plan.conv, plan.w, max, n, s);
+        },
+        [&](uint64_t id) {
+          return miopenConvolutionBackwardWeightsCompileSolution(st.handle, plan.y, plan.x,
+                                                                 plan.conv, plan.w, id);
+        });
   if (!pa.found) {
     size_t max_workspace = 0;
     HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeightsGetWorkSpaceSize(
@@ -362,6 +474,14 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
         [](const miopenConvAlgoPerf_t& p) { return int(p.bwd_weights_algo); });
   }
   const Tensor workspace = call_workspace(pa.workspace, device);
+  if (pa.immediate) {
+    HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeightsImmediate(
+                            st.handle, plan.y, dy.data_ptr(), plan.x, x.data_ptr(), plan.conv,
+                            plan.w, dweight.data_ptr(), pointer_of(workspace), pa.workspace,
+                            pa.solution),
+                        plan.context());
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeights(
                           st.handle, &one, plan.y, dy.data_ptr(), plan.x, x.data_ptr(),
