@@ -1,25 +1,28 @@
 // dnn.h on CUDA: cuDNN 9 through its graph ("backend") C API (cudnn_graph.h), the API PyTorch
-// uses. The legacy v7-style calls (cudnnFind*AlgorithmEx) reach only part of cuDNN 9's engines:
-// for f32 with TF32 off and NHWC tensors they chose backward kernels 5-10x slower than the
-// engines the graph API lists (bench/README.md, 2026-11-30, has the per-layer numbers).
+// uses, which names each engine, its numerical notes and its workspace, and reaches engines the
+// legacy v7-style calls (cudnnFind*AlgorithmEx) do not. What made f32 with TF32 off 7x slower
+// than PyTorch was the workspace bound, not the API: in NHWC, cuDNN's fast f32 engines work on
+// NCHW copies of the operands in their workspace (dnn.h, kMaxWorkspaceBytes; bench/README.md,
+// 2026-11-30, has the per-layer numbers).
 //
 // Each pass of a convolution (forward, backward data, backward filter) is a graph of one
 // operation over three tensors: x [n,c,h,w] and y [n,k,p,q] with channels-last strides, the
-// weights [k,c/groups,r,s] with KRSC strides. The first time a pass runs, cuDNN's heuristics
-// (mode A, then the fallback list) rank engine configurations; those whose numerical notes the
-// call does not allow are dropped (tensor cores, i.e. TF32, for f32 unless TF32 is allowed;
-// inputs converted down; reduced-precision sums; atomics when deterministic), and of the rest
-// the first kTimedCandidates that build and fit kMaxWorkspaceBytes are timed on the call's own
-// buffers (this synchronises, acceptable only then) and the fastest is kept as an execution
-// plan. In deterministic mode nothing is timed: the heuristics' first acceptable configuration
-// is taken, so another process with the same cuDNN and GPU makes the same choice.
+// weights [k,c/groups,r,s] with KRSC strides. The first time a pass runs, the candidates are
+// the engine configurations of cuDNN's heuristics (mode A, then the fallback list), then every
+// other engine of the graph with its default knobs; those whose numerical notes the call does
+// not allow are dropped (tensor cores, i.e. TF32, for f32 unless TF32 is allowed; inputs
+// converted down; 16-bit sums; atomics when deterministic), and of the rest the first
+// kTimedCandidates that build and fit kMaxWorkspaceBytes are timed on the call's own buffers
+// (this synchronises, acceptable only then) and the fastest is kept as an execution plan. In
+// deterministic mode nothing is timed: the heuristics' first acceptable configuration is
+// taken, so another process with the same cuDNN and GPU makes the same choice.
 //
 // Per device: one cudnnHandle_t bound to gpu::stream(device), and a map from the convolution's
 // key (sizes, parameters, dtype, math mode, determinism, pointer alignment) to its plan. A
 // steady-state call is a map lookup, a workspace from the caching allocator, a variant pack
-// (the pointers) and cudnnBackendExecute: nothing synchronises. The per-device state is never
-// destroyed: handles outlive every tensor and are reclaimed with the process (destroying them
-// after the CUDA runtime has shut down would crash at exit).
+// (the pointers; reused when they repeat) and cudnnBackendExecute: nothing synchronises. The
+// per-device state is never destroyed: handles outlive every tensor and are reclaimed with the
+// process (destroying them after the CUDA runtime has shut down would crash at exit).
 //
 // HOURGLASS_CUDNN_LOG=1 prints each pass's choice (engine, time, workspace) to stderr; =2 also
 // every timed candidate.
