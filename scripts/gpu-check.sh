@@ -11,6 +11,9 @@
 #   fp32    bench/gpu_vs_pytorch.sh --fp32 (only the fp32 rows, TF32 off)
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
+#   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
+#           against the epochs of the full training run that follows (which also reports the
+#           test accuracy)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build-device/out}
@@ -93,6 +96,16 @@ for stage in "${stages[@]}"; do
       rc=$?
       grep -iE "out of memory|micro-batch|limit|test accuracy" "$out/oom.log" | cut -c1-400 | head -12
       row oom $rc "$(grep -ciE 'out of memory' "$out/oom.log") out-of-memory lines, $(( $(date +%s) - t0 )) s"
+      ;;
+    plan)
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      bash bench/plan_vs_run.sh ./build-device/hourglass configs/fashion-mnist-resnet18-gpu.toml \
+        build-device/plan --set data.path="$data" > "$out/plan.md" 2>&1
+      rc=$?
+      cat build-device/plan/*-plan.txt build-device/plan/*-run/metrics.jsonl >> "$out/plan.md" 2>/dev/null
+      grep -E "epoch on this machine|images/s" build-device/plan/*-plan.txt
+      tail -2 build-device/plan/*-train.txt 2>/dev/null
+      row plan $rc "$(grep '^| fashion' "$out/plan.md" | cut -c1-160), $(( $(date +%s) - t0 )) s"
       ;;
     *) row "$stage" 2 "unknown stage" ;;
   esac

@@ -223,5 +223,17 @@ TEST(GpuTrainingConfig, LowPrecisionNeedsAGpuDevice) {
   test::expect_invalid([&] { train::parse_run_config(bad); }, {"precision", "fp8"});
 }
 
+TEST(GpuTrainingConfig, WithoutAPrecisionKeyGpusUseTf32AndTheCpuFp32) {
+  // As PyTorch lets cuDNN convolutions use TF32 unless told otherwise.
+  Config gpu = Config::parse("device = \"gpu:0\"\n", "gpu.toml");
+  EXPECT_EQ(train::parse_run_config(gpu).precision, optim::Precision::TF32);
+  EXPECT_NE(train::trajectory_config_text(train::parse_run_config(gpu)).find("precision = \"tf32\""),
+            std::string::npos);
+  Config cpu = Config::parse("device = \"cpu\"\n", "cpu.toml");
+  EXPECT_EQ(train::parse_run_config(cpu).precision, optim::Precision::FP32);
+  gpu.set_override("precision=\"fp32\"");
+  EXPECT_EQ(train::parse_run_config(gpu).precision, optim::Precision::FP32);
+}
+
 }  // namespace
 }  // namespace hg

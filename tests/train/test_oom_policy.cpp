@@ -16,6 +16,7 @@
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/train/oom_policy.h"
+#include "hourglass/train/train_step.h"
 #include "support/compare.h"
 
 namespace hg {
@@ -380,8 +381,9 @@ TEST(FindMaxMicroBatch, FindsASizeThatFitsWhoseDoubleDoesNot) {
   const int64_t upper = 1024;
   Rig r = make_rig(spec);
   const std::vector<float> before = weights(r);
-  train::StepProbe probe = train::make_training_probe(
-      *r.model, r.flat, {spec.height, spec.width, spec.in_channels}, upper, Device::cpu());
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = upper});
+  train::StepProbe probe =
+      train::make_training_probe(step, {spec.height, spec.width, spec.in_channels}, upper);
   Allocator& a = cpu_allocator();
   const size_t baseline = a.stats().in_use;
   a.reset_peak();
@@ -441,8 +443,8 @@ TEST(FindMaxMicroBatch, ProbingLeavesBatchNormStatisticsAlone) {
     return all;
   };
   const std::vector<float> before = snapshot();
-  train::StepProbe probe = train::make_training_probe(*r.model, r.flat, {28, 28, 1}, 64,
-                                                      Device::cpu());
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = 64});
+  train::StepProbe probe = train::make_training_probe(step, {28, 28, 1}, 64);
   EXPECT_EQ(train::find_max_micro_batch(probe, 64, cpu_allocator()), 64);
   EXPECT_EQ(max_abs_diff(snapshot(), before), 0.0);
   EXPECT_TRUE(all_zero(r.flat.grads));

@@ -6,12 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "hourglass/autograd/functions.h"
+#include "hourglass/autograd/tape.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/mixed_precision.h"
+#include "hourglass/train/train_step.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/device/allocator.h"
 
@@ -86,8 +87,10 @@ Runner add_bench(CLI::App& app) {
     spec.height = spec.width = a->size;
     spec.num_classes = a->classes;
     const Device device = Device::parse(a->device);
-    const optim::Precision precision = optim::parse_precision(a->precision, "--precision");
-    autograd::AutocastGuard autocast(optim::apply_precision(precision, device));
+    train::ExecutionContext context;
+    context.device = device;
+    context.precision = optim::parse_precision(a->precision, "--precision");
+    context.validated();
     HG_CHECK(a->steps > 0 && a->rounds > 0 && a->warmup >= 0,
              "--steps and --rounds must be positive, --warmup non-negative");
     auto model = nn::make_model(spec);
@@ -100,11 +103,9 @@ Runner add_bench(CLI::App& app) {
     so.nesterov = true;
     so.weight_decay = 5e-4;
     optim::Sgd sgd(flat, so);
-    std::unique_ptr<optim::LossScaler> scaler;
-    if (precision == optim::Precision::FP16) {
-      scaler = std::make_unique<optim::LossScaler>(device);
-      sgd.set_skip_flag(scaler->found_inf());
-    }
+    train::StepOptions step_options;
+    step_options.micro_batch = a->batch;
+    train::TrainStep step(*model, sgd, context, step_options);
 
     RandomStream rng(1, 2);
     std::vector<float> pixels(size_t(a->batch * a->size * a->size * a->in_channels));
@@ -124,17 +125,13 @@ Runner add_bench(CLI::App& app) {
     // workspaces, which steady training never needs).
     Allocator& allocator = allocator_for(device);
     const double train = time_steps(a->warmup, a->steps, a->rounds, [&] {
-      Tensor loss = fn::cross_entropy(model->forward(x), y, 0.0);
-      autograd::backward(loss, scaler ? scaler->seed() : Tensor());
-      if (scaler) scaler->unscale(flat);
-      sgd.step();
-      if (scaler) scaler->update();
-      sgd.zero_grad();
-      last_loss = loss;
+      step.run(x, y);
+      last_loss = step.last_loss();
     }, sync, [&] { allocator.reset_peak(); });
     const double final_loss = last_loss.item();
     const double peak_gib = double(allocator.stats().peak_in_use) / double(1 << 30);
     model->eval();
+    train::ExecutionScope scope(context);
     const double eval = time_steps(a->warmup, a->steps, a->rounds, [&] {
       autograd::NoGradGuard no_grad;
       last_loss = model->forward(x);
@@ -145,7 +142,7 @@ Runner add_bench(CLI::App& app) {
                      {"batch", a->batch},
                      {"threads", num_threads()},
                      {"device", device.str()},
-                     {"precision", optim::precision_name(precision)},
+                     {"precision", optim::precision_name(context.precision)},
                      {"peak_memory_gib", peak_gib},
                      {"train_step_ms", train},
                      {"train_images_per_s", double(a->batch) * 1000.0 / train},
@@ -158,7 +155,7 @@ Runner add_bench(CLI::App& app) {
       std::printf("%s batch %lld on %s in %s: train %.1f images/s (%.2f ms/step, peak %.2f GiB), "
                   "eval %.1f images/s\n",
                   a->model.c_str(), static_cast<long long>(a->batch), device.str().c_str(),
-                  optim::precision_name(precision), r["train_images_per_s"].get<double>(), train,
+                  optim::precision_name(context.precision), r["train_images_per_s"].get<double>(), train,
                   peak_gib, r["eval_images_per_s"].get<double>());
     return 0;
   };

@@ -4,7 +4,7 @@
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/checkpoint.h"
 #include "hourglass/train/evaluate.h"
-#include "hourglass/train/trainer.h"
+#include "hourglass/train/training_setup.h"
 
 namespace hg::cli {
 
@@ -46,8 +46,8 @@ Runner add_eval(CLI::App& app) {
     train::load_model_state(*parts.model, file);
     auto set = split == data::Split::Train ? parts.train_set : parts.test_set;
     auto loader = train::make_eval_loader(run, set);
-    autograd::AutocastGuard autocast(optim::apply_precision(run.precision, run.device));
-    train::EvalResult r = train::evaluate(*parts.model, *loader, run.device);
+    train::EvalResult r =
+        train::evaluate(*parts.model, *loader, train::ExecutionContext::from_run(run));
     std::printf("%s accuracy %.4f loss %.4f (%lld images, %.1f s)\n", args->split.c_str(),
                 r.accuracy, r.loss, static_cast<long long>(r.samples), r.seconds);
     return 0;

@@ -4,6 +4,8 @@
 // and cost of the configured epochs, and the same on each platform of a price table.
 // The throughput is measured by running the config's training step on this machine (real
 // data through the real loader, after warm-up) unless --images-per-s gives it.
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -11,18 +13,15 @@
 
 #include "budget_flags.h"
 #include "commands.h"
-#include "hourglass/autograd/functions.h"
+#include "hourglass/autograd/tape.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
-#include "hourglass/nn/layers.h"
-#include "hourglass/nn/parameter_arena.h"
-#include "hourglass/optim/adamw.h"
-#include "hourglass/optim/clip.h"
-#include "hourglass/optim/sgd.h"
 #include "hourglass/train/budget.h"
 #include "hourglass/train/plan.h"
-#include "hourglass/train/trainer.h"
+#include "hourglass/train/checkpoint.h"
+#include "hourglass/train/evaluate.h"
+#include "hourglass/train/training_setup.h"
 
 namespace hg::cli {
 
@@ -37,23 +36,19 @@ double seconds_since(Clock::time_point t) {
 struct Measured {
   double train_images_per_s = 0;
   double eval_images_per_s = 0;
+  double checkpoint_seconds = 0;               // one epoch-end checkpoint
   int64_t train_images = 0, eval_images = 0;   // per epoch
 };
 
-// Runs the config's training step as the trainer does (loader, device copy, micro-batches,
-// clipping, optimizer) for `warmup` untimed and `steps` timed steps, then a few evaluation
-// batches. Reading a loss value at each end of the timed window waits for the device, so the
-// window holds exactly the timed steps.
-Measured calibrate(const train::RunConfig& run, int warmup, int steps) {
-  train::RunParts parts = train::build_run_parts(run, true);
-  nn::Module& model = *parts.model;
-  FlatParameters flat = nn::build_parameter_arena(model, run.optim.decay_scope);
-  std::unique_ptr<optim::Optimizer> optimizer;
-  if (run.optim.name == "sgd") optimizer = std::make_unique<optim::Sgd>(flat, run.optim.sgd);
-  else optimizer = std::make_unique<optim::AdamW>(flat, run.optim.adamw);
-
-  auto train_loader = train::make_train_loader(run, parts.train_set);
-  data::DataLoader& loader = *train_loader;
+// Runs the run's own training step (train::build_training: its precision, determinism and
+// micro-batch; the real data through the real loader) for `warmup` untimed and `steps` timed
+// steps, then the evaluation, then writes one checkpoint as an epoch's end does.
+// Reading a loss value at each end of the timed window waits for the device, so the window
+// holds exactly the timed steps.
+Measured calibrate(const train::RunConfig& run, const Config& config, int warmup, int steps) {
+  train::TrainingSetup setup = train::build_training(run);
+  train::TrainStep& step = *setup.step;
+  data::DataLoader& loader = *setup.train_loader;
   int64_t epoch = 0;
   loader.start_epoch(epoch);
   auto next_batch = [&] {
@@ -64,65 +59,77 @@ Measured calibrate(const train::RunConfig& run, int warmup, int steps) {
     }
     return std::move(*batch);
   };
-
-  model.train();
-  Tensor last_loss;
   auto train_step = [&]() -> int64_t {
     data::Batch batch = next_batch();
-    nn::set_dropout_context({run.seed, uint64_t(optimizer->step_count())});
-    Tensor images = batch.images.to(run.device), labels = batch.labels.to(run.device);
-    const int64_t n = labels.size(0);
-    const int64_t parts_n = std::min(run.train.grad_accum, n);
-    for (int64_t k = 0; k < parts_n; ++k) {
-      const int64_t begin = n * k / parts_n, end = n * (k + 1) / parts_n;
-      Tensor x = parts_n == 1 ? images : images.narrow(0, begin, end - begin);
-      Tensor y = parts_n == 1 ? labels : labels.narrow(0, begin, end - begin);
-      Tensor loss = fn::cross_entropy(model.forward(x), y, run.train.label_smoothing);
-      autograd::backward(parts_n == 1 ? loss
-                                      : fn::mul_scalar(loss, double(end - begin) / double(n)));
-      last_loss = loss;
-    }
-    if (run.train.clip_grad_norm > 0) optim::clip_grad_norm_tensor(flat, run.train.clip_grad_norm);
-    optimizer->step();
-    optimizer->zero_grad();
-    return n;
+    step.run(batch.images.to(run.device), batch.labels.to(run.device));
+    return batch.labels.size(0);
   };
+  setup.parts.model->train();
   for (int i = 0; i < warmup; ++i) train_step();
-  if (last_loss.defined()) (void)last_loss.item();
+  if (step.last_loss().defined()) (void)step.last_loss().item();
   int64_t images = 0;
   const auto start = Clock::now();
   for (int i = 0; i < steps; ++i) images += train_step();
-  (void)last_loss.item();
+  (void)step.last_loss().item();
   const double train_seconds = seconds_since(start);
 
   Measured m;
-  m.train_images = parts.train_set->size();
-  m.eval_images = parts.test_set->size();
+  m.train_images = setup.parts.train_set->size();
+  m.eval_images = setup.parts.test_set->size();
   m.train_images_per_s = double(images) / train_seconds;
 
-  // Evaluation: one warm-up batch, then up to five timed ones.
-  model.eval();
-  auto eval_loader = train::make_eval_loader(run, parts.test_set);
-  eval_loader->start_epoch(0);
-  autograd::NoGradGuard no_grad;
-  auto eval_batch = [&]() -> int64_t {
-    auto batch = eval_loader->next();
-    if (!batch) return 0;
-    Tensor logits = model.forward(batch->images.to(run.device));
-    (void)logits.narrow(0, 0, 1).narrow(1, 0, 1).item();
-    return batch->labels.size(0);
-  };
-  eval_batch();
-  int64_t eval_images = 0;
-  const auto eval_start = Clock::now();
-  for (int i = 0; i < 5; ++i) {
-    const int64_t n = eval_batch();
-    if (n == 0) break;
-    eval_images += n;
+  // Evaluation as each epoch runs it (train::evaluate over the whole test set), the second of
+  // two passes (the first pays for algorithm searches of the last, shorter batch). A test set
+  // too large to pass over twice is sampled: one warm-up batch, then five timed ones.
+  nn::Module& model = *setup.parts.model;
+  constexpr int64_t kWholePassLimit = 20000;
+  if (m.eval_images <= kWholePassLimit) {
+    train::evaluate(model, *setup.test_loader, step.context());
+    const train::EvalResult r = train::evaluate(model, *setup.test_loader, step.context());
+    m.eval_images_per_s = r.seconds > 0 ? double(r.samples) / r.seconds : 0;
+  } else {
+    model.eval();
+    train::ExecutionScope scope(step.context());
+    autograd::NoGradGuard no_grad;
+    setup.test_loader->start_epoch(0);
+    auto eval_batch = [&]() -> int64_t {
+      auto batch = setup.test_loader->next();
+      if (!batch) return 0;
+      Tensor logits = model.forward(batch->images.to(run.device));
+      (void)logits.narrow(0, 0, 1).narrow(1, 0, 1).item();
+      return batch->labels.size(0);
+    };
+    eval_batch();
+    int64_t eval_images = 0;
+    const auto eval_start = Clock::now();
+    for (int i = 0; i < 5; ++i) eval_images += eval_batch();
+    const double eval_seconds = seconds_since(eval_start);
+    m.eval_images_per_s =
+        eval_images > 0 && eval_seconds > 0 ? double(eval_images) / eval_seconds : 0;
   }
-  const double eval_seconds = seconds_since(eval_start);
-  // Too small a test set to time: leave it to the 3x assumption.
-  m.eval_images_per_s = eval_images > 0 && eval_seconds > 0 ? double(eval_images) / eval_seconds : 0;
+
+  // The checkpoint each epoch ends with: the same file, written the same way, in a scratch
+  // folder beside the runs (the file system a run writes to), then removed.
+  const std::filesystem::path scratch =
+      std::filesystem::path("runs") / fmt::format(".plan-{}", ::getpid());
+  std::error_code ec;
+  std::filesystem::create_directories(scratch, ec);
+  if (!ec) {
+    train::TrainingState state;
+    state.step = setup.optimizer->step_count();
+    const auto t0 = Clock::now();
+    try {
+      train::save_training_checkpoint((scratch / "probe.safetensors").string(), model,
+                                      *setup.optimizer, config, state);
+      m.checkpoint_seconds = seconds_since(t0);
+    } catch (const Error& e) {
+      HG_LOG_WARN("plan: could not time a checkpoint write in {}: {}", scratch.string(),
+                  e.message());
+    }
+    std::filesystem::remove_all(scratch, ec);
+    std::filesystem::path runs = scratch.parent_path();
+    if (std::filesystem::is_empty(runs, ec)) std::filesystem::remove(runs, ec);
+  }
   return m;
 }
 
@@ -221,7 +228,7 @@ Runner add_plan(CLI::App& app) {
       HG_LOG_INFO("calibrating: {} warm-up and {} timed training steps of {} (batch {}) on {}",
                   a->warmup_steps, a->calibrate_steps, run.model.name, run.train.batch_size,
                   run.device.str());
-      m = calibrate(run, a->warmup_steps, a->calibrate_steps);
+      m = calibrate(run, config, a->warmup_steps, a->calibrate_steps);
       source = fmt::format("measured over {} steps", a->calibrate_steps);
     }
     if (a->eval_images_per_s > 0) m.eval_images_per_s = a->eval_images_per_s;
@@ -233,6 +240,7 @@ Runner add_plan(CLI::App& app) {
     in.train_images_per_s = m.train_images_per_s;
     in.eval_images_per_s = m.eval_images_per_s;
     in.reserve_seconds = limits.reserve_seconds;
+    in.checkpoint_seconds = m.checkpoint_seconds;
     // A limit already used up stays a (tiny) limit rather than turning into "none" (0).
     constexpr double kUsedUp = 1e-12;
     if (limits.device_hours > 0)
@@ -248,6 +256,14 @@ Runner add_plan(CLI::App& app) {
     std::printf("this machine: %.0f images/s training (%s), %.0f images/s evaluation%s\n",
                 in.train_images_per_s, source.c_str(), in.effective_eval_images_per_s(),
                 in.eval_images_per_s > 0 ? "" : " (assumed 3x training)");
+    {
+      const train::PlatformPlan here = train::plan_platform(in, {"this-machine", 0, 1.0});
+      const double train_s = double(in.train_images) / in.train_images_per_s;
+      const double eval_s = double(in.eval_images) / in.effective_eval_images_per_s();
+      std::printf("epoch on this machine: %.2f s (training %.2f s, evaluation %.2f s, "
+                  "checkpoint %.2f s)\n",
+                  here.seconds_per_epoch, train_s, eval_s, in.checkpoint_seconds);
+    }
     if (in.has_budget()) {
       std::printf("budget: %s", limits_text(limits).c_str());
       if (spent_seconds > 0 || spent_usd > 0)
@@ -264,7 +280,7 @@ Runner add_plan(CLI::App& app) {
     for (const auto& p : platforms) plans.push_back(train::plan_platform(in, p));
     std::printf("%s", train::format_plan_table(plans, in.has_budget()).c_str());
     std::printf("\nhours: device-hours on one device of the platform, for training and the "
-                "evaluation after each epoch (start-up and checkpoints not included)\n");
+                "evaluation and checkpoint after each epoch (start-up not included)\n");
     return 0;
   };
 }

@@ -35,6 +35,23 @@ FlatParameters build_parameter_arena(Module& model, DecayScope scope) {
     p.tensor.set_grad(grad_view);
     offset += n;
   }
+  NamedTensors buffers = model.named_buffers();
+  std::erase_if(buffers, [](const auto& b) { return b.second.dtype() != DType::F32; });
+  int64_t buffer_total = 0;
+  for (const auto& [name, t] : buffers) buffer_total += t.numel();
+  if (buffer_total > 0) {
+    flat.buffers = Tensor::empty({buffer_total}, DType::F32, device);
+    offset = 0;
+    for (auto& [name, t] : buffers) {
+      HG_CHECK(t.device() == device, "buffer {} is on {}, the parameters on {}", name,
+               t.device().str(), device.str());
+      const int64_t n = t.numel();
+      flat.buffers.narrow(0, offset, n).copy_(t.contiguous().view({n}));
+      Tensor handle = t;
+      handle.rebind_(flat.buffers.storage(), offset);
+      offset += n;
+    }
+  }
   return flat;
 }
 

@@ -16,8 +16,9 @@ enum class DecayScope : uint8_t {
 };
 
 // Rebinds the model's parameters into the arena (values kept) and sets each parameter's grad
-// to its view of the zeroed gradient buffer. Afterwards the model's tensors are views: code
-// holding a parameter handle sees the arena memory.
+// to its view of the zeroed gradient buffer; rebinds its f32 buffers into FlatParameters::
+// buffers the same way. Afterwards the model's tensors are views: code holding a parameter or
+// buffer handle sees the arena memory.
 FlatParameters build_parameter_arena(Module& model, DecayScope scope);
 
 }  // namespace hg::nn

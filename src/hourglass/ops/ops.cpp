@@ -1,8 +1,6 @@
 // Validation and dispatch for every op in ops.h.
 #include "hourglass/ops/ops.h"
 
-#include <atomic>
-
 #include "hourglass/ops/backend.h"
 
 namespace hg::ops {
@@ -44,15 +42,7 @@ void check_pool(const char* op, const Tensor& x, const Pool2dParams& p) {
 
 Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
-std::atomic<bool> g_allow_tf32{false};
-std::atomic<bool> g_deterministic{false};
-
 }  // namespace
-
-void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
-bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
-void set_deterministic(bool on) { g_deterministic.store(on, std::memory_order_relaxed); }
-bool deterministic() { return g_deterministic.load(std::memory_order_relaxed); }
 
 Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& bias, const Conv2dParams& p) {
   const char* op = "conv2d";

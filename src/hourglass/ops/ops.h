@@ -6,22 +6,11 @@
 // linear weights [out, in]. Compute ops take f32 on the CPU (f32, bf16, f16 on GPUs).
 #pragma once
 
+#include "hourglass/ops/math_settings.h"
 #include "hourglass/ops/params.h"
 #include "hourglass/tensor/tensor.h"
 
 namespace hg::ops {
-
-// ---- math mode ----
-// Whether f32 convolutions and matrix products may run on TF32 tensor cores (10-bit mantissa
-// inputs, f32 accumulation): precision = "tf32". Process-wide; off by default; the CPU backend
-// ignores it.
-void set_allow_tf32(bool allow);
-bool allow_tf32();
-// Whether ops must give bit-identical results for identical inputs (the run's `deterministic`
-// key): the GPU's library convolutions then use only deterministic algorithms (hourglass's own
-// kernels always are). Process-wide; off by default.
-void set_deterministic(bool on);
-bool deterministic();
 
 // ---- convolution ----
 // x [N,H,W,C], w [K,R,S,C/groups], bias [K] or undefined -> [N,P,Q,K]

@@ -14,6 +14,9 @@ struct FlatParameters {
   Tensor params;            // f32 [n]
   Tensor grads;             // f32 [n]
   int64_t decay_count = 0;  // params[0, decay_count) take weight decay
+  // f32 [m]: the model's f32 buffers (batch-norm running statistics) in one block, so a
+  // snapshot of them is one copy; undefined when the model has none.
+  Tensor buffers;
 };
 
 }  // namespace hg

@@ -7,7 +7,9 @@
 
 namespace hg::train {
 
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context) {
+  ExecutionScope scope(context);
+  const Device device = context.device;
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = model.is_training();
   model.eval();

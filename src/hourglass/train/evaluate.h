@@ -4,6 +4,7 @@
 
 #include "hourglass/data/loader.h"
 #include "hourglass/nn/module.h"
+#include "hourglass/train/execution_context.h"
 
 namespace hg::train {
 
@@ -14,8 +15,8 @@ struct EvalResult {
   double seconds = 0;
 };
 
-// Runs the model in eval mode over one epoch of `loader` (epoch 0) and restores the model's
-// previous train/eval mode.
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, Device device);
+// Runs the model in eval mode over one epoch of `loader` (epoch 0) on the context's device,
+// under its precision, and restores the model's previous train/eval mode.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context);
 
 }  // namespace hg::train

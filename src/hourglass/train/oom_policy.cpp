@@ -1,12 +1,14 @@
 #include "hourglass/train/oom_policy.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/ranges.h>
 
-#include "hourglass/autograd/functions.h"
+#include "hourglass/autograd/tape.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/log.h"
+#include "hourglass/train/train_step.h"
 
 namespace hg::train {
 
@@ -64,8 +66,17 @@ MicroBatchPlan MicroBatchPlan::restore(std::string_view saved, const MicroBatchP
   return MicroBatchPlan(std::min(value, configured.micro_batch_size()));
 }
 
-BufferSnapshot::BufferSnapshot(const nn::Module& model) {
-  for (const auto& [name, t] : model.named_buffers()) buffers_.emplace_back(t, t.clone());
+BufferSnapshot::BufferSnapshot(const nn::Module& model, const Tensor& flat_buffers) {
+  const nn::NamedTensors buffers = model.named_buffers();
+  const bool all_in_block =
+      flat_buffers.defined() && std::all_of(buffers.begin(), buffers.end(), [&](const auto& b) {
+        return b.second.same_storage(flat_buffers);
+      });
+  if (all_in_block) {
+    buffers_.emplace_back(flat_buffers, flat_buffers.clone());
+    return;
+  }
+  for (const auto& [name, t] : buffers) buffers_.emplace_back(t, t.clone());
 }
 
 void BufferSnapshot::save() {
@@ -227,28 +238,27 @@ int64_t find_max_micro_batch(const StepProbe& probe, int64_t upper_bound, Alloca
   return fit;
 }
 
-StepProbe make_training_probe(nn::Module& model, const FlatParameters& flat,
-                              const Shape& sample_shape, int64_t batch_size, Device device) {
+StepProbe make_training_probe(TrainStep& step, const Shape& sample_shape, int64_t batch_size) {
   HG_CHECK(batch_size >= 1, "training probe: batch size must be at least 1, got {}", batch_size);
   // Batch-norm layers update their running statistics in a training forward pass; probing must
   // not leave the synthetic batch's statistics in them.
-  auto buffers = std::make_shared<BufferSnapshot>(model);
+  auto buffers = std::make_shared<BufferSnapshot>(step.model());
   Shape shape = sample_shape;
   shape.insert(shape.begin(), batch_size);
-  return [&model, grads = flat.grads, buffers, shape, batch_size, device](int64_t micro) mutable {
+  return [&step, buffers, shape, batch_size](int64_t micro) {
     HG_CHECK(micro >= 1 && micro <= batch_size,
              "training probe: micro-batch {} outside [1, {}]", micro, batch_size);
+    const Device device = step.context().device;
     // Neither allocates, so both are safe right after an out-of-memory failure.
     auto restore = [&] {
-      grads.zero_();
+      step.optimizer().zero_grad();
       buffers->restore();
     };
     try {
-      model.train();
+      step.model().train();
       Tensor images = Tensor::zeros(shape, DType::F32, device);
       Tensor labels = Tensor::zeros({batch_size}, DType::I64, device);
-      Tensor logits = model.forward(images.narrow(0, 0, micro));
-      autograd::backward(fn::cross_entropy(logits, labels.narrow(0, 0, micro)));
+      step.forward_backward(images.narrow(0, 0, micro), labels.narrow(0, 0, micro));
     } catch (...) {
       restore();
       throw;

@@ -21,9 +21,10 @@
 #include "hourglass/base/error.h"
 #include "hourglass/device/allocator.h"
 #include "hourglass/nn/module.h"
-#include "hourglass/optim/flat_parameters.h"
 
 namespace hg::train {
+
+class TrainStep;
 
 // Checkpoint metadata key holding MicroBatchPlan::save(), so a resumed run keeps a micro-batch
 // that an out-of-memory recovery shrank.
@@ -94,7 +95,9 @@ struct OomRecovery {
 // without allocating, so restore() is safe right after an out-of-memory failure.
 class BufferSnapshot {
  public:
-  explicit BufferSnapshot(const nn::Module& model);   // allocates the copies and saves
+  // Allocates the copies and saves. When the model's buffers all live in `flat_buffers` (the
+  // arena's FlatParameters::buffers), the snapshot is one copy of that block.
+  explicit BufferSnapshot(const nn::Module& model, const Tensor& flat_buffers = Tensor());
   void save();
   void restore();
 
@@ -166,14 +169,13 @@ using StepProbe = std::function<void(int64_t micro_batch_size)>;
 int64_t find_max_micro_batch(const StepProbe& probe, int64_t upper_bound, Allocator& allocator,
                              int refine_probes = 3);
 
-// A probe for `model` (whose parameters live in `flat`) as the trainer runs it: a zero-filled
-// f32 batch [batch_size, sample_shape...] (sample_shape is H, W, C) with i64 labels is
-// allocated, because the whole batch is on the device during a real step; its first
-// micro_batch_size rows go through the model in training mode, cross-entropy and backward.
+// A probe that runs `step`'s forward and backward as a training step does (its precision,
+// its autocast policy): a zero-filled f32 batch [batch_size, sample_shape...] (sample_shape is
+// H, W, C) with i64 labels is allocated on the step's device, because the whole batch is there
+// during a real step; its first micro_batch_size rows go through TrainStep::forward_backward.
 // Afterwards the gradients are zeroed and the model's buffers (batch-norm running statistics)
 // restored from a copy taken when the probe was made, so probing does not change the run:
 // make it right before the search and drop it after. Leaves the model in training mode.
-StepProbe make_training_probe(nn::Module& model, const FlatParameters& flat,
-                              const Shape& sample_shape, int64_t batch_size, Device device);
+StepProbe make_training_probe(TrainStep& step, const Shape& sample_shape, int64_t batch_size);
 
 }  // namespace hg::train

@@ -181,7 +181,8 @@ PlatformPlan plan_platform(const PlanInput& in, const PricedPlatform& platform) 
   p.platform = platform;
   const double speed = platform.relative_speed;
   p.seconds_per_epoch = double(in.train_images) / (in.train_images_per_s * speed) +
-                        double(in.eval_images) / (in.effective_eval_images_per_s() * speed);
+                        double(in.eval_images) / (in.effective_eval_images_per_s() * speed) +
+                        in.checkpoint_seconds;
   p.seconds = p.seconds_per_epoch * double(in.epochs);
   p.device_hours = p.seconds / 3600.0;
   p.cost = p.device_hours * platform.price_per_hour;

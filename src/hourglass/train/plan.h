@@ -38,6 +38,8 @@ struct PlanInput {
   double budget_device_hours = 0;   // 0: no time limit
   double budget_usd = 0;            // 0: no money limit
   double reserve_seconds = 0;       // kept back for the final save and eval
+  double checkpoint_seconds = 0;    // writing the checkpoint every epoch ends with (disk time:
+                                    // not scaled by a platform's relative speed)
 
   bool has_budget() const { return budget_device_hours > 0 || budget_usd > 0; }
   double effective_eval_images_per_s() const {

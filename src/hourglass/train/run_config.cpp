@@ -50,6 +50,8 @@ std::string list_text(const std::vector<T>& v) {
 
 }  // namespace
 
+const char* default_precision(Device device) { return device.is_cpu() ? "fp32" : "tf32"; }
+
 RunConfig parse_run_config(const Config& c) {
   RunConfig r;
   r.name = c.get_string("name", std::filesystem::path(c.source()).stem().string());
@@ -57,7 +59,9 @@ RunConfig parse_run_config(const Config& c) {
   check_range(seed >= 0, c, "seed", "must be non-negative");
   r.seed = uint64_t(seed);
   r.device = Device::parse(c.get_string("device", "cpu"));
-  r.precision = optim::parse_precision(c.get_string("precision", "fp32"),
+  // Without a precision key a GPU run uses TF32 tensor cores for f32 convolutions and matrix
+  // products, as PyTorch lets cuDNN do by default; the CPU computes in f32.
+  r.precision = optim::parse_precision(c.get_string("precision", default_precision(r.device)),
                                        fmt::format("{}: precision", c.source()));
   r.deterministic = c.get_bool("deterministic", false);
   if (r.device.is_cpu() && r.precision != optim::Precision::FP32)

@@ -70,7 +70,7 @@ struct RunConfig {
   std::string name;                // run name (default: the config file's stem)
   uint64_t seed = 0;
   Device device = Device::cpu();
-  optim::Precision precision = optim::Precision::FP32;   // "precision": fp32, tf32, bf16, fp16
+  optim::Precision precision = optim::Precision::FP32;   // fp32, tf32, bf16, fp16 (default_precision)
   bool deterministic = false;      // GPU: only deterministic library algorithms (bit-exact resume)
   int threads = 0;                 // 0: OpenMP's default
   nn::ModelSpec model;             // in_channels, size and classes come from the dataset
@@ -81,6 +81,10 @@ struct RunConfig {
   CheckpointConfig checkpoint;
 };
 
+// The precision a run on `device` gets without a precision key: "tf32" on GPUs (f32 tensors,
+// TF32 tensor cores for convolutions and matrix products, as PyTorch lets cuDNN do unless told
+// otherwise), "fp32" on the CPU.
+const char* default_precision(Device device);
 // Reads and validates every key. Errors name the key and the config's source.
 RunConfig parse_run_config(const Config& config);
 

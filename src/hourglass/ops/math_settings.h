@@ -1,0 +1,42 @@
+// The math settings ops run under: whether f32 convolutions and matrix products may use TF32
+// tensor cores, and whether library algorithms must be deterministic. They belong to the
+// calling thread and are set for a stretch of work by a MathSettingsScope (a training step, an
+// evaluation, a benchmark install the ones their ExecutionContext names), so two runs on two
+// threads never see each other's settings. The CPU backend ignores both (its kernels are
+// exact and deterministic).
+#pragma once
+
+namespace hg::ops {
+
+struct MathSettings {
+  // f32 convolutions and matrix products may round their inputs to TF32 (10-bit mantissa,
+  // f32 accumulation) on tensor cores: precision = "tf32".
+  bool allow_tf32 = false;
+  // Ops must give bit-identical results for identical inputs (the run's `deterministic` key):
+  // the GPU's library convolutions then use only deterministic algorithms (hourglass's own
+  // kernels always are).
+  bool deterministic = false;
+};
+
+// The calling thread's settings (all off until something sets them).
+const MathSettings& math_settings();
+
+// Installs `settings` on the calling thread for its lifetime and restores the previous ones.
+class MathSettingsScope {
+ public:
+  explicit MathSettingsScope(const MathSettings& settings);
+  ~MathSettingsScope();
+  MathSettingsScope(const MathSettingsScope&) = delete;
+  MathSettingsScope& operator=(const MathSettingsScope&) = delete;
+
+ private:
+  MathSettings previous_;
+};
+
+// Single settings of the calling thread (tests and tools that set one for a whole thread).
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+void set_deterministic(bool on);
+bool deterministic();
+
+}  // namespace hg::ops

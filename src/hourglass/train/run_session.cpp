@@ -1,0 +1,205 @@
+#include "hourglass/train/run_session.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "hourglass/base/atomic_file.h"
+#include "hourglass/base/log.h"
+#include "hourglass/base/parallel.h"
+#include "hourglass/obs/metrics_jsonl.h"
+#include "hourglass/train/stop_request.h"
+
+namespace hg::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+RunSession::RunSession(const Config& config, std::string run_name, std::string trajectory_text,
+                       const CheckpointConfig& checkpoints, SessionOptions options)
+    : config_(config),
+      run_name_(std::move(run_name)),
+      trajectory_text_(std::move(trajectory_text)),
+      trajectory_hash_(config_hash(trajectory_text_)),
+      policy_(checkpoints),
+      options_(std::move(options)),
+      last_checkpoint_time_(Clock::now()) {
+  HG_CHECK(!options_.run_dir.empty(), "a run session needs a run directory");
+  HG_CHECK(options_.stop_after_steps >= 0, "--stop-after must be non-negative, got {}",
+           options_.stop_after_steps);
+  budget_ = resolve_budget_settings(config_, options_.budget);
+  std::error_code ec;
+  fs::create_directories(options_.run_dir, ec);
+  if (ec)
+    throw_runtime(fmt::format("cannot create run directory {}: {}", options_.run_dir, ec.message()),
+                  "check the path and its permissions, or pass another --run-dir");
+  checkpoints_ = std::make_unique<CheckpointDir>(options_.run_dir, policy_.keep_last);
+}
+
+RunSession::~RunSession() = default;
+
+std::optional<LoadedCheckpoint> RunSession::find_resume_point(
+    const std::function<void(const LoadedCheckpoint&)>& validate) {
+  const std::vector<CheckpointDir::Entry> existing = checkpoints_->list();
+  const std::string& mode = options_.resume;
+  if (mode.empty() || (mode == "auto" && existing.empty())) {
+    if (!existing.empty())
+      throw_invalid(fmt::format("run directory {} already holds {} checkpoint(s), the newest {}",
+                                options_.run_dir, existing.size(), existing.back().name),
+                    "continue that run with --resume auto, or pass a new --run-dir");
+    if (mode == "auto") HG_LOG_INFO("no checkpoint in {}: starting the run", checkpoints_->dir());
+    return std::nullopt;
+  }
+  auto try_load = [&](const std::string& path) {
+    LoadedCheckpoint c = read_training_checkpoint(path);
+    validate(c);
+    return c;
+  };
+  if (mode != "auto") return try_load(mode);
+  // Newest first; only loading and checking may fail over to an older checkpoint (adopting
+  // one changes the folder, so its errors end the run).
+  std::string newest_reason;
+  for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
+    const std::string path = checkpoints_->path(it->name);
+    try {
+      return try_load(path);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::InvalidInput && e.kind() != ErrorKind::Runtime) throw;
+      HG_LOG_WARN("skipping checkpoint {}: {}", path, e.message());
+      if (newest_reason.empty()) newest_reason = e.message();
+    }
+  }
+  throw_invalid(fmt::format("none of the {} checkpoint(s) in {} can continue this run; the newest: {}",
+                            existing.size(), checkpoints_->dir(), newest_reason),
+                "fix the cause (for a changed config, resume with the one the run started with), "
+                "or pass a new --run-dir to start over");
+}
+
+std::vector<EpochMetrics> RunSession::adopt(const LoadedCheckpoint& ckpt) {
+  const TrainingState& s = ckpt.state;
+  // The best checkpoint is named relative to this run's folder; one resumed from elsewhere
+  // has its best file there.
+  best_checkpoint_ = !s.best_checkpoint.empty() && fs::exists(checkpoints_->path(s.best_checkpoint))
+                         ? s.best_checkpoint
+                         : "";
+  resumed_from_ = last_checkpoint_ = ckpt.file.path;
+  for (const std::string& name : checkpoints_->discard_after(s.step))
+    HG_LOG_WARN("moved {} (newer than the checkpoint resumed from) to {}/discarded", name,
+                checkpoints_->dir());
+  const std::string name = CheckpointDir::file_name(s.step);
+  std::error_code ec;
+  if (fs::equivalent(checkpoints_->path(name), ckpt.file.path, ec))
+    checkpoints_->commit(name, best_checkpoint_);
+  if (s.threads != num_threads())
+    HG_LOG_WARN("checkpoint {} was written with {} compute threads, this run has {}: it continues "
+                "correctly but not bit-identically to an uninterrupted run", ckpt.file.path,
+                s.threads, num_threads());
+  HG_LOG_INFO("resuming from {}: epoch {}, batch {} (step {})", ckpt.file.path, s.epoch + 1,
+              s.batch, s.step);
+  return reconcile_metrics_file(metrics_path(), s.epoch, s.last_epoch_record);
+}
+
+void RunSession::start_new() { reconcile_metrics_file(metrics_path(), 0, ""); }
+
+void RunSession::open_ledger() {
+  budget_.limits.devices = 1;
+  ledger_ = std::make_unique<BudgetLedger>(
+      budget_.ledger_path.empty() ? options_.run_dir + "/budget.json" : budget_.ledger_path,
+      budget_.limits, run_name_, budget_.phase);
+  if (budget_.limits.has_limit() || ledger_->limits().has_limit())
+    HG_LOG_INFO("budget: {}", ledger_->summary());
+  if (ledger_->must_stop(0, 0))
+    throw_invalid(fmt::format("the budget is spent: {}", ledger_->summary()),
+                  "raise --budget / --budget-usd, or record this phase in a new --ledger");
+  write_file_atomic(options_.run_dir + "/config.toml", config_.to_toml());
+  last_checkpoint_time_ = Clock::now();
+}
+
+std::string RunSession::poll_stop(int64_t steps_this_run, double step_seconds,
+                                  double final_seconds) {
+  HG_ASSERT(ledger_ != nullptr, "poll_stop before open_ledger");
+  ledger_->charge_elapsed();
+  if (ledger_->should_warn()) HG_LOG_WARN("budget: {}", ledger_->summary());
+  if (ledger_->must_stop(step_seconds, final_seconds)) return "the budget";
+  if (stop_requested()) {
+    std::string reason = consume_stop_request();
+    if (!reason.empty()) return reason;
+  }
+  if (options_.stop_after_steps > 0 && steps_this_run >= options_.stop_after_steps)
+    return fmt::format("--stop-after {}", options_.stop_after_steps);
+  const std::string stop_file = options_.run_dir + "/STOP";
+  if (::access(stop_file.c_str(), F_OK) == 0) {
+    std::error_code ec;
+    fs::remove(stop_file, ec);   // consumed, so that resuming continues
+    return "the STOP file";
+  }
+  return "";
+}
+
+bool RunSession::checkpoint_due(int64_t step) const {
+  return (policy_.every_steps > 0 && step % policy_.every_steps == 0) ||
+         (policy_.every_seconds > 0 &&
+          seconds_since(last_checkpoint_time_) >= policy_.every_seconds);
+}
+
+double RunSession::write_checkpoint(TrainingState state, const nn::Module& model,
+                                    const optim::Optimizer& optimizer, bool quiet) {
+  const auto t0 = Clock::now();
+  state.best_checkpoint = best_checkpoint_;
+  state.threads = num_threads();
+  state.config_text = trajectory_text_;
+  state.config_hash = trajectory_hash_;
+  const std::string name = CheckpointDir::file_name(state.step);
+  const std::string path = checkpoints_->path(name);
+  try {
+    save_training_checkpoint(path, model, optimizer, config_, state);
+  } catch (const Error& e) {
+    throw Error(e.kind(),
+                fmt::format("{}; {}", e.message(),
+                            last_checkpoint_.empty()
+                                ? "the run has no earlier checkpoint"
+                                : fmt::format("the previous checkpoint {} is intact", last_checkpoint_)),
+                "free disk space (or fix the cause above), then continue the run with --resume auto");
+  }
+  checkpoints_->commit(name, best_checkpoint_);
+  last_checkpoint_ = path;
+  last_checkpoint_time_ = Clock::now();
+  const double stall = seconds_since(t0);
+  checkpoint_seconds_total_ += stall;
+  checkpoint_stall_max_ = std::max(checkpoint_stall_max_, stall);
+  std::error_code ec;
+  const double mb = double(fs::file_size(path, ec)) / 1e6;
+  // Mid-epoch checkpoints would break a progress bar redrawn in place; log them at debug there.
+  const bool debug = quiet && options_.progress && ::isatty(STDERR_FILENO);
+  spdlog::log(debug ? spdlog::level::debug : spdlog::level::info,
+              "checkpoint {} ({:.1f} MB): the step loop waited {:.3f} s", path, mb, stall);
+  return stall;
+}
+
+void RunSession::append_metrics(const std::vector<std::pair<std::string, double>>& record) {
+  obs::MetricsJsonl(metrics_path()).write(record);
+}
+
+void RunSession::save_final(const nn::Module& model, const optim::Optimizer& optimizer,
+                            std::map<std::string, std::string> metadata) {
+  metadata.emplace(kConfigMetadataKey, config_.to_toml());
+  save_checkpoint(options_.run_dir + "/final.safetensors", model, &optimizer, std::move(metadata));
+}
+
+void RunSession::finish(const std::string& stop_reason) {
+  if (!ledger_) return;
+  if (!stop_reason.empty()) ledger_->set_stop_reason(stop_reason);
+  ledger_->close();
+  if (ledger_->limits().has_limit()) HG_LOG_INFO("budget: {}", ledger_->summary());
+}
+
+}  // namespace hg::train

@@ -1,0 +1,124 @@
+// What a run needs around its training steps, whatever it trains: the run directory and its
+// lock, the resolution of --resume, stop requests (signals, --stop-after, a STOP file, the
+// budget), the budget ledger, checkpoint writing and rotation, the metrics file and the final
+// weights. The classification Trainer is a TrainStep and a RunSession plus evaluation; another
+// kind of trainer reuses the session as it is.
+//
+//   RunSession session(config, name, trajectory_text, checkpoint_policy, options);
+//   if (auto ckpt = session.find_resume_point(validate)) { restore(*ckpt); session.adopt(*ckpt); }
+//   else session.start_new();
+//   session.open_ledger();
+//   ... each step: session.poll_stop(...), session.checkpoint_due(step) -> write_checkpoint
+//   session.finish(stop_reason);
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hourglass/base/config.h"
+#include "hourglass/nn/module.h"
+#include "hourglass/optim/optimizer.h"
+#include "hourglass/train/budget.h"
+#include "hourglass/train/checkpoint.h"
+#include "hourglass/train/checkpoint_dir.h"
+#include "hourglass/train/run_config.h"
+#include "hourglass/train/run_history.h"
+
+namespace hg::train {
+
+struct SessionOptions {
+  std::string run_dir;
+  bool progress = true;     // a progress bar on stderr (mid-epoch checkpoint lines go to debug)
+  // "" starts a new run (an error when run_dir already holds checkpoints); "auto" continues
+  // from the newest valid checkpoint in run_dir (skipping invalid ones with a warning; a new
+  // run when there is none; an error when there are some but none is valid); anything else is
+  // the path of a checkpoint to continue from (an error when it is not valid).
+  std::string resume;
+  int64_t stop_after_steps = 0;   // > 0: stop (checkpointed) after this many steps of this run
+  BudgetFlags budget;             // --budget, --budget-usd, --price-per-hour, --ledger, ...
+};
+
+class RunSession {
+ public:
+  // Resolves the budget settings (errors name the flag or key), creates the run directory,
+  // takes its lock and removes temporary files of interrupted writes.
+  RunSession(const Config& config, std::string run_name, std::string trajectory_text,
+             const CheckpointConfig& checkpoints, SessionOptions options);
+  ~RunSession();
+  RunSession(const RunSession&) = delete;
+  RunSession& operator=(const RunSession&) = delete;
+
+  // The checkpoint the run continues from, per SessionOptions::resume, or nothing for a new
+  // run. `validate` throws (InvalidInput or Runtime, naming the fault) when a loaded checkpoint
+  // cannot continue this run; "auto" then falls back to the next older one with a warning.
+  std::optional<LoadedCheckpoint> find_resume_point(
+      const std::function<void(const LoadedCheckpoint&)>& validate);
+  // After the caller restored `ckpt`: moves newer checkpoints to discarded/, marks it last,
+  // and makes metrics.jsonl hold exactly the epochs it covers. Returns their metrics.
+  std::vector<EpochMetrics> adopt(const LoadedCheckpoint& ckpt);
+  // A new run: metrics.jsonl starts empty (a stale one is reconciled to nothing).
+  void start_new();
+  // Opens the budget ledger (after the resume point is settled, so a refused resume charges
+  // nothing) and writes config.toml. Throws InvalidInput when the budget is already spent.
+  void open_ledger();
+
+  // Between steps: charges the ledger, then returns why the run must stop ("" to go on): the
+  // budget (one more step of `step_seconds` plus `final_seconds` of final work would overrun
+  // it), a signal or request_stop(), --stop-after (after `steps_this_run` steps), or a STOP file
+  // in the run directory (removed, so that resuming continues).
+  std::string poll_stop(int64_t steps_this_run, double step_seconds, double final_seconds);
+  // Whether an interval checkpoint is due after optimizer step `step` (every_steps, or
+  // every_seconds since the last checkpoint).
+  bool checkpoint_due(int64_t step) const;
+
+  // Writes checkpoints/step-<state.step>.safetensors (state's config text and hash, seed and
+  // threads are filled in here), points `last` at it and rotates. Mid-epoch writes log at debug
+  // level under a progress bar (`quiet`). Returns the seconds the caller waited. A failure
+  // throws, naming the previous intact checkpoint.
+  double write_checkpoint(TrainingState state, const nn::Module& model,
+                          const optim::Optimizer& optimizer, bool quiet);
+  // The checkpoint `best` marks from now on (a file name in checkpoints/, written at the next
+  // write_checkpoint).
+  void set_best_checkpoint(const std::string& name) { best_checkpoint_ = name; }
+  const std::string& best_checkpoint() const { return best_checkpoint_; }
+  // One line of metrics.jsonl.
+  void append_metrics(const std::vector<std::pair<std::string, double>>& record);
+  // final.safetensors: the weights (and optimizer state) with `metadata` plus the config.
+  void save_final(const nn::Module& model, const optim::Optimizer& optimizer,
+                  std::map<std::string, std::string> metadata);
+  // Closes the ledger, recording `stop_reason` ("" for a finished run).
+  void finish(const std::string& stop_reason);
+
+  const std::string& run_dir() const { return options_.run_dir; }
+  const std::string& run_name() const { return run_name_; }
+  const SessionOptions& options() const { return options_; }
+  const Config& config() const { return config_; }
+  const std::string& resumed_from() const { return resumed_from_; }
+  const std::string& last_checkpoint() const { return last_checkpoint_; }
+  double checkpoint_seconds_total() const { return checkpoint_seconds_total_; }
+  double checkpoint_stall_max() const { return checkpoint_stall_max_; }
+  std::string metrics_path() const { return options_.run_dir + "/metrics.jsonl"; }
+  BudgetLedger& ledger() { return *ledger_; }
+
+ private:
+  Config config_;
+  std::string run_name_;
+  std::string trajectory_text_, trajectory_hash_;
+  CheckpointConfig policy_;
+  SessionOptions options_;
+  BudgetSettings budget_;
+  std::unique_ptr<CheckpointDir> checkpoints_;
+  std::unique_ptr<BudgetLedger> ledger_;
+  std::string resumed_from_, last_checkpoint_, best_checkpoint_;
+  std::chrono::steady_clock::time_point last_checkpoint_time_;
+  double checkpoint_seconds_total_ = 0;
+  double checkpoint_stall_max_ = 0;
+};
+
+}  // namespace hg::train

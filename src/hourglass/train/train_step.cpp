@@ -1,0 +1,131 @@
+#include "hourglass/train/train_step.h"
+
+#include "hourglass/autograd/functions.h"
+#include "hourglass/nn/layers.h"
+#include "hourglass/ops/ops.h"
+#include "hourglass/optim/clip.h"
+
+namespace hg::train {
+
+const char* step_phase_name(StepPhase phase) {
+  switch (phase) {
+    case StepPhase::Forward: return "forward";
+    case StepPhase::Backward: return "backward";
+    case StepPhase::Update: return "update";
+  }
+  return "?";
+}
+
+TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionContext context,
+                     StepOptions options)
+    : model_(model),
+      optimizer_(optimizer),
+      context_(context),
+      options_(options),
+      plan_(options.micro_batch) {
+  context_.validated();
+  HG_CHECK(options.clip_grad_norm >= 0, "train step: clip_grad_norm must be non-negative, got {}",
+           options.clip_grad_norm);
+  HG_CHECK(options.label_smoothing >= 0 && options.label_smoothing < 1,
+           "train step: label_smoothing must be in [0, 1), got {}", options.label_smoothing);
+  const Device device = optimizer.parameters().params.device();
+  HG_CHECK(device == context_.device,
+           "train step: the parameters are on {} but the execution context names {}",
+           device.str(), context_.device.str());
+  recovery_.allocator = &allocator_for(device);
+  recovery_.zero_grad = [this] { optimizer_.zero_grad(); };
+  recovery_.batch_norm = has_batch_norm(model);
+  if (recovery_.batch_norm) {
+    // A retried step must not apply the failed attempt's running-statistics updates.
+    buffers_ = std::make_unique<BufferSnapshot>(model, optimizer.parameters().buffers);
+    recovery_.rollback = [this] { buffers_->restore(); };
+  }
+  if (context_.needs_loss_scaling()) {
+    scaler_ = std::make_unique<optim::LossScaler>(device);
+    optimizer_.set_skip_flag(scaler_->found_inf());
+  }
+  sums_.loss = Tensor::zeros({}, DType::F32, device);
+  sums_.correct = Tensor::zeros({}, DType::F32, device);
+}
+
+TrainStep::~TrainStep() = default;
+
+const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels) {
+  HG_CHECK(images.defined() && labels.defined() && images.dim() >= 1 && labels.dim() == 1 &&
+               images.size(0) == labels.size(0) && labels.size(0) > 0,
+           "train step: images {} and labels {} must hold the same number (> 0) of rows",
+           images.describe(), labels.describe());
+  HG_CHECK(images.device() == context_.device && labels.device() == context_.device,
+           "train step: the batch must be on {} (images on {}, labels on {})",
+           context_.device.str(), images.device().str(), labels.device().str());
+  ExecutionScope scope(context_);
+  const int64_t step = optimizer_.step_count();
+  if (options_.schedule != nullptr) optimizer_.set_lr(options_.schedule->lr(step));
+  auto issue = [&] {
+    if (buffers_) buffers_->save();
+    accumulate_with_oom_retry(plan_, recovery_, step, labels.size(0),
+                              [&](int64_t) { accumulate(images, labels, step); });
+    if (hooks_.gradients_ready) {
+      GradientBucket all{optimizer_.parameters().grads, 0};
+      hooks_.gradients_ready(all);
+    }
+    update();
+  };
+  if (hooks_.device_work)
+    hooks_.device_work(issue);
+  else
+    issue();
+  return sums_;
+}
+
+// Restartable (an out-of-memory retry runs it again): the sums are per step and zeroed here,
+// and the gradients were zeroed by the recovery.
+void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t step) {
+  const int64_t n = labels.size(0);
+  sums_.loss.zero_();
+  sums_.correct.zero_();
+  const int64_t parts = plan_.micro_batches(n);
+  for (int64_t k = 0; k < parts; ++k) {
+    const RowRange r = micro_batch_rows(n, parts, k);
+    nn::set_dropout_context({context_.seed, uint64_t(step), uint64_t(r.begin)});
+    const Tensor x = parts == 1 ? images : images.narrow(0, r.begin, r.size());
+    const Tensor y = parts == 1 ? labels : labels.narrow(0, r.begin, r.size());
+    phase(StepPhase::Forward, PhaseEdge::Begin);
+    Tensor logits = model_.forward(x);
+    Tensor loss = fn::cross_entropy(logits, y, options_.label_smoothing);
+    {
+      autograd::NoGradGuard no_grad;
+      ops::add_(sums_.loss, loss, double(r.size()));
+      ops::add_(sums_.correct, ops::count_correct(logits, y));
+    }
+    phase(StepPhase::Forward, PhaseEdge::End);
+    phase(StepPhase::Backward, PhaseEdge::Begin);
+    // Each micro-batch's mean loss weighted by its share of the batch: the accumulated
+    // gradient equals the whole batch's.
+    autograd::backward(parts == 1 ? loss : fn::mul_scalar(loss, double(r.size()) / double(n)),
+                       scaler_ ? scaler_->seed() : Tensor());
+    phase(StepPhase::Backward, PhaseEdge::End);
+    last_loss_ = loss;
+  }
+}
+
+void TrainStep::update() {
+  phase(StepPhase::Update, PhaseEdge::Begin);
+  autograd::NoGradGuard no_grad;
+  FlatParameters flat = optimizer_.parameters();
+  if (scaler_) scaler_->unscale(flat);
+  if (options_.clip_grad_norm > 0) optim::clip_grad_norm_tensor(flat, options_.clip_grad_norm);
+  optimizer_.step();
+  if (scaler_) scaler_->update();
+  optimizer_.zero_grad();
+  phase(StepPhase::Update, PhaseEdge::End);
+}
+
+void TrainStep::forward_backward(const Tensor& images, const Tensor& labels) {
+  ExecutionScope scope(context_);
+  nn::set_dropout_context({context_.seed, uint64_t(optimizer_.step_count()), 0});
+  Tensor loss = fn::cross_entropy(model_.forward(images), labels, options_.label_smoothing);
+  autograd::backward(loss, scaler_ ? scaler_->seed() : Tensor());
+}
+
+}  // namespace hg::train

@@ -1,0 +1,119 @@
+// The training step: the one place where forward, backward and the optimizer update are strung
+// together. `hourglass train`, `bench`, `plan` and the out-of-memory probe all run it.
+//
+// One step on a batch (images [N,H,W,C] f32, labels [N] i64, on the step's device):
+//   1. the learning rate of the schedule for this step (a pure function of the step count);
+//   2. forward, cross-entropy and backward over the batch's micro-batches (MicroBatchPlan),
+//      under the context's autocast policy, each micro-batch's loss weighted by its share of
+//      the batch so the accumulated gradient is the whole batch's; dropout masks keyed by
+//      (seed, step, batch row); on OutOfMemory the step is rolled back and retried with half
+//      the micro-batch (oom_policy.h);
+//   3. the gradients-ready hook (all-reduce);
+//   4. fp16: unscale and check for inf/NaN; clipping by the global norm; the optimizer update
+//      (skipped on the device after an overflow); the loss-scale update; zeroing the gradients.
+// The step's loss sum and correct count stay on the device: nothing in a step waits for the
+// host, which is what lets the device work of a step be captured and replayed as a graph.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "hourglass/nn/module.h"
+#include "hourglass/optim/mixed_precision.h"
+#include "hourglass/optim/optimizer.h"
+#include "hourglass/optim/schedule.h"
+#include "hourglass/train/execution_context.h"
+#include "hourglass/train/oom_policy.h"
+
+namespace hg::train {
+
+struct StepOptions {
+  double label_smoothing = 0;
+  double clip_grad_norm = 0;     // > 0: clip the global gradient norm to this
+  int64_t micro_batch = 0;       // rows per micro-batch (>= 1; the batch size: no split)
+  const optim::LrSchedule* schedule = nullptr;   // null: the optimizer's rate stays as set
+};
+
+// The parts of a step, for per-phase timing. Forward and Backward repeat per micro-batch.
+enum class StepPhase { Forward, Backward, Update };
+const char* step_phase_name(StepPhase phase);
+enum class PhaseEdge { Begin, End };
+
+// A contiguous range of the flat gradient buffer whose values are final for this step.
+struct GradientBucket {
+  Tensor grads;          // a view of the arena's gradients: reduce it in place
+  int64_t offset = 0;    // its first element's index in the arena
+};
+
+// Where later layers hook into the step. Every hook is optional.
+struct StepHooks {
+  // Called when a bucket of gradients is final, before unscaling, clipping and the update
+  // (data parallelism all-reduces it here). Today the bucket is the whole arena, once per
+  // step, after the last micro-batch's backward.
+  std::function<void(GradientBucket&)> gradients_ready;
+  // Called at the beginning and end of each phase (timers, profiler ranges). Phases issue
+  // device work asynchronously: a timer that wants device time records events here.
+  std::function<void(StepPhase, PhaseEdge)> phase;
+  // Wraps all the device work of one step (everything after the batch is on the device and
+  // the learning rate is set): the default calls `issue` once. Graph capture records `issue`
+  // once into a graph and replays it afterwards.
+  std::function<void(const std::function<void()>& issue)> device_work;
+};
+
+// The step's sums over the batch, f32 scalars on the device, overwritten by each step.
+struct StepSums {
+  Tensor loss;      // sum over rows of the (label-smoothed) cross-entropy
+  Tensor correct;   // rows whose arg-max is the label
+};
+
+class TrainStep {
+ public:
+  // `model`'s parameters live in `optimizer`'s flat arena. For fp16 the step makes a loss
+  // scaler and hands its overflow flag to the optimizer.
+  TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionContext context,
+            StepOptions options);
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  // One optimizer step on a batch already on the device. Returns this step's sums (device
+  // tensors, valid until the next call). Throws OutOfMemory (gradients zeroed, nothing
+  // updated) when even micro-batch 1 does not fit.
+  const StepSums& run(const Tensor& images, const Tensor& labels);
+
+  // Forward and backward of `images` as one micro-batch with weight 1, accumulating into the
+  // gradients, under the step's context; nothing else changes except the model's batch-norm
+  // running statistics. For the out-of-memory probe (make_training_probe).
+  void forward_backward(const Tensor& images, const Tensor& labels);
+
+  StepHooks& hooks() { return hooks_; }
+  const ExecutionContext& context() const { return context_; }
+  MicroBatchPlan& micro_batch_plan() { return plan_; }
+  // The fp16 loss scaler, or null.
+  optim::LossScaler* loss_scaler() { return scaler_.get(); }
+  // The mean loss of the last micro-batch run (device scalar; for progress displays).
+  const Tensor& last_loss() const { return last_loss_; }
+  nn::Module& model() { return model_; }
+  optim::Optimizer& optimizer() { return optimizer_; }
+
+ private:
+  void accumulate(const Tensor& images, const Tensor& labels, int64_t step);
+  void update();
+  void phase(StepPhase p, PhaseEdge e) {
+    if (hooks_.phase) hooks_.phase(p, e);
+  }
+
+  nn::Module& model_;
+  optim::Optimizer& optimizer_;
+  ExecutionContext context_;
+  StepOptions options_;
+  StepHooks hooks_;
+  MicroBatchPlan plan_;
+  OomRecovery recovery_;
+  std::unique_ptr<BufferSnapshot> buffers_;   // batch-norm models: rolled back on a retry
+  std::unique_ptr<optim::LossScaler> scaler_;
+  StepSums sums_;
+  Tensor last_loss_;
+};
+
+}  // namespace hg::train

@@ -1,0 +1,95 @@
+#include "hourglass/train/training_setup.h"
+
+#include "hourglass/base/log.h"
+#include "hourglass/nn/parameter_arena.h"
+#include "hourglass/optim/adamw.h"
+#include "hourglass/optim/sgd.h"
+
+namespace hg::train {
+
+RunParts build_run_parts(const RunConfig& run, bool with_train) {
+  RunParts parts;
+  data::DatasetOptions test_opts = run.data.synthetic;
+  test_opts.limit = run.data.test_limit;
+  parts.test_set = std::make_shared<const data::ImageDataset>(
+      data::load_dataset(run.data.dataset, run.data.path, data::Split::Test, test_opts));
+  if (with_train) {
+    data::DatasetOptions train_opts = run.data.synthetic;
+    train_opts.limit = run.data.train_limit;
+    parts.train_set = std::make_shared<const data::ImageDataset>(
+        data::load_dataset(run.data.dataset, run.data.path, data::Split::Train, train_opts));
+  }
+  const data::ImageDataset& shape_source = *parts.test_set;
+  nn::ModelSpec spec = run.model;
+  spec.in_channels = shape_source.channels;
+  spec.height = shape_source.height;
+  spec.width = shape_source.width;
+  spec.num_classes = shape_source.num_classes;
+  parts.model = nn::make_model(spec);
+  nn::initialize(*parts.model, run.seed);
+  parts.model->to(run.device);
+  return parts;
+}
+
+namespace {
+data::LoaderOptions loader_options(const RunConfig& run, int64_t batch_size, bool training) {
+  data::LoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = training;
+  o.augment = training && run.data.augment;
+  o.drop_last = false;
+  o.seed = run.seed;
+  o.transform = run.data.transform;
+  o.workers = run.data.workers;
+  return o;
+}
+}  // namespace
+
+std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
+                                                    std::shared_ptr<const data::ImageDataset> set) {
+  return std::make_unique<data::DataLoader>(std::move(set),
+                                            loader_options(run, run.train.batch_size, true));
+}
+
+std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
+                                                   std::shared_ptr<const data::ImageDataset> set) {
+  return std::make_unique<data::DataLoader>(std::move(set),
+                                            loader_options(run, run.train.eval_batch_size, false));
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat) {
+  if (run.optim.name == "sgd") return std::make_unique<optim::Sgd>(std::move(flat), run.optim.sgd);
+  return std::make_unique<optim::AdamW>(std::move(flat), run.optim.adamw);
+}
+
+TrainingSetup build_training(const RunConfig& run) {
+  const ExecutionContext context = ExecutionContext::from_run(run);
+  TrainingSetup s;
+  s.parts = build_run_parts(run, true);
+  s.flat = nn::build_parameter_arena(*s.parts.model, run.optim.decay_scope);
+  s.optimizer = make_optimizer(run, s.flat);
+  s.train_loader = make_train_loader(run, s.parts.train_set);
+  s.test_loader = make_eval_loader(run, s.parts.test_set);
+  s.steps_per_epoch = s.train_loader->batches_per_epoch();
+  s.total_steps = s.steps_per_epoch * run.train.epochs;
+  s.schedule = make_run_schedule(run, s.steps_per_epoch, s.total_steps);
+
+  StepOptions o;
+  o.label_smoothing = run.train.label_smoothing;
+  o.clip_grad_norm = run.train.clip_grad_norm;
+  o.schedule = s.schedule.get();
+  const bool auto_micro = run.train.micro_batch == kAutoMicroBatch;
+  o.micro_batch = auto_micro ? run.train.batch_size : run.train.micro_batch;
+  s.step = std::make_unique<TrainStep>(*s.parts.model, *s.optimizer, context, o);
+  if (auto_micro) {
+    const data::ImageDataset& set = *s.parts.train_set;
+    const int64_t micro = find_max_micro_batch(
+        make_training_probe(*s.step, {set.height, set.width, set.channels}, run.train.batch_size),
+        run.train.batch_size, allocator_for(run.device));
+    s.step->micro_batch_plan() = MicroBatchPlan(micro);
+    HG_LOG_INFO("train.micro_batch = \"auto\": {} rows per micro-batch fit", micro);
+  }
+  return s;
+}
+
+}  // namespace hg::train

@@ -1,0 +1,48 @@
+// Building what a run computes with from its config: the datasets and the model, the flat
+// parameter arena, the optimizer and schedule, the loaders and the TrainStep. The trainer and
+// `hourglass plan` both build through here, so plan times the very step the run will take
+// (its precision, determinism and micro-batch).
+#pragma once
+
+#include <memory>
+
+#include "hourglass/data/loader.h"
+#include "hourglass/nn/module.h"
+#include "hourglass/optim/optimizer.h"
+#include "hourglass/optim/schedule.h"
+#include "hourglass/train/run_config.h"
+#include "hourglass/train/train_step.h"
+
+namespace hg::train {
+
+// The datasets and model a run's config describes (shared by train and eval).
+struct RunParts {
+  std::shared_ptr<const data::ImageDataset> train_set, test_set;
+  std::shared_ptr<nn::Module> model;
+};
+// Loads the datasets (the train set only when `with_train`) and builds the model, initialised
+// from the run's seed, on the run's device.
+RunParts build_run_parts(const RunConfig& run, bool with_train);
+// The training loader over `set`: shuffled, augmented as configured.
+std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
+                                                    std::shared_ptr<const data::ImageDataset> set);
+// A loader over `set` for evaluation (no shuffle, no augmentation).
+std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
+                                                   std::shared_ptr<const data::ImageDataset> set);
+// The configured optimizer (optim.name) over `flat`.
+std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat);
+
+struct TrainingSetup {
+  RunParts parts;
+  FlatParameters flat;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<data::DataLoader> train_loader, test_loader;
+  std::unique_ptr<TrainStep> step;
+  int64_t steps_per_epoch = 0, total_steps = 0;
+};
+// Builds everything for training `run`. train.micro_batch = "auto" is resolved here by probing
+// the step (find_max_micro_batch).
+TrainingSetup build_training(const RunConfig& run);
+
+}  // namespace hg::train

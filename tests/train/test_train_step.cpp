@@ -1,0 +1,208 @@
+// The training step on real inputs: what one step computes (sums, the update, micro-batches,
+// clipping), the hooks later layers attach to (gradients ready, phases, the device-work
+// wrapper), the execution context it installs only for its own work, and its errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "hourglass/autograd/functions.h"
+#include "hourglass/nn/models.h"
+#include "hourglass/nn/parameter_arena.h"
+#include "hourglass/ops/ops.h"
+#include "hourglass/optim/sgd.h"
+#include "hourglass/train/train_step.h"
+#include "support/compare.h"
+#include "support/expect_error.h"
+
+namespace hg {
+namespace {
+
+using train::PhaseEdge;
+using train::StepPhase;
+
+struct Rig {
+  std::shared_ptr<nn::Module> model;
+  FlatParameters flat;
+  std::unique_ptr<optim::Sgd> sgd;
+  Tensor images, labels;   // a batch of 24 rows
+};
+
+Rig make_rig(const std::string& model_name, uint64_t seed = 5) {
+  nn::ModelSpec spec;
+  spec.name = model_name;   // "mlp": no batch norm; "small_cnn": batch norm
+  spec.in_channels = 1;
+  spec.height = spec.width = model_name == "mlp" ? 6 : 12;
+  spec.hidden = {16};
+  spec.num_classes = 4;
+  Rig r;
+  r.model = nn::make_model(spec);
+  nn::initialize(*r.model, seed);
+  r.model->train();
+  r.flat = nn::build_parameter_arena(*r.model, nn::DecayScope::All);
+  SgdOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  r.sgd = std::make_unique<optim::Sgd>(r.flat, o);
+  const int64_t n = 24, pixels = spec.height * spec.width;
+  r.images = test::f32_tensor(test::random_values(n * pixels, 21), {n, spec.height, spec.width, 1});
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < n; ++i) labels.push_back((i * 7 + 3) % spec.num_classes);
+  r.labels = Tensor::from_vector(labels, {n});
+  return r;
+}
+
+std::vector<double> weights(const Rig& r) { return test::to_doubles(r.flat.params); }
+
+TEST(TrainStep, SumsAreTheBatchsLossAndCorrectCountAndTheUpdateIsSgds) {
+  Rig r = make_rig("mlp");
+  // What the step must do, written out: loss, backward, SGD, on a twin model.
+  Rig twin = make_rig("mlp");
+  Tensor logits = twin.model->forward(twin.images);
+  Tensor loss = fn::cross_entropy(logits, twin.labels, 0.0);
+  const double expected_loss_sum = loss.item() * 24.0;
+  const double expected_correct = ops::count_correct(logits, twin.labels).item();
+  autograd::backward(loss);
+  twin.sgd->step();
+
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = 24});
+  const train::StepSums& sums = step.run(r.images, r.labels);
+  EXPECT_NEAR(sums.loss.item(), expected_loss_sum, 1e-4 * expected_loss_sum);
+  EXPECT_EQ(sums.correct.item(), expected_correct);
+  EXPECT_EQ(r.sgd->step_count(), 1);
+  EXPECT_TRUE(test::all_close(weights(r), weights(twin), {1e-6, 1e-7}));
+  for (double g : test::to_doubles(r.flat.grads)) ASSERT_EQ(g, 0.0) << "gradients are zeroed";
+}
+
+TEST(TrainStep, MicroBatchesGiveTheWholeBatchsStep) {
+  // No batch norm: micro-batches of 5 (24 = 5+5+5+5+4... split evenly as 24*k/5) must give the
+  // whole batch's gradient up to summation order.
+  Rig whole = make_rig("mlp"), parts = make_rig("mlp");
+  train::TrainStep a(*whole.model, *whole.sgd, {}, {.micro_batch = 24});
+  train::TrainStep b(*parts.model, *parts.sgd, {}, {.micro_batch = 5});
+  for (int i = 0; i < 3; ++i) {
+    const double la = a.run(whole.images, whole.labels).loss.item();
+    const double lb = b.run(parts.images, parts.labels).loss.item();
+    EXPECT_NEAR(la, lb, 1e-5 * std::abs(la));
+  }
+  EXPECT_EQ(b.micro_batch_plan().micro_batches(24), 5);
+  EXPECT_TRUE(test::all_close(weights(parts), weights(whole), {1e-5, 1e-6}));
+}
+
+TEST(TrainStep, ClippingBoundsTheUpdateByTheGlobalNorm) {
+  // Plain SGD without momentum: the update is lr * clipped gradient, so its norm is at most
+  // lr * max_norm; with a huge max_norm it equals the unclipped update.
+  const double max_norm = 1e-3;
+  auto update_norm = [&](double clip) {
+    Rig r = make_rig("mlp");
+    r.sgd = std::make_unique<optim::Sgd>(r.flat, SgdOptions{.lr = 1.0});
+    const std::vector<double> before = weights(r);
+    train::TrainStep step(*r.model, *r.sgd, {}, {.clip_grad_norm = clip, .micro_batch = 24});
+    step.run(r.images, r.labels);
+    const std::vector<double> after = weights(r);
+    double sq = 0;
+    for (size_t i = 0; i < after.size(); ++i) sq += (after[i] - before[i]) * (after[i] - before[i]);
+    return std::sqrt(sq);
+  };
+  const double unclipped = update_norm(0);
+  ASSERT_GT(unclipped, 10 * max_norm) << "the test needs a gradient larger than max_norm";
+  EXPECT_NEAR(update_norm(max_norm), max_norm, 1e-3 * max_norm);
+  EXPECT_NEAR(update_norm(1e6), unclipped, 1e-6 * unclipped);
+}
+
+TEST(TrainStep, HooksSeeFinalGradientsPhasesInOrderAndWrapTheDeviceWork) {
+  Rig r = make_rig("small_cnn");
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = 12});
+  std::vector<std::string> events;
+  double grad_norm_at_hook = 0;
+  int64_t bucket_size = 0;
+  step.hooks().phase = [&](StepPhase p, PhaseEdge e) {
+    events.push_back(std::string(train::step_phase_name(p)) + (e == PhaseEdge::Begin ? "+" : "-"));
+  };
+  step.hooks().gradients_ready = [&](train::GradientBucket& b) {
+    events.push_back("ready");
+    bucket_size = b.grads.numel();
+    grad_norm_at_hook = std::sqrt(ops::sum_squares(b.grads).item());
+  };
+  int wrapped = 0;
+  step.hooks().device_work = [&](const std::function<void()>& issue) {
+    ++wrapped;
+    events.push_back("work+");
+    issue();
+    events.push_back("work-");
+  };
+  step.run(r.images, r.labels);
+  const std::vector<std::string> expected = {
+      "work+",    "forward+", "forward-", "backward+", "backward-", "forward+", "forward-",
+      "backward+", "backward-", "ready",  "update+",  "update-",   "work-"};
+  EXPECT_EQ(events, expected);
+  EXPECT_EQ(wrapped, 1);
+  EXPECT_EQ(bucket_size, r.flat.grads.numel()) << "one bucket: the whole arena";
+  EXPECT_GT(grad_norm_at_hook, 0.0) << "the hook sees the accumulated gradients";
+  EXPECT_EQ(r.sgd->step_count(), 1);
+}
+
+TEST(TrainStep, InstallsItsContextOnlyForItsOwnWork) {
+  Rig r = make_rig("mlp");
+  train::ExecutionContext context;
+  context.deterministic = true;
+  train::TrainStep step(*r.model, *r.sgd, context, {.micro_batch = 24});
+  bool deterministic_inside = false;
+  step.hooks().device_work = [&](const std::function<void()>& issue) {
+    deterministic_inside = ops::deterministic();
+    issue();
+  };
+  ASSERT_FALSE(ops::deterministic());
+  step.run(r.images, r.labels);
+  EXPECT_TRUE(deterministic_inside);
+  EXPECT_FALSE(ops::deterministic()) << "the thread's settings are restored after the step";
+}
+
+TEST(TrainStep, BatchNormSnapshotIsOneBlockOfTheArena) {
+  Rig r = make_rig("small_cnn");
+  ASSERT_TRUE(r.flat.buffers.defined());
+  int64_t total = 0;
+  for (const auto& [name, t] : r.model->named_buffers()) {
+    EXPECT_TRUE(t.same_storage(r.flat.buffers)) << name << " lives in the buffer block";
+    total += t.numel();
+  }
+  EXPECT_EQ(total, r.flat.buffers.numel());
+  // Running statistics move with a training step, and the handles see the block.
+  const std::vector<double> before = test::to_doubles(r.flat.buffers);
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = 24});
+  step.run(r.images, r.labels);
+  EXPECT_NE(test::to_doubles(r.flat.buffers), before);
+}
+
+TEST(TrainStep, ForwardBackwardAccumulatesWithoutUpdating) {
+  Rig r = make_rig("mlp");
+  const std::vector<double> before = weights(r);
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = 24});
+  step.forward_backward(r.images, r.labels);
+  EXPECT_EQ(weights(r), before);
+  EXPECT_EQ(r.sgd->step_count(), 0);
+  double sq = 0;
+  for (double g : test::to_doubles(r.flat.grads)) sq += g * g;
+  EXPECT_GT(sq, 0.0);
+}
+
+TEST(TrainStep, BadBatchesAndOptionsAreRefusedNamingThem) {
+  Rig r = make_rig("mlp");
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = 24});
+  test::expect_invalid([&] { step.run(r.images, r.labels.narrow(0, 0, 10)); }, {"same number"});
+  test::expect_invalid(
+      [&] { train::TrainStep s(*r.model, *r.sgd, {}, {.clip_grad_norm = -1, .micro_batch = 4}); },
+      {"clip_grad_norm"});
+  test::expect_invalid(
+      [&] {
+        train::ExecutionContext c;
+        c.precision = optim::Precision::BF16;
+        train::TrainStep s(*r.model, *r.sgd, c, {.micro_batch = 4});
+      },
+      {"needs a GPU"});
+  test::expect_invalid([&] { train::TrainStep s(*r.model, *r.sgd, {}, {.micro_batch = 0}); },
+                       {"micro-batch"});
+}
+
+}  // namespace
+}  // namespace hg
