@@ -22,7 +22,7 @@ enum class MathMode : uint8_t {
   Tf32,    // f32 inputs rounded to TF32 (10-bit mantissa) on tensor cores, f32 accumulation
 };
 
-// The math mode of the process for inputs of `dtype` (ops::allow_tf32()), normalised so that
+// The calling thread's math mode for inputs of `dtype` (ops::allow_tf32()), normalised so that
 // bf16/f16 always map to Exact (their descriptors and caches do not depend on the flag).
 inline MathMode math_mode_for(DType dtype) {
   return dtype == DType::F32 && ops::allow_tf32() ? MathMode::Tf32 : MathMode::Exact;
