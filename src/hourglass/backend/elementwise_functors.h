@@ -20,6 +20,17 @@
 
 namespace hg::elementwise {
 
+// sqrt, correctly rounded on both sides: std::sqrt on the host, sqrtf on the device (T is float
+// there; CUDA and HIP round sqrtf correctly unless fast math is on, which hourglass never sets).
+template <typename T>
+HG_HOST_DEVICE inline T square_root(T x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return sqrtf(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+
 // ---- binary: out = f(a, b)
 
 template <typename T>
@@ -46,6 +57,12 @@ struct ReluBackward {
   HG_HOST_DEVICE T operator()(T dy, T y) const { return y > T(0) ? dy : T(0); }
 };
 
+// sqrt's gradient from its output: dy / (2 y); 2 y is exact, so one rounding.
+template <typename T>
+struct SqrtBackward {
+  HG_HOST_DEVICE T operator()(T dy, T y) const { return dy / (T(2) * y); }
+};
+
 // ---- unary with a scalar: out = f(x; s)
 
 template <typename T>
@@ -67,6 +84,11 @@ struct Relu {
   HG_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
 
+template <typename T>
+struct Sqrt {
+  HG_HOST_DEVICE T operator()(T x) const { return square_root(x); }
+};
+
 }  // namespace hg::elementwise
 
 // The out-of-place element-wise ops of the list (ops/op_list.h) that are one functor each. The
@@ -80,6 +102,8 @@ struct Relu {
   BINARY(sub, Sub)                                \
   BINARY(mul, Mul)                                \
   BINARY(relu_backward, ReluBackward)             \
+  BINARY(sqrt_backward, SqrtBackward)             \
   SCALAR(add_scalar, AddScalar)                   \
   SCALAR(mul_scalar, MulScalar)                   \
-  UNARY(relu, Relu)
+  UNARY(relu, Relu)                               \
+  UNARY(sqrt, Sqrt)

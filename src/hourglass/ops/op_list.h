@@ -248,6 +248,18 @@ HG_OP(Tensor, relu_backward, (const Tensor& dy, const Tensor& y), {
   return backend_for(y.device()).relu_backward(dy.contiguous(), y.contiguous());
 })
 
+// Square root; a negative element gives NaN (as std::sqrt), which later comparisons flag.
+HG_OP(Tensor, sqrt, (const Tensor& x), {
+  check_float(op, "input", x);
+  return backend_for(x.device()).sqrt(x.contiguous());
+})
+
+// dy / (2 y) with y = sqrt(x): sqrt's gradient from its output (inf where y is 0).
+HG_OP(Tensor, sqrt_backward, (const Tensor& dy, const Tensor& y), {
+  check_binary(op, dy, y);
+  return backend_for(y.device()).sqrt_backward(dy.contiguous(), y.contiguous());
+})
+
 // ---- reductions (to a scalar f32 tensor on the input's device) ----
 
 HG_OP(Tensor, sum, (const Tensor& x), {
