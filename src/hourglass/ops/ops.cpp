@@ -8,6 +8,7 @@
 
 namespace hg::ops {
 
+// Checks shared by the op bodies of op_list.h; each takes the op's name for its message.
 namespace {
 
 void check_float(const char* op, const char* what, const Tensor& t) {
