@@ -98,6 +98,19 @@ Tensor relu(const Tensor& x) {
   return y;
 }
 
+Tensor sqrt(const Tensor& x) {
+  Tensor y = ops::sqrt(x);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    // d sqrt(x) / dx = 1 / (2 sqrt(x)): the output is all the backward needs.
+    Tensor saved = y;
+    tape.record("sqrt", {x}, y, [saved](const Tensor& dy) {
+      return std::vector<Tensor>{ops::sqrt_backward(dy, saved)};
+    });
+  }
+  return y;
+}
+
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
   auto f = ops::max_pool2d(x, p);
   Tape& tape = Tape::current();

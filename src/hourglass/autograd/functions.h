@@ -20,6 +20,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   double momentum, double eps);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
 Tensor relu(const Tensor& x);
+Tensor sqrt(const Tensor& x);
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor global_avg_pool(const Tensor& x);

@@ -1,6 +1,8 @@
-// Elementwise ops on the GPU (f32, bf16, f16; computed in float). ops.cpp has checked shapes,
-// dtypes and devices and made the inputs contiguous; each op is one kernel launch on the
-// device's stream (elementwise_kernels.cu).
+// Elementwise ops on the GPU (f32, bf16, f16; computed in float). The op bodies (ops/op_list.h)
+// have checked shapes, dtypes and devices and made the inputs contiguous; each op is one kernel
+// launch on the device's stream (elementwise_kernels.cu) applying a functor of
+// backend/elementwise_functors.h, the formulas the CPU kernels apply too.
+#include "hourglass/backend/elementwise_functors.h"
 #include "hourglass/backend/gpu/elementwise_kernels.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
@@ -9,65 +11,60 @@ namespace hg {
 
 namespace {
 
-Tensor binary(const char* op, gpu::BinaryOp kind, const Tensor& a, const Tensor& b) {
+template <typename F>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f) {
   gpu::check_float(op, a);
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  gpu::launch_binary(kind, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), 0.0f,
-                     a.dtype(), gpu::stream_for(a));
+  gpu::launch_binary(f, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), a.dtype(),
+                     gpu::stream_for(a));
   return out;
 }
 
-// The scalar is rounded to f32 once, as the CPU rounds it to the f32 element type.
-Tensor unary(const char* op, gpu::UnaryOp kind, const Tensor& a, double s) {
+template <typename F>
+Tensor unary(const char* op, const Tensor& a, F f) {
   gpu::check_float(op, a);
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  gpu::launch_unary(kind, a.data_ptr(), out.data_ptr(), a.numel(), float(s), a.dtype(),
-                    gpu::stream_for(a));
+  gpu::launch_unary(f, a.data_ptr(), out.data_ptr(), a.numel(), a.dtype(), gpu::stream_for(a));
   return out;
 }
 
 }  // namespace
 
-Tensor GpuBackend::add(const Tensor& a, const Tensor& b) {
-  return binary("add", gpu::BinaryOp::Add, a, b);
-}
-
-Tensor GpuBackend::sub(const Tensor& a, const Tensor& b) {
-  return binary("sub", gpu::BinaryOp::Sub, a, b);
-}
-
-Tensor GpuBackend::mul(const Tensor& a, const Tensor& b) {
-  return binary("mul", gpu::BinaryOp::Mul, a, b);
-}
-
-Tensor GpuBackend::add_scalar(const Tensor& a, double s) {
-  return unary("add_scalar", gpu::UnaryOp::AddScalar, a, s);
-}
-
-Tensor GpuBackend::mul_scalar(const Tensor& a, double s) {
-  return unary("mul_scalar", gpu::UnaryOp::MulScalar, a, s);
-}
+// The ops of the functor table (elementwise_functors.h). A scalar is rounded to f32 once, as
+// the CPU rounds it to the f32 element type.
+#define HG_GPU_UNARY(name, F)                                 \
+  Tensor GpuBackend::name(const Tensor& x) {                  \
+    return unary(#name, x, elementwise::F<float>{});          \
+  }
+#define HG_GPU_SCALAR(name, F)                                \
+  Tensor GpuBackend::name(const Tensor& x, double s) {        \
+    return unary(#name, x, elementwise::F<float>{float(s)});  \
+  }
+#define HG_GPU_BINARY(name, F)                                   \
+  Tensor GpuBackend::name(const Tensor& a, const Tensor& b) {    \
+    return binary(#name, a, b, elementwise::F<float>{});         \
+  }
+HG_ELEMENTWISE_OPS(HG_GPU_UNARY, HG_GPU_SCALAR, HG_GPU_BINARY)
+#undef HG_GPU_UNARY
+#undef HG_GPU_SCALAR
+#undef HG_GPU_BINARY
 
 void GpuBackend::add_(Tensor& dst, const Tensor& src, double alpha) {
   gpu::check_float("add_", dst);
+  const gpuStream_t stream = gpu::stream_for(dst);
   // alpha == 1 (gradient accumulation) skips the multiply, as the CPU does.
-  const gpu::BinaryOp kind = alpha == 1.0 ? gpu::BinaryOp::Add : gpu::BinaryOp::AddScaled;
-  gpu::launch_binary(kind, dst.data_ptr(), src.data_ptr(), dst.data_ptr(), dst.numel(),
-                     float(alpha), dst.dtype(), gpu::stream_for(dst));
+  if (alpha == 1.0)
+    gpu::launch_binary(elementwise::Add<float>{}, dst.data_ptr(), src.data_ptr(),
+                       dst.data_ptr(), dst.numel(), dst.dtype(), stream);
+  else
+    gpu::launch_binary(elementwise::AddScaled<float>{float(alpha)}, dst.data_ptr(),
+                       src.data_ptr(), dst.data_ptr(), dst.numel(), dst.dtype(), stream);
 }
 
 void GpuBackend::mul_scalar_(Tensor& dst, double s) {
   gpu::check_float("mul_scalar_", dst);
-  gpu::launch_unary(gpu::UnaryOp::MulScalar, dst.data_ptr(), dst.data_ptr(), dst.numel(),
-                    float(s), dst.dtype(), gpu::stream_for(dst));
-}
-
-Tensor GpuBackend::relu(const Tensor& x) {
-  return unary("relu", gpu::UnaryOp::Relu, x, 0.0);
-}
-
-Tensor GpuBackend::relu_backward(const Tensor& dy, const Tensor& y) {
-  return binary("relu_backward", gpu::BinaryOp::ReluBackward, dy, y);
+  gpu::launch_unary(elementwise::MulScalar<float>{float(s)}, dst.data_ptr(), dst.data_ptr(),
+                    dst.numel(), dst.dtype(), gpu::stream_for(dst));
 }
 
 }  // namespace hg

@@ -1,9 +1,11 @@
 // Elementwise kernels: one grid-stride loop per op over 16-byte packs (4 f32 or 8 bf16/f16 per
 // thread per iteration) when every pointer is 16-byte aligned, one element at a time otherwise;
 // the last n % pack elements (fewer than a pack) are done by the first threads after the loop.
-// Arithmetic is in float; each result is rounded once to the element type.
+// Arithmetic is in float, by the functors of backend/elementwise_functors.h (the CPU kernels'
+// formulas); each result is rounded once to the element type.
 #include <cstdint>
 
+#include "hourglass/backend/elementwise_functors.h"
 #include "hourglass/backend/gpu/elementwise_kernels.h"
 #include "hourglass/backend/gpu/kernel_util.cuh"
 
@@ -16,35 +18,6 @@ constexpr int kThreads = 256;
 // Elements per 16-byte pack.
 template <typename T>
 inline constexpr int kPack = int(16 / sizeof(T));
-
-struct AddOp {
-  __device__ float operator()(float x, float y) const { return x + y; }
-};
-struct SubOp {
-  __device__ float operator()(float x, float y) const { return x - y; }
-};
-struct MulOp {
-  __device__ float operator()(float x, float y) const { return x * y; }
-};
-struct AddScaledOp {
-  float alpha;
-  __device__ float operator()(float x, float y) const { return x + alpha * y; }
-};
-struct ReluBackwardOp {
-  __device__ float operator()(float g, float y) const { return y > 0.0f ? g : 0.0f; }
-};
-struct AddScalarOp {
-  float s;
-  __device__ float operator()(float x) const { return x + s; }
-};
-struct MulScalarOp {
-  float s;
-  __device__ float operator()(float x) const { return x * s; }
-};
-struct ReluOp {
-  // `x < 0 ? 0 : x`, as the CPU: a NaN passes through, so divergence stays visible.
-  __device__ float operator()(float x) const { return x < 0.0f ? 0.0f : x; }
-};
 
 // No __restrict__: out may alias a (in-place ops); each element is read before it is written
 // by the same thread.
@@ -118,30 +91,27 @@ void unary(const void* a0, void* out0, int64_t n, Op op, gpuStream_t stream) {
 
 }  // namespace
 
-void launch_binary(BinaryOp op, const void* a, const void* b, void* out, int64_t n, float alpha,
-                   DType dtype, gpuStream_t stream) {
+template <typename F>
+void launch_binary(F f, const void* a, const void* b, void* out, int64_t n, DType dtype,
+                   gpuStream_t stream) {
   if (n <= 0) return;
-  dispatch_float("elementwise", dtype, [&]<typename T>() {
-    switch (op) {
-      case BinaryOp::Add: binary<T>(a, b, out, n, AddOp{}, stream); break;
-      case BinaryOp::Sub: binary<T>(a, b, out, n, SubOp{}, stream); break;
-      case BinaryOp::Mul: binary<T>(a, b, out, n, MulOp{}, stream); break;
-      case BinaryOp::AddScaled: binary<T>(a, b, out, n, AddScaledOp{alpha}, stream); break;
-      case BinaryOp::ReluBackward: binary<T>(a, b, out, n, ReluBackwardOp{}, stream); break;
-    }
-  });
+  dispatch_float("elementwise", dtype, [&]<typename T>() { binary<T>(a, b, out, n, f, stream); });
 }
 
-void launch_unary(UnaryOp op, const void* a, void* out, int64_t n, float s, DType dtype,
-                  gpuStream_t stream) {
+template <typename F>
+void launch_unary(F f, const void* a, void* out, int64_t n, DType dtype, gpuStream_t stream) {
   if (n <= 0) return;
-  dispatch_float("elementwise", dtype, [&]<typename T>() {
-    switch (op) {
-      case UnaryOp::AddScalar: unary<T>(a, out, n, AddScalarOp{s}, stream); break;
-      case UnaryOp::MulScalar: unary<T>(a, out, n, MulScalarOp{s}, stream); break;
-      case UnaryOp::Relu: unary<T>(a, out, n, ReluOp{}, stream); break;
-    }
-  });
+  dispatch_float("elementwise", dtype, [&]<typename T>() { unary<T>(a, out, n, f, stream); });
 }
+
+// The launchers of every functor of the table, and of AddScaled (add_ with alpha != 1).
+#define HG_GPU_UNARY(name, F)                                                                \
+  template void launch_unary(elementwise::F<float>, const void*, void*, int64_t, DType,     \
+                             gpuStream_t);
+#define HG_GPU_BINARY(name, F)                                                                \
+  template void launch_binary(elementwise::F<float>, const void*, const void*, void*, int64_t, \
+                              DType, gpuStream_t);
+HG_ELEMENTWISE_OPS(HG_GPU_UNARY, HG_GPU_UNARY, HG_GPU_BINARY)
+HG_GPU_BINARY(add_, AddScaled)
 
 }  // namespace hg::gpu

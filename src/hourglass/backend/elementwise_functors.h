@@ -1,0 +1,109 @@
+// The per-element formulas of the element-wise ops, written once for both backends: the CPU
+// kernels (backend/cpu/elementwise.cpp) apply them with T = float or double, the GPU kernels
+// (backend/gpu/elementwise_kernels.cu) with T = float (16-bit values are widened to float and
+// the result rounded once). Each functor is a struct template on the element type whose
+// operator() is inline and callable on the host and on the device; a scalar operand is a
+// member, converted to T once by the caller.
+//
+// Compiled by g++, nvcc and hipcc: includes nothing but <cmath>, and never fmt, Tensor or
+// anything that includes them. Selects are written `c ? a : b` on values (no branches around
+// loads or stores), so the CPU loops vectorise.
+#pragma once
+
+#include <cmath>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define HG_HOST_DEVICE __host__ __device__
+#else
+#define HG_HOST_DEVICE
+#endif
+
+namespace hg::elementwise {
+
+// sqrt, correctly rounded on both sides: std::sqrt on the host, sqrtf on the device (T is float
+// there; CUDA and HIP round sqrtf correctly unless fast math is on, which hourglass never sets).
+template <typename T>
+HG_HOST_DEVICE inline T square_root(T x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return sqrtf(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+
+// ---- binary: out = f(a, b)
+
+template <typename T>
+struct Add {
+  HG_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
+};
+template <typename T>
+struct Sub {
+  HG_HOST_DEVICE T operator()(T a, T b) const { return a - b; }
+};
+template <typename T>
+struct Mul {
+  HG_HOST_DEVICE T operator()(T a, T b) const { return a * b; }
+};
+// add_ with alpha != 1: dst + alpha * src.
+template <typename T>
+struct AddScaled {
+  T alpha;
+  HG_HOST_DEVICE T operator()(T a, T b) const { return a + alpha * b; }
+};
+// relu's gradient from its output: dy where y > 0, else 0 (0 at y == 0, PyTorch's convention).
+template <typename T>
+struct ReluBackward {
+  HG_HOST_DEVICE T operator()(T dy, T y) const { return y > T(0) ? dy : T(0); }
+};
+
+// sqrt's gradient from its output: dy / (2 y); 2 y is exact, so one rounding.
+template <typename T>
+struct SqrtBackward {
+  HG_HOST_DEVICE T operator()(T dy, T y) const { return dy / (T(2) * y); }
+};
+
+// ---- unary with a scalar: out = f(x; s)
+
+template <typename T>
+struct AddScalar {
+  T s;
+  HG_HOST_DEVICE T operator()(T x) const { return x + s; }
+};
+template <typename T>
+struct MulScalar {
+  T s;
+  HG_HOST_DEVICE T operator()(T x) const { return x * s; }
+};
+
+// ---- unary: out = f(x)
+
+// `x < 0 ? 0 : x` rather than max(x, 0): a NaN passes through, so divergence stays visible.
+template <typename T>
+struct Relu {
+  HG_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+
+template <typename T>
+struct Sqrt {
+  HG_HOST_DEVICE T operator()(T x) const { return square_root(x); }
+};
+
+}  // namespace hg::elementwise
+
+// The out-of-place element-wise ops of the list (ops/op_list.h) that are one functor each. The
+// CPU and GPU backends define their methods for these ops from this table, so such an op needs
+// its list entry, its functor above and one line here:
+//   UNARY(name, F)   Tensor name(const Tensor& x)                   out[i] = F<T>{}(x[i])
+//   SCALAR(name, F)  Tensor name(const Tensor& x, double s)         out[i] = F<T>{T(s)}(x[i])
+//   BINARY(name, F)  Tensor name(const Tensor& a, const Tensor& b)  out[i] = F<T>{}(a[i], b[i])
+#define HG_ELEMENTWISE_OPS(UNARY, SCALAR, BINARY) \
+  BINARY(add, Add)                                \
+  BINARY(sub, Sub)                                \
+  BINARY(mul, Mul)                                \
+  BINARY(relu_backward, ReluBackward)             \
+  BINARY(sqrt_backward, SqrtBackward)             \
+  SCALAR(add_scalar, AddScalar)                   \
+  SCALAR(mul_scalar, MulScalar)                   \
+  UNARY(relu, Relu)                               \
+  UNARY(sqrt, Sqrt)

@@ -1,0 +1,381 @@
+// The list of ops: every op's signature, written once, with its documentation and its checks.
+// No include guard: each includer defines the macros below, includes this file, and gets one
+// expansion; the file undefines them at its end.
+//
+//   HG_OP(return type, name, (parameters), { checks; dispatch })
+//       An op every backend implements. Expands to the declaration of hg::ops::name in ops.h,
+//       the definition of hg::ops::name (the body) in ops.cpp, a pure virtual in Backend
+//       (backend.h) and an override declaration in CpuBackend and GpuBackend. The op-registry
+//       test (tests/ops/test_registry.cpp) fails when no op test calls it.
+//   HG_COMPOSITE_OP(return type, name, (parameters), { body })
+//       An op built from other ops in ops.cpp: declared in ops.h, defined by its body, no
+//       backend method.
+//   HG_OP_DEFAULT(value)
+//       A default argument: `= value` in the public declaration (ops.h), nothing elsewhere
+//       (backends always receive every argument).
+//
+// Bodies are the public functions: they run in namespace hg::ops of ops.cpp, see the check
+// helpers defined there (check_float, check_binary, ...), and have `op`, the op's name as a
+// string, for their error messages. A body checks shapes, dtypes and devices (errors name the op
+// and the operands) and calls the backend of the inputs' device with contiguous tensors;
+// backends may assume what the body checked. Dtypes a particular backend lacks (f64 on GPUs,
+// bf16/f16 on the CPU) are refused by that backend, naming the op.
+//
+// Layouts: activations NHWC [N, H, W, C]; convolution weights KRSC [K, R, S, C/groups];
+// linear weights [out, in]. Results with several tensors are structs declared in ops.h.
+
+#ifndef HG_OP
+#error "define HG_OP(ret, name, params, ...) before including hourglass/ops/op_list.h"
+#endif
+#ifndef HG_COMPOSITE_OP
+#define HG_COMPOSITE_OP(ret, name, params, ...)
+#endif
+#ifndef HG_OP_DEFAULT
+#define HG_OP_DEFAULT(value)
+#endif
+
+// ---- convolution ----
+
+// x [N,H,W,C], w [K,R,S,C/groups], bias [K] or undefined -> [N,P,Q,K]
+HG_OP(Tensor, conv2d, (const Tensor& x, const Tensor& w, const Tensor& bias,
+                       const Conv2dParams& p), {
+  check_float(op, "input", x);
+  check_float(op, "weight", w);
+  check_dim(op, "input [N,H,W,C]", x, 4);
+  check_dim(op, "weight [K,R,S,C/groups]", w, 4);
+  check_same_device(op, x, w);
+  check_same_dtype(op, x, w);
+  HG_CHECK(p.groups >= 1 && x.size(3) % p.groups == 0 && w.size(0) % p.groups == 0,
+           "{}: groups={} must divide input channels {} and output channels {}", op, p.groups,
+           x.size(3), w.size(0));
+  HG_CHECK(w.size(3) * p.groups == x.size(3),
+           "{}: weight {} expects {} input channels, input {} has {}", op, w.describe(),
+           w.size(3) * p.groups, x.describe(), x.size(3));
+  HG_CHECK(p.stride_h > 0 && p.stride_w > 0 && p.dilation_h > 0 && p.dilation_w > 0 &&
+               p.pad_h >= 0 && p.pad_w >= 0,
+           "{}: stride and dilation must be positive, padding non-negative", op);
+  const int64_t oh = conv_out_size(x.size(1), w.size(1), p.stride_h, p.pad_h, p.dilation_h);
+  const int64_t ow = conv_out_size(x.size(2), w.size(2), p.stride_w, p.pad_w, p.dilation_w);
+  HG_CHECK(oh > 0 && ow > 0, "{}: kernel {} does not fit input {}", op, w.describe(),
+           x.describe());
+  if (bias.defined()) {
+    check_vector(op, "bias", bias, w.size(0));
+    check_same_device(op, x, bias);
+  }
+  return backend_for(x.device()).conv2d(x.contiguous(), w.contiguous(), contig(bias), p);
+})
+
+// dx undefined when input_grad is InputGrad::Skip, dbias when has_bias is false.
+HG_OP(ops::Conv2dGrads, conv2d_backward, (const Tensor& dy, const Tensor& x, const Tensor& w,
+                                          bool has_bias, const Conv2dParams& p,
+                                          InputGrad input_grad), {
+  check_dim(op, "grad output", dy, 4);
+  HG_CHECK(dy.size(0) == x.size(0) && dy.size(3) == w.size(0) &&
+               dy.size(1) == conv_out_size(x.size(1), w.size(1), p.stride_h, p.pad_h,
+                                           p.dilation_h) &&
+               dy.size(2) == conv_out_size(x.size(2), w.size(2), p.stride_w, p.pad_w,
+                                           p.dilation_w),
+           "{}: grad output {} does not match input {} and weight {}", op, dy.describe(),
+           x.describe(), w.describe());
+  check_same_dtype(op, dy, x);
+  return backend_for(x.device())
+      .conv2d_backward(dy.contiguous(), x.contiguous(), w.contiguous(), has_bias, p, input_grad);
+})
+
+// ---- batch normalisation over N,H,W per channel C (x is [N,H,W,C] or [N,C]) ----
+
+// Normalises with batch statistics and updates running_mean / running_var in place
+// (running_var takes the unbiased variance, as PyTorch does).
+HG_OP(ops::BatchNormForward, batch_norm_train, (const Tensor& x, const Tensor& weight,
+                                                const Tensor& bias, Tensor& running_mean,
+                                                Tensor& running_var, double momentum,
+                                                double eps), {
+  check_float(op, "input", x);
+  const int64_t c = bn_channels(op, x);
+  check_vector(op, "weight", weight, c);
+  check_vector(op, "bias", bias, c);
+  check_vector(op, "running_mean", running_mean, c);
+  check_vector(op, "running_var", running_var, c);
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&weight, &bias, &running_mean, &running_var}) {
+    check_dtype(op, "parameters and statistics", *t, DType::F32);
+    check_same_device(op, x, *t);
+  }
+  HG_CHECK(x.numel() / c > 1, "{}: training needs more than one value per channel, got {}", op,
+           x.describe());
+  return backend_for(x.device())
+      .batch_norm_train(x.contiguous(), weight, bias, running_mean, running_var, momentum, eps);
+})
+
+HG_OP(Tensor, batch_norm_eval, (const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                const Tensor& running_mean, const Tensor& running_var,
+                                double eps), {
+  check_float(op, "input", x);
+  const int64_t c = bn_channels(op, x);
+  for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) {
+    check_vector(op, "parameter", *t, c);
+    check_dtype(op, "parameters and statistics", *t, DType::F32);
+    check_same_device(op, x, *t);
+  }
+  return backend_for(x.device())
+      .batch_norm_eval(x.contiguous(), weight, bias, running_mean, running_var, eps);
+})
+
+HG_OP(ops::BatchNormGrads, batch_norm_backward, (const Tensor& dy, const Tensor& x,
+                                                 const Tensor& weight, const Tensor& mean,
+                                                 const Tensor& invstd), {
+  check_same_shape(op, dy, x);
+  return backend_for(x.device())
+      .batch_norm_backward(dy.contiguous(), x.contiguous(), weight, mean, invstd);
+})
+
+// ---- pooling ----
+
+HG_OP(ops::MaxPoolForward, max_pool2d, (const Tensor& x, const Pool2dParams& p), {
+  check_float(op, "input", x);
+  check_pool(op, x, p);
+  return backend_for(x.device()).max_pool2d(x.contiguous(), p);
+})
+
+HG_OP(Tensor, max_pool2d_backward, (const Tensor& dy, const Tensor& x, const Tensor& workspace,
+                                    const Pool2dParams& p), {
+  check_pool(op, x, p);
+  return backend_for(x.device()).max_pool2d_backward(dy.contiguous(), x, workspace, p);
+})
+
+// Padding counts towards the divisor (PyTorch's default, count_include_pad=True).
+HG_OP(Tensor, avg_pool2d, (const Tensor& x, const Pool2dParams& p), {
+  check_float(op, "input", x);
+  check_pool(op, x, p);
+  return backend_for(x.device()).avg_pool2d(x.contiguous(), p);
+})
+
+HG_OP(Tensor, avg_pool2d_backward, (const Tensor& dy, const Tensor& x, const Pool2dParams& p), {
+  check_pool(op, x, p);
+  return backend_for(x.device()).avg_pool2d_backward(dy.contiguous(), x, p);
+})
+
+// [N,H,W,C] -> [N,C]
+HG_OP(Tensor, global_avg_pool, (const Tensor& x), {
+  check_float(op, "input", x);
+  check_dim(op, "input [N,H,W,C]", x, 4);
+  return backend_for(x.device()).global_avg_pool(x.contiguous());
+})
+
+HG_OP(Tensor, global_avg_pool_backward, (const Tensor& dy, const Tensor& x), {
+  HG_CHECK(dy.dim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == x.size(3),
+           "{}: grad {} does not match input {}", op, dy.describe(), x.describe());
+  return backend_for(x.device()).global_avg_pool_backward(dy.contiguous(), x);
+})
+
+// ---- linear: y = x w^T + bias, x [N,in], w [out,in] ----
+
+HG_OP(Tensor, linear, (const Tensor& x, const Tensor& w, const Tensor& bias), {
+  check_float(op, "input", x);
+  check_float(op, "weight", w);
+  check_dim(op, "input [N,in]", x, 2);
+  check_dim(op, "weight [out,in]", w, 2);
+  check_same_device(op, x, w);
+  check_same_dtype(op, x, w);
+  HG_CHECK(x.size(1) == w.size(1), "{}: input {} has {} features, weight {} expects {}", op,
+           x.describe(), x.size(1), w.describe(), w.size(1));
+  if (bias.defined()) {
+    check_vector(op, "bias", bias, w.size(0));
+    check_same_device(op, x, bias);
+  }
+  return backend_for(x.device()).linear(x.contiguous(), w.contiguous(), contig(bias));
+})
+
+HG_OP(ops::LinearGrads, linear_backward, (const Tensor& dy, const Tensor& x, const Tensor& w,
+                                          bool has_bias, InputGrad input_grad), {
+  HG_CHECK(dy.dim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == w.size(0),
+           "{}: grad {} does not match input {} and weight {}", op, dy.describe(),
+           x.describe(), w.describe());
+  return backend_for(x.device())
+      .linear_backward(dy.contiguous(), x.contiguous(), w.contiguous(), has_bias, input_grad);
+})
+
+// ---- elementwise (same shapes; f32 or f64 on the cpu, f32, bf16 or f16 on GPUs) ----
+// The per-element formulas of the out-of-place ones are functors shared by the CPU and GPU
+// kernels (backend/elementwise_functors.h).
+
+HG_OP(Tensor, add, (const Tensor& a, const Tensor& b), {
+  check_binary(op, a, b);
+  return backend_for(a.device()).add(a.contiguous(), b.contiguous());
+})
+
+HG_OP(Tensor, sub, (const Tensor& a, const Tensor& b), {
+  check_binary(op, a, b);
+  return backend_for(a.device()).sub(a.contiguous(), b.contiguous());
+})
+
+HG_OP(Tensor, mul, (const Tensor& a, const Tensor& b), {
+  check_binary(op, a, b);
+  return backend_for(a.device()).mul(a.contiguous(), b.contiguous());
+})
+
+HG_OP(Tensor, add_scalar, (const Tensor& a, double s), {
+  check_float(op, "input", a);
+  return backend_for(a.device()).add_scalar(a.contiguous(), s);
+})
+
+HG_OP(Tensor, mul_scalar, (const Tensor& a, double s), {
+  check_float(op, "input", a);
+  return backend_for(a.device()).mul_scalar(a.contiguous(), s);
+})
+
+// dst += alpha * src, in place (gradient accumulation).
+HG_OP(void, add_, (Tensor& dst, const Tensor& src, double alpha HG_OP_DEFAULT(1.0)), {
+  check_binary(op, dst, src);
+  HG_CHECK(dst.is_contiguous(), "{}: destination {} must be contiguous", op, dst.describe());
+  backend_for(dst.device()).add_(dst, src.contiguous(), alpha);
+})
+
+HG_OP(void, mul_scalar_, (Tensor& dst, double s), {
+  check_float(op, "destination", dst);
+  HG_CHECK(dst.is_contiguous(), "{}: destination {} must be contiguous", op, dst.describe());
+  backend_for(dst.device()).mul_scalar_(dst, s);
+})
+
+HG_OP(Tensor, relu, (const Tensor& x), {
+  check_float(op, "input", x);
+  return backend_for(x.device()).relu(x.contiguous());
+})
+
+// dy where y > 0, else 0.
+HG_OP(Tensor, relu_backward, (const Tensor& dy, const Tensor& y), {
+  check_binary(op, dy, y);
+  return backend_for(y.device()).relu_backward(dy.contiguous(), y.contiguous());
+})
+
+// Square root; a negative element gives NaN (as std::sqrt), which later comparisons flag.
+HG_OP(Tensor, sqrt, (const Tensor& x), {
+  check_float(op, "input", x);
+  return backend_for(x.device()).sqrt(x.contiguous());
+})
+
+// dy / (2 y) with y = sqrt(x): sqrt's gradient from its output (inf where y is 0).
+HG_OP(Tensor, sqrt_backward, (const Tensor& dy, const Tensor& y), {
+  check_binary(op, dy, y);
+  return backend_for(y.device()).sqrt_backward(dy.contiguous(), y.contiguous());
+})
+
+// ---- reductions (to a scalar f32 tensor on the input's device) ----
+
+HG_OP(Tensor, sum, (const Tensor& x), {
+  check_float(op, "input", x);
+  return backend_for(x.device()).sum(x.contiguous());
+})
+
+HG_COMPOSITE_OP(Tensor, mean, (const Tensor& x), {
+  check_float(op, "input", x);
+  HG_CHECK(x.numel() > 0, "{} of empty tensor {}", op, x.describe());
+  Backend& backend = backend_for(x.device());
+  return backend.mul_scalar(backend.sum(x.contiguous()), 1.0 / double(x.numel()));
+})
+
+HG_OP(Tensor, sum_squares, (const Tensor& x), {
+  check_float(op, "input", x);
+  return backend_for(x.device()).sum_squares(x.contiguous());
+})
+
+// ---- softmax cross-entropy: logits [N,C] f32, labels [N] i64 ----
+
+// With label smoothing s the target is (1-s) one-hot + s/C uniform.
+HG_OP(ops::CrossEntropyForward, cross_entropy, (const Tensor& logits, const Tensor& labels,
+                                                double label_smoothing), {
+  check_logits_labels(op, logits, labels);
+  HG_CHECK(label_smoothing >= 0.0 && label_smoothing < 1.0,
+           "{}: label_smoothing must be in [0, 1), got {}", op, label_smoothing);
+  HG_CHECK(logits.size(0) > 0, "{}: empty batch", op);
+  return backend_for(logits.device())
+      .cross_entropy(logits.contiguous(), labels.contiguous(), label_smoothing);
+})
+
+// dloss is the scalar gradient of the loss.
+HG_OP(Tensor, cross_entropy_backward, (const Tensor& dloss, const Tensor& probs,
+                                       const Tensor& labels, double label_smoothing), {
+  HG_CHECK(dloss.numel() == 1, "{}: grad of the loss must be a scalar, got {}", op,
+           dloss.describe());
+  return backend_for(probs.device())
+      .cross_entropy_backward(dloss, probs, labels.contiguous(), label_smoothing);
+})
+
+// Number of rows whose arg-max equals the label, as a scalar f32 (stays on the device).
+HG_OP(Tensor, count_correct, (const Tensor& logits, const Tensor& labels), {
+  check_logits_labels(op, logits, labels);
+  return backend_for(logits.device()).count_correct(logits.contiguous(), labels.contiguous());
+})
+
+// ---- dropout: element i is kept with probability 1-p, decided by Philox(seed, offset + i) ----
+
+HG_OP(ops::DropoutForward, dropout, (const Tensor& x, double p, uint64_t seed,
+                                     uint64_t offset), {
+  check_float(op, "input", x);
+  HG_CHECK(p >= 0.0 && p < 1.0, "{}: p must be in [0, 1), got {}", op, p);
+  return backend_for(x.device()).dropout(x.contiguous(), p, seed, offset);
+})
+
+HG_OP(Tensor, dropout_backward, (const Tensor& dy, const Tensor& mask, double p), {
+  HG_CHECK(dy.shape() == mask.shape(), "{}: grad {} does not match mask {}", op,
+           dy.describe(), mask.describe());
+  return backend_for(dy.device()).dropout_backward(dy.contiguous(), mask, p);
+})
+
+// ---- optimizer updates over flat f32 tensors of equal shape ----
+// `skip`, when defined, is a one-element f32 tensor on the parameters' device; the update does
+// nothing when it is nonzero (the loss scaler's found-inf flag). The decision is taken on the
+// device: the host never waits for it.
+
+HG_OP(void, sgd_step, (Tensor& params, const Tensor& grads, Tensor& momentum,
+                       const SgdOptions& o, bool first_step,
+                       const Tensor& skip HG_OP_DEFAULT(Tensor())), {
+  check_skip(op, params, skip);
+  if (o.momentum != 0.0)
+    check_flat(op, params, {&grads, &momentum});
+  else
+    check_flat(op, params, {&grads});
+  HG_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
+           "{}: nesterov needs momentum > 0 and dampening 0", op);
+  backend_for(params.device()).sgd_step(params, grads, momentum, o, first_step, skip);
+})
+
+// step is 1 for the first update (bias correction).
+HG_OP(void, adamw_step, (Tensor& params, const Tensor& grads, Tensor& exp_avg,
+                         Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                         const Tensor& skip HG_OP_DEFAULT(Tensor())), {
+  check_flat(op, params, {&grads, &exp_avg, &exp_avg_sq});
+  check_skip(op, params, skip);
+  HG_CHECK(step >= 1, "{}: step must start at 1, got {}", op, step);
+  backend_for(params.device()).adamw_step(params, grads, exp_avg, exp_avg_sq, o, step, skip);
+})
+
+// ---- dynamic loss scaling, on the device ----
+// The scaler's state is an f32 tensor [kLossScaleState] on the gradients' device:
+// {scale, found_inf (0 or 1), good_steps (steps since the scale last changed)}.
+
+// grads *= 1/scale in place, over a flat f32 tensor; sets found_inf to 1 when any gradient is
+// inf or NaN (never clears it, so several calls accumulate).
+HG_OP(void, unscale_grads_, (Tensor& grads, Tensor& state), {
+  check_scaler_state(op, state);
+  check_dtype(op, "gradients", grads, DType::F32);
+  HG_CHECK(grads.is_contiguous(), "{}: gradients {} must be contiguous", op, grads.describe());
+  check_same_device(op, grads, state);
+  backend_for(grads.device()).unscale_grads_(grads, state);
+})
+
+// After an optimizer step: with found_inf, scale *= backoff and good_steps = 0; otherwise
+// good_steps += 1 and, when it reaches growth_interval, scale *= growth and good_steps = 0.
+// Clears found_inf.
+HG_OP(void, update_loss_scale_, (Tensor& state, double growth, double backoff,
+                                 int64_t growth_interval), {
+  check_scaler_state(op, state);
+  HG_CHECK(growth >= 1.0 && backoff > 0.0 && backoff <= 1.0 && growth_interval >= 1,
+           "{}: needs growth >= 1, 0 < backoff <= 1 and growth_interval >= 1, got {}, {}, {}",
+           op, growth, backoff, growth_interval);
+  backend_for(state.device()).update_loss_scale_(state, growth, backoff, growth_interval);
+})
+
+#undef HG_OP
+#undef HG_COMPOSITE_OP
+#undef HG_OP_DEFAULT
