@@ -1,7 +1,6 @@
 // The public ops: the check helpers their bodies use, then the bodies of the list (op_list.h)
-// expanded into the definitions of hg::ops::<name>. Also the process-wide math-mode switches.
+// expanded into the definitions of hg::ops::<name>.
 #include "hourglass/ops/ops.h"
-
 
 #include "hourglass/ops/backend.h"
 
