@@ -54,6 +54,7 @@ class Backend {
 
   virtual Tensor sum(const Tensor& x) = 0;
   virtual Tensor sum_squares(const Tensor& x) = 0;
+  virtual Tensor clip_grads_(Tensor& grads, const Tensor& sum_squares, double max_norm) = 0;
 
   virtual ops::CrossEntropyForward cross_entropy(const Tensor& logits, const Tensor& labels,
                                                  double label_smoothing) = 0;
@@ -68,8 +69,9 @@ class Backend {
   virtual void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
                         const SgdOptions& o, bool first_step, const Tensor& skip) = 0;
   virtual void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
-                          Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                          Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step,
                           const Tensor& skip) = 0;
+  virtual void advance_step_(Tensor& step, const Tensor& skip) = 0;
   virtual void unscale_grads_(Tensor& grads, Tensor& state) = 0;
   virtual void update_loss_scale_(Tensor& state, double growth, double backoff,
                                   int64_t growth_interval) = 0;

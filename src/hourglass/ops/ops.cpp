@@ -2,6 +2,7 @@
 #include "hourglass/ops/ops.h"
 
 #include <atomic>
+#include <cmath>
 
 #include "hourglass/ops/backend.h"
 
@@ -265,6 +266,21 @@ Tensor sum_squares(const Tensor& x) {
   return backend_for(x.device()).sum_squares(x.contiguous());
 }
 
+Tensor clip_grads_(Tensor& grads, const Tensor& sum_squares, double max_norm) {
+  const char* op = "clip_grads_";
+  HG_CHECK(grads.defined(), "{}: gradients are undefined", op);
+  check_dtype(op, "gradients", grads, DType::F32);
+  HG_CHECK(grads.is_contiguous(), "{}: gradients {} must be contiguous", op, grads.describe());
+  HG_CHECK(sum_squares.defined() && sum_squares.numel() == 1,
+           "{}: sum_squares must have one element (ops::sum_squares(grads)), got {}", op,
+           sum_squares.describe());
+  check_dtype(op, "sum_squares", sum_squares, DType::F32);
+  check_same_device(op, grads, sum_squares);
+  HG_CHECK(std::isfinite(max_norm) && max_norm > 0,
+           "{}: max_norm must be positive and finite, got {}", op, max_norm);
+  return backend_for(grads.device()).clip_grads_(grads, sum_squares, max_norm);
+}
+
 namespace {
 void check_logits_labels(const char* op, const Tensor& logits, const Tensor& labels) {
   check_float(op, "logits", logits);
@@ -329,6 +345,14 @@ void check_skip(const char* op, const Tensor& params, const Tensor& skip) {
   check_dtype(op, "skip flag", skip, DType::F32);
   check_same_device(op, params, skip);
 }
+
+void check_step(const char* op, const Tensor& params, const Tensor& step) {
+  HG_CHECK(step.defined() && step.numel() == 1,
+           "{}: step must be a one-element f32 tensor (the optimizer's count of applied updates), "
+           "got {}", op, step.describe());
+  check_dtype(op, "step", step, DType::F32);
+  check_same_device(op, params, step);
+}
 }  // namespace
 
 void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o,
@@ -344,11 +368,18 @@ void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOp
 }
 
 void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq,
-                const AdamWOptions& o, int64_t step, const Tensor& skip) {
+                const AdamWOptions& o, const Tensor& step, const Tensor& skip) {
   check_flat("adamw_step", params, {&grads, &exp_avg, &exp_avg_sq});
   check_skip("adamw_step", params, skip);
-  HG_CHECK(step >= 1, "adamw_step: step must start at 1, got {}", step);
+  check_step("adamw_step", params, step);
   backend_for(params.device()).adamw_step(params, grads, exp_avg, exp_avg_sq, o, step, skip);
+}
+
+void advance_step_(Tensor& step, const Tensor& skip) {
+  check_step("advance_step_", step, step);
+  HG_CHECK(step.is_contiguous(), "advance_step_: step {} must be contiguous", step.describe());
+  check_skip("advance_step_", step, skip);
+  backend_for(step.device()).advance_step_(step, skip);
 }
 
 namespace {

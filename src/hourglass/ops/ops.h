@@ -91,6 +91,15 @@ Tensor sum(const Tensor& x);
 Tensor mean(const Tensor& x);
 Tensor sum_squares(const Tensor& x);
 
+// ---- global-norm gradient clipping, decided on the device ----
+// torch.nn.utils.clip_grad_norm_ (L2) over a flat f32 gradient tensor, given its sum of squares
+// (a one-element f32 tensor on the same device, e.g. from sum_squares): with
+// norm = sqrt(sum_squares) and coef = max_norm / (norm + 1e-6), computed in double,
+// grads *= float(coef) when coef < 1. A non-finite norm leaves the gradients untouched (the
+// loss scaler's skip handles that step). Returns the norm as a scalar f32 tensor on the device;
+// nothing is read back to the host.
+Tensor clip_grads_(Tensor& grads, const Tensor& sum_squares, double max_norm);
+
 // ---- softmax cross-entropy: logits [N,C] f32, labels [N] i64 ----
 struct CrossEntropyForward {
   Tensor loss;    // scalar f32: mean over the batch
@@ -119,9 +128,16 @@ Tensor dropout_backward(const Tensor& dy, const Tensor& mask, double p);
 // device: the host never waits for it.
 void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o,
               bool first_step, const Tensor& skip = Tensor());
-// step is 1 for the first update (bias correction).
+// `step` is a one-element f32 tensor on the parameters' device holding the number of this
+// update (1 for the first; the bias corrections use it), read on the device. It must be >= 1
+// when the update is applied: the CPU throws otherwise, a GPU gives non-finite parameters.
 void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq,
-                const AdamWOptions& o, int64_t step, const Tensor& skip = Tensor());
+                const AdamWOptions& o, const Tensor& step, const Tensor& skip = Tensor());
+// step += 1 on the device, unless `skip` is defined and nonzero: the count of applied updates
+// an optimizer keeps next to its state (call it before the update it counts). `step` is a
+// one-element f32 tensor (integers are exact in f32 up to 2^24 steps; past that the count
+// stops growing, where Adam's bias corrections are 1 in f32 anyway).
+void advance_step_(Tensor& step, const Tensor& skip = Tensor());
 
 // ---- dynamic loss scaling, on the device ----
 // The scaler's state is an f32 tensor [3] on the gradients' device:

@@ -40,13 +40,15 @@ class GpuBackend final : public Backend {
   Tensor relu_backward(const Tensor& dy, const Tensor& y) override;
   Tensor sum(const Tensor& x) override;
   Tensor sum_squares(const Tensor& x) override;
+  Tensor clip_grads_(Tensor& grads, const Tensor& sum_squares, double max_norm) override;
   ops::CrossEntropyForward cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) override;
   Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& labels, double label_smoothing) override;
   Tensor count_correct(const Tensor& logits, const Tensor& labels) override;
   ops::DropoutForward dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) override;
   Tensor dropout_backward(const Tensor& dy, const Tensor& mask, double p) override;
   void sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum, const SgdOptions& o, bool first_step, const Tensor& skip) override;
-  void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step, const Tensor& skip) override;
+  void adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step, const Tensor& skip) override;
+  void advance_step_(Tensor& step, const Tensor& skip) override;
   void unscale_grads_(Tensor& grads, Tensor& state) override;
   void update_loss_scale_(Tensor& state, double growth, double backoff, int64_t growth_interval) override;
 };
