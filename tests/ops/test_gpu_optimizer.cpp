@@ -139,7 +139,8 @@ TEST(GpuOptimizer, NonzeroSkipFlagLeavesEverythingUntouched) {
     Tensor count = Tensor::scalar(2.0, DType::F32, gpu0()).reshape({1});
     ops::advance_step_(count, skip);
     ops::adamw_step(p, g, m, v, ao, count, skip);
-    EXPECT_EQ(count.to_vector<float>(), std::vector<float>{2.0f}) << "a skipped update is not counted";
+    EXPECT_EQ(count.to_vector<float>(), std::vector<float>{2.0f})
+        << "a skipped update is not counted";
     EXPECT_EQ(p.to_vector<float>(), p0);
     EXPECT_EQ(m.to_vector<float>(), m0);
     EXPECT_EQ(v.to_vector<float>(), v0);

@@ -204,7 +204,8 @@ TEST(OptimizerKernels, ValidateOperands) {
       [&] { ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, Tensor::zeros({2})); },
       {"adamw_step", "step", "[2]"});
   test::expect_invalid([&] {
-    ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, Tensor::from_vector<double>({1.0}, {1}));
+    ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{},
+                    Tensor::from_vector<double>({1.0}, {1}));
   }, {"adamw_step", "step", "f32"});
 }
 

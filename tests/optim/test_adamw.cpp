@@ -271,8 +271,9 @@ TEST(AdamW, LoadStateStillRejectsBadEntries) {
   test::expect_invalid(
       [&] { adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"applied_steps", v}}, 1); },
       {"adamw state", "applied_steps", "f32[4]"});
+  const Tensor one = Tensor::zeros({1});
   test::expect_invalid(
-      [&] { adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"step", Tensor::zeros({1})}}, 1); },
+      [&] { adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"step", one}}, 1); },
       {"adamw state", "unexpected entry 'step'"});
   // Nothing was copied by the failed loads.
   EXPECT_EQ(applied_steps(adamw), 0.0f);

@@ -160,7 +160,8 @@ TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
     save_safetensors(out, kept, file.metadata);
     return out;
   };
-  const train::LoadedCheckpoint old = train::read_training_checkpoint(without("optim.applied_steps"));
+  const train::LoadedCheckpoint old =
+      train::read_training_checkpoint(without("optim.applied_steps"));
   FlatParameters other_flat = nn::build_parameter_arena(*model, nn::DecayScope::All);
   optim::AdamW other(other_flat, AdamWOptions{});
   train::check_resumable(old, s.config_text, *model, other, /*steps_per_epoch=*/1);
@@ -169,7 +170,8 @@ TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
   for (const auto& [name, t] : other.state())
     if (name == "applied_steps") EXPECT_EQ(t.to_vector<float>(), std::vector<float>{2.0f});
 
-  const train::LoadedCheckpoint no_moment = train::read_training_checkpoint(without("optim.exp_avg"));
+  const train::LoadedCheckpoint no_moment =
+      train::read_training_checkpoint(without("optim.exp_avg"));
   try {
     train::check_resumable(no_moment, s.config_text, *model, other, 1);
     ADD_FAILURE() << "a checkpoint without optim.exp_avg was accepted";

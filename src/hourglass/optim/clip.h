@@ -11,9 +11,9 @@ namespace hg::optim {
 // The L2 norm of all gradients (read back to the host: for tests and logs, not the step).
 double grad_norm(const FlatParameters& flat);
 
-// Clips in place and returns the norm before clipping (read back to the host, as grad_norm). A non-finite norm (NaN or inf gradient)
-// leaves the gradients untouched and is returned as is, so the caller can skip the step.
-// Throws InvalidInput when max_norm is not positive.
+// Clips in place and returns the norm before clipping (read back to the host, as grad_norm).
+// A non-finite norm (NaN or inf gradient) leaves the gradients untouched and is returned as
+// is, so the caller can skip the step. Throws InvalidInput when max_norm is not positive.
 double clip_grad_norm(FlatParameters& flat, double max_norm);
 
 // As clip_grad_norm, entirely on the gradients' device (ops::sum_squares, then
