@@ -1,6 +1,7 @@
-// The GPU backend's fused optimizer updates (sgd_step, adamw_step, with the device-side skip
-// flag) and dynamic loss scaling (unscale_grads_, update_loss_scale_) against the CPU backend:
-// several steps over sizes that exercise the float4 path, its tail and unaligned views.
+// The GPU backend's fused optimizer updates (sgd_step, adamw_step with its device-side update
+// number, advance_step_, the device-side skip flag), gradient clipping (clip_grads_) and
+// dynamic loss scaling (unscale_grads_, update_loss_scale_) against the CPU backend: several
+// steps over sizes that exercise the float4 path, its tail and unaligned views.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -102,11 +103,15 @@ TEST(GpuOptimizer, AdamWMatchesCpuOverSeveralSteps) {
         Flat p = flat(random_values(n, 3), unaligned);
         Flat m = flat(std::vector<double>(size_t(n), 0.0), unaligned);
         Flat v = flat(std::vector<double>(size_t(n), 0.0), unaligned);
+        Flat count = flat({0.0});   // the update number, on each device
         for (int64_t step = 1; step <= kSteps; ++step) {
           const Flat g = flat(random_values(n, uint64_t(20 + step)), unaligned);
-          ops::adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, o, step);
-          ops::adamw_step(p.cpu, g.cpu, m.cpu, v.cpu, o, step);
+          ops::advance_step_(count.gpu);
+          ops::advance_step_(count.cpu);
+          ops::adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, o, count.gpu);
+          ops::adamw_step(p.cpu, g.cpu, m.cpu, v.cpu, o, count.cpu);
         }
+        EXPECT_EQ(count.gpu.to_vector<float>(), std::vector<float>{float(kSteps)});
         EXPECT_TRUE(all_close(p.gpu, to_doubles(p.cpu), tol()));
         EXPECT_TRUE(all_close(m.gpu, to_doubles(m.cpu), tol()));
         // v holds squares of O(1) gradients scaled by 1 - beta2 = 1e-3.
@@ -131,7 +136,11 @@ TEST(GpuOptimizer, NonzeroSkipFlagLeavesEverythingUntouched) {
     const auto p0 = p.to_vector<float>(), m0 = m.to_vector<float>(), v0 = v.to_vector<float>();
     ops::sgd_step(p, g, m, so, false, skip);
     ops::sgd_step(p, g, m, so, true, skip);
-    ops::adamw_step(p, g, m, v, ao, 3, skip);
+    Tensor count = Tensor::scalar(2.0, DType::F32, gpu0()).reshape({1});
+    ops::advance_step_(count, skip);
+    ops::adamw_step(p, g, m, v, ao, count, skip);
+    EXPECT_EQ(count.to_vector<float>(), std::vector<float>{2.0f})
+        << "a skipped update is not counted";
     EXPECT_EQ(p.to_vector<float>(), p0);
     EXPECT_EQ(m.to_vector<float>(), m0);
     EXPECT_EQ(v.to_vector<float>(), v0);
@@ -156,8 +165,13 @@ TEST(GpuOptimizer, ZeroSkipFlagUpdatesAsWithoutOne) {
 
   AdamWOptions ao;
   Tensor v1 = Tensor::zeros({n}, DType::F32, gpu0()), v2 = v1.clone();
-  ops::adamw_step(p1, g, m1, v1, ao, 1, zero);
-  ops::adamw_step(p2, g, m2, v2, ao, 1);
+  Tensor c1 = Tensor::zeros({1}, DType::F32, gpu0()), c2 = c1.clone();
+  ops::advance_step_(c1, zero);
+  ops::advance_step_(c2);
+  EXPECT_EQ(c1.to_vector<float>(), std::vector<float>{1.0f});
+  EXPECT_EQ(c2.to_vector<float>(), std::vector<float>{1.0f});
+  ops::adamw_step(p1, g, m1, v1, ao, c1, zero);
+  ops::adamw_step(p2, g, m2, v2, ao, c2);
   EXPECT_EQ(p1.to_vector<float>(), p2.to_vector<float>());
   EXPECT_EQ(v1.to_vector<float>(), v2.to_vector<float>());
 }
@@ -169,10 +183,116 @@ TEST(GpuOptimizer, EmptyTensorsLaunchNothing) {
   SgdOptions so;
   so.momentum = 0.9;
   ops::sgd_step(p, p, m, so, true);
-  ops::adamw_step(p, p, m, v, AdamWOptions{}, 1);
+  ops::adamw_step(p, p, m, v, AdamWOptions{}, Tensor::scalar(1.0, DType::F32, gpu0()));
+  const Tensor ss = Tensor::scalar(4.0, DType::F32, gpu0());
+  EXPECT_EQ(ops::clip_grads_(p, ss, 1.0).item(), 2.0) << "the norm is written for n = 0 too";
   Tensor state = Tensor::from_vector<float>({8.0f, 0.0f, 0.0f}, {3}).to(gpu0());
   ops::unscale_grads_(p, state);
   EXPECT_EQ(state.to_vector<float>(), (std::vector<float>{8.0f, 0.0f, 0.0f}));
+}
+
+TEST(GpuOptimizer, AdvanceStepMatchesCpu) {
+  HG_REQUIRE_GPU();
+  for (double flag : {0.0, 1.0, -3.0, double(INFINITY), double(NAN)})
+    for (bool with_flag : {false, true}) {
+      if (!with_flag && flag != 0.0) continue;
+      SCOPED_TRACE(testing::Message() << "flag=" << flag << " with_flag=" << with_flag);
+      Flat count = flat({41.0});
+      const Flat skip = flat({flag});
+      for (int k = 0; k < 3; ++k) {
+        ops::advance_step_(count.gpu, with_flag ? skip.gpu : Tensor());
+        ops::advance_step_(count.cpu, with_flag ? skip.cpu : Tensor());
+      }
+      EXPECT_EQ(count.gpu.to_vector<float>(), count.cpu.to_vector<float>());
+      EXPECT_EQ(count.gpu.to_vector<float>()[0], !with_flag || flag == 0.0 ? 44.0f : 41.0f);
+    }
+}
+
+TEST(GpuOptimizer, AdamWReadsTheUpdateNumberOnTheDevice) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  // Given moments at update numbers 1, 2, 7 and 1000: the bias corrections come from the count.
+  const int64_t n = 100003;
+  AdamWOptions o;
+  o.lr = 0.01;
+  o.weight_decay = 0.1;
+  for (double step : {1.0, 2.0, 7.0, 1000.0}) {
+    SCOPED_TRACE(testing::Message() << "step=" << step);
+    Flat p = flat(random_values(n, 40)), m = flat(random_values(n, 41));
+    Flat v = flat(random_values(n, 42, 0, 0.01));
+    const Flat g = flat(random_values(n, 43));
+    const Flat count = flat({step});
+    ops::adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, o, count.gpu);
+    ops::adamw_step(p.cpu, g.cpu, m.cpu, v.cpu, o, count.cpu);
+    // One step: a few f32 roundings per element; the bias corrections may differ by the last
+    // bit of their f32 rounding (device and host pow): within the same bound.
+    EXPECT_TRUE(all_close(p.gpu, to_doubles(p.cpu), test::tolerance_for(DType::F32, 4)));
+    EXPECT_TRUE(all_close(m.gpu, to_doubles(m.cpu), test::tolerance_for(DType::F32, 4)));
+  }
+}
+
+// ---------------------------------------------------------------- gradient clipping
+
+TEST(GpuClip, ClipGradsMatchesCpuExactlyFromTheSameSumOfSquares) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  for (bool unaligned : {false, true})
+    for (int64_t n : kSizes) {
+      const auto values = random_values(n, 50);
+      const Tensor cpu_ss = ops::sum_squares(test::f32_tensor(values, {n}));
+      const double norm = std::sqrt(cpu_ss.item());
+      for (double max_norm : {0.01 * norm, 0.999 * norm, 2 * norm + 1e-3}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " unaligned=" << unaligned
+                                        << " max_norm=" << max_norm);
+        Flat g = flat(values, unaligned);
+        // The same f32 sum of squares on both devices: the double arithmetic of the
+        // coefficient (sqrt, division: correctly rounded on both) and the one f32 multiply
+        // give bit-identical gradients and norm.
+        const Tensor gpu_ss = cpu_ss.to(gpu0());
+        const Tensor gpu_norm = ops::clip_grads_(g.gpu, gpu_ss, max_norm);
+        const Tensor cpu_norm = ops::clip_grads_(g.cpu, cpu_ss, max_norm);
+        EXPECT_EQ(gpu_norm.device(), gpu0());
+        EXPECT_EQ(gpu_norm.item(), cpu_norm.item());
+        ASSERT_EQ(g.gpu.to_vector<float>(), g.cpu.to_vector<float>());
+      }
+    }
+}
+
+TEST(GpuClip, ClipGradsWithItsOwnSumOfSquaresMatchesCpu) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  for (int64_t n : kSizes) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    Flat g = flat(random_values(n, 51));
+    const Tensor gpu_norm = ops::clip_grads_(g.gpu, ops::sum_squares(g.gpu), 0.5);
+    const Tensor cpu_norm = ops::clip_grads_(g.cpu, ops::sum_squares(g.cpu), 0.5);
+    // The GPU sums squares in f32 by a tree of ~n terms, the CPU in double: the sum's error
+    // bound for n terms carries into the norm and the coefficient (halved by the sqrt).
+    const test::Tolerance t = test::tolerance_for(DType::F32, n);
+    EXPECT_TRUE(all_close(gpu_norm, to_doubles(cpu_norm), t));
+    EXPECT_TRUE(all_close(g.gpu, to_doubles(g.cpu), t));
+  }
+}
+
+TEST(GpuClip, NonFiniteNormLeavesGradientsUntouched) {
+  HG_REQUIRE_GPU();
+  for (double bad : {double(NAN), double(INFINITY)}) {
+    SCOPED_TRACE(testing::Message() << "bad=" << bad);
+    auto values = random_values(1001, 52);
+    values[500] = bad;
+    Flat g = flat(values);
+    const auto before = g.gpu.to_vector<float>();
+    const Tensor norm = ops::clip_grads_(g.gpu, ops::sum_squares(g.gpu), 0.1);
+    EXPECT_FALSE(std::isfinite(norm.item()));
+    const auto after = g.gpu.to_vector<float>();
+    for (size_t i = 0; i < after.size(); ++i)
+      if (i != 500) ASSERT_EQ(after[i], before[i]) << "element " << i;
+  }
+  // An inf sum of squares over finite gradients: the coefficient would be 0; nothing changes.
+  Flat big = flat({1e30, 1e30, 1.0});
+  const auto before = big.gpu.to_vector<float>();
+  ops::clip_grads_(big.gpu, ops::sum_squares(big.gpu), 1.0);
+  EXPECT_EQ(big.gpu.to_vector<float>(), before);
 }
 
 // ---------------------------------------------------------------- loss scaling

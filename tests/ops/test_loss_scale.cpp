@@ -190,7 +190,10 @@ TEST(LossScale, SkipFlagLeavesTheOptimizerStateUntouched) {
     const auto p0 = to_doubles(p), m0 = to_doubles(m), v0 = to_doubles(v);
     const Tensor skip = Tensor::scalar(flag);
     ops::sgd_step(p, g, m, so, true, skip);
-    ops::adamw_step(p, g, m, v, AdamWOptions{}, 1, skip);
+    Tensor count = Tensor::zeros({1});   // AdamW's applied-update count
+    ops::advance_step_(count, skip);
+    ops::adamw_step(p, g, m, v, AdamWOptions{}, count, skip);
+    EXPECT_EQ(to_doubles(count), std::vector<double>{0.0}) << "a skipped update is not counted";
     EXPECT_EQ(to_doubles(p), p0);
     EXPECT_EQ(to_doubles(m), m0);
     EXPECT_EQ(to_doubles(v), v0);

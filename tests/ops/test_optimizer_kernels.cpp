@@ -1,9 +1,13 @@
 // The fused sgd_step / adamw_step kernels against float64 references of torch.optim.SGD and
-// torch.optim.AdamW, over three steps and every option combination.
+// torch.optim.AdamW, over three steps and every option combination; advance_step_, the
+// applied-update count AdamW keeps next to its state.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "hourglass/ops/ops.h"
 #include "support/compare.h"
+#include "support/expect_error.h"
 #include "support/reference_dense.h"
 
 namespace hg {
@@ -78,9 +82,11 @@ TEST(AdamWKernel, MatchesReferenceOverThreeSteps) {
       ref::AdamWState r{round_f32(random_values(n, 2)), {}, {}, 0};
       Tensor params = f32_tensor(r.param, {n});
       Tensor m = Tensor::zeros({n}), v = Tensor::zeros({n});
+      Tensor count = Tensor::zeros({1});   // the update number, as AdamW keeps it
       for (int64_t step = 1; step <= 3; ++step) {
         const auto g = round_f32(random_values(n, uint64_t(20 + step)));
-        ops::adamw_step(params, f32_tensor(g, {n}), m, v, o, step);
+        ops::advance_step_(count);
+        ops::adamw_step(params, f32_tensor(g, {n}), m, v, o, count);
         ref::adamw_step(r, g, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
       }
       EXPECT_TRUE(all_close(params, r.param, tol()));
@@ -90,6 +96,75 @@ TEST(AdamWKernel, MatchesReferenceOverThreeSteps) {
     }
 }
 
+Tensor step_tensor(double step) { return Tensor::from_vector<float>({float(step)}, {1}); }
+
+TEST(AdamWKernel, BiasCorrectionsUseTheGivenUpdateNumber) {
+  // Update number 5 from given moments: the reference starts at step 4 with the same state.
+  const int64_t n = 1001;
+  AdamWOptions o;
+  o.lr = 0.01;
+  o.weight_decay = 0.1;
+  ref::AdamWState r{round_f32(random_values(n, 30)), round_f32(random_values(n, 31)),
+                    round_f32(random_values(n, 32, 0, 0.01)), 4};
+  Tensor params = f32_tensor(r.param, {n}), m = f32_tensor(r.m, {n}), v = f32_tensor(r.v, {n});
+  const auto g = round_f32(random_values(n, 33));
+  ops::adamw_step(params, f32_tensor(g, {n}), m, v, o, step_tensor(5));
+  ref::adamw_step(r, g, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+  ASSERT_EQ(r.step, 5);
+  // One step: a handful of roundings per element.
+  EXPECT_TRUE(all_close(params, r.param, test::tolerance_for(DType::F32, 4)));
+  // The same state at update number 1 gives a different result: the count is really read.
+  Tensor p1 = f32_tensor(round_f32(random_values(n, 30)), {n});
+  Tensor m1 = f32_tensor(round_f32(random_values(n, 31)), {n});
+  Tensor v1 = f32_tensor(round_f32(random_values(n, 32, 0, 0.01)), {n});
+  ops::adamw_step(p1, f32_tensor(g, {n}), m1, v1, o, step_tensor(1));
+  EXPECT_NE(to_doubles(p1), to_doubles(params));
+}
+
+TEST(AdamWKernel, UpdateNumberBelowOneIsAnError) {
+  Tensor p = Tensor::zeros({4}), m = Tensor::zeros({4}), v = Tensor::zeros({4});
+  const Tensor g = Tensor::from_vector<float>({1.0f, 1.0f, 1.0f, 1.0f}, {4});
+  test::expect_invalid([&] { ops::adamw_step(p, g, m, v, AdamWOptions{}, step_tensor(0)); },
+                       {"adamw_step", "at least 1", "advance_step_"});
+  // A skipped update reads no count (the first fp16 steps are often skipped, at count 0).
+  ops::adamw_step(p, g, m, v, AdamWOptions{}, step_tensor(0), Tensor::scalar(1.0));
+  EXPECT_EQ(to_doubles(p), std::vector<double>(4, 0.0));
+}
+
+TEST(AdvanceStep, CountsUnlessSkipped) {
+  // The float64 reference: count + 1 when there is no flag or it is 0, else count.
+  struct Case {
+    bool has_flag;
+    double flag;
+    double expected;
+  };
+  const Case cases[] = {{false, 0, 8}, {true, 0.0, 8}, {true, 1.0, 7}, {true, -3.0, 7},
+                        {true, double(INFINITY), 7}, {true, double(NAN), 7}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "flag=" << (c.has_flag ? c.flag : -999));
+    Tensor count = step_tensor(7);
+    ops::advance_step_(count, c.has_flag ? Tensor::scalar(c.flag) : Tensor());
+    EXPECT_EQ(to_doubles(count), std::vector<double>{c.expected});
+  }
+  // The count and the flag as elements of one state tensor (views), as a caller may keep them.
+  Tensor state = Tensor::from_vector<float>({3.0f, 0.0f}, {2});
+  Tensor count = state.narrow(0, 0, 1);
+  ops::advance_step_(count, state.narrow(0, 1, 1));
+  EXPECT_EQ(to_doubles(state), (std::vector<double>{4.0, 0.0}));
+}
+
+TEST(AdvanceStep, ValidatesOperands) {
+  Tensor two = Tensor::zeros({2});
+  test::expect_invalid([&] { ops::advance_step_(two); }, {"advance_step_", "step", "[2]"});
+  Tensor f64 = Tensor::zeros({1}, DType::F64);
+  test::expect_invalid([&] { ops::advance_step_(f64); }, {"advance_step_", "step", "f32"});
+  Tensor count = Tensor::zeros({1});
+  test::expect_invalid([&] { ops::advance_step_(count, Tensor::zeros({2})); },
+                       {"advance_step_", "skip flag"});
+  test::expect_invalid([&] { ops::advance_step_(count, Tensor::zeros({1}, DType::F64)); },
+                       {"advance_step_", "skip flag"});
+}
+
 TEST(AdamWKernel, FirstStepMovesEachParameterByLr) {
   // With bias correction the first update is lr * g / (|g| + eps): lr in the direction of -g.
   Tensor params = Tensor::from_vector<float>({0.0f, 0.0f, 0.0f}, {3});
@@ -97,7 +172,8 @@ TEST(AdamWKernel, FirstStepMovesEachParameterByLr) {
   AdamWOptions o;
   o.lr = 0.1;
   o.weight_decay = 0.0;
-  ops::adamw_step(params, Tensor::from_vector<float>({3.0f, -0.5f, 1e-3f}, {3}), m, v, o, 1);
+  ops::adamw_step(params, Tensor::from_vector<float>({3.0f, -0.5f, 1e-3f}, {3}), m, v, o,
+                  step_tensor(1));
   const auto p = params.to_vector<float>();
   EXPECT_NEAR(p[0], -0.1, 1e-6);
   EXPECT_NEAR(p[1], 0.1, 1e-6);
@@ -115,9 +191,22 @@ TEST(OptimizerKernels, ValidateOperands) {
   Tensor m4 = Tensor::zeros({4});
   EXPECT_THROW(ops::sgd_step(p, Tensor::zeros({4}), m4, o, true), Error);  // nesterov + dampening
   Tensor v = Tensor::zeros({4});
-  EXPECT_THROW(ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, 0), Error);  // step 0
+  EXPECT_THROW(ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, step_tensor(0)),
+               Error);   // update number 0
   Tensor p64 = Tensor::zeros({4}, DType::F64);
-  EXPECT_THROW(ops::adamw_step(p64, Tensor::zeros({4}), m4, v, AdamWOptions{}, 1), Error);
+  EXPECT_THROW(ops::adamw_step(p64, Tensor::zeros({4}), m4, v, AdamWOptions{}, step_tensor(1)),
+               Error);
+  // The update number: one f32 element, defined.
+  test::expect_invalid(
+      [&] { ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, Tensor()); },
+      {"adamw_step", "step", "undefined"});
+  test::expect_invalid(
+      [&] { ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, Tensor::zeros({2})); },
+      {"adamw_step", "step", "[2]"});
+  test::expect_invalid([&] {
+    ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{},
+                    Tensor::from_vector<double>({1.0}, {1}));
+  }, {"adamw_step", "step", "f32"});
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// optim::AdamW over a flat parameter arena: hand-computed steps, the weight-decay split, and
-// checkpoint state round trips (the bias correction must continue from the restored step).
+// optim::AdamW over a flat parameter arena: hand-computed steps, the weight-decay split,
+// skipped (fp16 overflow) steps, and checkpoint state round trips (the bias correction must
+// continue from the restored count of applied updates, also from checkpoints older than it).
 #include <gtest/gtest.h>
 
 #include "hourglass/optim/adamw.h"
 #include "support/compare.h"
+#include "support/expect_error.h"
 #include "support/reference_dense.h"
 
 namespace hg {
@@ -91,15 +93,190 @@ TEST(AdamW, StateRoundTripResumesExactly) {
     }
     for (const auto& [name, t] : first.state()) saved.push_back({name, t.clone()});
   }
-  ASSERT_EQ(saved.size(), 2u);
+  ASSERT_EQ(saved.size(), 3u);
   EXPECT_EQ(saved[0].first, "exp_avg");
   EXPECT_EQ(saved[1].first, "exp_avg_sq");
+  EXPECT_EQ(saved[2].first, "applied_steps");
+  EXPECT_EQ(saved[2].second.to_vector<float>(), std::vector<float>{2.0f});
   AdamW resumed(b, o);
   resumed.load_state(saved, 2);
   b.grads.copy_(test::f32_tensor(kGrads[2], {4}));
   resumed.step();
   EXPECT_EQ(resumed.step_count(), 3);
   EXPECT_EQ(b.params.to_vector<float>(), a.params.to_vector<float>());
+}
+
+float applied_steps(const AdamW& adamw) {
+  for (const auto& [name, t] : adamw.state())
+    if (name == "applied_steps") return t.to_vector<float>().at(0);
+  ADD_FAILURE() << "no applied_steps in the state";
+  return -1;
+}
+
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+
+// Steps with a loss-scaler-like skip flag: `skipped[s]` sets the flag for step s (its gradients
+// are then garbage, as an overflowed fp16 step's are).
+void run_with_skips(AdamW& adamw, FlatParameters& flat, Tensor& flag, const Rows& grads,
+                    const std::vector<bool>& skipped) {
+  for (size_t s = 0; s < skipped.size(); ++s) {
+    flag.fill_(skipped[s] ? 1.0 : 0.0);
+    flat.grads.copy_(skipped[s] ? test::f32_tensor({1e3, -7, 1e-3, 5}, {4})
+                                : test::f32_tensor(grads[s], {4}));
+    adamw.step();
+  }
+}
+
+TEST(AdamW, SkippedStepChangesNothingAndIsNotCounted) {
+  // PyTorch's semantics (GradScaler skips optimizer.step()): a skipped step leaves the
+  // parameters, both moments and the count of applied updates as they were, and the next
+  // update uses count + 1 for its bias corrections. Only step_count() (the schedule's
+  // position) moves on.
+  const AdamWOptions o = options(0.1, 0.1);
+  FlatParameters flat = small_arena();
+  AdamW adamw(flat, o);
+  Tensor flag = Tensor::zeros({1});
+  adamw.set_skip_flag(flag);
+  run_with_skips(adamw, flat, flag, {kGrads[0]}, {false});
+  const auto p1 = values(flat.params);
+  const auto m1 = values(adamw.state()[0].second), v1 = values(adamw.state()[1].second);
+  EXPECT_EQ(applied_steps(adamw), 1.0f);
+
+  run_with_skips(adamw, flat, flag, {{}}, {true});
+  EXPECT_EQ(adamw.step_count(), 2);
+  EXPECT_EQ(applied_steps(adamw), 1.0f) << "a skipped update is not counted";
+  EXPECT_EQ(values(flat.params), p1);
+  EXPECT_EQ(values(adamw.state()[0].second), m1);
+  EXPECT_EQ(values(adamw.state()[1].second), v1);
+
+  // The next update is update 2: exactly what a run without the skipped step computes, and
+  // the hand-worked second step of StepsWithWeightDecayOnPrefix.
+  run_with_skips(adamw, flat, flag, {kGrads[1]}, {false});
+  EXPECT_EQ(adamw.step_count(), 3);
+  EXPECT_EQ(applied_steps(adamw), 2.0f);
+  FlatParameters plain = small_arena();
+  AdamW no_skips(plain, o);
+  for (size_t s = 0; s < 2; ++s) {
+    plain.grads.copy_(test::f32_tensor(kGrads[s], {4}));
+    no_skips.step();
+  }
+  EXPECT_EQ(values(flat.params), values(plain.params));
+  EXPECT_TRUE(test::all_close(flat.params, {0.787882058, -2.0858337, 0.614452049, 2.92558632},
+                              test::Tolerance{1e-6, 1e-6}));
+}
+
+TEST(AdamW, SkipsMatchFloat64ReferenceOfAppliedSteps) {
+  // Over a larger arena with the weight-decay split (two op calls share the count): skips at
+  // the start (common while the fp16 scale settles), in the middle and twice in a row.
+  const int64_t n = 10007, decay_count = 4000;
+  const std::vector<bool> skipped{true, true, false, false, true, false, true, true, false};
+  const auto init = test::round_f32(test::random_values(n, 60));
+  FlatParameters flat{test::f32_tensor(init, {n}), Tensor::zeros({n}), decay_count};
+  AdamW adamw(flat, options(0.01, 0.2));
+  Tensor flag = Tensor::zeros({1});
+  adamw.set_skip_flag(flag);
+  test::ref::AdamWState decayed{init, {}, {}, 0}, plain{init, {}, {}, 0};
+  for (size_t s = 0; s < skipped.size(); ++s) {
+    const auto g = test::round_f32(test::random_values(n, 61 + s));
+    flag.fill_(skipped[s] ? 1.0 : 0.0);
+    flat.grads.copy_(test::f32_tensor(g, {n}));
+    adamw.step();
+    if (skipped[s]) continue;
+    test::ref::adamw_step(decayed, g, 0.01, 0.9, 0.999, 1e-8, 0.2);
+    test::ref::adamw_step(plain, g, 0.01, 0.9, 0.999, 1e-8, 0.0);
+  }
+  EXPECT_EQ(adamw.step_count(), int64_t(skipped.size()));
+  EXPECT_EQ(applied_steps(adamw), float(decayed.step));
+  std::vector<double> expected(plain.param);
+  std::copy(decayed.param.begin(), decayed.param.begin() + decay_count, expected.begin());
+  // Four applied updates, each a handful of roundings carried forward by the moments.
+  EXPECT_TRUE(test::all_close(flat.params, expected, test::tolerance_for(DType::F32, 10)));
+}
+
+optim::NamedTensors copy_state(const AdamW& adamw) {
+  optim::NamedTensors saved;
+  for (const auto& [name, t] : adamw.state()) saved.push_back({name, t.clone()});
+  return saved;
+}
+
+TEST(AdamW, ResumeAfterSkippedStepsIsExact) {
+  const AdamWOptions o = options(0.1, 0.1);
+  const Rows grads = {kGrads[0], {}, kGrads[1], kGrads[2]};
+  const std::vector<bool> skipped{false, true, false, false};
+  FlatParameters a = small_arena();
+  AdamW full(a, o);
+  Tensor flag_a = Tensor::zeros({1});
+  full.set_skip_flag(flag_a);
+  run_with_skips(full, a, flag_a, grads, skipped);
+
+  FlatParameters b = small_arena();
+  optim::NamedTensors saved;
+  {
+    AdamW first(b, o);
+    Tensor flag = Tensor::zeros({1});
+    first.set_skip_flag(flag);
+    run_with_skips(first, b, flag, {grads[0], grads[1]}, {false, true});
+    saved = copy_state(first);
+    EXPECT_EQ(first.step_count(), 2);
+  }
+  AdamW resumed(b, o);
+  Tensor flag_b = Tensor::zeros({1});
+  resumed.set_skip_flag(flag_b);
+  resumed.load_state(saved, 2);
+  EXPECT_EQ(applied_steps(resumed), 1.0f);
+  run_with_skips(resumed, b, flag_b, {grads[2], grads[3]}, {false, false});
+  EXPECT_EQ(resumed.step_count(), 4);
+  EXPECT_EQ(applied_steps(resumed), 3.0f);
+  EXPECT_EQ(values(b.params), values(a.params));
+}
+
+TEST(AdamW, CheckpointWithoutAppliedStepsTakesTheStepCount) {
+  // Checkpoints written before "applied_steps" existed hold only the moments; their runs used
+  // the step count for the bias corrections, so the resumed run continues with it.
+  const AdamWOptions o = options(0.1, 0.1);
+  FlatParameters a = small_arena();
+  AdamW full(a, o);
+  for (const auto& g : kGrads) {
+    a.grads.copy_(test::f32_tensor(g, {4}));
+    full.step();
+  }
+  FlatParameters b = small_arena();
+  optim::NamedTensors old_format;
+  {
+    AdamW first(b, o);
+    for (size_t s = 0; s < 2; ++s) {
+      b.grads.copy_(test::f32_tensor(kGrads[s], {4}));
+      first.step();
+    }
+    for (auto& entry : copy_state(first))
+      if (entry.first != "applied_steps") old_format.push_back(entry);
+  }
+  ASSERT_EQ(old_format.size(), 2u);
+  AdamW resumed(b, o);
+  resumed.load_state(old_format, 2);
+  EXPECT_EQ(applied_steps(resumed), 2.0f);
+  b.grads.copy_(test::f32_tensor(kGrads[2], {4}));
+  resumed.step();
+  EXPECT_EQ(applied_steps(resumed), 3.0f);
+  EXPECT_EQ(values(b.params), values(a.params));
+  EXPECT_FALSE(resumed.missing_state("exp_avg", 2).defined()) << "the moments are required";
+}
+
+TEST(AdamW, LoadStateStillRejectsBadEntries) {
+  FlatParameters flat = small_arena();
+  AdamW adamw(flat, options(0.1, 0.0));
+  const Tensor m = Tensor::zeros({4}), v = Tensor::zeros({4});
+  test::expect_invalid([&] { adamw.load_state({{"exp_avg", m}}, 1); },
+                       {"adamw state", "missing entry 'exp_avg_sq'"});
+  test::expect_invalid(
+      [&] { adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"applied_steps", v}}, 1); },
+      {"adamw state", "applied_steps", "f32[4]"});
+  const Tensor one = Tensor::zeros({1});
+  test::expect_invalid(
+      [&] { adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"step", one}}, 1); },
+      {"adamw state", "unexpected entry 'step'"});
+  // Nothing was copied by the failed loads.
+  EXPECT_EQ(applied_steps(adamw), 0.0f);
 }
 
 TEST(AdamW, LrAndValidation) {

@@ -73,11 +73,46 @@ TEST(Clip, TensorVariantKeepsNormOnDevice) {
   EXPECT_NEAR(optim::grad_norm(flat), 5.0, 1e-5);
 }
 
+TEST(Clip, TensorVariantEqualsHostVersionBitForBit) {
+  // The device decision (ops::clip_grads_) against the host one (clip_grad_norm reads the norm
+  // back and calls mul_scalar_): same gradients and norm, to the bit, clipped or not.
+  for (int64_t n : {int64_t(1), int64_t(1001), int64_t(300007)}) {
+    const auto g = test::round_f32(test::random_values(n, 4));
+    double sq = 0;
+    for (double v : g) sq += v * v;
+    const double norm = std::sqrt(sq);
+    for (double max_norm : {0.1 * norm, 0.9999 * norm, 1.5 * norm}) {
+      SCOPED_TRACE(testing::Message() << "n=" << n << " max_norm=" << max_norm);
+      FlatParameters host{Tensor::zeros({n}), test::f32_tensor(g, {n}), 0};
+      FlatParameters device{Tensor::zeros({n}), test::f32_tensor(g, {n}), 0};
+      const double host_norm = optim::clip_grad_norm(host, max_norm);
+      const Tensor device_norm = optim::clip_grad_norm_tensor(device, max_norm);
+      EXPECT_EQ(device_norm.item(), double(float(host_norm)));
+      EXPECT_EQ(device.grads.to_vector<float>(), host.grads.to_vector<float>());
+      if (max_norm > norm) EXPECT_EQ(test::to_doubles(device.grads), g) << "untouched";
+      else EXPECT_NE(test::to_doubles(device.grads), g) << "clipped";
+    }
+  }
+}
+
+TEST(Clip, TensorVariantLeavesNonFiniteGradientsAlone) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {nan, inf}) {
+    FlatParameters flat = arena_with_grads({1, bad, 2});
+    EXPECT_FALSE(std::isfinite(optim::clip_grad_norm_tensor(flat, 1.0).item()));
+    const auto g = flat.grads.to_vector<float>();
+    EXPECT_EQ(g[0], 1.0f);
+    EXPECT_EQ(g[2], 2.0f);
+  }
+}
+
 TEST(Clip, BadMaxNormIsAnError) {
   FlatParameters flat = arena_with_grads({1});
   EXPECT_THROW(optim::clip_grad_norm(flat, 0.0), Error);
   EXPECT_THROW(optim::clip_grad_norm(flat, -1.0), Error);
   EXPECT_THROW(optim::clip_grad_norm_tensor(flat, std::nan("")), Error);
+  EXPECT_THROW(optim::clip_grad_norm_tensor(flat, 0.0), Error);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/optim/adamw.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/train/checkpoint.h"
 #include "hourglass/train/checkpoint_dir.h"
@@ -119,6 +120,63 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("model.name = \"mlp\" (checkpoint: \"tiny_resnet\")"),
               std::string::npos) << e.message();
+  }
+}
+
+TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
+  // Checkpoints written before AdamW kept its count of applied updates ("optim.applied_steps")
+  // are accepted and restored with the step count as that count; the moments stay required.
+  const std::string dir = fresh_dir("adamw_old");
+  Config config = Config::parse(kConfig, "tiny.toml");
+  const train::RunConfig run = train::parse_run_config(config);
+  nn::ModelSpec spec = run.model;
+  spec.in_channels = 3;
+  spec.height = spec.width = 8;
+  auto model = nn::make_model(spec);
+  nn::initialize(*model, 7);
+  FlatParameters flat = nn::build_parameter_arena(*model, nn::DecayScope::All);
+  optim::AdamW adamw(flat, AdamWOptions{});
+  flat.grads.fill_(0.25);
+  adamw.step();
+  adamw.step();
+  train::TrainingState s;
+  s.epoch = 2;
+  s.step = 2;
+  s.seed = 7;
+  s.threads = 1;
+  s.config_text = train::trajectory_config_text(run);
+  s.config_hash = train::config_hash(s.config_text);
+  const std::string path = dir + "/step-000000002.safetensors";
+  train::save_training_checkpoint(path, *model, adamw, config, s);
+
+  // Rewrite it as the old format wrote it: without the entry.
+  const SafetensorsFile file = load_safetensors(path);
+  ASSERT_NE(file.find("optim.applied_steps"), nullptr);
+  auto without = [&](const std::string& drop) {
+    std::vector<NamedTensor> kept;
+    for (const auto& t : file.tensors)
+      if (t.name != drop) kept.push_back(t);
+    const std::string out = dir + "/without-" + drop + ".safetensors";
+    save_safetensors(out, kept, file.metadata);
+    return out;
+  };
+  const train::LoadedCheckpoint old =
+      train::read_training_checkpoint(without("optim.applied_steps"));
+  FlatParameters other_flat = nn::build_parameter_arena(*model, nn::DecayScope::All);
+  optim::AdamW other(other_flat, AdamWOptions{});
+  train::check_resumable(old, s.config_text, *model, other, /*steps_per_epoch=*/1);
+  train::restore_training_checkpoint(old, *model, other);
+  EXPECT_EQ(other.step_count(), 2);
+  for (const auto& [name, t] : other.state())
+    if (name == "applied_steps") EXPECT_EQ(t.to_vector<float>(), std::vector<float>{2.0f});
+
+  const train::LoadedCheckpoint no_moment =
+      train::read_training_checkpoint(without("optim.exp_avg"));
+  try {
+    train::check_resumable(no_moment, s.config_text, *model, other, 1);
+    ADD_FAILURE() << "a checkpoint without optim.exp_avg was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("optim.exp_avg"), std::string::npos) << e.message();
   }
 }
 

@@ -279,6 +279,28 @@ HG_OP(Tensor, sum_squares, (const Tensor& x), {
   return backend_for(x.device()).sum_squares(x.contiguous());
 })
 
+// ---- global-norm gradient clipping, decided on the device ----
+
+// torch.nn.utils.clip_grad_norm_ (L2) over a flat f32 gradient tensor, given its sum of squares
+// (a one-element f32 tensor on the same device, e.g. from sum_squares): with
+// norm = sqrt(sum_squares) and coef = max_norm / (norm + 1e-6), computed in double,
+// grads *= float(coef) when coef < 1. A non-finite norm leaves the gradients untouched (the
+// loss scaler's skip handles that step). Returns the norm as a scalar f32 tensor on the device;
+// nothing is read back to the host.
+HG_OP(Tensor, clip_grads_, (Tensor& grads, const Tensor& sum_squares, double max_norm), {
+  HG_CHECK(grads.defined(), "{}: gradients are undefined", op);
+  check_dtype(op, "gradients", grads, DType::F32);
+  HG_CHECK(grads.is_contiguous(), "{}: gradients {} must be contiguous", op, grads.describe());
+  HG_CHECK(sum_squares.defined() && sum_squares.numel() == 1,
+           "{}: sum_squares must have one element (ops::sum_squares(grads)), got {}", op,
+           sum_squares.describe());
+  check_dtype(op, "sum_squares", sum_squares, DType::F32);
+  check_same_device(op, grads, sum_squares);
+  HG_CHECK(std::isfinite(max_norm) && max_norm > 0,
+           "{}: max_norm must be positive and finite, got {}", op, max_norm);
+  return backend_for(grads.device()).clip_grads_(grads, sum_squares, max_norm);
+})
+
 // ---- softmax cross-entropy: logits [N,C] f32, labels [N] i64 ----
 
 // With label smoothing s the target is (1-s) one-hot + s/C uniform.
@@ -340,14 +362,27 @@ HG_OP(void, sgd_step, (Tensor& params, const Tensor& grads, Tensor& momentum,
   backend_for(params.device()).sgd_step(params, grads, momentum, o, first_step, skip);
 })
 
-// step is 1 for the first update (bias correction).
+// `step` is a one-element f32 tensor on the parameters' device holding the number of this
+// update (1 for the first; the bias corrections use it), read on the device. It must be >= 1
+// when the update is applied: the CPU throws otherwise, a GPU gives non-finite parameters.
 HG_OP(void, adamw_step, (Tensor& params, const Tensor& grads, Tensor& exp_avg,
-                         Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                         Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step,
                          const Tensor& skip HG_OP_DEFAULT(Tensor())), {
   check_flat(op, params, {&grads, &exp_avg, &exp_avg_sq});
   check_skip(op, params, skip);
-  HG_CHECK(step >= 1, "{}: step must start at 1, got {}", op, step);
+  check_step(op, params, step);
   backend_for(params.device()).adamw_step(params, grads, exp_avg, exp_avg_sq, o, step, skip);
+})
+
+// step += 1 on the device, unless `skip` is defined and nonzero: the count of applied updates
+// an optimizer keeps next to its state (call it before the update it counts). `step` is a
+// one-element f32 tensor (integers are exact in f32 up to 2^24 steps; past that the count
+// stops growing, where Adam's bias corrections are 1 in f32 anyway).
+HG_OP(void, advance_step_, (Tensor& step, const Tensor& skip HG_OP_DEFAULT(Tensor())), {
+  check_step(op, step, step);
+  HG_CHECK(step.is_contiguous(), "{}: step {} must be contiguous", op, step.describe());
+  check_skip(op, step, skip);
+  backend_for(step.device()).advance_step_(step, skip);
 })
 
 // ---- dynamic loss scaling, on the device ----

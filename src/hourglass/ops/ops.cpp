@@ -2,6 +2,8 @@
 // expanded into the definitions of hg::ops::<name>.
 #include "hourglass/ops/ops.h"
 
+#include <cmath>
+
 #include "hourglass/ops/backend.h"
 
 namespace hg::ops {
@@ -75,6 +77,15 @@ void check_skip(const char* op, const Tensor& params, const Tensor& skip) {
   HG_CHECK(skip.numel() == 1, "{}: skip flag must have one element, got {}", op, skip.describe());
   check_dtype(op, "skip flag", skip, DType::F32);
   check_same_device(op, params, skip);
+}
+
+// The optimizer's count of applied updates, as adamw_step and advance_step_ take it.
+void check_step(const char* op, const Tensor& params, const Tensor& step) {
+  HG_CHECK(step.defined() && step.numel() == 1,
+           "{}: step must be a one-element f32 tensor (the optimizer's count of applied updates), "
+           "got {}", op, step.describe());
+  check_dtype(op, "step", step, DType::F32);
+  check_same_device(op, params, step);
 }
 
 void check_scaler_state(const char* op, const Tensor& state) {

@@ -17,14 +17,21 @@ class AdamW final : public Optimizer {
   void set_lr(double lr) override;
   const AdamWOptions& options() const { return options_; }
 
-  // {"exp_avg", m}, {"exp_avg_sq", v}.
+  // {"exp_avg", m}, {"exp_avg_sq", v}, {"applied_steps", f32 [1]: the number of updates
+  // applied, which the bias corrections use; it stays behind step_count() by the skipped ones}.
   NamedTensors state() const override;
+  // "applied_steps" of a checkpoint written before it existed: step_count, the count those
+  // runs used for the bias corrections.
+  Tensor missing_state(const std::string& name, int64_t step_count) const override;
 
  private:
   void apply_update() override;
 
   AdamWOptions options_;
   Tensor exp_avg_, exp_avg_sq_;   // f32 like params
+  // On the parameters' device, advanced there unless the skip flag is set: a skipped fp16 step
+  // leaves the bias corrections where they were, and nothing is read back to the host.
+  Tensor applied_steps_;
 };
 
 }  // namespace hg::optim

@@ -32,8 +32,9 @@ double clip_grad_norm(FlatParameters& flat, double max_norm) {
 }
 
 Tensor clip_grad_norm_tensor(FlatParameters& flat, double max_norm) {
-  const double total = clip_grad_norm(flat, max_norm);
-  return Tensor::scalar(total, DType::F32, flat.grads.device());
+  check_max_norm(max_norm);
+  Tensor grads = flat.grads;
+  return ops::clip_grads_(grads, ops::sum_squares(grads), max_norm);
 }
 
 }  // namespace hg::optim

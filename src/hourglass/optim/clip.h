@@ -8,18 +8,18 @@
 
 namespace hg::optim {
 
-// The L2 norm of all gradients (read back to the host).
+// The L2 norm of all gradients (read back to the host: for tests and logs, not the step).
 double grad_norm(const FlatParameters& flat);
 
-// Clips in place and returns the norm before clipping. A non-finite norm (NaN or inf gradient)
-// leaves the gradients untouched and is returned as is, so the caller can skip the step.
-// Throws InvalidInput when max_norm is not positive.
+// Clips in place and returns the norm before clipping (read back to the host, as grad_norm).
+// A non-finite norm (NaN or inf gradient) leaves the gradients untouched and is returned as
+// is, so the caller can skip the step. Throws InvalidInput when max_norm is not positive.
 double clip_grad_norm(FlatParameters& flat, double max_norm);
 
-// As clip_grad_norm, returning the pre-clip norm as a scalar f32 tensor on the gradients'
-// device (for logging without forcing the caller to hold a host value).
-// Note: deciding whether to scale still reads the squared norm back to the host once, because
-// the op set has no "scale by a device scalar" op yet.
+// As clip_grad_norm, entirely on the gradients' device (ops::sum_squares, then
+// ops::clip_grads_ decides and scales there): returns the pre-clip norm as a scalar f32 tensor
+// on that device and never waits for it, so a training step can call it. The gradients come
+// out bit-identical to clip_grad_norm's.
 Tensor clip_grad_norm_tensor(FlatParameters& flat, double max_norm);
 
 }  // namespace hg::optim

@@ -38,17 +38,23 @@ void Optimizer::load_state(const NamedTensors& saved, int64_t step_count) {
     const Tensor* src = nullptr;
     for (const auto& [k, t] : saved)
       if (k == key) src = &t;
+    if (src == nullptr && missing_state(key, step_count).defined()) continue;
     HG_CHECK(src != nullptr, "{} state: missing entry '{}'", name(), key);
     HG_CHECK(src->defined() && src->shape() == dst.shape(),
              "{} state: entry '{}' is {}, expected shape {}", name(), key, src->describe(),
              shape_str(dst.shape()));
   }
   // Copy only after everything checked, so a bad checkpoint leaves the optimizer untouched.
-  for (const auto& [key, dst] : mine)
-    for (const auto& [k, src] : saved)
-      if (k == key) Tensor(dst).copy_(src);
+  for (const auto& [key, dst] : mine) {
+    const Tensor* src = nullptr;
+    for (const auto& [k, t] : saved)
+      if (k == key) src = &t;
+    Tensor(dst).copy_(src != nullptr ? *src : missing_state(key, step_count));
+  }
   step_count_ = step_count;
 }
+
+Tensor Optimizer::missing_state(const std::string&, int64_t) const { return {}; }
 
 DecaySplit split_at_decay(const Tensor& flat, int64_t decay_count) {
   if (!flat.defined()) return {};

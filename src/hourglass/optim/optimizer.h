@@ -26,8 +26,8 @@ class Optimizer {
 
   virtual const char* name() const = 0;
 
-  // One update from the current gradients; increments step_count() first, so the first
-  // update is step 1 (AdamW's bias correction counts from there).
+  // One update from the current gradients; increments step_count() first. With a skip flag
+  // set, the update itself may be skipped on the device; step_count() advances either way.
   void step();
   // Zeroes the whole flat gradient buffer in one call.
   void zero_grad();
@@ -35,21 +35,29 @@ class Optimizer {
   virtual double lr() const = 0;
   virtual void set_lr(double lr) = 0;
 
-  // Number of updates applied so far.
+  // Number of step() calls so far, skipped updates included: the schedule's position. An
+  // optimizer whose arithmetic depends on the number of updates actually applied (AdamW's bias
+  // correction) counts those on the device, in its state.
   int64_t step_count() const { return step_count_; }
 
   // The state tensors, sharing memory with the optimizer (copy them before mutating).
   virtual NamedTensors state() const = 0;
   // Restores a checkpoint taken with state() and step_count(): every name must be present with
-  // the same shape (dtype and device may differ; values are copied in). Throws InvalidInput
+  // the same shape (dtype and device may differ; values are copied in), except entries newer
+  // than the checkpoint, which take missing_state(name, step_count). Throws InvalidInput
   // naming the missing, unexpected or mis-shaped entry.
   void load_state(const NamedTensors& state, int64_t step_count);
+  // The value of state entry `name` for a checkpoint written before that entry existed, derived
+  // from the checkpoint's step count; undefined when the entry is required (the default).
+  virtual Tensor missing_state(const std::string& name, int64_t step_count) const;
 
   const FlatParameters& parameters() const { return flat_; }
 
   // A one-element f32 tensor on the parameters' device (the loss scaler's found-inf flag):
-  // while set, each update is skipped on the device when the flag is nonzero. step_count()
-  // still advances (the schedule moves on, as PyTorch's does after a skipped step).
+  // while set, each update is skipped on the device when the flag is nonzero, leaving the
+  // parameters and the whole state (AdamW's count of applied updates included) as they were.
+  // step_count() still advances (the schedule moves on, as PyTorch's does after a skipped
+  // step).
   void set_skip_flag(Tensor flag) { skip_ = std::move(flag); }
 
  protected:

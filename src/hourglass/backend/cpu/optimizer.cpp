@@ -50,9 +50,14 @@ void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
 }
 
 void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
-                            Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                            Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step_count,
                             const Tensor& skip) {
   if (skip.defined() && skip.item() != 0.0) return;
+  const double step = step_count.item();
+  if (!(step >= 1.0))
+    throw_invalid(fmt::format("adamw_step: the update number must be at least 1, got {}", step),
+                  "advance the optimizer's applied-step count (ops::advance_step_) before "
+                  "the update it counts");
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   float* m = exp_avg.data<float>();
@@ -61,8 +66,8 @@ void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
 
   // PyTorch: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   //          param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
-  const double bc1 = 1.0 - std::pow(o.beta1, double(step));
-  const double bc2 = 1.0 - std::pow(o.beta2, double(step));
+  const double bc1 = 1.0 - std::pow(o.beta1, step);
+  const double bc2 = 1.0 - std::pow(o.beta2, step);
   const float decay = float(1.0 - o.lr * o.weight_decay);
   const float b1 = float(o.beta1), one_minus_b1 = float(1.0 - o.beta1);
   const float b2 = float(o.beta2), one_minus_b2 = float(1.0 - o.beta2);
@@ -80,6 +85,15 @@ void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
       p[i] = p[i] * decay - step_size * mi / denom;
     }
   });
+}
+
+}  // namespace hg
+
+namespace hg {
+
+void CpuBackend::advance_step_(Tensor& step, const Tensor& skip) {
+  if (skip.defined() && skip.item() != 0.0) return;   // NaN counts as nonzero
+  step.data<float>()[0] += 1.0f;
 }
 
 }  // namespace hg

@@ -1,7 +1,9 @@
 // Fused SGD and AdamW updates on the GPU over flat f32 tensors (the parameter arena), one
-// kernel launch each (optimizer_kernels.cu). Scalar coefficients are computed here in double
-// and rounded to f32 once, exactly as the CPU backend does, so both backends apply the same
-// f32 arithmetic per element. The optional skip flag is read by the kernel, never here.
+// kernel launch each (optimizer_kernels.cu). Scalar coefficients are computed in double and
+// rounded to f32 once, exactly as the CPU backend does (here, or in the kernel for AdamW's bias
+// corrections, which depend on the update number held on the device), so both backends apply
+// the same f32 arithmetic per element. The skip flag and the update number are read by the
+// kernels, never here.
 #include <cmath>
 
 #include "hourglass/backend/gpu/gpu_backend.h"
@@ -41,27 +43,34 @@ void GpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
 }
 
 void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
-                            Tensor& exp_avg_sq, const AdamWOptions& o, int64_t step,
+                            Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step,
                             const Tensor& skip) {
   const float* skip_flag = skip_pointer("adamw_step", params, skip);
   // PyTorch: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   //          param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
-  const double bc1 = 1.0 - std::pow(o.beta1, double(step));
-  const double bc2 = 1.0 - std::pow(o.beta2, double(step));
+  // bc1 and bc2 depend on the update number, which the kernel reads from `step`.
   gpu::AdamWCoefficients c{};
   c.decay = float(1.0 - o.lr * o.weight_decay);
   c.beta1 = float(o.beta1);
   c.one_minus_beta1 = float(1.0 - o.beta1);
   c.beta2 = float(o.beta2);
   c.one_minus_beta2 = float(1.0 - o.beta2);
-  c.step_size = float(o.lr / bc1);
-  c.inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
   c.eps = float(o.eps);
+  c.lr = o.lr;
+  c.beta1_exact = o.beta1;
+  c.beta2_exact = o.beta2;
   gpu::launch_adamw(static_cast<float*>(params.data_ptr()),
                     static_cast<const float*>(grads.data_ptr()),
                     static_cast<float*>(exp_avg.data_ptr()),
-                    static_cast<float*>(exp_avg_sq.data_ptr()), params.numel(), c, skip_flag,
+                    static_cast<float*>(exp_avg_sq.data_ptr()), params.numel(), c,
+                    static_cast<const float*>(step.data_ptr()), skip_flag,
                     gpu::stream_for(params));
+}
+
+void GpuBackend::advance_step_(Tensor& step, const Tensor& skip) {
+  const float* skip_flag = skip_pointer("advance_step_", step, skip);
+  gpu::launch_advance_step(static_cast<float*>(step.data_ptr()), skip_flag,
+                           gpu::stream_for(step));
 }
 
 }  // namespace hg

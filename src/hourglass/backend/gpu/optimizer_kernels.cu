@@ -77,11 +77,12 @@ __global__ void __launch_bounds__(kThreads)
 
 struct AdamWUpdate {
   AdamWCoefficients c;
+  float step_size, inv_sqrt_bc2;   // the bias corrections of this update
   __device__ float operator()(float p, float g, float& m, float& v) const {
     m = c.beta1 * m + c.one_minus_beta1 * g;
     v = c.beta2 * v + c.one_minus_beta2 * g * g;
-    const float denom = sqrtf(v) * c.inv_sqrt_bc2 + c.eps;
-    return p * c.decay - c.step_size * m / denom;
+    const float denom = sqrtf(v) * inv_sqrt_bc2 + c.eps;
+    return p * c.decay - step_size * m / denom;
   }
 };
 
@@ -103,8 +104,19 @@ template <int V>
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(float* __restrict__ params, const float* __restrict__ grads,
                  float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, int64_t n,
-                 AdamWUpdate u, const float* skip) {
+                 AdamWCoefficients c, const float* step, const float* skip) {
+  // Every thread of a block reads the same flag, so the whole block returns or none does.
   if (skip != nullptr && *skip != 0.0f) return;
+  // The bias corrections in double from the device's update number, as the CPU computes them
+  // on the host: once per block, shared.
+  __shared__ float bias[2];
+  if (threadIdx.x == 0) {
+    const double t = double(*step);
+    bias[0] = float(c.lr / (1.0 - pow(c.beta1_exact, t)));
+    bias[1] = float(1.0 / sqrt(1.0 - pow(c.beta2_exact, t)));
+  }
+  __syncthreads();
+  const AdamWUpdate u{c, bias[0], bias[1]};
   const int64_t packs = n / V;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -112,6 +124,12 @@ __global__ void __launch_bounds__(kThreads)
     adamw_pack<V>(params, grads, exp_avg, exp_avg_sq, i, u);
   const int64_t t = packs * V + tid;
   if (t < n) adamw_pack<1>(params, grads, exp_avg, exp_avg_sq, t, u);
+}
+
+// No __restrict__: the skip flag and the count may be elements of one state tensor.
+__global__ void advance_step_kernel(float* step, const float* skip) {
+  if (skip != nullptr && *skip != 0.0f) return;   // NaN counts as nonzero, as on the CPU
+  *step += 1.0f;
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -144,15 +162,20 @@ void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
 }
 
 void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-                  int64_t n, const AdamWCoefficients& c, const float* skip, gpuStream_t stream) {
+                  int64_t n, const AdamWCoefficients& c, const float* step, const float* skip,
+                  gpuStream_t stream) {
   if (n <= 0) return;
-  const AdamWUpdate u{c};
   if (aligned16(params) && aligned16(grads) && aligned16(exp_avg) && aligned16(exp_avg_sq))
     adamw_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, exp_avg,
-                                                                exp_avg_sq, n, u, skip);
+                                                                exp_avg_sq, n, c, step, skip);
   else
     adamw_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, exp_avg, exp_avg_sq,
-                                                            n, u, skip);
+                                                            n, c, step, skip);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_advance_step(float* step, const float* skip, gpuStream_t stream) {
+  advance_step_kernel<<<1, 1, 0, stream>>>(step, skip);
   HG_GPU_CHECK_LAUNCH();
 }
 

@@ -21,13 +21,22 @@ struct SgdCoefficients {
 void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
                 const SgdCoefficients& c, const float* skip, gpuStream_t stream);
 
-// torch.optim.AdamW, with the coefficients computed on the host in double as the CPU does:
+// torch.optim.AdamW, with the CPU backend's arithmetic: the step-independent coefficients are
+// computed on the host in double and rounded to f32 once, as the CPU does; the bias
+// corrections depend on the update number, which lives on the device (*step, f32, >= 1), so
+// the first thread of each block computes them in double from lr, beta1_exact, beta2_exact:
+//   step_size = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t), each rounded to f32;
 //   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p = p * decay - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
 struct AdamWCoefficients {
-  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, inv_sqrt_bc2, eps;
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
+  double lr, beta1_exact, beta2_exact;
 };
 void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-                  int64_t n, const AdamWCoefficients& c, const float* skip, gpuStream_t stream);
+                  int64_t n, const AdamWCoefficients& c, const float* step, const float* skip,
+                  gpuStream_t stream);
+
+// *step += 1 unless skip is not null and *skip is nonzero: one thread, nothing read back.
+void launch_advance_step(float* step, const float* skip, gpuStream_t stream);
 
 }  // namespace hg::gpu
