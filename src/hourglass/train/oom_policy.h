@@ -20,8 +20,8 @@
 #include "hourglass/base/config.h"
 #include "hourglass/base/error.h"
 #include "hourglass/device/allocator.h"
+#include "hourglass/nn/flat_parameters.h"
 #include "hourglass/nn/module.h"
-#include "hourglass/optim/flat_parameters.h"
 
 namespace hg::train {
 
