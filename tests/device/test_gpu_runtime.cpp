@@ -17,7 +17,7 @@
 #ifdef HOURGLASS_HAS_GPU
 #include "hourglass/device/gpu/device_info.h"
 #include "hourglass/device/gpu/gpu_allocator.h"
-#include "hourglass/device/gpu/pinned.h"
+#include "hourglass/tensor/gpu/pinned.h"
 #endif
 
 namespace hg {

@@ -4,8 +4,8 @@
 // Parameters that take weight decay come first.
 #pragma once
 
+#include "hourglass/nn/flat_parameters.h"
 #include "hourglass/nn/module.h"
-#include "hourglass/optim/flat_parameters.h"
 
 namespace hg::nn {
 

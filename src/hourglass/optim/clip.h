@@ -4,7 +4,7 @@
 // One reduction and at most one scaling pass over the arena, however many parameters.
 #pragma once
 
-#include "hourglass/optim/flat_parameters.h"
+#include "hourglass/nn/flat_parameters.h"
 
 namespace hg::optim {
 

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "hourglass/autograd/tape.h"
-#include "hourglass/optim/flat_parameters.h"
+#include "hourglass/nn/flat_parameters.h"
 
 namespace hg::optim {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "hourglass/optim/flat_parameters.h"
+#include "hourglass/nn/flat_parameters.h"
 #include "hourglass/tensor/tensor.h"
 
 namespace hg::optim {

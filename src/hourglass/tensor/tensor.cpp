@@ -8,7 +8,7 @@
 #include "hourglass/base/half.h"
 #include "hourglass/base/parallel.h"
 #ifdef HOURGLASS_HAS_GPU
-#include "hourglass/device/gpu/copy.h"
+#include "hourglass/tensor/gpu/copy.h"
 #endif
 
 namespace hg {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "hourglass/base/dtype.h"
 #include "hourglass/base/error.h"
 #include "hourglass/device/allocator.h"
 #include "hourglass/device/device.h"
-#include "hourglass/tensor/dtype.h"
 
 namespace hg {
 

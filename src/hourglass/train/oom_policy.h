@@ -20,6 +20,7 @@
 #include "hourglass/base/config.h"
 #include "hourglass/base/error.h"
 #include "hourglass/device/allocator.h"
+#include "hourglass/nn/flat_parameters.h"
 #include "hourglass/nn/module.h"
 
 namespace hg::train {

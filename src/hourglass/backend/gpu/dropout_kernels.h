@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
+#include "hourglass/base/dtype.h"
 #include "hourglass/device/gpu/runtime.h"
-#include "hourglass/tensor/dtype.h"
 
 namespace hg::gpu {
 

@@ -7,8 +7,8 @@
 // through int32 as x86 does, so even out-of-range values wrap like on the CPU.
 #include <type_traits>
 
-#include "hourglass/backend/gpu/kernel_util.cuh"
 #include "hourglass/device/gpu/copy_kernels.h"
+#include "hourglass/device/gpu/kernel_types.cuh"
 
 namespace hg::gpu {
 

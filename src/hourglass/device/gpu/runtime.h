@@ -152,7 +152,7 @@
 #include <cstddef>
 #include <string>
 
-#include "hourglass/tensor/dtype.h"
+#include "hourglass/base/dtype.h"
 
 namespace hg::gpu {
 

@@ -15,7 +15,7 @@
 //   device -> device  one kernel (or gpuMemcpyAsync) on the stream, not waited for. Between
 //                   two different GPUs the copy goes through host memory (simple and correct;
 //                   hourglass does not move tensors between GPUs on a hot path).
-#include "hourglass/device/gpu/copy.h"
+#include "hourglass/tensor/gpu/copy.h"
 
 #include <cstring>
 #include <vector>

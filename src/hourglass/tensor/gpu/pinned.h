@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "hourglass/tensor/dtype.h"
+#include "hourglass/base/dtype.h"
 
 namespace hg {
 class Tensor;

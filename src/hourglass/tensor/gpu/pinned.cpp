@@ -1,4 +1,4 @@
-#include "hourglass/device/gpu/pinned.h"
+#include "hourglass/tensor/gpu/pinned.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
 // The view of a model's parameters an optimizer works on: the flat parameter arena
-// (decision 3). params and grads are contiguous f32 tensors of equal length; the first
-// `decay_count` elements take weight decay, the rest (batch-norm affine parameters and biases,
-// when the model asks for that) do not.
+// (decision 3), built by nn/parameter_arena.h and read by optim/. params and grads are
+// contiguous f32 tensors of equal length; the first `decay_count` elements take weight decay,
+// the rest (batch-norm affine parameters and biases, when the model asks for that) do not.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "hourglass/tensor/dtype.h"
+#include "hourglass/base/dtype.h"
 
 #include "hourglass/base/error.h"
 
