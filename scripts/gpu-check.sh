@@ -4,7 +4,8 @@
 # and prints a short table last. Logs go to $OUT (or build-device/out when OUT is unset).
 #   build   configure (CUDA backend, sm_90) and build everything into build-device/
 #   test    the whole CTest suite (the GPU op tests run here; CI skips them)
-#   gputest only the GPU tests (test_*gpu*), verbose on failure
+#   gputest only the GPU tests (test_*gpu* and the op tests with GPU cases; GPU_TESTS="..."
+#           names binaries instead), verbose on failure
 #   doctor  hourglass info and hourglass doctor
 #   bench   bench/gpu_vs_pytorch.sh (hourglass vs PyTorch on this GPU)
 #   quick   bench/gpu_vs_pytorch.sh --quick
@@ -46,8 +47,11 @@ for stage in "${stages[@]}"; do
     gputest)
       fails=0; passed=0
       : > "$out/gputest.log"
-      for t in build-device/tests/test_*gpu* build-device/tests/test_device_* \
-               build-device/tests/test_optim_mixed_precision build-device/tests/test_cli_doctor; do
+      # GPU_TESTS="a b" runs only those binaries of build-device/tests.
+      list=(build-device/tests/test_*gpu* build-device/tests/test_device_* build-device/tests/test_ops_sqrt
+            build-device/tests/test_optim_mixed_precision build-device/tests/test_cli_doctor)
+      [ -n "${GPU_TESTS:-}" ] && { list=(); for n in $GPU_TESTS; do list+=("build-device/tests/$n"); done; }
+      for t in "${list[@]}"; do
         [ -x "$t" ] || continue
         if timeout 600 "$t" --gtest_brief=1 >> "$out/gputest.log" 2>&1; then
           passed=$((passed + 1)); else fails=$((fails + 1)); echo "FAILED binary: $t" >> "$out/gputest.log"; fi
