@@ -29,9 +29,9 @@ void BM_Conv2dForwardBackward(benchmark::State& state) {
     auto g = ops::conv2d_backward(dy, x, w, false, p, InputGrad::Compute);
     benchmark::DoNotOptimize(g.dw.data_ptr());
   }
-  const double flops = 2.0 * double(y.numel()) * double(r * r * c) * 3;   // fwd + 2 bwd
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * double(state.iterations()) / 1e9,
-                                                 benchmark::Counter::kIsRate);
+  const double flops = 2.0 * double(y.numel()) * double(r * r * c) * 3;  // fwd + 2 bwd
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Conv2dForwardBackward)
     ->Args({64, 32, 64, 64, 3, 1})
@@ -54,16 +54,19 @@ void BM_BatchNormForwardBackward(benchmark::State& state) {
     auto g = ops::batch_norm_backward(dy, x, w, f.mean, f.invstd);
     benchmark::DoNotOptimize(g.dx.data_ptr());
   }
-  state.counters["GB/s"] = benchmark::Counter(double(x.nbytes()) * 5 * double(state.iterations()) / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(
+      double(x.nbytes()) * 5 * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_BatchNormForwardBackward)->Args({64, 32, 64})->Args({64, 4, 512})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BatchNormForwardBackward)
+    ->Args({64, 32, 64})
+    ->Args({64, 4, 512})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_Relu(benchmark::State& state) {
   Tensor x = random_tensor({64, 32, 32, 64}, 1);
   for (auto _ : state) benchmark::DoNotOptimize(ops::relu(x).data_ptr());
-  state.counters["GB/s"] = benchmark::Counter(double(x.nbytes()) * 2 * double(state.iterations()) / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(
+      double(x.nbytes()) * 2 * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Relu)->Unit(benchmark::kMicrosecond);
 

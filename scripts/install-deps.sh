@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN (its CMake config also wants OpenCL)
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format                              # scripts/check-format.sh (clang-format 14)
   python3                                   # the independent safetensors reader in the tests
   hipcc libamdhip64-dev rocm-device-libs    # scripts/hip-check.sh: the GPU tree compiled for AMD
   dataset-fashion-mnist                     # /usr/share/datasets/fashion-mnist

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# The tree's formatting (.clang-format), before the build so that a misformatted file fails fast.
+bash scripts/check-format.sh
 bash scripts/build.sh -DHOURGLASS_BUILD_TESTS=ON -DHOURGLASS_BUILD_BENCH=ON
 # The GPU backend compiled for AMD GPUs (HIP) as well: the CUDA build above covers NVIDIA.
 bash scripts/hip-check.sh

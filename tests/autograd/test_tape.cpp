@@ -26,8 +26,8 @@ TEST(Tape, ChainRuleThroughElementwiseOps) {
 
 TEST(Tape, SameTensorUsedTwiceGetsBothContributions) {
   Tensor x = leaf({2.0, 3.0}, {2});
-  Tensor y = fn::add(x, x);   // dy/dx = 2
-  Tensor z = fn::mul(y, x);   // z = 2x^2, dz/dx = 4x
+  Tensor y = fn::add(x, x);  // dy/dx = 2
+  Tensor z = fn::mul(y, x);  // z = 2x^2, dz/dx = 4x
   autograd::backward(fn::sum(z));
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{8.0, 12.0}));
 }

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/expect_error.h"
 #include <unistd.h>
+#include "support/expect_error.h"
 
 #include <cmath>
 #include <filesystem>
@@ -40,7 +40,7 @@ TEST(Config, TypedGettersWithDottedKeys) {
   EXPECT_EQ(c.get_int("seed", 0), 7);
   EXPECT_EQ(c.get_int("train.epochs", 1), 10);
   EXPECT_EQ(c.get_double("train.lr", 0), 0.1);
-  EXPECT_EQ(c.get_double("train.epochs", 0), 10.0);   // an integer reads as a float
+  EXPECT_EQ(c.get_double("train.epochs", 0), 10.0);  // an integer reads as a float
   EXPECT_TRUE(c.get_bool("train.nesterov", false));
   EXPECT_EQ(c.get_string_list("data.files", {}), (std::vector<std::string>{"a.bin", "b.bin"}));
   EXPECT_EQ(c.get_int_list("train.milestones", {}), (std::vector<int64_t>{30, 60}));
@@ -58,16 +58,17 @@ TEST(Config, TypedGettersWithDottedKeys) {
 
 TEST(Config, MissingAndMistypedKeysNameKeyFileAndTypes) {
   const Config c = Config::parse(kRunToml, "run.toml");
-  expect_invalid([&] { c.require_int("train.batch_size"); },
-                 {"'train.batch_size'", "missing", "run.toml", "under [train]",
-                  "--set train.batch_size="});
+  expect_invalid(
+      [&] { c.require_int("train.batch_size"); },
+      {"'train.batch_size'", "missing", "run.toml", "under [train]", "--set train.batch_size="});
   expect_invalid([&] { c.require_string("run_name"); }, {"'run_name'", "at the top"});
-  expect_invalid([&] { c.get_int("data.dataset", 0); },
-                 {"'data.dataset'", "run.toml:12", "must be an integer", "found a string",
-                  "\"cifar10\""});
+  expect_invalid(
+      [&] { c.get_int("data.dataset", 0); },
+      {"'data.dataset'", "run.toml:12", "must be an integer", "found a string", "\"cifar10\""});
   expect_invalid([&] { c.get_int("data.limit", 0); },
                  {"'data.limit'", "must be an integer", "found a float 3.0", "decimal point"});
-  expect_invalid([&] { c.get_bool("train.lr", false); }, {"must be a boolean", "found a float 0.1"});
+  expect_invalid([&] { c.get_bool("train.lr", false); },
+                 {"must be a boolean", "found a float 0.1"});
   expect_invalid([&] { c.get_string("train", ""); }, {"must be a string", "found a table"});
   expect_invalid([&] { c.get_int_list("data.files", {}); },
                  {"'data.files'", "an array of integers", "element 0 a string \"a.bin\""});
@@ -78,14 +79,15 @@ TEST(Config, MissingAndMistypedKeysNameKeyFileAndTypes) {
 }
 
 TEST(Config, SyntaxAndFileErrorsNameTheLocation) {
-  const Error e = expect_invalid([] { Config::parse("[train]\nepochs = = 3\n", "bad.toml"); },
-                                 {"bad.toml:2:"});
+  const Error e =
+      expect_invalid([] { Config::parse("[train]\nepochs = = 3\n", "bad.toml"); }, {"bad.toml:2:"});
   EXPECT_FALSE(e.remedy().empty());
   expect_invalid([] { Config::load("/nonexistent/run.toml"); },
                  {"/nonexistent/run.toml", "does not exist"});
 
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            fmt::format("hg_config_{}.toml", ::getpid())).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("hg_config_{}.toml", ::getpid()))
+          .string();
   std::ofstream(path) << kRunToml;
   const Config c = Config::load(path);
   EXPECT_EQ(c.source(), path);
@@ -103,10 +105,10 @@ TEST(Config, OverridesParseTomlValuesAndCreateTables) {
   c.set_override("train.nesterov=false");
   c.set_override("data.dataset=\"mnist\"");
   c.set_override("data.files=[\"c.bin\"]");
-  c.set_override("data.root=/tmp/data dir");   // a bare word falls back to a string
-  c.set_override("model.name=resnet18");       // creates [model]
-  c.set_override("model.block.width=64");      // creates nested tables
-  c.set_override("run.date=2024-05-01");       // a date stays text
+  c.set_override("data.root=/tmp/data dir");  // a bare word falls back to a string
+  c.set_override("model.name=resnet18");      // creates [model]
+  c.set_override("model.block.width=64");     // creates nested tables
+  c.set_override("run.date=2024-05-01");      // a date stays text
   c.set_override("optim={name = \"adamw\", lr = 0.001}");
   EXPECT_EQ(c.get_double("train.lr", 0), 0.01);
   EXPECT_EQ(c.get_int("train.epochs", 0), 3);
@@ -123,8 +125,7 @@ TEST(Config, OverridesParseTomlValuesAndCreateTables) {
   c.set_override("train.epochs=ten");
   expect_invalid([&] { c.get_int("train.epochs", 0); },
                  {"'train.epochs'", "from --set train.epochs=ten", "found a string \"ten\""});
-  expect_invalid([&] { c.get_bool("optim.lr", false); },
-                 {"from --set optim={name"});
+  expect_invalid([&] { c.get_bool("optim.lr", false); }, {"from --set optim={name"});
 
   expect_invalid([&] { c.set_override("train.epochs"); }, {"key=value"});
   expect_invalid([&] { c.set_override("=3"); }, {"not a valid key"});
@@ -154,7 +155,7 @@ TEST(Config, ResolvedTomlRoundTrips) {
 
 TEST(Config, UnusedKeysListsWhatWasNeverRead) {
   Config c = Config::parse(kRunToml, "run.toml");
-  c.set_override("train.epoch=3");   // a typo for train.epochs
+  c.set_override("train.epoch=3");  // a typo for train.epochs
   c.get_int("train.epochs", 0);
   c.get_string("name", "");
   c.get_int("seed", 0);
@@ -163,7 +164,7 @@ TEST(Config, UnusedKeysListsWhatWasNeverRead) {
   c.get_int_list("train.milestones", {});
   c.get_double_list("train.betas", {});
   c.get_string("data.dataset", "");
-  c.has("data.files");   // checking presence is not reading
+  c.has("data.files");  // checking presence is not reading
   EXPECT_EQ(c.unused_keys(), (std::vector<std::string>{"data.files", "data.limit", "train.epoch"}));
   // Copies keep what was read.
   const Config copy = c;
@@ -188,8 +189,8 @@ TEST(Duration, ParsesUnitsAndCombinations) {
 TEST(Duration, ErrorsNameTheText) {
   for (const char* bad : {"", "abc", "10x", "-5s", "1h30", "h", "1..5h", "5 s m", "1e3s"}) {
     SCOPED_TRACE(bad);
-    const Error e = expect_invalid([&] { parse_duration_seconds(bad); },
-                                   {fmt::format("'{}'", bad), "1h30m"});
+    const Error e =
+        expect_invalid([&] { parse_duration_seconds(bad); }, {fmt::format("'{}'", bad), "1h30m"});
   }
 }
 

@@ -2,8 +2,8 @@
 // run keeps the ledger's history: the two sessions add up and the budget holds across both.
 #include <gtest/gtest.h>
 
-#include "support/run_binary.h"
 #include <sys/wait.h>
+#include "support/run_binary.h"
 
 #include <array>
 #include <filesystem>

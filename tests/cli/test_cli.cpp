@@ -4,15 +4,15 @@
 
 #include "support/temp_dir.h"
 
-#include "support/run_binary.h"
 #include <zlib.h>
+#include "support/run_binary.h"
 
+#include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include "hourglass/tensor/safetensors.h"
 
@@ -28,7 +28,9 @@ using Result = hg::test::RunResult;
 
 Result run(const std::string& args) { return hg::test::run_hourglass(args); }
 
-std::string temp_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_cli_" + name); }
+std::string temp_dir(const std::string& name) {
+  return test::fresh_temp_dir("hourglass_cli_" + name);
+}
 
 std::string last_line(const std::string& s) {
   std::string t = s;
@@ -84,7 +86,8 @@ TEST(Cli, TrainsSmallCnnOnFashionMnistSubsetAndEvalReadsItBack) {
   EXPECT_NE(e.output.find(expected), std::string::npos) << e.output;
   // A checkpoint of a GPU run in bf16 (here: its stored config says so) evaluates on the cpu
   // with --device cpu, in f32.
-  Result g = run("eval " + dir + "/final.safetensors --set 'device=\"gpu:0\"' "
+  Result g = run("eval " + dir +
+                 "/final.safetensors --set 'device=\"gpu:0\"' "
                  "--set 'precision=\"bf16\"' --device cpu");
   ASSERT_EQ(g.code, 0) << g.output;
   EXPECT_NE(g.output.find(expected), std::string::npos) << g.output;
@@ -131,9 +134,7 @@ void write_gz(const std::string& path, const std::string& bytes) {
   gzclose(f);
 }
 
-std::string be32(uint32_t v) {
-  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-}
+std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 
 TEST(Cli, MalformedDataFilesAreOneLineErrors) {
   const std::string dir = temp_dir("baddata");
@@ -141,7 +142,8 @@ TEST(Cli, MalformedDataFilesAreOneLineErrors) {
   // Missing files.
   expect_input_error(run("train " + cfg + " --set data.path=" + dir), dir);
   // Valid test split, broken train split variants.
-  std::string test_images = be32(0x803) + be32(2) + be32(28) + be32(28) + std::string(2 * 784, '\0');
+  std::string test_images =
+      be32(0x803) + be32(2) + be32(28) + be32(28) + std::string(2 * 784, '\0');
   std::string test_labels = be32(0x801) + be32(2) + std::string("\x01\x02", 2);
   write_gz(dir + "/t10k-images-idx3-ubyte.gz", test_images);
   write_gz(dir + "/t10k-labels-idx1-ubyte.gz", test_labels);
@@ -150,10 +152,12 @@ TEST(Cli, MalformedDataFilesAreOneLineErrors) {
   write_gz(dir + "/train-images-idx3-ubyte.gz", be32(0x1234) + be32(2) + be32(28) + be32(28));
   expect_input_error(run("train " + cfg + " --set data.path=" + dir), "magic");
   // Truncated images.
-  write_gz(dir + "/train-images-idx3-ubyte.gz", be32(0x803) + be32(2) + be32(28) + be32(28) + std::string(100, '\0'));
+  write_gz(dir + "/train-images-idx3-ubyte.gz",
+           be32(0x803) + be32(2) + be32(28) + be32(28) + std::string(100, '\0'));
   expect_input_error(run("train " + cfg + " --set data.path=" + dir), "train-images-idx3-ubyte.gz");
   // Label out of range.
-  write_gz(dir + "/train-images-idx3-ubyte.gz", be32(0x803) + be32(2) + be32(28) + be32(28) + std::string(2 * 784, '\0'));
+  write_gz(dir + "/train-images-idx3-ubyte.gz",
+           be32(0x803) + be32(2) + be32(28) + be32(28) + std::string(2 * 784, '\0'));
   write_gz(dir + "/train-labels-idx1-ubyte.gz", be32(0x801) + be32(2) + std::string("\x01\x0c", 2));
   expect_input_error(run("train " + cfg + " --set data.path=" + dir), "label");
 }

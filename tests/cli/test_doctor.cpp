@@ -60,7 +60,7 @@ TEST(Doctor, HelpListsIt) {
 nlohmann::json info_json() {
   const test::RunResult r = run_hourglass("info --json");
   EXPECT_EQ(r.code, 0) << r.output;
-  const size_t start = r.output.find('{');   // log lines, if any, come before the object
+  const size_t start = r.output.find('{');  // log lines, if any, come before the object
   if (start == std::string::npos) {
     ADD_FAILURE() << "no JSON object in: " << r.output;
     return {};

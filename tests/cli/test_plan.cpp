@@ -2,8 +2,8 @@
 // is deterministic), and its one-line errors for bad flags.
 #include <gtest/gtest.h>
 
-#include "support/run_binary.h"
 #include <sys/wait.h>
+#include "support/run_binary.h"
 
 #include <array>
 #include <cstdio>
@@ -26,15 +26,18 @@ Result run(const std::string& args) { return hg::test::run_hourglass(args); }
 std::string row(const std::string& output, const std::string& platform) {
   size_t pos = 0;
   while ((pos = output.find(platform + " ", pos)) != std::string::npos) {
-    if (pos == 0 || output[pos - 1] == '\n') return output.substr(pos, output.find('\n', pos) - pos);
+    if (pos == 0 || output[pos - 1] == '\n')
+      return output.substr(pos, output.find('\n', pos) - pos);
     ++pos;
   }
   return "";
 }
 
 TEST(CliPlan, QuickstartOnAGivenThroughputAgainstTheExamplePrices) {
-  const Result r = run("plan " + kConfigs + "/quickstart.toml --images-per-s 5000 --budget 1h "
-                       "--price-table " + kConfigs + "/prices.example.toml");
+  const Result r = run("plan " + kConfigs +
+                       "/quickstart.toml --images-per-s 5000 --budget 1h "
+                       "--price-table " +
+                       kConfigs + "/prices.example.toml");
   ASSERT_EQ(r.code, 0) << r.output;
   // The summary: Fashion-MNIST sizes, 469 steps of 128, 4 epochs, the given throughput.
   EXPECT_NE(r.output.find("60000 training / 10000 test images"), std::string::npos) << r.output;
@@ -61,7 +64,7 @@ TEST(CliPlan, TooSmallABudgetDoesNotFit) {
   // 2m10s with the default 2m reserve leaves 10 s: not the 50.67 s of the 4 epochs.
   const Result r = run("plan " + kConfigs + "/quickstart.toml --images-per-s 5000 --budget 2m10s");
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::string here = row(r.output, "this-machine");   // no table: this machine only
+  const std::string here = row(r.output, "this-machine");  // no table: this machine only
   ASSERT_FALSE(here.empty()) << r.output;
   EXPECT_EQ(here.substr(here.size() - 2), "no") << here;
 }
@@ -77,7 +80,8 @@ TEST(CliPlan, UsesAndSubtractsASharedLedger) {
   "sessions": [{"id": "s1", "run": "proto", "phase": "prototype", "started": "2025-01-01T00:00:00Z",
                 "ended": "2025-01-01T00:30:00Z", "closed": true, "devices": 1, "price_per_hour": 0,
                 "wall_seconds": 1800, "device_seconds": 1800}]})";
-  const Result r = run("plan " + kConfigs + "/quickstart.toml --images-per-s 5000 --ledger " + ledger);
+  const Result r =
+      run("plan " + kConfigs + "/quickstart.toml --images-per-s 5000 --ledger " + ledger);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("0.50 device-hours"), std::string::npos) << r.output;
   // (1800 - 120) / 12.667 = 132 epochs.
@@ -89,8 +93,7 @@ TEST(CliPlan, BadInputIsOneLineNamingTheFlag) {
   struct Case {
     std::string args, needle;
   };
-  for (const Case& c : {Case{"--budget 2x", "--budget"},
-                        Case{"--budget-usd abc", "--budget-usd"},
+  for (const Case& c : {Case{"--budget 2x", "--budget"}, Case{"--budget-usd abc", "--budget-usd"},
                         Case{"--price-table /nonexistent/p.toml", "/nonexistent/p.toml"},
                         Case{"--set budget.hours=-2", "budget.hours"}}) {
     const Result r = run(base + c.args);

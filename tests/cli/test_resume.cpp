@@ -6,16 +6,18 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
-#include "support/temp_dir.h"
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "support/temp_dir.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -33,7 +35,9 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kBinary = HG_BINARY_DIR "/hourglass";
 
-std::string fresh_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_cli_resume_" + name); }
+std::string fresh_dir(const std::string& name) {
+  return test::fresh_temp_dir("hourglass_cli_resume_" + name);
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -148,8 +152,8 @@ std::vector<std::string> train_args(const std::string& config, const std::string
 
 struct Reference {
   std::string run_dir;
-  double first_step_seconds = 0;   // from launch until the first checkpoint is marked
-  double step_seconds = 0;         // per step after that, checkpoint and evaluation included
+  double first_step_seconds = 0;  // from launch until the first checkpoint is marked
+  double step_seconds = 0;        // per step after that, checkpoint and evaluation included
 };
 
 // The uninterrupted run everything is compared with (72 steps).
@@ -205,53 +209,98 @@ int count_temp_files(const std::string& dir) {
   return n;
 }
 
-TEST(CliResume, KillNineAtRandomTimesThenResumeAutoIsBitIdentical) {
-  const Reference ref = reference_run("kill");
+// The step of the newest checkpoint, as the `last` marker names it ("step-000000012...");
+// -1 before the first.
+int64_t last_step(const std::string& run_dir) {
+  const std::string name = read_file(run_dir + "/checkpoints/last");
+  if (name.size() < 14 || name.rfind("step-", 0) != 0) return -1;
+  return std::stoll(name.substr(5, 9));
+}
+
+int count_occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Polls `reached` until it holds (true) or the process ends (false); never past 5 minutes.
+bool wait_for_progress(const Process& p, const std::function<bool()>& reached, bool busy) {
+  const auto deadline = Clock::now() + std::chrono::seconds(300);
+  while (Clock::now() < deadline) {
+    if (reached()) return true;
+    if (::waitpid(p.pid, nullptr, WNOHANG) == p.pid) return false;
+    if (busy)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  ADD_FAILURE() << "no progress in 5 minutes";
+  return false;
+}
+
+TEST(CliResume, KillNineAtRandomPointsThenResumeAutoIsBitIdentical) {
+  const std::string ref_dir = reference_run("kill").run_dir;
   const std::string dir = fresh_dir("kill");
   const std::string config = write_config(dir);
   const std::string run_dir = dir + "/run";
+  const std::string log_path = dir + "/log.txt";
   const auto args = train_args(config, run_dir, {"--resume", "auto"});
-  // Kill times scale with this machine's speed (measured by the reference run): from half
-  // the start-up time to six steps past the first, so that a quarter of the lives die while
-  // starting (loading, restoring) and the others after 0-6 steps; the 20 kills spread over
-  // most of the 72 steps, epoch ends included. Two thirds of the time goes into checkpoint
-  // writes, so some kills land in them.
+  // Each life is killed at a point of its own progress, never at a time guessed in advance
+  // (so a slow or busy machine changes nothing): at once (before the checkpoint is read),
+  // once training has started (the run's first log line), in the middle of the next
+  // checkpoint write (its temporary file exists), or after 1-4 more checkpoints. That advances
+  // the run by about 1.4 of its 72 steps per kill, so all 20 kills land before it ends, epoch
+  // ends among them.
   std::mt19937 rng(20240611);
-  std::uniform_real_distribution<double> delay_seconds(
-      0.5 * ref.first_step_seconds, ref.first_step_seconds + 6 * ref.step_seconds);
+  std::uniform_int_distribution<int> kind(0, 7);
   int kills = 0, kills_in_writes = 0, lives = 0;
-  while (true) {
+  while (kills < 20) {
     ++lives;
     ASSERT_LT(lives, 200) << "the run never finished";
-    Process p = spawn(args, dir + "/log.txt");
-    if (kills < 20) {
-      if (!wait_for(p, delay_seconds(rng))) {
-        ::kill(p.pid, SIGKILL);
-        int status = 0;
-        ::waitpid(p.pid, &status, 0);
-        ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-        ++kills;
-        if (count_temp_files(run_dir + "/checkpoints") > 0) ++kills_in_writes;
-        continue;
-      }
-      // It finished (or failed) before the kill.
-      ::waitpid(p.pid, nullptr, WNOHANG);
+    const int k = kind(rng);
+    const int64_t step_before = last_step(run_dir);
+    const int starts_before = count_occurrences(read_file(log_path), "] info run resume:");
+    Process p = spawn(args, log_path);
+    bool reached = true;
+    if (k == 1) {
+      reached = wait_for_progress(
+          p,
+          [&] {
+            return count_occurrences(read_file(log_path), "] info run resume:") > starts_before;
+          },
+          false);
+    } else if (k == 2 || k == 3) {
+      reached = wait_for_progress(
+          p, [&] { return count_temp_files(run_dir + "/checkpoints") > 0; }, true);
+    } else if (k >= 4) {
+      const int64_t target = std::max<int64_t>(step_before, 0) + (k - 3);
+      reached = wait_for_progress(
+          p, [&] { return last_step(run_dir) >= target; }, false);
+    }
+    if (!reached) {  // it ended first: the run is complete (checked below)
+      ::waitpid(p.pid, nullptr, 0);
       break;
     }
-    std::optional<int> status = wait_for(p, 300);
-    ASSERT_TRUE(status.has_value());
-    ASSERT_EQ(exit_code(*status), 0) << read_file(dir + "/log.txt");
-    break;
+    ::kill(p.pid, SIGKILL);
+    int status = 0;
+    ::waitpid(p.pid, &status, 0);
+    // A process that ended on its own between the check and the kill is not a kill.
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) break;
+    ++kills;
+    if (count_temp_files(run_dir + "/checkpoints") > 0) ++kills_in_writes;
   }
-  ASSERT_TRUE(fs::exists(run_dir + "/final.safetensors")) << read_file(dir + "/log.txt");
-  const std::string log = read_file(dir + "/log.txt");
+  // The last life runs to the end.
+  if (!fs::exists(run_dir + "/final.safetensors"))
+    ASSERT_EQ(run_to_end(args, log_path), 0) << read_file(log_path);
+  ASSERT_TRUE(fs::exists(run_dir + "/final.safetensors")) << read_file(log_path);
+  const std::string log = read_file(log_path);
   const auto resumed_at = log.rfind("resuming from");
-  std::printf("%d kills (%d during a checkpoint write) over %d lives; the last resumed %s\n",
-              kills, kills_in_writes, lives,
+  std::printf("%d kills (%d during a checkpoint write) over %d lives; the last resumed %s\n", kills,
+              kills_in_writes, lives,
               log.substr(resumed_at, log.find('\n', resumed_at) - resumed_at).c_str());
-  EXPECT_GE(kills, 15);
+  EXPECT_EQ(kills, 20);
   EXPECT_GE(kills_in_writes, 1);
-  expect_same_result(ref.run_dir, run_dir);
+  expect_same_result(ref_dir, run_dir);
   EXPECT_EQ(count_temp_files(run_dir + "/checkpoints"), 0);
 }
 
@@ -309,7 +358,8 @@ workers = 0
 batch_size = 256
 )";
   Process p = spawn(train_args(config, dir + "/run"), dir + "/log.txt");
-  ASSERT_TRUE(wait_until([&] { return read_file(p.log).find("info run ") != std::string::npos; }, 120))
+  ASSERT_TRUE(
+      wait_until([&] { return read_file(p.log).find("info run ") != std::string::npos; }, 120))
       << read_file(p.log);
   ::kill(p.pid, SIGINT);
   ASSERT_TRUE(wait_until(
@@ -328,16 +378,19 @@ TEST(CliResume, TruncatedAndCorruptedNewestCheckpointsAreSkippedWithAWarning) {
   ASSERT_EQ(run_to_end(train_args(config, run_dir, {"--stop-after", "6"}), dir + "/log.txt"), 75);
   const std::string ck = run_dir + "/checkpoints/";
   // Newest: cut in half. Next: one byte of tensor data flipped (the checksum catches it).
-  fs::resize_file(ck + "step-000000006.safetensors", fs::file_size(ck + "step-000000006.safetensors") / 2);
+  fs::resize_file(ck + "step-000000006.safetensors",
+                  fs::file_size(ck + "step-000000006.safetensors") / 2);
   {
-    std::fstream f(ck + "step-000000005.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(ck + "step-000000005.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(-1000, std::ios::end);
     const char c = char(f.get() ^ 0x5a);
     f.seekp(-1000, std::ios::end);
     f.put(c);
   }
   const std::string log = dir + "/resume.txt";
-  EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--resume", "auto"}), log), 0) << read_file(log);
+  EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--resume", "auto"}), log), 0)
+      << read_file(log);
   const std::string text = read_file(log);
   const auto warning = [&](const std::string& name, const std::string& reason) {
     const auto pos = text.find("skipping checkpoint " + ck + name);
@@ -363,14 +416,17 @@ TEST(CliResume, ChangedConfigIsRefusedNamingTheDifference) {
     const std::string log = dir + "/changed.txt";
     fs::remove(log);
     EXPECT_EQ(run_to_end(train_args(config, run_dir,
-                                    {"--resume", resume, "--set", "model.name=small_cnn"}), log), 2);
+                                    {"--resume", resume, "--set", "model.name=small_cnn"}),
+                         log),
+              2);
     const std::string text = read_file(log);
     EXPECT_NE(text.find("hourglass: error: "), std::string::npos) << text;
     EXPECT_NE(text.find("model.name = \"small_cnn\" (checkpoint: \"mlp\")"), std::string::npos)
         << text;
     if (resume == "auto") {
       EXPECT_NE(text.find("skipping checkpoint " + run_dir + "/checkpoints/step-000000001"),
-                std::string::npos) << text;
+                std::string::npos)
+          << text;
     }
   }
   // Settings outside the trajectory may change: checkpoint interval, loader threads.
@@ -378,7 +434,10 @@ TEST(CliResume, ChangedConfigIsRefusedNamingTheDifference) {
   EXPECT_EQ(run_to_end(train_args(config, run_dir,
                                   {"--resume", "auto", "--checkpoint-every-steps", "0",
                                    "--checkpoint-every", "5m", "--set", "data.workers=0",
-                                   "--stop-after", "1"}), log), 75) << read_file(log);
+                                   "--stop-after", "1"}),
+                       log),
+            75)
+      << read_file(log);
   EXPECT_NE(read_file(log).find("resuming from"), std::string::npos);
 }
 

@@ -46,9 +46,8 @@ Tensor random_cpu(const Shape& shape, DType dtype, uint64_t seed, double lo, dou
   for (int64_t i = 0; i < g.numel(); ++i) {
     if (std::memcmp(gp + size_t(i) * item, ep + size_t(i) * item, item) != 0) {
       const std::vector<double> gv = g.to_vector<double>(), ev = e.to_vector<double>();
-      return ::testing::AssertionFailure()
-             << dtype_name(g.dtype()) << " element " << i << ": got " << gv[size_t(i)]
-             << ", expected " << ev[size_t(i)];
+      return ::testing::AssertionFailure() << dtype_name(g.dtype()) << " element " << i << ": got "
+                                           << gv[size_t(i)] << ", expected " << ev[size_t(i)];
     }
   }
   return ::testing::AssertionSuccess();
@@ -72,7 +71,7 @@ TEST(NoGpu, DiscoveryReportsNoDevicesAndWhy) {
   if (test::gpu_available()) GTEST_SKIP() << "a GPU is available";
   EXPECT_TRUE(gpu::list_devices().empty());
   EXPECT_FALSE(test::gpu_unavailable_reason().empty());
-  const gpu::GpuRuntimeInfo rt = gpu::runtime_info();   // never throws
+  const gpu::GpuRuntimeInfo rt = gpu::runtime_info();  // never throws
   EXPECT_TRUE(rt.backend == "cuda" || rt.backend == "hip") << rt.backend;
   EXPECT_FALSE(rt.runtime.empty());
   // Either no driver, or the runtime said why it sees no device.
@@ -89,9 +88,9 @@ TEST(GpuAllocator, StatisticsFollowAllocationsAndFreedBlocksAreReused) {
   EXPECT_EQ(a.device(), kGpu);
   a.empty_cache();
   const AllocatorStats s0 = a.stats();
-  EXPECT_EQ(s0.reserved, s0.in_use);   // nothing cached after empty_cache
+  EXPECT_EQ(s0.reserved, s0.in_use);  // nothing cached after empty_cache
 
-  void* p = a.allocate(1000);   // rounded to 1024
+  void* p = a.allocate(1000);  // rounded to 1024
   const AllocatorStats s1 = a.stats();
   EXPECT_EQ(s1.in_use, s0.in_use + 1024);
   EXPECT_EQ(s1.reserved, s0.reserved + 1024);
@@ -102,11 +101,11 @@ TEST(GpuAllocator, StatisticsFollowAllocationsAndFreedBlocksAreReused) {
   a.deallocate(p, 1000);
   const AllocatorStats s2 = a.stats();
   EXPECT_EQ(s2.in_use, s0.in_use);
-  EXPECT_EQ(s2.reserved, s1.reserved);   // cached, not returned
+  EXPECT_EQ(s2.reserved, s1.reserved);  // cached, not returned
 
-  void* q = a.allocate(600);   // the same 1024-byte size class
+  void* q = a.allocate(600);  // the same 1024-byte size class
   EXPECT_EQ(q, p);
-  EXPECT_EQ(a.stats().reserved, s1.reserved);   // reused: nothing new reserved
+  EXPECT_EQ(a.stats().reserved, s1.reserved);  // reused: nothing new reserved
   a.deallocate(q, 600);
 
   void* one = a.allocate(1);
@@ -146,8 +145,8 @@ TEST(GpuAllocator, LimitThrowsOutOfMemoryNamingTheMemoryAndStaysUsable) {
     for (const char* part : {"gpu:0", "out of memory", "asked for", "2097152 bytes", "limit",
                              "in use", "reserved", "cached", "free", "total"})
       EXPECT_NE(e.message().find(part), std::string::npos) << part << " not in: " << e.message();
-    for (const char* part : {"train.micro_batch = \"auto\"", "train.batch_size", "bf16",
-                             "other processes"})
+    for (const char* part :
+         {"train.micro_batch = \"auto\"", "train.batch_size", "bf16", "other processes"})
       EXPECT_NE(e.remedy().find(part), std::string::npos) << part << " not in: " << e.remedy();
   }
   EXPECT_EQ(a.stats().failures, before.failures + 1);
@@ -169,14 +168,14 @@ TEST(GpuAllocator, ARequestTheDeviceCannotHoldThrowsOutOfMemoryAndStaysUsable) {
   HG_REQUIRE_GPU();
   Allocator& a = allocator_for(kGpu);
   const AllocatorStats before = a.stats();
-  const size_t huge = size_t(1) << 50;   // 1 PiB
+  const size_t huge = size_t(1) << 50;  // 1 PiB
   try {
     a.allocate(huge);
     FAIL() << "allocating 1 PiB did not throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory) << e.one_line();
-    for (const char* part : {"gpu:0", "asked for", "refused", "in use", "reserved", "free of",
-                             "total"})
+    for (const char* part :
+         {"gpu:0", "asked for", "refused", "in use", "reserved", "free of", "total"})
       EXPECT_NE(e.message().find(part), std::string::npos) << part << " not in: " << e.message();
     EXPECT_NE(e.remedy().find("bf16"), std::string::npos) << e.remedy();
   }
@@ -211,9 +210,9 @@ TEST(GpuAllocator, PoisonFillsNewBlocksWithOnes) {
   for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::U8}) {
     {
       Tensor warm = Tensor::empty({999}, dt, kGpu);
-      warm.zero_();   // the block goes back to the cache holding zeros
+      warm.zero_();  // the block goes back to the cache holding zeros
     }
-    Tensor t = Tensor::empty({999}, dt, kGpu);   // the same block, poisoned again
+    Tensor t = Tensor::empty({999}, dt, kGpu);  // the same block, poisoned again
     const Tensor host = t.to(Device::cpu());
     const auto* bytes = static_cast<const uint8_t*>(host.data_ptr());
     for (size_t i = 0; i < host.nbytes(); ++i)
@@ -242,7 +241,7 @@ void check_conversion(DType from, DType to, double lo, double hi, uint64_t seed)
   SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
   const Shape shape = {3, 517};
   const Tensor src = random_cpu(shape, from, seed, lo, hi);
-  const Tensor expected = src.to(to);   // the CPU's conversion
+  const Tensor expected = src.to(to);  // the CPU's conversion
   Tensor uploaded = Tensor::empty(shape, to, kGpu);
   uploaded.copy_(src);
   EXPECT_TRUE(same_bytes(uploaded, expected)) << "host -> device";
@@ -281,7 +280,7 @@ TEST(GpuCopy, WideRangeConversionsOfTheDtypesThatMatter) {
 TEST(GpuCopy, StridedViewsOnEitherSide) {
   HG_REQUIRE_GPU();
   const Tensor base = random_cpu({4, 5, 6}, DType::F32, 7, -1, 1);
-  const Tensor view = base.permute({2, 0, 1}).narrow(1, 1, 2);   // [6, 2, 5], strided
+  const Tensor view = base.permute({2, 0, 1}).narrow(1, 1, 2);  // [6, 2, 5], strided
   ASSERT_FALSE(view.is_contiguous());
 
   // host strided -> device (span upload), same dtype and converting
@@ -312,7 +311,7 @@ TEST(GpuCopy, StridedViewsOnEitherSide) {
   EXPECT_EQ(host_big.narrow(1, 0, 2).to_vector<float>(), std::vector<float>(60, 0.0f));
 
   Tensor dev_big = Tensor::zeros({5, 4, 6}, DType::BF16, kGpu);
-  Tensor dev_dst = dev_big.permute({2, 1, 0}).narrow(1, 1, 2).permute({0, 2, 1});   // [6,5,2]
+  Tensor dev_dst = dev_big.permute({2, 1, 0}).narrow(1, 1, 2).permute({0, 2, 1});  // [6,5,2]
   const Tensor src = random_cpu({6, 5, 2}, DType::F32, 9, -1, 1);
   dev_dst.copy_(src);
   Tensor cpu_big = Tensor::zeros({5, 4, 6}, DType::BF16);
@@ -345,7 +344,7 @@ TEST(GpuCopy, OffsetsBeyondThirtyTwoBits) {
   const int64_t n = int64_t(1) << 30;
   Tensor big = Tensor::empty({3, n}, DType::U8, kGpu);
   big.fill_(7);
-  Tensor tail = big.narrow(1, n - 4, 4);   // [3, 4], strides [n, 1]
+  Tensor tail = big.narrow(1, n - 4, 4);  // [3, 4], strides [n, 1]
   tail.fill_(9);
   EXPECT_EQ(tail.permute({1, 0}).contiguous().to_vector<int64_t>(), std::vector<int64_t>(12, 9));
   EXPECT_EQ(big.narrow(1, n - 5, 1).to_vector<int64_t>(), std::vector<int64_t>(3, 7));
@@ -356,11 +355,11 @@ TEST(GpuCopy, ContiguousSameDtypeAndBetweenDevices) {
   HG_REQUIRE_GPU();
   const Tensor src = random_cpu({12345}, DType::F32, 11, -5, 5);
   const Tensor g = src.to(kGpu);
-  EXPECT_TRUE(same_bytes(g.clone(), src));   // device -> device memcpy
+  EXPECT_TRUE(same_bytes(g.clone(), src));  // device -> device memcpy
   EXPECT_TRUE(same_bytes(g, src));
 #ifdef HOURGLASS_HAS_GPU
   if (gpu::list_devices().size() >= 2) {
-    const Tensor other = g.to(Device::gpu(1));   // through the host
+    const Tensor other = g.to(Device::gpu(1));  // through the host
     EXPECT_EQ(other.device(), Device::gpu(1));
     EXPECT_TRUE(same_bytes(other, src));
     Tensor back = Tensor::empty({12345}, DType::BF16, kGpu);
@@ -441,7 +440,7 @@ TEST(GpuPinned, BufferAndAsyncScalar) {
   {
     Tensor loss = Tensor::scalar(2.25, DType::F32, kGpu);
     read.start(loss);
-  }   // the tensor may go away at once
+  }  // the tensor may go away at once
   EXPECT_TRUE(read.started());
   EXPECT_EQ(read.value(), 2.25);
   EXPECT_TRUE(read.ready());
@@ -462,7 +461,7 @@ TEST(GpuPinned, CopyFromPinnedMemoryReturnsOnceTheSourceWasRead) {
   Tensor host(impl);
   host.fill_(4.0);
   const Tensor g = host.to(kGpu);
-  host.fill_(-1.0);   // after copy_ returned: must not reach the device copy
+  host.fill_(-1.0);  // after copy_ returned: must not reach the device copy
   const std::vector<float> v = g.to_vector<float>();
   EXPECT_EQ(v.front(), 4.0f);
   EXPECT_EQ(v.back(), 4.0f);

@@ -41,7 +41,7 @@ TEST(Models, NamesFollowTheCheckpointConvention) {
   EXPECT_TRUE(has("layer2.0.shortcut.conv.weight"));
   EXPECT_TRUE(has("layer4.1.bn2.weight"));
   EXPECT_TRUE(has("fc.bias"));
-  EXPECT_FALSE(has("layer1.0.shortcut.conv.weight"));   // identity shortcut there
+  EXPECT_FALSE(has("layer1.0.shortcut.conv.weight"));  // identity shortcut there
   bool has_running = false;
   for (auto& [n, t] : model->named_buffers()) has_running |= n == "layer3.1.bn1.running_var";
   EXPECT_TRUE(has_running);
@@ -52,16 +52,17 @@ TEST(Models, ForwardShapes) {
     nn::ModelSpec s;
     int64_t n;
   };
-  for (const Case& c : {Case{spec("small_cnn", 1, 28, 10), 3}, Case{spec("mlp", 1, 28, 10), 2},
-                        Case{spec("tiny_resnet", 3, 8, 10), 1},
-                        Case{spec("resnet18", 1, 12, 7, "imagenet"), 2},
-                        Case{spec("resnet50", 3, 32, 5, "imagenet"), 2}}) {
+  for (const Case& c :
+       {Case{spec("small_cnn", 1, 28, 10), 3}, Case{spec("mlp", 1, 28, 10), 2},
+        Case{spec("tiny_resnet", 3, 8, 10), 1}, Case{spec("resnet18", 1, 12, 7, "imagenet"), 2},
+        Case{spec("resnet50", 3, 32, 5, "imagenet"), 2}}) {
     auto model = nn::make_model(c.s);
     nn::initialize(*model, 3);
     autograd::NoGradGuard g;
     model->eval();
-    Tensor x = test::f32_tensor(test::random_values(c.n * c.s.height * c.s.width * c.s.in_channels, 4),
-                                {c.n, c.s.height, c.s.width, c.s.in_channels});
+    Tensor x =
+        test::f32_tensor(test::random_values(c.n * c.s.height * c.s.width * c.s.in_channels, 4),
+                         {c.n, c.s.height, c.s.width, c.s.in_channels});
     Tensor y = model->forward(x);
     EXPECT_EQ(y.shape(), (Shape{c.n, c.s.num_classes})) << c.s.name;
     for (double v : y.to_vector<double>()) EXPECT_TRUE(std::isfinite(v)) << c.s.name;
@@ -104,7 +105,7 @@ TEST(ParameterArena, ParametersBecomeViewsOfOneBuffer) {
     const Tensor& t = params[i].tensor;
     EXPECT_TRUE(t.same_storage(flat.params)) << params[i].name;
     EXPECT_TRUE(t.grad().same_storage(flat.grads)) << params[i].name;
-    EXPECT_EQ(t.to_vector<float>(), before[i]) << params[i].name;   // values kept
+    EXPECT_EQ(t.to_vector<float>(), before[i]) << params[i].name;  // values kept
     if (params[i].decay == nn::Decay::Apply) {
       decayed += t.numel();
       EXPECT_LT(t.storage_offset(), flat.decay_count) << params[i].name;
@@ -128,7 +129,8 @@ TEST(StateDict, LoadChecksNamesAndShapes) {
   std::map<std::string, Tensor> state;
   for (auto& [n, t] : a->state_dict()) state[n] = t;
   b->load_state_dict(state, "a.safetensors");
-  EXPECT_EQ(a->state_dict()[0].second.to_vector<float>(), b->state_dict()[0].second.to_vector<float>());
+  EXPECT_EQ(a->state_dict()[0].second.to_vector<float>(),
+            b->state_dict()[0].second.to_vector<float>());
   state["0.weight"] = Tensor::zeros({2, 2});
   try {
     b->load_state_dict(state, "a.safetensors");
@@ -165,7 +167,7 @@ TEST(Models, DropoutMasksDependOnTheModelNotOnWhatWasBuiltBefore) {
         .to_vector<float>();
   };
   const auto first = forward();
-  (void)nn::make_model(s);   // another model built in between changes nothing
+  (void)nn::make_model(s);  // another model built in between changes nothing
   EXPECT_EQ(forward(), first);
 }
 

@@ -43,14 +43,14 @@ TEST_F(MetricsJsonlTest, WritesOneParseableObjectPerLine) {
   const auto lines = read_lines(path_);
   ASSERT_EQ(lines.size(), 2u);
   const auto first = nlohmann::json::parse(lines[0]);
-  EXPECT_TRUE(first["epoch"].is_number_integer());   // integral values stay integers
+  EXPECT_TRUE(first["epoch"].is_number_integer());  // integral values stay integers
   EXPECT_EQ(first["epoch"].get<int>(), 1);
   EXPECT_EQ(first["train_loss"].get<double>(), 0.5);
   EXPECT_EQ(first["lr"].get<double>(), 0.1);
-  EXPECT_EQ(lines[0].find("\"epoch\""), 1u);   // fields keep their order
+  EXPECT_EQ(lines[0].find("\"epoch\""), 1u);  // fields keep their order
   const auto second = nlohmann::json::parse(lines[1]);
   EXPECT_EQ(second["epoch"].get<int>(), 2);
-  EXPECT_TRUE(second["train_loss"].is_null());   // NaN has no JSON form
+  EXPECT_TRUE(second["train_loss"].is_null());  // NaN has no JSON form
   EXPECT_EQ(second["phase"].get<std::string>(), "train \"q\"");
 }
 
@@ -59,9 +59,9 @@ TEST_F(MetricsJsonlTest, AppendsToAnExistingFileAndRepairsAPartialLine) {
     MetricsJsonl m(path_);
     m.write({{"epoch", 1}});
   }
-  std::ofstream(path_, std::ios::app) << "{\"epoch\": 2, \"los";   // a run killed mid-line
+  std::ofstream(path_, std::ios::app) << "{\"epoch\": 2, \"los";  // a run killed mid-line
   {
-    MetricsJsonl m(path_);   // the resumed run
+    MetricsJsonl m(path_);  // the resumed run
     m.write({{"epoch", 2}});
   }
   const auto lines = read_lines(path_);

@@ -23,7 +23,7 @@ TEST(Progress, PlainModePrintsALineEveryQuarter) {
   {
     ProgressBar bar(out, ProgressMode::Plain, "epoch 2/10", 400, clock.options());
     for (int64_t done = 1; done <= 400; ++done) {
-      clock.t += 0.25;   // 100 steps take 25 s
+      clock.t += 0.25;  // 100 steps take 25 s
       const bool wants = bar.wants_update(done);
       EXPECT_EQ(wants, done == 100 || done == 200 || done == 300) << done;
       if (wants) bar.update(done, {{"loss", 0.41234}, {"acc", 0.871}, {"img/s", 1234.4}});
@@ -42,7 +42,7 @@ TEST(Progress, PlainModeCatchesUpWhenUpdatesAreSparse) {
   FakeClock clock;
   ProgressBar bar(out, ProgressMode::Plain, "e", 10, clock.options());
   bar.update(1, {});
-  bar.update(6, {});   // passes 25% and 50% at once: one line, next mark 75%
+  bar.update(6, {});  // passes 25% and 50% at once: one line, next mark 75%
   bar.update(7, {});
   bar.update(8, {});
   bar.update(10, {});  // 100%: left to finish()
@@ -57,7 +57,7 @@ TEST(Progress, TerminalModeRedrawsInPlaceAtMostTenTimesASecond) {
   ProgressBar bar(out, ProgressMode::Terminal, "epoch 1/3", 100, options);
   int draws = 0;
   for (int64_t done = 1; done <= 100; ++done) {
-    clock.t += 1.0 / 64;   // 64 steps a second (exact in binary, so no rounding surprises)
+    clock.t += 1.0 / 64;  // 64 steps a second (exact in binary, so no rounding surprises)
     const std::string before = out.str();
     bar.update(done, {{"loss", 2.302585}});
     draws += out.str() != before;
@@ -67,7 +67,7 @@ TEST(Progress, TerminalModeRedrawsInPlaceAtMostTenTimesASecond) {
   const std::string text = out.str();
   const std::string last = text.substr(text.rfind('\r'));
   EXPECT_EQ(last, "\repoch 1/3 [##########] 100/100 loss 2.303 eta 0:00\x1b[K");
-  EXPECT_EQ(text.find('\n'), std::string::npos);   // never leaves the line
+  EXPECT_EQ(text.find('\n'), std::string::npos);  // never leaves the line
   bar.finish("done");
   EXPECT_EQ(out.str().substr(text.size()), "\r\x1b[Kepoch 1/3 done\n");
 }
@@ -80,8 +80,9 @@ TEST(Progress, TerminalLineShowsBarEtaAndIsCutToWidth) {
   ProgressBar bar(out, ProgressMode::Terminal, "epoch 2/10", 469, options);
   clock.t += 12;
   bar.update(120, {{"loss", 0.4123}, {"acc", 0.871}, {"img/s", 1234}});
-  EXPECT_EQ(out.str(), "\repoch 2/10 [##........] 120/469 loss 0.4123 acc 0.871 1234 img/s "
-                       "eta 0:35\x1b[K");
+  EXPECT_EQ(out.str(),
+            "\repoch 2/10 [##........] 120/469 loss 0.4123 acc 0.871 1234 img/s "
+            "eta 0:35\x1b[K");
 
   std::ostringstream narrow;
   options.max_line_width = 20;
@@ -102,9 +103,9 @@ TEST(Progress, OffModePrintsOnlyTheSummaryAndUnfinishedLinesAreEnded) {
 
   std::ostringstream term;
   {
-    ProgressBar bar(term, ProgressMode::Terminal, "x", 0);   // unknown total: no bar or eta
+    ProgressBar bar(term, ProgressMode::Terminal, "x", 0);  // unknown total: no bar or eta
     bar.update(3, {{"img/s", 10}});
-  }   // destroyed mid-epoch (an exception): the line is ended
+  }  // destroyed mid-epoch (an exception): the line is ended
   EXPECT_EQ(term.str(), "\rx 3 10 img/s\x1b[K\n");
 }
 

@@ -20,7 +20,7 @@ constexpr double kMomentum = 0.1;
 
 struct BnCase {
   const char* name;
-  Shape shape;   // [N,H,W,C] or [N,C]
+  Shape shape;  // [N,H,W,C] or [N,C]
 };
 void PrintTo(const BnCase& c, std::ostream* os) { *os << c.name; }
 
@@ -80,8 +80,7 @@ TEST_P(BatchNormCase, TrainMatchesReferenceAndUpdatesRunningStats) {
   // on them.
   const int64_t m = shape_numel(shape) / d.c;
   EXPECT_TRUE(test::all_close(out.y, ref.y, test::ref::f32_tolerance(m, ref.y))) << "y";
-  EXPECT_TRUE(test::all_close(out.mean, ref.mean, test::ref::f32_tolerance(m, ref.mean)))
-      << "mean";
+  EXPECT_TRUE(test::all_close(out.mean, ref.mean, test::ref::f32_tolerance(m, ref.mean))) << "mean";
   EXPECT_TRUE(test::all_close(out.invstd, ref.invstd, test::ref::f32_tolerance(m, ref.invstd)))
       << "invstd";
 
@@ -104,8 +103,8 @@ TEST_P(BatchNormCase, EvalUsesRunningStats) {
   const Tensor rm = test::f32_tensor(d.running_mean, {d.c});
   const Tensor rv = test::f32_tensor(d.running_var, {d.c});
   const Tensor y = ops::batch_norm_eval(d.xt, d.wt, d.bt, rm, rv, kEps);
-  const Values ref = test::ref::batch_norm_eval(d.x, d.c, d.weight, d.bias, d.running_mean,
-                                                d.running_var, kEps);
+  const Values ref =
+      test::ref::batch_norm_eval(d.x, d.c, d.weight, d.bias, d.running_mean, d.running_var, kEps);
   // No reduction: each output is a handful of rounded operations (scale, subtract, multiply,
   // add); a length of 4 allows for them.
   EXPECT_TRUE(test::all_close(y, ref, test::ref::f32_tolerance(4, ref)));
@@ -118,8 +117,7 @@ TEST_P(BatchNormCase, BackwardMatchesReference) {
   Tensor rv = test::f32_tensor(d.running_var, {d.c});
   const ops::BatchNormForward fwd =
       ops::batch_norm_train(d.xt, d.wt, d.bt, rm, rv, kMomentum, kEps);
-  const ops::BatchNormGrads g =
-      ops::batch_norm_backward(d.dyt, d.xt, d.wt, fwd.mean, fwd.invstd);
+  const ops::BatchNormGrads g = ops::batch_norm_backward(d.dyt, d.xt, d.wt, fwd.mean, fwd.invstd);
   const test::ref::BatchNormGrads ref =
       test::ref::batch_norm_backward(d.dy, d.x, d.c, d.weight, kEps);
   ASSERT_EQ(g.dx.shape(), shape);

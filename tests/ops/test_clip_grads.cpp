@@ -99,7 +99,7 @@ TEST(ClipGrads, NonFiniteNormLeavesGradientsUntouched) {
 TEST(ClipGrads, DecidesFromTheGivenSumOfSquares) {
   // The decision reads the sum_squares operand, not the gradients: a view of a state tensor.
   Tensor grads = f32_tensor({1.0, 1.0}, {2});
-  Tensor state = Tensor::from_vector<float>({7.0f, 400.0f}, {2});   // norm 20
+  Tensor state = Tensor::from_vector<float>({7.0f, 400.0f}, {2});  // norm 20
   const Tensor norm = ops::clip_grads_(grads, state.narrow(0, 1, 1), 2.0);
   EXPECT_EQ(norm.item(), 20.0);
   const float coef = float(2.0 / (20.0 + 1e-6));
@@ -120,8 +120,7 @@ TEST(ClipGrads, ValidatesOperands) {
   Tensor g64 = Tensor::zeros({4}, DType::F64);
   test::expect_invalid([&] { ops::clip_grads_(g64, ss, 1.0); }, {"clip_grads_", "gradients"});
   Tensor strided = Tensor::zeros({4, 2}).narrow(1, 0, 1);
-  test::expect_invalid([&] { ops::clip_grads_(strided, ss, 1.0); },
-                       {"clip_grads_", "contiguous"});
+  test::expect_invalid([&] { ops::clip_grads_(strided, ss, 1.0); }, {"clip_grads_", "contiguous"});
 }
 
 }  // namespace

@@ -115,17 +115,15 @@ TEST_P(Conv2dCase, BackwardMatchesReference) {
   ASSERT_EQ(g.dx.shape(), sh.x_shape());
   ASSERT_EQ(g.dw.shape(), sh.w_shape());
   // dx: an input element receives at most (K/groups) x R x S products (fewer with stride).
-  EXPECT_TRUE(test::all_close(
-      g.dx, ref.dx, test::ref::f32_tolerance(sh.k / sh.p.groups * sh.r * sh.s, ref.dx)))
+  EXPECT_TRUE(test::all_close(g.dx, ref.dx,
+                              test::ref::f32_tolerance(sh.k / sh.p.groups * sh.r * sh.s, ref.dx)))
       << "dx";
   // dw and dbias: sums over every output position, N x P x Q terms.
   const int64_t positions = sh.n * sh.out_h() * sh.out_w();
-  EXPECT_TRUE(test::all_close(g.dw, ref.dw, test::ref::f32_tolerance(positions, ref.dw)))
-      << "dw";
+  EXPECT_TRUE(test::all_close(g.dw, ref.dw, test::ref::f32_tolerance(positions, ref.dw))) << "dw";
   if (cs.bias) {
     ASSERT_TRUE(g.dbias.defined());
-    EXPECT_TRUE(
-        test::all_close(g.dbias, ref.dbias, test::ref::f32_tolerance(positions, ref.dbias)))
+    EXPECT_TRUE(test::all_close(g.dbias, ref.dbias, test::ref::f32_tolerance(positions, ref.dbias)))
         << "dbias";
   } else {
     EXPECT_FALSE(g.dbias.defined());
@@ -240,8 +238,8 @@ TEST(Conv2d, BadArgumentsAreInvalidInput) {
   // f64 passes the op's checks but the CPU backend computes in f32 only.
   EXPECT_INVALID_INPUT(ops::conv2d(x.to(DType::F64), w.to(DType::F64), Tensor(), p));
   // Grad output of the wrong shape.
-  EXPECT_INVALID_INPUT(ops::conv2d_backward(Tensor::zeros({2, 5, 6, 8}), x, w, false, p,
-                                            InputGrad::Compute));
+  EXPECT_INVALID_INPUT(
+      ops::conv2d_backward(Tensor::zeros({2, 5, 6, 8}), x, w, false, p, InputGrad::Compute));
 }
 
 }  // namespace

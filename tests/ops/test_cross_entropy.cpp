@@ -122,25 +122,33 @@ void expect_bad_label(const std::function<void()>& call, const std::string& valu
 TEST(CrossEntropy, BadLabelIsAnInputError) {
   const Tensor logits = Tensor::zeros({4, 3});
   expect_bad_label([&] { ops::cross_entropy(logits, label_tensor({0, 1, 2, 3}), 0.0); }, "3", "3");
-  expect_bad_label([&] { ops::cross_entropy(logits, label_tensor({0, -1, 2, 0}), 0.0); }, "-1", "1");
+  expect_bad_label(
+      [&] {
+        ops::cross_entropy(logits, label_tensor({0, -1, 2, 0}), 0.0);
+      },
+      "-1", "1");
   const auto fwd = ops::cross_entropy(logits, label_tensor({0, 1, 2, 0}), 0.0);
   expect_bad_label(
-      [&] { ops::cross_entropy_backward(Tensor::scalar(1.0), fwd.probs, label_tensor({0, 7, 2, 0}), 0.0); },
+      [&] {
+        ops::cross_entropy_backward(Tensor::scalar(1.0), fwd.probs, label_tensor({0, 7, 2, 0}),
+                                    0.0);
+      },
       "7", "1");
   expect_bad_label([&] { ops::count_correct(logits, label_tensor({0, 0, 0, 99})); }, "99", "3");
 }
 
 TEST(CountCorrect, FirstMaximumWinsTies) {
-  const Tensor logits = Tensor::from_vector<float>({
-                                                       0.1f, 0.9f, 0.3f,   // argmax 1
-                                                       2.0f, 2.0f, 1.0f,   // tie: argmax 0
-                                                       -1.f, -3.f, -0.5f,  // argmax 2
-                                                       5.0f, 1.0f, 5.0f,   // tie: argmax 0
-                                                   },
-                                                   {4, 3});
+  const Tensor logits = Tensor::from_vector<float>(
+      {
+          0.1f, 0.9f, 0.3f,   // argmax 1
+          2.0f, 2.0f, 1.0f,   // tie: argmax 0
+          -1.f, -3.f, -0.5f,  // argmax 2
+          5.0f, 1.0f, 5.0f,   // tie: argmax 0
+      },
+      {4, 3});
   const Tensor c = ops::count_correct(logits, label_tensor({1, 1, 2, 0}));
   EXPECT_EQ(c.dtype(), DType::F32);
-  EXPECT_EQ(c.item(), 3.0);   // row 1's tie goes to class 0, not the label 1
+  EXPECT_EQ(c.item(), 3.0);  // row 1's tie goes to class 0, not the label 1
   EXPECT_EQ(ops::count_correct(logits, label_tensor({0, 0, 0, 0})).item(), 2.0);
 }
 

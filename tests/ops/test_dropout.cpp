@@ -36,7 +36,7 @@ TEST(Dropout, ZeroProbabilityIsIdentity) {
 
 TEST(Dropout, MaskFollowsPhiloxRule) {
   for (uint64_t offset : {uint64_t(0), uint64_t(1), uint64_t(6), uint64_t(1) << 40}) {
-    const int64_t n = 50001;   // odd, spans several parallel chunks
+    const int64_t n = 50001;  // odd, spans several parallel chunks
     const auto out = ops::dropout(Tensor::full({n}, 1.0), 0.3, 1234, offset);
     const auto mask = out.mask.to_vector<uint8_t>();
     for (int64_t i = 0; i < n; ++i)

@@ -54,9 +54,14 @@ TEST(Elementwise, BinaryOpsMatchReference) {
       const Tensor sum = ops::add(a.t, b.t);
       EXPECT_EQ(sum.dtype(), dt);
       EXPECT_EQ(sum.shape(), a.t.shape());
-      EXPECT_TRUE(all_close(sum, map_values(a.v, b.v, [](double x, double y) { return x + y; }), tol(dt)));
-      EXPECT_TRUE(all_close(ops::sub(a.t, b.t), map_values(a.v, b.v, [](double x, double y) { return x - y; }), tol(dt)));
-      EXPECT_TRUE(all_close(ops::mul(a.t, b.t), map_values(a.v, b.v, [](double x, double y) { return x * y; }), tol(dt)));
+      EXPECT_TRUE(
+          all_close(sum, map_values(a.v, b.v, [](double x, double y) { return x + y; }), tol(dt)));
+      EXPECT_TRUE(all_close(ops::sub(a.t, b.t),
+                            map_values(a.v, b.v, [](double x, double y) { return x - y; }),
+                            tol(dt)));
+      EXPECT_TRUE(all_close(ops::mul(a.t, b.t),
+                            map_values(a.v, b.v, [](double x, double y) { return x * y; }),
+                            tol(dt)));
     }
 }
 
@@ -65,8 +70,10 @@ TEST(Elementwise, ScalarOpsMatchReference) {
     for (int64_t n : kSizes) {
       SCOPED_TRACE(testing::Message() << dtype_name(dt) << " n=" << n);
       const Input a = make_input(n, 3, dt);
-      EXPECT_TRUE(all_close(ops::add_scalar(a.t, 0.75), map_values(a.v, [](double x) { return x + 0.75; }), tol(dt)));
-      EXPECT_TRUE(all_close(ops::mul_scalar(a.t, -1.5), map_values(a.v, [](double x) { return x * -1.5; }), tol(dt)));
+      EXPECT_TRUE(all_close(ops::add_scalar(a.t, 0.75),
+                            map_values(a.v, [](double x) { return x + 0.75; }), tol(dt)));
+      EXPECT_TRUE(all_close(ops::mul_scalar(a.t, -1.5),
+                            map_values(a.v, [](double x) { return x * -1.5; }), tol(dt)));
       // The input is untouched by the out-of-place ops.
       EXPECT_EQ(to_doubles(a.t), a.v);
     }
@@ -80,10 +87,12 @@ TEST(Elementwise, InPlaceOpsMatchReference) {
         const Input a = make_input(n, 4, dt), b = make_input(n, 5, dt);
         Tensor dst = a.t.clone();
         ops::add_(dst, b.t, alpha);
-        EXPECT_TRUE(all_close(dst, map_values(a.v, b.v, [&](double x, double y) { return x + alpha * y; }), tol(dt)));
+        EXPECT_TRUE(all_close(
+            dst, map_values(a.v, b.v, [&](double x, double y) { return x + alpha * y; }), tol(dt)));
         Tensor scaled = a.t.clone();
         ops::mul_scalar_(scaled, alpha);
-        EXPECT_TRUE(all_close(scaled, map_values(a.v, [&](double x) { return x * alpha; }), tol(dt)));
+        EXPECT_TRUE(
+            all_close(scaled, map_values(a.v, [&](double x) { return x * alpha; }), tol(dt)));
       }
 }
 
@@ -102,8 +111,9 @@ TEST(Elementwise, ReluMatchesReference) {
       const Tensor y = ops::relu(x.t);
       // relu and its backward are exact: selects, no arithmetic.
       EXPECT_EQ(to_doubles(y), map_values(x.v, [](double v) { return v > 0 ? v : 0.0; }));
-      EXPECT_EQ(to_doubles(ops::relu_backward(dy.t, y)),
-                map_values(dy.v, to_doubles(y), [](double g, double v) { return v > 0 ? g : 0.0; }));
+      EXPECT_EQ(
+          to_doubles(ops::relu_backward(dy.t, y)),
+          map_values(dy.v, to_doubles(y), [](double g, double v) { return v > 0 ? g : 0.0; }));
     }
 }
 

@@ -122,8 +122,8 @@ double dx_terms(const Tensor& weight, const Tensor& invstd, const Tensor& dy) {
 
 struct BnCase {
   const char* name;
-  Shape shape;           // [N,H,W,C] or [N,C]
-  double center = 0.5;   // x uniform in center +- half_width
+  Shape shape;          // [N,H,W,C] or [N,C]
+  double center = 0.5;  // x uniform in center +- half_width
   double half_width = 2.0;
 };
 
@@ -135,8 +135,8 @@ Tensor cpu_values(const Shape& shape, uint64_t seed, DType dtype, double lo, dou
 }
 
 struct BnData {
-  Tensor x, dy;                              // CPU f32, rounded to the dtype
-  Tensor weight, bias, running_mean, running_var;   // CPU f32 [C]
+  Tensor x, dy;                                    // CPU f32, rounded to the dtype
+  Tensor weight, bias, running_mean, running_var;  // CPU f32 [C]
 };
 
 BnData make_data(const BnCase& cs, DType dtype, uint64_t seed) {
@@ -154,9 +154,7 @@ BnData make_data(const BnCase& cs, DType dtype, uint64_t seed) {
   return d;
 }
 
-Tensor gpu(const Tensor& cpu, DType dtype = DType::F32) {
-  return cpu.to(dtype).to(Device::gpu(0));
-}
+Tensor gpu(const Tensor& cpu, DType dtype = DType::F32) { return cpu.to(dtype).to(Device::gpu(0)); }
 
 // ---- the comparison, per shape and dtype
 
@@ -289,8 +287,8 @@ std::vector<std::vector<char>> run_bytes(const BnData& d, DType dtype) {
   const ops::BatchNormGrads g = ops::batch_norm_backward(dy, x, w, f.mean, f.invstd);
   const Tensor e = ops::batch_norm_eval(x, w, b, rm, rv, kEps);
   std::vector<std::vector<char>> out;
-  const std::initializer_list<const Tensor*> outputs = {
-      &f.y, &f.mean, &f.invstd, &rm, &rv, &g.dx, &g.dweight, &g.dbias, &e};
+  const std::initializer_list<const Tensor*> outputs = {&f.y,  &f.mean,    &f.invstd, &rm, &rv,
+                                                        &g.dx, &g.dweight, &g.dbias,  &e};
   for (const Tensor* t : outputs) {
     const Tensor host = t->to(Device::cpu());
     const char* p = static_cast<const char*>(host.data_ptr());
@@ -348,12 +346,12 @@ TEST(GpuBatchNormSpeed, ResNet18Bf16Report) {
     ops::BatchNormGrads g;
     Tensor y;
     const int n = 50;
-    const double fwd =
-        wall_ms(n, [&] { f = ops::batch_norm_train(x, w, b, rm, rv, kMomentum, kEps); },
-                [&] { return f.mean; });
-    const double bwd =
-        wall_ms(n, [&] { g = ops::batch_norm_backward(dy, x, w, f.mean, f.invstd); },
-                [&] { return g.dbias; });
+    const double fwd = wall_ms(
+        n, [&] { f = ops::batch_norm_train(x, w, b, rm, rv, kMomentum, kEps); },
+        [&] { return f.mean; });
+    const double bwd = wall_ms(
+        n, [&] { g = ops::batch_norm_backward(dy, x, w, f.mean, f.invstd); },
+        [&] { return g.dbias; });
     const double eval = wall_ms(
         n, [&] { y = ops::batch_norm_eval(x, w, b, rm, rv, kEps); }, [&] { return rm; });
     const double gb = double(x.nbytes()) * 1e-9;
@@ -377,8 +375,10 @@ TEST(GpuBatchNormErrors, BackwardArgumentsAreInvalidInput) {
   const Tensor s = Tensor::zeros({4}, DType::F32, Device::gpu(0));
   // Grad output of another dtype than the input.
   test::expect_invalid(
-      [&] { ops::batch_norm_backward(Tensor::zeros({2, 3, 3, 4}, DType::F32, Device::gpu(0)), x,
-                                     w, s, s); },
+      [&] {
+        ops::batch_norm_backward(Tensor::zeros({2, 3, 3, 4}, DType::F32, Device::gpu(0)), x, w, s,
+                                 s);
+      },
       {"batch_norm_backward"});
   // Saved statistics of the wrong length or dtype.
   test::expect_invalid(

@@ -107,9 +107,7 @@ Tensor cpu_input(const Shape& shape, uint64_t seed, Mode mode, double scale = 1.
   return dtype == DType::F32 ? t : t.to(dtype).to(DType::F32);
 }
 
-Tensor to_gpu(const Tensor& cpu, Mode mode) {
-  return cpu.to(dtype_of(mode)).to(Device::gpu(0));
-}
+Tensor to_gpu(const Tensor& cpu, Mode mode) { return cpu.to(dtype_of(mode)).to(Device::gpu(0)); }
 
 // got (a GPU tensor of the mode's dtype) against the CPU f32 reference.
 void expect_close(const Tensor& got, const Tensor& ref, Mode mode, const std::string& what) {
@@ -179,7 +177,7 @@ const ConvCase kConvCases[] = {
 
 // Inputs of order 1, weights scaled by 1/sqrt(fan-in) so outputs and gradients are of order 1.
 struct ConvData {
-  Tensor x, w, bias, dy;   // CPU f32, rounded to the mode's dtype
+  Tensor x, w, bias, dy;  // CPU f32, rounded to the mode's dtype
 };
 
 ConvData conv_data(const ConvCase& cc, Mode mode, uint64_t seed) {
@@ -233,12 +231,12 @@ TEST(GpuConvInputGrad, SkipLeavesDxUndefined) {
   HG_REQUIRE_GPU();
   PoisonGuard poison;
   Tf32Guard tf32(false);
-  const ConvCase& cc = kConvCases[0];   // with bias
+  const ConvCase& cc = kConvCases[0];  // with bias
   const ConvData d = conv_data(cc, Mode::F32, 200);
   const ops::Conv2dGrads ref = ops::conv2d_backward(d.dy, d.x, d.w, true, cc.p, InputGrad::Compute);
-  const ops::Conv2dGrads g = ops::conv2d_backward(to_gpu(d.dy, Mode::F32), to_gpu(d.x, Mode::F32),
-                                                  to_gpu(d.w, Mode::F32), true, cc.p,
-                                                  InputGrad::Skip);
+  const ops::Conv2dGrads g =
+      ops::conv2d_backward(to_gpu(d.dy, Mode::F32), to_gpu(d.x, Mode::F32), to_gpu(d.w, Mode::F32),
+                           true, cc.p, InputGrad::Skip);
   EXPECT_FALSE(g.dx.defined());
   expect_close(g.dw, ref.dw, Mode::F32, "dw");
   expect_close(g.dbias, ref.dbias, Mode::F32, "dbias");
@@ -268,7 +266,7 @@ TEST(GpuConvAlignment, OffsetViewsMatchCpu) {
   Tf32Guard tf32(false);
   for (const Mode mode : {Mode::F32, Mode::BF16}) {
     SCOPED_TRACE(mode_name(mode));
-    const ConvCase& cc = kConvCases[0];   // 7x7x5 images: 245 elements, odd byte offsets
+    const ConvCase& cc = kConvCases[0];  // 7x7x5 images: 245 elements, odd byte offsets
     const ConvData d = conv_data(cc, mode, 300);
     const Tensor big = cpu_input({cc.n + 1, cc.h, cc.w, cc.c}, 301, mode);
     const Tensor big_dy = cpu_input({cc.n + 1, cc.h, cc.w, cc.k}, 302, mode);
@@ -299,9 +297,9 @@ void PrintTo(const LinearCase& c, std::ostream* os) { *os << c.name; }
 
 // Batch 1, odd sizes, a single input feature, and the classifier heads of the models.
 const LinearCase kLinearCases[] = {
-    {"batch1_7to3_bias", 1, 7, 3, true},   {"odd_17to9_bias", 5, 17, 9, true},
-    {"one_feature", 3, 1, 40, true},       {"head_512to10_bias", 64, 512, 10, true},
-    {"wide_64to130", 33, 64, 130, false},  {"square_256to512_bias", 128, 256, 512, true},
+    {"batch1_7to3_bias", 1, 7, 3, true},  {"odd_17to9_bias", 5, 17, 9, true},
+    {"one_feature", 3, 1, 40, true},      {"head_512to10_bias", 64, 512, 10, true},
+    {"wide_64to130", 33, 64, 130, false}, {"square_256to512_bias", 128, 256, 512, true},
 };
 
 struct LinearData {
@@ -360,9 +358,8 @@ TEST(GpuLinearInputGrad, SkipLeavesDxUndefined) {
   const LinearCase& lc = kLinearCases[1];
   const LinearData d = linear_data(lc, Mode::F32, 500);
   const ops::LinearGrads ref = ops::linear_backward(d.dy, d.x, d.w, true, InputGrad::Compute);
-  const ops::LinearGrads g =
-      ops::linear_backward(to_gpu(d.dy, Mode::F32), to_gpu(d.x, Mode::F32),
-                           to_gpu(d.w, Mode::F32), true, InputGrad::Skip);
+  const ops::LinearGrads g = ops::linear_backward(to_gpu(d.dy, Mode::F32), to_gpu(d.x, Mode::F32),
+                                                  to_gpu(d.w, Mode::F32), true, InputGrad::Skip);
   EXPECT_FALSE(g.dx.defined());
   expect_close(g.dw, ref.dw, Mode::F32, "dw");
   expect_close(g.dbias, ref.dbias, Mode::F32, "dbias");
@@ -374,7 +371,7 @@ TEST(GpuLinearAlignment, OffsetViewsMatchCpu) {
   Tf32Guard tf32(false);
   for (const Mode mode : {Mode::F32, Mode::BF16}) {
     SCOPED_TRACE(mode_name(mode));
-    const LinearCase& lc = kLinearCases[1];   // rows of 17 and 9 elements: odd byte offsets
+    const LinearCase& lc = kLinearCases[1];  // rows of 17 and 9 elements: odd byte offsets
     const LinearData d = linear_data(lc, mode, 600);
     const Tensor big_x = cpu_input({lc.n + 1, lc.in}, 601, mode);
     const Tensor big_dy = cpu_input({lc.n + 1, lc.out}, 602, mode);

@@ -135,8 +135,7 @@ TEST(GpuElementwise, MultiDimensionalShapesKeepTheirShape) {
 TEST(GpuElementwise, ReluPassesNaN) {
   HG_REQUIRE_GPU();
   const Tensor x =
-      Tensor::from_vector<float>({-1.0f, NAN, 2.0f, -0.0f, INFINITY, -INFINITY}, {6})
-          .to(gpu0());
+      Tensor::from_vector<float>({-1.0f, NAN, 2.0f, -0.0f, INFINITY, -INFINITY}, {6}).to(gpu0());
   const auto y = ops::relu(x).to_vector<float>();
   EXPECT_EQ(y[0], 0.0f);
   EXPECT_TRUE(std::isnan(y[1])) << "relu must let NaN through, as the CPU does";
@@ -169,9 +168,8 @@ TEST(GpuElementwise, EmptyTensorsLaunchNothing) {
   if (!std::isfinite(got)) return ::testing::AssertionFailure() << "non-finite sum " << got;
   const double bound = 1e-5 * std::abs(ref) + 1e-6 * double(std::max<int64_t>(n, 1));
   if (std::abs(got - ref) > bound)
-    return ::testing::AssertionFailure()
-           << "got " << got << ", cpu " << ref << ", error " << std::abs(got - ref) << " > "
-           << bound;
+    return ::testing::AssertionFailure() << "got " << got << ", cpu " << ref << ", error "
+                                         << std::abs(got - ref) << " > " << bound;
   return ::testing::AssertionSuccess();
 }
 
@@ -204,8 +202,8 @@ TEST(GpuReduce, DeterministicAndIndependentOfAlignment) {
     SCOPED_TRACE(dtype_name(dtype));
     const int64_t n = 3000017;
     const Input x0 = make_input(random_values(n + 1, 8, -1, 1), {n + 1}, dtype);
-    const Tensor view = x0.gpu.narrow(0, 1, n);   // unaligned
-    const Tensor copy = view.clone();             // the same values, aligned
+    const Tensor view = x0.gpu.narrow(0, 1, n);  // unaligned
+    const Tensor copy = view.clone();            // the same values, aligned
     const double a = ops::sum_squares(view).item(), b = ops::sum_squares(view).item();
     EXPECT_EQ(a, b) << "two runs differ";
     EXPECT_EQ(ops::sum_squares(copy).item(), a) << "aligned and unaligned inputs differ";

@@ -61,15 +61,14 @@ struct SgdCase {
 TEST(GpuOptimizer, SgdMatchesCpuOverSeveralSteps) {
   HG_REQUIRE_GPU();
   poison_outputs();
-  const SgdCase cases[] = {{0, 0, 0, false},        {0, 0, 0.1, false},  {0.9, 0, 0, false},
+  const SgdCase cases[] = {{0, 0, 0, false},        {0, 0, 0.1, false},   {0.9, 0, 0, false},
                            {0.9, 0.3, 0.01, false}, {0.9, 0, 0.05, true}, {0.5, 0, 0, true}};
   for (bool unaligned : {false, true})
     for (const SgdCase& c : cases)
       for (int64_t n : kSizes) {
-        SCOPED_TRACE(testing::Message() << "momentum=" << c.momentum << " dampening="
-                                        << c.dampening << " wd=" << c.weight_decay
-                                        << " nesterov=" << c.nesterov << " n=" << n
-                                        << " unaligned=" << unaligned);
+        SCOPED_TRACE(testing::Message() << "momentum=" << c.momentum << " dampening=" << c.dampening
+                                        << " wd=" << c.weight_decay << " nesterov=" << c.nesterov
+                                        << " n=" << n << " unaligned=" << unaligned);
         SgdOptions o;
         o.lr = 0.05;
         o.momentum = c.momentum;
@@ -95,15 +94,14 @@ TEST(GpuOptimizer, AdamWMatchesCpuOverSeveralSteps) {
   for (bool unaligned : {false, true})
     for (double wd : {0.0, 0.01, 0.3})
       for (int64_t n : kSizes) {
-        SCOPED_TRACE(testing::Message() << "wd=" << wd << " n=" << n << " unaligned="
-                                        << unaligned);
+        SCOPED_TRACE(testing::Message() << "wd=" << wd << " n=" << n << " unaligned=" << unaligned);
         AdamWOptions o;
         o.lr = 0.01;
         o.weight_decay = wd;
         Flat p = flat(random_values(n, 3), unaligned);
         Flat m = flat(std::vector<double>(size_t(n), 0.0), unaligned);
         Flat v = flat(std::vector<double>(size_t(n), 0.0), unaligned);
-        Flat count = flat({0.0});   // the update number, on each device
+        Flat count = flat({0.0});  // the update number, on each device
         for (int64_t step = 1; step <= kSteps; ++step) {
           const Flat g = flat(random_values(n, uint64_t(20 + step)), unaligned);
           ops::advance_step_(count.gpu);
@@ -115,8 +113,8 @@ TEST(GpuOptimizer, AdamWMatchesCpuOverSeveralSteps) {
         EXPECT_TRUE(all_close(p.gpu, to_doubles(p.cpu), tol()));
         EXPECT_TRUE(all_close(m.gpu, to_doubles(m.cpu), tol()));
         // v holds squares of O(1) gradients scaled by 1 - beta2 = 1e-3.
-        EXPECT_TRUE(all_close(v.gpu, to_doubles(v.cpu),
-                              test::Tolerance{tol().rtol, tol().atol * 1e-3}));
+        EXPECT_TRUE(
+            all_close(v.gpu, to_doubles(v.cpu), test::Tolerance{tol().rtol, tol().atol * 1e-3}));
       }
 }
 
@@ -242,8 +240,8 @@ TEST(GpuClip, ClipGradsMatchesCpuExactlyFromTheSameSumOfSquares) {
       const Tensor cpu_ss = ops::sum_squares(test::f32_tensor(values, {n}));
       const double norm = std::sqrt(cpu_ss.item());
       for (double max_norm : {0.01 * norm, 0.999 * norm, 2 * norm + 1e-3}) {
-        SCOPED_TRACE(testing::Message() << "n=" << n << " unaligned=" << unaligned
-                                        << " max_norm=" << max_norm);
+        SCOPED_TRACE(testing::Message()
+                     << "n=" << n << " unaligned=" << unaligned << " max_norm=" << max_norm);
         Flat g = flat(values, unaligned);
         // The same f32 sum of squares on both devices: the double arithmetic of the
         // coefficient (sqrt, division: correctly rounded on both) and the one f32 multiply
@@ -310,7 +308,7 @@ TEST(GpuLossScale, UnscaleMatchesCpuAndFlagsNonFinite) {
       // n % 4 != 0) and the middle.
       for (int64_t bad : {int64_t(-1), int64_t(0), n - 1, n / 2})
         for (double bad_value : {double(INFINITY), double(-INFINITY), double(NAN)}) {
-          if (bad < 0 && bad_value != double(INFINITY)) continue;   // one clean run
+          if (bad < 0 && bad_value != double(INFINITY)) continue;  // one clean run
           SCOPED_TRACE(testing::Message() << "n=" << n << " unaligned=" << unaligned
                                           << " bad=" << bad << " value=" << bad_value);
           auto values = random_values(n, 11, -2048, 2048);
@@ -364,8 +362,8 @@ TEST(GpuLossScale, UpdateTransitionsMatchCpuExactly) {
   HG_REQUIRE_GPU();
   // Growth after `interval` clean steps, back-off on inf (resetting the count), interval 1.
   expect_same_transitions(65536.0f, 2.0, 0.5, 3,
-                          {false, false, false, false, true, false, true, true, false, false,
-                           false, false, false, false, false});
+                          {false, false, false, false, true, false, true, true, false, false, false,
+                           false, false, false, false});
   expect_same_transitions(1024.0f, 2.0, 0.5, 1, {false, false, true, false, true, false});
   // Factors that are not powers of two: the double arithmetic must round the same way.
   expect_same_transitions(3.0f, 1.7, 0.31, 2,

@@ -137,8 +137,8 @@ TEST(GpuPooling, MaxPoolTiesGoToTheFirstMaximumAsOnTheCpu) {
     const Input x{ops::relu(x0.gpu), ops::relu(x0.cpu)};
     const ops::MaxPoolForward g = ops::max_pool2d(x.gpu, p);
     const ops::MaxPoolForward c = ops::max_pool2d(x.cpu, p);
-    const Input dy = make_input(random_values(shape_numel(g.y.shape()), 4, -1, 1),
-                                g.y.shape(), dtype);
+    const Input dy =
+        make_input(random_values(shape_numel(g.y.shape()), 4, -1, 1), g.y.shape(), dtype);
     EXPECT_TRUE(all_close(g.y, to_doubles(c.y), {0, 0}));
     EXPECT_TRUE(all_close(ops::max_pool2d_backward(dy.gpu, x.gpu, g.workspace, p),
                           to_doubles(ops::max_pool2d_backward(dy.cpu, x.cpu, c.workspace, p)),
@@ -174,7 +174,7 @@ TEST(GpuPooling, GlobalAvgPoolMatchesCpu) {
     int64_t n, h, w, c;
   };
   // ResNet heads (4x4 and 7x7 maps, 512 channels), odd channel counts, one pixel, a big map.
-  const Case cases[] = {{2, 4, 4, 512}, {3, 7, 7, 10}, {1, 1, 1, 3},
+  const Case cases[] = {{2, 4, 4, 512}, {3, 7, 7, 10},  {1, 1, 1, 3},
                         {5, 3, 5, 17},  {1, 64, 64, 8}, {4, 7, 7, 2048}};
   for (DType dtype : kDtypes)
     for (const Case& k : cases) {
@@ -190,8 +190,8 @@ TEST(GpuPooling, GlobalAvgPoolMatchesCpu) {
       const Tensor dx = ops::global_avg_pool_backward(dy.gpu, x.gpu);
       ASSERT_EQ(dx.shape(), xs);
       ASSERT_EQ(dx.dtype(), dtype);
-      EXPECT_TRUE(all_close(dx, to_doubles(ops::global_avg_pool_backward(dy.cpu, x.cpu)),
-                            tol(dtype, 1)));
+      EXPECT_TRUE(
+          all_close(dx, to_doubles(ops::global_avg_pool_backward(dy.cpu, x.cpu)), tol(dtype, 1)));
     }
 }
 
@@ -199,8 +199,8 @@ TEST(GpuPooling, RepeatedRunsAreBitIdentical) {
   HG_REQUIRE_GPU();
   const PoolCase& k = kPoolCases[6];
   const Pool2dParams& p = k.p;
-  const Input x = make_input(random_values(k.n * k.h * k.w * k.c, 9, -2, 2), {k.n, k.h, k.w, k.c},
-                             DType::F32);
+  const Input x =
+      make_input(random_values(k.n * k.h * k.w * k.c, 9, -2, 2), {k.n, k.h, k.w, k.c}, DType::F32);
   const ops::MaxPoolForward m = ops::max_pool2d(x.gpu, p);
   const Tensor dy = ops::relu(m.y);
   const auto run = [&] {
@@ -220,8 +220,8 @@ struct CeCase {
   int64_t n, c;
 };
 // Batch 1, one class (loss 0), odd sizes, CIFAR and ImageNet class counts, a large batch.
-const CeCase kCeCases[] = {{1, 1}, {1, 10}, {5, 3}, {7, 2}, {64, 10}, {33, 1000}, {300, 17},
-                           {1030, 100}};
+const CeCase kCeCases[] = {{1, 1},   {1, 10},    {5, 3},    {7, 2},
+                           {64, 10}, {33, 1000}, {300, 17}, {1030, 100}};
 
 TEST(GpuCrossEntropy, ForwardAndBackwardMatchCpu) {
   HG_REQUIRE_GPU();
@@ -229,8 +229,8 @@ TEST(GpuCrossEntropy, ForwardAndBackwardMatchCpu) {
   for (DType dtype : kDtypes)
     for (const CeCase& k : kCeCases)
       for (double s : {0.0, 0.1}) {
-        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << k.n << " c=" << k.c
-                                        << " smoothing=" << s);
+        SCOPED_TRACE(testing::Message()
+                     << dtype_name(dtype) << " n=" << k.n << " c=" << k.c << " smoothing=" << s);
         const Input x = make_input(random_values(k.n * k.c, uint64_t(k.n * 31 + k.c), -4, 4),
                                    {k.n, k.c}, dtype);
         const auto labels = random_labels(k.n, k.c, uint64_t(k.c));
@@ -243,14 +243,14 @@ TEST(GpuCrossEntropy, ForwardAndBackwardMatchCpu) {
         ASSERT_EQ(g.probs.shape(), (Shape{k.n, k.c}));
         // The loss is computed in float from the same inputs in every dtype: sums of C terms
         // per row, then of N rows.
-        EXPECT_TRUE(all_close(g.loss, to_doubles(c.loss),
-                              test::tolerance_for(DType::F32, k.c + k.n)));
+        EXPECT_TRUE(
+            all_close(g.loss, to_doubles(c.loss), test::tolerance_for(DType::F32, k.c + k.n)));
         EXPECT_TRUE(all_close(g.probs, to_doubles(c.probs), tol(dtype, 1)));
         for (double dloss : {1.0, 2.5}) {
           const auto ref =
               to_doubles(ops::cross_entropy_backward(Tensor::scalar(dloss), c.probs, yc, s));
-          const Tensor dx = ops::cross_entropy_backward(
-              Tensor::scalar(dloss, DType::F32, gpu0()), g.probs, yg, s);
+          const Tensor dx = ops::cross_entropy_backward(Tensor::scalar(dloss, DType::F32, gpu0()),
+                                                        g.probs, yg, s);
           ASSERT_EQ(dx.dtype(), dtype);
           EXPECT_TRUE(all_close(dx, ref, tol(dtype, dloss / double(k.n))));
         }
@@ -263,8 +263,8 @@ TEST(GpuCrossEntropy, StableForExtremeLogits) {
   const std::vector<int64_t> labels{3, 0};
   const auto g = ops::cross_entropy(test::f32_tensor(logits, {2, 4}).to(gpu0()),
                                     labels_on(labels, gpu0()), 0.1);
-  const auto c = ops::cross_entropy(test::f32_tensor(logits, {2, 4}),
-                                    labels_on(labels, Device::cpu()), 0.1);
+  const auto c =
+      ops::cross_entropy(test::f32_tensor(logits, {2, 4}), labels_on(labels, Device::cpu()), 0.1);
   EXPECT_TRUE(all_close(g.loss, to_doubles(c.loss), test::tolerance_for(DType::F32, 4)));
   EXPECT_TRUE(all_close(g.probs, to_doubles(c.probs), test::tolerance_for(DType::F32, 4)));
 }
@@ -278,14 +278,13 @@ TEST(GpuCrossEntropy, LabelOutOfRangeGivesNaNWithoutFailing) {
   const auto f = ops::cross_entropy(logits, bad, 0.1);
   EXPECT_TRUE(std::isnan(f.loss.item()));
   for (double p : to_doubles(f.probs)) EXPECT_TRUE(std::isfinite(p));
-  const auto dx = to_doubles(ops::cross_entropy_backward(
-      Tensor::scalar(1.0, DType::F32, gpu0()), f.probs, bad, 0.1));
-  for (int64_t i = 0; i < 12; ++i)
-    EXPECT_EQ(std::isnan(dx[size_t(i)]), i >= 6) << "element " << i;
+  const auto dx = to_doubles(
+      ops::cross_entropy_backward(Tensor::scalar(1.0, DType::F32, gpu0()), f.probs, bad, 0.1));
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(std::isnan(dx[size_t(i)]), i >= 6) << "element " << i;
   EXPECT_TRUE(std::isnan(ops::count_correct(logits, bad).item()));
   // The device is still usable.
-  EXPECT_TRUE(std::isfinite(ops::cross_entropy(logits, labels_on({0, 1, 2, 0}, gpu0()), 0.1)
-                                .loss.item()));
+  EXPECT_TRUE(
+      std::isfinite(ops::cross_entropy(logits, labels_on({0, 1, 2, 0}, gpu0()), 0.1).loss.item()));
 }
 
 // ---------------------------------------------------------------- count_correct
@@ -310,14 +309,14 @@ TEST(GpuCountCorrect, MatchesCpuOnRandomData) {
 TEST(GpuCountCorrect, FirstMaximumWinsTiesAndNaNAsOnTheCpu) {
   HG_REQUIRE_GPU();
   const std::vector<float> values{
-      0.1f, 0.9f, 0.3f,     // argmax 1
-      2.0f, 2.0f, 1.0f,     // tie: 0
-      -1.f, -3.f, -0.5f,    // 2
-      5.0f, 1.0f, 5.0f,     // tie: 0
-      NAN,  1.0f, 2.0f,     // NaN first: nothing compares greater, 0
-      1.0f, NAN,  2.0f,     // NaN later never wins: 2
-      3.0f, NAN,  2.0f,     // 0
-      -INFINITY, NAN, -INFINITY,   // 0
+      0.1f,      0.9f, 0.3f,       // argmax 1
+      2.0f,      2.0f, 1.0f,       // tie: 0
+      -1.f,      -3.f, -0.5f,      // 2
+      5.0f,      1.0f, 5.0f,       // tie: 0
+      NAN,       1.0f, 2.0f,       // NaN first: nothing compares greater, 0
+      1.0f,      NAN,  2.0f,       // NaN later never wins: 2
+      3.0f,      NAN,  2.0f,       // 0
+      -INFINITY, NAN,  -INFINITY,  // 0
   };
   const Tensor cpu_logits = Tensor::from_vector(values, {8, 3});
   for (DType dtype : kDtypes) {
@@ -357,8 +356,8 @@ TEST(GpuDropout, MasksAreBitIdenticalToTheCpu) {
     for (int64_t n : sizes)
       for (uint64_t offset : offsets)
         for (double p : {0.0, 0.1, 0.5, 0.9}) {
-          SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n
-                                          << " offset=" << offset << " p=" << p);
+          SCOPED_TRACE(testing::Message()
+                       << dtype_name(dtype) << " n=" << n << " offset=" << offset << " p=" << p);
           const Tensor rounded = test::f32_tensor(random_values(n, 13, -2, 2), {n}).to(dtype);
           const auto g = ops::dropout(rounded.to(gpu0()), p, 1234, offset);
           const auto c = ops::dropout(rounded.to(DType::F32), p, 1234, offset);
@@ -368,9 +367,9 @@ TEST(GpuDropout, MasksAreBitIdenticalToTheCpu) {
           // y = x * (mask * scale) in f32 on both, then one rounding to the dtype: identical.
           ASSERT_EQ(g.y.to_vector<float>(), c.y.to(dtype).to_vector<float>());
           const Tensor dy = test::f32_tensor(random_values(n, 14, -1, 1), {n}).to(dtype);
-          ASSERT_EQ(ops::dropout_backward(dy.to(gpu0()), g.mask, p).to_vector<float>(),
-                    ops::dropout_backward(dy.to(DType::F32), c.mask, p).to(dtype)
-                        .to_vector<float>());
+          ASSERT_EQ(
+              ops::dropout_backward(dy.to(gpu0()), g.mask, p).to_vector<float>(),
+              ops::dropout_backward(dy.to(DType::F32), c.mask, p).to(dtype).to_vector<float>());
         }
 }
 
@@ -378,9 +377,8 @@ TEST(GpuDropout, MaskFollowsThePhiloxRule) {
   HG_REQUIRE_GPU();
   const int64_t n = 50001;
   for (uint64_t offset : {uint64_t(0), uint64_t(3), uint64_t(1) << 40}) {
-    const auto mask =
-        ops::dropout(Tensor::full({n}, 1.0, DType::F32, gpu0()), 0.3, 99, offset).mask
-            .to_vector<uint8_t>();
+    const auto mask = ops::dropout(Tensor::full({n}, 1.0, DType::F32, gpu0()), 0.3, 99, offset)
+                          .mask.to_vector<uint8_t>();
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(mask[size_t(i)], reference_keep(99, offset + uint64_t(i), 0.3))
           << "offset " << offset << " element " << i;
@@ -394,7 +392,7 @@ TEST(GpuDropout, UnalignedViewsAndMultiDimensionalShapes) {
     SCOPED_TRACE(dtype_name(dtype));
     const int64_t n = 6 * 7 * 11;
     const Tensor base = test::f32_tensor(random_values(n + 1, 15), {n + 1}).to(dtype);
-    const Tensor xg = base.to(gpu0()).narrow(0, 1, n).view({6, 7, 11});   // not 16-byte aligned
+    const Tensor xg = base.to(gpu0()).narrow(0, 1, n).view({6, 7, 11});  // not 16-byte aligned
     const Tensor xc = base.to(DType::F32).narrow(0, 1, n).view({6, 7, 11});
     const auto g = ops::dropout(xg, 0.25, 5, 8);
     const auto c = ops::dropout(xc, 0.25, 5, 8);

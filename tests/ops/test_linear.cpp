@@ -26,8 +26,8 @@ struct LinearShape {
 };
 
 // Odd sizes, batch 1, a single feature, and the two shapes the models use.
-const LinearShape kShapes[] = {{1, 1, 1},   {1, 7, 3},    {3, 5, 2},    {17, 33, 9},
-                               {2, 1, 40},  {5, 129, 1},  {64, 512, 10}, {31, 300, 65}};
+const LinearShape kShapes[] = {{1, 1, 1},  {1, 7, 3},   {3, 5, 2},     {17, 33, 9},
+                               {2, 1, 40}, {5, 129, 1}, {64, 512, 10}, {31, 300, 65}};
 
 TEST(Linear, ReferenceGradientsMatchFiniteDifferences) {
   // L = sum_ij y_ij * r_ij, so dL/dy = r; checks ref::linear_backward in float64.
@@ -41,17 +41,21 @@ TEST(Linear, ReferenceGradientsMatchFiniteDifferences) {
     return s;
   };
   const auto g = ref::linear_backward(r, x, w, n, in, out);
-  const test::Tolerance fd{1e-7, 1e-7};   // central differences of a bilinear form: exact up to rounding
-  EXPECT_TRUE(all_close(ref::numeric_gradient([&](const ref::Vec& v) { return loss(v, w, b); }, x), g.dx, fd));
-  EXPECT_TRUE(all_close(ref::numeric_gradient([&](const ref::Vec& v) { return loss(x, v, b); }, w), g.dw, fd));
-  EXPECT_TRUE(all_close(ref::numeric_gradient([&](const ref::Vec& v) { return loss(x, w, v); }, b), g.db, fd));
+  const test::Tolerance fd{1e-7,
+                           1e-7};  // central differences of a bilinear form: exact up to rounding
+  EXPECT_TRUE(all_close(ref::numeric_gradient([&](const ref::Vec& v) { return loss(v, w, b); }, x),
+                        g.dx, fd));
+  EXPECT_TRUE(all_close(ref::numeric_gradient([&](const ref::Vec& v) { return loss(x, v, b); }, w),
+                        g.dw, fd));
+  EXPECT_TRUE(all_close(ref::numeric_gradient([&](const ref::Vec& v) { return loss(x, w, v); }, b),
+                        g.db, fd));
 }
 
 TEST(Linear, ForwardMatchesReference) {
   for (const auto& s : kShapes) {
     for (bool with_bias : {true, false}) {
-      SCOPED_TRACE(testing::Message() << "n=" << s.n << " in=" << s.in << " out=" << s.out
-                                      << " bias=" << with_bias);
+      SCOPED_TRACE(testing::Message()
+                   << "n=" << s.n << " in=" << s.in << " out=" << s.out << " bias=" << with_bias);
       const auto x = round_f32(random_values(s.n * s.in, 10));
       const auto w = round_f32(random_values(s.out * s.in, 11));
       const auto b = with_bias ? round_f32(random_values(s.out, 12)) : ref::Vec{};
@@ -100,7 +104,7 @@ TEST(Linear, NonContiguousInputIsHandled) {
   const int64_t n = 6, in = 5, out = 4;
   const auto x = round_f32(random_values(n * in, 40));
   const auto w = round_f32(random_values(out * in, 41));
-  ref::Vec xt(x.size());   // x stored transposed [in, n]
+  ref::Vec xt(x.size());  // x stored transposed [in, n]
   for (int64_t i = 0; i < n; ++i)
     for (int64_t k = 0; k < in; ++k) xt[size_t(k * n + i)] = x[size_t(i * in + k)];
   const Tensor xview = f32_tensor(xt, {in, n}).permute({1, 0});
@@ -158,7 +162,7 @@ TEST(Linear, ModelShapesAreFast) {
     const Tensor w = f32_tensor(random_values(s.out * s.in, 61), {s.out, s.in});
     const Tensor b = f32_tensor(random_values(s.out, 62), {s.out});
     const Tensor dy = f32_tensor(random_values(s.n * s.out, 63), {s.n, s.out});
-    ops::linear(x, w, b);   // warm-up: primitive creation
+    ops::linear(x, w, b);  // warm-up: primitive creation
     ops::linear_backward(dy, x, w, true, InputGrad::Compute);
     double best_ms = 1e30;
     for (int rep = 0; rep < 20; ++rep) {
@@ -171,7 +175,7 @@ TEST(Linear, ModelShapesAreFast) {
     const double gflop = 6.0 * double(s.n * s.in * s.out) * 1e-9;
     std::printf("linear %lldx%lldx%lld fwd+bwd: best %.3f ms (%.1f GFLOP/s)\n", (long long)s.n,
                 (long long)s.in, (long long)s.out, best_ms, gflop / (best_ms * 1e-3));
-    EXPECT_LT(best_ms, 2.0 + gflop * 1e3 / 1.0);   // at least ~1 GFLOP/s plus 2 ms of overhead
+    EXPECT_LT(best_ms, 2.0 + gflop * 1e3 / 1.0);  // at least ~1 GFLOP/s plus 2 ms of overhead
   }
   set_num_threads(saved_threads);
 }

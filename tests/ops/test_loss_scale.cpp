@@ -44,7 +44,7 @@ void ref_update(RefScaler& s, double growth, double backoff, int64_t interval) {
     s.scale *= backoff;
     s.good_steps = 0;
   } else if (++s.good_steps >= interval) {
-    if (s.scale * growth <= double(FLT_MAX)) s.scale *= growth;   // the scale stays finite in f32
+    if (s.scale * growth <= double(FLT_MAX)) s.scale *= growth;  // the scale stays finite in f32
     s.good_steps = 0;
   }
   s.found_inf = false;
@@ -86,7 +86,7 @@ TEST(LossScale, NonFiniteGradientSetsFoundInf) {
   for (int64_t n : kSizes)
     for (int64_t where : {int64_t(0), n - 1, std::min<int64_t>(65536, n - 1), n / 2})
       for (double bad : {double(INFINITY), -double(INFINITY), double(NAN)}) {
-        if (n > 100000 && !(bad > 0)) continue;   // the large sizes once, with +inf
+        if (n > 100000 && !(bad > 0)) continue;  // the large sizes once, with +inf
         SCOPED_TRACE(testing::Message() << "n=" << n << " at=" << where << " value=" << bad);
         auto g = test::round_f32(random_values(n, 2, -10, 10));
         g[size_t(where)] = bad;
@@ -157,12 +157,12 @@ TEST(LossScale, UpdateGrowsAfterTheIntervalAndBacksOffOnOverflow) {
 
 TEST(LossScale, KnownTransitions) {
   Tensor state = state_tensor(1024.0f, 0.0f, 1.0f);
-  ops::update_loss_scale_(state, 2.0, 0.5, 2);   // second clean step: grow, reset the count
+  ops::update_loss_scale_(state, 2.0, 0.5, 2);  // second clean step: grow, reset the count
   EXPECT_EQ(to_doubles(state), (std::vector<double>{2048.0, 0.0, 0.0}));
-  ops::update_loss_scale_(state, 2.0, 0.5, 2);   // one clean step
+  ops::update_loss_scale_(state, 2.0, 0.5, 2);  // one clean step
   EXPECT_EQ(to_doubles(state), (std::vector<double>{2048.0, 0.0, 1.0}));
   Tensor found = state_tensor(2048.0f, 1.0f, 1.0f);
-  ops::update_loss_scale_(found, 2.0, 0.5, 2);   // overflow: back off, reset, clear the flag
+  ops::update_loss_scale_(found, 2.0, 0.5, 2);  // overflow: back off, reset, clear the flag
   EXPECT_EQ(to_doubles(found), (std::vector<double>{1024.0, 0.0, 0.0}));
 }
 
@@ -190,7 +190,7 @@ TEST(LossScale, SkipFlagLeavesTheOptimizerStateUntouched) {
     const auto p0 = to_doubles(p), m0 = to_doubles(m), v0 = to_doubles(v);
     const Tensor skip = Tensor::scalar(flag);
     ops::sgd_step(p, g, m, so, true, skip);
-    Tensor count = Tensor::zeros({1});   // AdamW's applied-update count
+    Tensor count = Tensor::zeros({1});  // AdamW's applied-update count
     ops::advance_step_(count, skip);
     ops::adamw_step(p, g, m, v, AdamWOptions{}, count, skip);
     EXPECT_EQ(to_doubles(count), std::vector<double>{0.0}) << "a skipped update is not counted";

@@ -33,13 +33,13 @@ struct SgdCase {
 };
 
 TEST(SgdKernel, MatchesReferenceOverThreeSteps) {
-  const SgdCase cases[] = {{0, 0, 0, false},     {0, 0, 0.1, false},  {0.9, 0, 0, false},
+  const SgdCase cases[] = {{0, 0, 0, false},        {0, 0, 0.1, false},   {0.9, 0, 0, false},
                            {0.9, 0.3, 0.01, false}, {0.9, 0, 0.05, true}, {0.5, 0, 0, true}};
   for (const SgdCase& c : cases)
     for (int64_t n : kSizes) {
-      SCOPED_TRACE(testing::Message() << "momentum=" << c.momentum << " dampening=" << c.dampening
-                                      << " wd=" << c.weight_decay << " nesterov=" << c.nesterov
-                                      << " n=" << n);
+      SCOPED_TRACE(testing::Message()
+                   << "momentum=" << c.momentum << " dampening=" << c.dampening
+                   << " wd=" << c.weight_decay << " nesterov=" << c.nesterov << " n=" << n);
       SgdOptions o;
       o.lr = 0.05;
       o.momentum = c.momentum;
@@ -66,7 +66,7 @@ TEST(SgdKernel, FirstStepIgnoresStaleBuffer) {
   SgdOptions o;
   o.lr = 0.1;
   o.momentum = 0.9;
-  o.dampening = 0.5;   // not applied on the first step either
+  o.dampening = 0.5;  // not applied on the first step either
   ops::sgd_step(params, Tensor::from_vector<float>({2.0f}, {1}), momentum, o, true);
   EXPECT_FLOAT_EQ(momentum.to_vector<float>()[0], 2.0f);
   EXPECT_FLOAT_EQ(params.to_vector<float>()[0], 0.8f);
@@ -82,7 +82,7 @@ TEST(AdamWKernel, MatchesReferenceOverThreeSteps) {
       ref::AdamWState r{round_f32(random_values(n, 2)), {}, {}, 0};
       Tensor params = f32_tensor(r.param, {n});
       Tensor m = Tensor::zeros({n}), v = Tensor::zeros({n});
-      Tensor count = Tensor::zeros({1});   // the update number, as AdamW keeps it
+      Tensor count = Tensor::zeros({1});  // the update number, as AdamW keeps it
       for (int64_t step = 1; step <= 3; ++step) {
         const auto g = round_f32(random_values(n, uint64_t(20 + step)));
         ops::advance_step_(count);
@@ -138,8 +138,12 @@ TEST(AdvanceStep, CountsUnlessSkipped) {
     double flag;
     double expected;
   };
-  const Case cases[] = {{false, 0, 8}, {true, 0.0, 8}, {true, 1.0, 7}, {true, -3.0, 7},
-                        {true, double(INFINITY), 7}, {true, double(NAN), 7}};
+  const Case cases[] = {{false, 0, 8},
+                        {true, 0.0, 8},
+                        {true, 1.0, 7},
+                        {true, -3.0, 7},
+                        {true, double(INFINITY), 7},
+                        {true, double(NAN), 7}};
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "flag=" << (c.has_flag ? c.flag : -999));
     Tensor count = step_tensor(7);
@@ -185,14 +189,14 @@ TEST(OptimizerKernels, ValidateOperands) {
   Tensor m = Tensor::zeros({3});
   SgdOptions o;
   o.momentum = 0.9;
-  EXPECT_THROW(ops::sgd_step(p, Tensor::zeros({4}), m, o, true), Error);   // shape mismatch
+  EXPECT_THROW(ops::sgd_step(p, Tensor::zeros({4}), m, o, true), Error);  // shape mismatch
   o.nesterov = true;
   o.dampening = 0.1;
   Tensor m4 = Tensor::zeros({4});
   EXPECT_THROW(ops::sgd_step(p, Tensor::zeros({4}), m4, o, true), Error);  // nesterov + dampening
   Tensor v = Tensor::zeros({4});
   EXPECT_THROW(ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, step_tensor(0)),
-               Error);   // update number 0
+               Error);  // update number 0
   Tensor p64 = Tensor::zeros({4}, DType::F64);
   EXPECT_THROW(ops::adamw_step(p64, Tensor::zeros({4}), m4, v, AdamWOptions{}, step_tensor(1)),
                Error);
@@ -203,10 +207,12 @@ TEST(OptimizerKernels, ValidateOperands) {
   test::expect_invalid(
       [&] { ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{}, Tensor::zeros({2})); },
       {"adamw_step", "step", "[2]"});
-  test::expect_invalid([&] {
-    ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{},
-                    Tensor::from_vector<double>({1.0}, {1}));
-  }, {"adamw_step", "step", "f32"});
+  test::expect_invalid(
+      [&] {
+        ops::adamw_step(p, Tensor::zeros({4}), m4, v, AdamWOptions{},
+                        Tensor::from_vector<double>({1.0}, {1}));
+      },
+      {"adamw_step", "step", "f32"});
 }
 
 }  // namespace

@@ -20,8 +20,8 @@ struct PoolCase {
 };
 void PrintTo(const PoolCase& c, std::ostream* os) { *os << c.name; }
 
-PoolShape pool_shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t kh, int64_t kw,
-                     int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+PoolShape pool_shape(int64_t n, int64_t h, int64_t w, int64_t c, int64_t kh, int64_t kw, int64_t sh,
+                     int64_t sw, int64_t ph, int64_t pw) {
   return PoolShape{n, h, w, c, Pool2dParams{kh, kw, sh, sw, ph, pw}};
 }
 
@@ -69,8 +69,8 @@ TEST_P(PoolCaseTest, MaxPoolMatchesReference) {
   // An input element collects the gradients of every window it is the maximum of: at most
   // kernel_h * kernel_w of them (overlapping windows).
   const Values ref_dx = test::ref::max_pool2d_backward(d.dy, d.x, sh);
-  EXPECT_TRUE(test::all_close(dx, ref_dx,
-                              test::ref::f32_tolerance(sh.p.kernel_h * sh.p.kernel_w, ref_dx)));
+  EXPECT_TRUE(
+      test::all_close(dx, ref_dx, test::ref::f32_tolerance(sh.p.kernel_h * sh.p.kernel_w, ref_dx)));
 }
 
 TEST_P(PoolCaseTest, AvgPoolMatchesReference) {

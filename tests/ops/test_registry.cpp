@@ -13,7 +13,7 @@ namespace {
 
 struct ListedOp {
   const char* name;
-  bool backend;   // HG_OP (every backend implements it), not HG_COMPOSITE_OP
+  bool backend;  // HG_OP (every backend implements it), not HG_COMPOSITE_OP
 };
 
 const ListedOp kOps[] = {

@@ -124,7 +124,7 @@ Pair on_both(const Vec& values, DType dtype, int64_t offset = 0) {
   const int64_t n = int64_t(values.size());
   const Tensor rounded = test::f32_tensor(values, {n}).to(dtype);
   Pair p{rounded.to(Device::gpu(0)), rounded.to(DType::F32)};
-  if (offset > 0) {   // a view one element in: contiguous but not 16-byte aligned
+  if (offset > 0) {  // a view one element in: contiguous but not 16-byte aligned
     p.gpu = p.gpu.narrow(0, offset, n - offset);
     p.cpu = p.cpu.narrow(0, offset, n - offset);
   }
@@ -134,7 +134,7 @@ Pair on_both(const Vec& values, DType dtype, int64_t offset = 0) {
 TEST(GpuSqrt, MatchesCpuOverDtypesSizesAndAlignment) {
   HG_REQUIRE_GPU();
 #ifdef HOURGLASS_HAS_GPU
-  gpu::set_poison(true);   // an element the kernel does not write stays NaN and fails
+  gpu::set_poison(true);  // an element the kernel does not write stays NaN and fails
 #endif
   for (DType dtype : kGpuDtypes)
     for (int64_t n : kGpuSizes)

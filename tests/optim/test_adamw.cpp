@@ -23,7 +23,7 @@ AdamWOptions options(double lr, double wd) {
   AdamWOptions o;
   o.lr = lr;
   o.weight_decay = wd;
-  return o;   // betas (0.9, 0.999), eps 1e-8
+  return o;  // betas (0.9, 0.999), eps 1e-8
 }
 
 void run_three_steps(const AdamWOptions& o, const Rows& expected) {
@@ -266,14 +266,21 @@ TEST(AdamW, LoadStateStillRejectsBadEntries) {
   FlatParameters flat = small_arena();
   AdamW adamw(flat, options(0.1, 0.0));
   const Tensor m = Tensor::zeros({4}), v = Tensor::zeros({4});
-  test::expect_invalid([&] { adamw.load_state({{"exp_avg", m}}, 1); },
-                       {"adamw state", "missing entry 'exp_avg_sq'"});
   test::expect_invalid(
-      [&] { adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"applied_steps", v}}, 1); },
+      [&] {
+        adamw.load_state({{"exp_avg", m}}, 1);
+      },
+      {"adamw state", "missing entry 'exp_avg_sq'"});
+  test::expect_invalid(
+      [&] {
+        adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"applied_steps", v}}, 1);
+      },
       {"adamw state", "applied_steps", "f32[4]"});
   const Tensor one = Tensor::zeros({1});
   test::expect_invalid(
-      [&] { adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"step", one}}, 1); },
+      [&] {
+        adamw.load_state({{"exp_avg", m}, {"exp_avg_sq", v}, {"step", one}}, 1);
+      },
       {"adamw state", "unexpected entry 'step'"});
   // Nothing was copied by the failed loads.
   EXPECT_EQ(applied_steps(adamw), 0.0f);

@@ -16,10 +16,10 @@ FlatParameters arena_with_grads(const std::vector<float>& grads) {
 }
 
 TEST(Clip, ScalesWhenAboveMaxNorm) {
-  FlatParameters flat = arena_with_grads({3, 4});   // norm 5
+  FlatParameters flat = arena_with_grads({3, 4});  // norm 5
   EXPECT_DOUBLE_EQ(optim::grad_norm(flat), 5.0);
   const double norm = optim::clip_grad_norm(flat, 1.0);
-  EXPECT_DOUBLE_EQ(norm, 5.0);   // the norm before clipping
+  EXPECT_DOUBLE_EQ(norm, 5.0);  // the norm before clipping
   const double coef = 1.0 / (5.0 + 1e-6);
   const auto g = flat.grads.to_vector<float>();
   EXPECT_FLOAT_EQ(g[0], float(3 * coef));
@@ -64,7 +64,7 @@ TEST(Clip, NonFiniteNormLeavesGradientsUntouched) {
 }
 
 TEST(Clip, TensorVariantKeepsNormOnDevice) {
-  FlatParameters flat = arena_with_grads({6, 8});   // norm 10
+  FlatParameters flat = arena_with_grads({6, 8});  // norm 10
   const Tensor norm = optim::clip_grad_norm_tensor(flat, 5.0);
   EXPECT_EQ(norm.dtype(), DType::F32);
   EXPECT_EQ(norm.numel(), 1);
@@ -89,8 +89,10 @@ TEST(Clip, TensorVariantEqualsHostVersionBitForBit) {
       const Tensor device_norm = optim::clip_grad_norm_tensor(device, max_norm);
       EXPECT_EQ(device_norm.item(), double(float(host_norm)));
       EXPECT_EQ(device.grads.to_vector<float>(), host.grads.to_vector<float>());
-      if (max_norm > norm) EXPECT_EQ(test::to_doubles(device.grads), g) << "untouched";
-      else EXPECT_NE(test::to_doubles(device.grads), g) << "clipped";
+      if (max_norm > norm)
+        EXPECT_EQ(test::to_doubles(device.grads), g) << "untouched";
+      else
+        EXPECT_NE(test::to_doubles(device.grads), g) << "clipped";
     }
   }
 }

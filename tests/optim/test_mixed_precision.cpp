@@ -43,11 +43,11 @@ TEST(Cast, GradientFlowsBackInTheSourceDtype) {
   x.set_requires_grad(true);
   Tensor y = fn::cast(x, DType::F64);
   EXPECT_EQ(y.dtype(), DType::F64);
-  autograd::backward(fn::sum(fn::mul(y, y)));   // d/dx sum(x^2) = 2x
+  autograd::backward(fn::sum(fn::mul(y, y)));  // d/dx sum(x^2) = 2x
   ASSERT_TRUE(x.grad().defined());
   EXPECT_EQ(x.grad().dtype(), DType::F32);
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3.0f, -4.0f, 0.5f}));
-  EXPECT_TRUE(fn::cast(x, DType::F32).same_storage(x));   // no copy when the dtype matches
+  EXPECT_TRUE(fn::cast(x, DType::F32).same_storage(x));  // no copy when the dtype matches
 }
 
 // Autocast to bf16 on a GPU: convolutions and the linear layer compute in bf16, the loss in
@@ -102,7 +102,7 @@ TEST(LossScaler, SeedsBackwardWithTheScaleAndUnscalesTheGradients) {
   flat.grads = Tensor::zeros({2});
   w.set_grad(flat.grads);
   optim::LossScaler scaler(Device::cpu(), {1024.0, 2.0, 0.5, 3});
-  autograd::backward(fn::sum(fn::mul(w, w)), scaler.seed());   // grad 2w, scaled
+  autograd::backward(fn::sum(fn::mul(w, w)), scaler.seed());  // grad 2w, scaled
   EXPECT_EQ(flat.grads.to_vector<float>(), (std::vector<float>{1024.0f, -2048.0f}));
   scaler.unscale(flat);
   EXPECT_EQ(flat.grads.to_vector<float>(), (std::vector<float>{1.0f, -2.0f}));
@@ -127,17 +127,17 @@ TEST(LossScaler, OverflowSkipsTheStepAndBacksOffThenCleanStepsGrow) {
     scaler.update();
     sgd.zero_grad();
   };
-  step({8.0f, INFINITY, 8.0f});   // overflow: skipped, scale 8 -> 4
+  step({8.0f, INFINITY, 8.0f});  // overflow: skipped, scale 8 -> 4
   EXPECT_EQ(flat.params.to_vector<float>(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
   EXPECT_EQ(scaler.scale(), 4.0);
-  EXPECT_EQ(scaler.found_inf().item(), 0.0);   // cleared for the next step
-  step({4.0f, 4.0f, NAN});                     // NaN too: skipped, 4 -> 2
+  EXPECT_EQ(scaler.found_inf().item(), 0.0);  // cleared for the next step
+  step({4.0f, 4.0f, NAN});                    // NaN too: skipped, 4 -> 2
   EXPECT_EQ(flat.params.to_vector<float>(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
   EXPECT_EQ(scaler.scale(), 2.0);
-  step({2.0f, 2.0f, 2.0f});                    // clean: unscaled grads 1, applied
+  step({2.0f, 2.0f, 2.0f});  // clean: unscaled grads 1, applied
   EXPECT_EQ(flat.params.to_vector<float>(), (std::vector<float>{0.9f, 1.9f, 2.9f}));
   EXPECT_EQ(scaler.scale(), 2.0);
-  step({2.0f, 2.0f, 2.0f});                    // second clean step: interval 2 reached, grows
+  step({2.0f, 2.0f, 2.0f});  // second clean step: interval 2 reached, grows
   EXPECT_EQ(scaler.scale(), 4.0);
   EXPECT_EQ(scaler.state().to_vector<float>()[2], 0.0f);
 }

@@ -21,16 +21,15 @@ TEST(Schedule, Constant) {
 TEST(Schedule, WarmupThenCosine) {
   // base 0.1, 100 steps, 10 of warm-up, min 0.001.
   WarmupCosineSchedule s(0.1, 100, 10, 0.001);
-  EXPECT_DOUBLE_EQ(s.lr(0), 0.01);    // 0.1 * 1/10: the first step already moves
+  EXPECT_DOUBLE_EQ(s.lr(0), 0.01);  // 0.1 * 1/10: the first step already moves
   EXPECT_DOUBLE_EQ(s.lr(4), 0.05);
-  EXPECT_DOUBLE_EQ(s.lr(9), 0.1);     // warm-up ends at the peak
-  EXPECT_DOUBLE_EQ(s.lr(10), 0.1);    // cosine starts at the peak
-  EXPECT_DOUBLE_EQ(s.lr(55), 0.001 + (0.1 - 0.001) * 0.5);   // half-way: cos(pi/2) = 0
-  EXPECT_DOUBLE_EQ(s.lr(32),
-                   0.001 + 0.099 * 0.5 * (1 + std::cos(std::numbers::pi * 22.0 / 90.0)));
+  EXPECT_DOUBLE_EQ(s.lr(9), 0.1);                           // warm-up ends at the peak
+  EXPECT_DOUBLE_EQ(s.lr(10), 0.1);                          // cosine starts at the peak
+  EXPECT_DOUBLE_EQ(s.lr(55), 0.001 + (0.1 - 0.001) * 0.5);  // half-way: cos(pi/2) = 0
+  EXPECT_DOUBLE_EQ(s.lr(32), 0.001 + 0.099 * 0.5 * (1 + std::cos(std::numbers::pi * 22.0 / 90.0)));
   EXPECT_NEAR(s.lr(100), 0.001, 1e-15);
-  EXPECT_NEAR(s.lr(5000), 0.001, 1e-15);   // past the end: stays at min_lr
-  for (int64_t t = 11; t < 100; ++t) EXPECT_LT(s.lr(t), s.lr(t - 1)) << t;   // strictly decays
+  EXPECT_NEAR(s.lr(5000), 0.001, 1e-15);  // past the end: stays at min_lr
+  for (int64_t t = 11; t < 100; ++t) EXPECT_LT(s.lr(t), s.lr(t - 1)) << t;  // strictly decays
 }
 
 TEST(Schedule, CosineWithoutWarmup) {
@@ -59,7 +58,7 @@ TEST(Schedule, OneCycleMatchesPyTorch) {
   EXPECT_DOUBLE_EQ(cos.lr(30), 0.099949653528452434);
   EXPECT_DOUBLE_EQ(cos.lr(64), 0.0500002);
   EXPECT_DOUBLE_EQ(cos.lr(99), 4e-7);
-  EXPECT_DOUBLE_EQ(cos.lr(150), 4e-7);   // past the end: clamped (PyTorch would raise)
+  EXPECT_DOUBLE_EQ(cos.lr(150), 4e-7);  // past the end: clamped (PyTorch would raise)
   OneCycleSchedule lin(0.1, 100, 0.3, 25, 1e4, false);
   EXPECT_DOUBLE_EQ(lin.lr(10), 0.037103448275862067);
   EXPECT_DOUBLE_EQ(lin.lr(30), 0.098571434285714285);
@@ -93,7 +92,7 @@ TEST(Schedule, UnknownNameListsValidOnes) {
 }
 
 TEST(Schedule, BadParametersAreErrors) {
-  ScheduleParams p;   // total_steps 0, step_size 0
+  ScheduleParams p;  // total_steps 0, step_size 0
   EXPECT_THROW(make_schedule("cosine", p), Error);
   EXPECT_THROW(make_schedule("step", p), Error);
   EXPECT_THROW(make_schedule("one_cycle", p), Error);

@@ -45,9 +45,8 @@ SgdOptions options(double lr, double momentum, double dampening, double wd, bool
 // buf = d on step 1, else momentum buf + (1 - dampening) d; p -= lr (nesterov ? d + m buf : buf)).
 TEST(Sgd, PlainSteps) {
   // p -= 0.1 g: element 0 goes 1 -> 0.99 -> 0.985 -> 1.005.
-  run_three_steps(options(0.1, 0, 0, 0, false), {{0.99, -2.02, 0.53, 3},
-                                                 {0.985, -2.01, 0.51, 2.9},
-                                                 {1.005, -2.01, 0.5, 2.95}});
+  run_three_steps(options(0.1, 0, 0, 0, false),
+                  {{0.99, -2.02, 0.53, 3}, {0.985, -2.01, 0.51, 2.9}, {1.005, -2.01, 0.5, 2.95}});
 }
 
 TEST(Sgd, MomentumWithWeightDecayOnPrefix) {
@@ -68,9 +67,9 @@ TEST(Sgd, NesterovWithWeightDecayOnPrefix) {
 
 TEST(Sgd, Dampening) {
   // Element 0: buf = 0.1 (no dampening on step 1), then 0.09 + 0.5*0.05 = 0.115: p = 0.9785.
-  run_three_steps(options(0.1, 0.9, 0.5, 0, false), {{0.99, -2.02, 0.53, 3},
-                                                     {0.9785, -2.033, 0.547, 2.95},
-                                                     {0.97815, -2.0447, 0.5573, 2.93}});
+  run_three_steps(
+      options(0.1, 0.9, 0.5, 0, false),
+      {{0.99, -2.02, 0.53, 3}, {0.9785, -2.033, 0.547, 2.95}, {0.97815, -2.0447, 0.5573, 2.93}});
 }
 
 TEST(Sgd, DecaySplitMatchesPerElementReference) {
@@ -150,12 +149,12 @@ TEST(Sgd, NoMomentumHasNoState) {
 TEST(Sgd, BadStateAndOptionsAreErrors) {
   FlatParameters flat = small_arena();
   Sgd sgd(flat, options(0.1, 0.9, 0, 0, false));
-  EXPECT_THROW(sgd.load_state({}, 1), Error);                                      // missing
-  EXPECT_THROW(sgd.load_state({{"momentum", Tensor::zeros({5})}}, 1), Error);       // shape
+  EXPECT_THROW(sgd.load_state({}, 1), Error);                                  // missing
+  EXPECT_THROW(sgd.load_state({{"momentum", Tensor::zeros({5})}}, 1), Error);  // shape
   EXPECT_THROW(sgd.load_state({{"momentum", Tensor::zeros({4})}, {"x", Tensor::zeros({4})}}, 1),
-               Error);                                                              // unexpected
-  EXPECT_THROW(Sgd(small_arena(), options(0.1, 0, 0, 0, true)), Error);            // nesterov
-  EXPECT_THROW(Sgd(small_arena(), options(-1, 0, 0, 0, false)), Error);            // lr
+               Error);                                                   // unexpected
+  EXPECT_THROW(Sgd(small_arena(), options(0.1, 0, 0, 0, true)), Error);  // nesterov
+  EXPECT_THROW(Sgd(small_arena(), options(-1, 0, 0, 0, false)), Error);  // lr
   FlatParameters bad = small_arena();
   bad.decay_count = 5;
   EXPECT_THROW(Sgd(bad, options(0.1, 0, 0, 0, false)), Error);

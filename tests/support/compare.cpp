@@ -24,8 +24,8 @@ Tolerance tolerance_for(DType dtype, int64_t reduction_length) {
 
 std::vector<double> to_doubles(const Tensor& t) { return t.contiguous().to_vector<double>(); }
 
-::testing::AssertionResult all_close(const std::vector<double>& got,
-                                     const std::vector<double>& ref, const Tolerance& tol) {
+::testing::AssertionResult all_close(const std::vector<double>& got, const std::vector<double>& ref,
+                                     const Tolerance& tol) {
   if (got.size() != ref.size())
     return ::testing::AssertionFailure()
            << "size mismatch: got " << got.size() << " values, reference has " << ref.size();
@@ -38,8 +38,8 @@ std::vector<double> to_doubles(const Tensor& t) { return t.contiguous().to_vecto
     const double err = std::abs(got[i] - ref[i]);
     if (err > tol.atol + tol.rtol * std::abs(ref[i]))
       return ::testing::AssertionFailure()
-             << "element " << i << ": got " << got[i] << ", reference " << ref[i]
-             << ", error " << err << " > " << tol.atol << " + " << tol.rtol << " * |ref|";
+             << "element " << i << ": got " << got[i] << ", reference " << ref[i] << ", error "
+             << err << " > " << tol.atol << " + " << tol.rtol << " * |ref|";
     mean_err += got[i] - ref[i];
   }
   // The bias check is statistical: unbiased rounding averages out only over many elements (a

@@ -15,7 +15,7 @@ namespace hg::test {
 struct Tolerance {
   double rtol;
   double atol;
-  double max_mean_error = -1;   // < 0: no bias check
+  double max_mean_error = -1;  // < 0: no bias check
 };
 
 // Tolerance for a result of dtype `dtype` produced by sums of `reduction_length` terms:
@@ -26,8 +26,8 @@ Tolerance tolerance_for(DType dtype, int64_t reduction_length);
 // Compares `got` (any device/dtype) with a float64 reference of the same number of elements.
 ::testing::AssertionResult all_close(const Tensor& got, const std::vector<double>& ref,
                                      const Tolerance& tol);
-::testing::AssertionResult all_close(const std::vector<double>& got,
-                                     const std::vector<double>& ref, const Tolerance& tol);
+::testing::AssertionResult all_close(const std::vector<double>& got, const std::vector<double>& ref,
+                                     const Tolerance& tol);
 
 // Values of a tensor as doubles (copied to the CPU).
 std::vector<double> to_doubles(const Tensor& t);

@@ -19,7 +19,8 @@ Error expect_invalid(Fn fn, const std::vector<std::string>& parts) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidInput) << e.one_line();
     for (const std::string& p : parts)
-      EXPECT_NE(e.one_line().find(p), std::string::npos) << "'" << p << "' not in: " << e.one_line();
+      EXPECT_NE(e.one_line().find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.one_line();
     return e;
   }
   ADD_FAILURE() << "expected an error mentioning " << (parts.empty() ? "" : parts.front());

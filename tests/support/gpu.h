@@ -15,7 +15,7 @@ std::string gpu_unavailable_reason();
 }  // namespace hg::test
 
 // First statement of a GPU test: skips it (with the reason) when no GPU is available.
-#define HG_REQUIRE_GPU()                                                                \
-  do {                                                                                  \
+#define HG_REQUIRE_GPU()                                                                    \
+  do {                                                                                      \
     if (!::hg::test::gpu_available()) GTEST_SKIP() << ::hg::test::gpu_unavailable_reason(); \
   } while (0)

@@ -48,8 +48,7 @@ Values conv2d(const Values& x, const Values& w, const Values& bias, const ConvSh
   return y;
 }
 
-ConvGrads conv2d_backward(const Values& dy, const Values& x, const Values& w,
-                          const ConvShape& sh) {
+ConvGrads conv2d_backward(const Values& dy, const Values& x, const Values& w, const ConvShape& sh) {
   ConvGrads g;
   g.dx.assign(x.size(), 0.0);
   g.dw.assign(w.size(), 0.0);
@@ -67,7 +66,7 @@ ConvGrads conv2d_backward(const Values& dy, const Values& x, const Values& w,
 namespace {
 
 struct Stats {
-  Values mean, var;   // biased variance
+  Values mean, var;  // biased variance
 };
 
 Stats batch_stats(const Values& x, int64_t c) {

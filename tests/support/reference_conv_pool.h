@@ -16,8 +16,8 @@ using Values = std::vector<double>;
 
 // ---- convolution ----
 struct ConvShape {
-  int64_t n, h, w, c;   // input [N,H,W,C]
-  int64_t k, r, s;      // weight [K,R,S,C/groups]
+  int64_t n, h, w, c;  // input [N,H,W,C]
+  int64_t k, r, s;     // weight [K,R,S,C/groups]
   Conv2dParams p;
   int64_t out_h() const { return conv_out_size(h, r, p.stride_h, p.pad_h, p.dilation_h); }
   int64_t out_w() const { return conv_out_size(w, s, p.stride_w, p.pad_w, p.dilation_w); }
@@ -31,13 +31,12 @@ Values conv2d(const Values& x, const Values& w, const Values& bias, const ConvSh
 struct ConvGrads {
   Values dx, dw, dbias;
 };
-ConvGrads conv2d_backward(const Values& dy, const Values& x, const Values& w,
-                          const ConvShape& sh);
+ConvGrads conv2d_backward(const Values& dy, const Values& x, const Values& w, const ConvShape& sh);
 
 // ---- batch normalisation over [rows, C] (channels last) ----
 struct BatchNormTrain {
   Values y, mean, invstd;
-  Values var_unbiased;   // what running_var moves towards
+  Values var_unbiased;  // what running_var moves towards
 };
 BatchNormTrain batch_norm_train(const Values& x, int64_t c, const Values& weight,
                                 const Values& bias, double eps);

@@ -105,8 +105,8 @@ void sgd_step(SgdState& s, const Vec& grad, double lr, double momentum, double d
   s.started = true;
 }
 
-void adamw_step(AdamWState& s, const Vec& grad, double lr, double beta1, double beta2,
-                double eps, double weight_decay) {
+void adamw_step(AdamWState& s, const Vec& grad, double lr, double beta1, double beta2, double eps,
+                double weight_decay) {
   if (s.m.empty()) s.m.assign(s.param.size(), 0.0);
   if (s.v.empty()) s.v.assign(s.param.size(), 0.0);
   ++s.step;

@@ -45,7 +45,7 @@ struct AdamWState {
   Vec param, m, v;
   int64_t step = 0;
 };
-void adamw_step(AdamWState& s, const Vec& grad, double lr, double beta1, double beta2,
-                double eps, double weight_decay);
+void adamw_step(AdamWState& s, const Vec& grad, double lr, double beta1, double beta2, double eps,
+                double weight_decay);
 
 }  // namespace hg::test::ref

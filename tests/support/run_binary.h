@@ -6,8 +6,8 @@
 namespace hg::test {
 
 struct RunResult {
-  int code;             // exit status; -1 when it did not exit normally
-  std::string output;   // stdout and stderr together
+  int code;            // exit status; -1 when it did not exit normally
+  std::string output;  // stdout and stderr together
 };
 
 // Runs `<build>/hourglass ARGS` through the shell.

@@ -21,8 +21,8 @@ class Safetensors : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           fmt::format("hg_safetensors_{}_{}", ::getpid(), info->name());
+    dir_ =
+        fs::temp_directory_path() / fmt::format("hg_safetensors_{}_{}", ::getpid(), info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -68,7 +68,7 @@ std::vector<NamedTensor> sample_tensors() {
   for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8, DType::I32,
                    DType::I64, DType::U8}) {
     Tensor t = dt == DType::U8 ? Tensor::empty({2, 3, 4}, dt) : base.to(dt);
-    if (dt == DType::U8)   // values above 127 catch a reader treating U8 as signed
+    if (dt == DType::U8)  // values above 127 catch a reader treating U8 as signed
       for (int i = 0; i < 24; ++i) t.data<uint8_t>()[i] = uint8_t(i * 11);
     out.push_back({fmt::format("plain.{}", dtype_name(dt)), t});
   }
@@ -86,14 +86,14 @@ TEST_F(Safetensors, RoundTripsEveryDtypeViewsAndScalars) {
   const SafetensorsFile loaded = load_safetensors(file("a.safetensors"));
   ASSERT_EQ(loaded.tensors.size(), tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const NamedTensor& got = loaded.tensors[i];   // saved order is kept
+    const NamedTensor& got = loaded.tensors[i];  // saved order is kept
     const Tensor& want = tensors[i].tensor;
     SCOPED_TRACE(tensors[i].name);
     EXPECT_EQ(got.name, tensors[i].name);
     EXPECT_EQ(got.tensor.dtype(), want.dtype());
     EXPECT_EQ(got.tensor.shape(), want.shape());
     EXPECT_TRUE(got.tensor.is_contiguous());
-    EXPECT_EQ(tensor_bytes(got.tensor), tensor_bytes(want));   // bit-exact
+    EXPECT_EQ(tensor_bytes(got.tensor), tensor_bytes(want));  // bit-exact
   }
   EXPECT_EQ(loaded.at("scalar").dim(), 0);
   EXPECT_EQ(loaded.at("scalar").item(), 2.5);
@@ -122,8 +122,9 @@ TEST_F(Safetensors, IndependentPythonReaderAgrees) {
   const auto tensors = sample_tensors();
   save_safetensors(file("p.safetensors"), tensors, {{"epoch", "12"}});
   const std::string out = file("p.txt");
-  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/tensor/read_safetensors.py {} > {}",
-                                      HG_SOURCE_DIR, file("p.safetensors"), out);
+  const std::string cmd =
+      fmt::format("/usr/bin/python3 {}/tests/tensor/read_safetensors.py {} > {}", HG_SOURCE_DIR,
+                  file("p.safetensors"), out);
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 
   std::istringstream lines(read_bytes(out));
@@ -193,14 +194,16 @@ TEST_F(Safetensors, MalformedFilesNameTheFileAndTheFault) {
   bad("long_header", raw_file("{}", "").substr(0, 8) + "{", {"header length 2", "beyond"});
   bad("garbage", raw_file("{\"a\": [1, 2", ""), {"not valid JSON"});
   bad("not_object", raw_file("[1, 2]", ""), {"not a JSON object"});
-  bad("dtype", raw_file(R"({"x": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})",
-                        "ab"),
+  bad("dtype",
+      raw_file(R"({"x": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", "ab"),
       {"'x'", "unknown dtype 'F8_E4M3'"});
-  bad("span", raw_file(R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})",
-                       std::string(8, '\0')),
+  bad("span",
+      raw_file(R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})",
+               std::string(8, '\0')),
       {"'x'", "needs 12 bytes", "span 8"});
-  bad("negative", raw_file(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})",
-                           std::string(4, '\0')),
+  bad("negative",
+      raw_file(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})",
+               std::string(4, '\0')),
       {"'x'", "not a non-negative integer"});
   bad("overlap",
       raw_file(R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
@@ -212,11 +215,12 @@ TEST_F(Safetensors, MalformedFilesNameTheFileAndTheFault) {
                    "b": {"dtype": "U8", "shape": [2], "data_offsets": [4, 6]}})",
                std::string(6, '\0')),
       {"bytes [2, 4)", "no tensor"});
-  bad("beyond", raw_file(R"({"a": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]}})",
-                         std::string(8, '\0')),
+  bad("beyond",
+      raw_file(R"({"a": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]}})",
+               std::string(8, '\0')),
       {"truncated", "16 bytes", "only 8"});
-  bad("trailing", raw_file(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}})",
-                           "xyz"),
+  bad("trailing",
+      raw_file(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}})", "xyz"),
       {"2 unexpected bytes"});
   bad("meta", raw_file(R"({"__metadata__": {"epoch": 3}})", ""), {"metadata 'epoch'"});
 }
@@ -231,7 +235,7 @@ TEST_F(Safetensors, TruncatedAndCorruptedCheckpointsAreDetected) {
                {file("cut.safetensors"), "truncated"});
 
   std::string flipped = good;
-  flipped[flipped.size() - 40] ^= 0x10;   // a data byte
+  flipped[flipped.size() - 40] ^= 0x10;  // a data byte
   write_bytes(file("flip.safetensors"), flipped);
   const auto meta = read_safetensors_metadata(file("good.safetensors"));
   expect_error([&] { load_safetensors(file("flip.safetensors")); }, ErrorKind::InvalidInput,
@@ -241,8 +245,9 @@ TEST_F(Safetensors, TruncatedAndCorruptedCheckpointsAreDetected) {
   EXPECT_EQ(load_safetensors(file("flip.safetensors"), false).tensors.size(), tensors.size());
 
   // Files from other writers have no checksum and load without one.
-  write_bytes(file("foreign.safetensors"),
-              raw_file(R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}})", "\x01\x02"));
+  write_bytes(
+      file("foreign.safetensors"),
+      raw_file(R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}})", "\x01\x02"));
   EXPECT_EQ(load_safetensors(file("foreign.safetensors")).at("a").to_vector<int64_t>(),
             (std::vector<int64_t>{1, 2}));
 }
@@ -264,12 +269,21 @@ TEST_F(Safetensors, MissingTensorErrorNamesTensorAndFile) {
 
 TEST_F(Safetensors, BadTensorNamesAreRejected) {
   const Tensor t = Tensor::zeros({1});
-  expect_error([&] { save_safetensors(file("d"), {{"a", t}, {"a", t}}, {}); },
-               ErrorKind::InvalidInput, {"'a' is used twice"});
-  expect_error([&] { save_safetensors(file("d"), {{"", t}}, {}); }, ErrorKind::InvalidInput,
-               {"empty name"});
-  expect_error([&] { save_safetensors(file("d"), {{"__metadata__", t}}, {}); },
-               ErrorKind::InvalidInput, {"reserved"});
+  expect_error(
+      [&] {
+        save_safetensors(file("d"), {{"a", t}, {"a", t}}, {});
+      },
+      ErrorKind::InvalidInput, {"'a' is used twice"});
+  expect_error(
+      [&] {
+        save_safetensors(file("d"), {{"", t}}, {});
+      },
+      ErrorKind::InvalidInput, {"empty name"});
+  expect_error(
+      [&] {
+        save_safetensors(file("d"), {{"__metadata__", t}}, {});
+      },
+      ErrorKind::InvalidInput, {"reserved"});
   EXPECT_FALSE(fs::exists(file("d")));
 }
 
@@ -286,8 +300,11 @@ TEST_F(Safetensors, FailedWritesLeaveTheOldFileIntact) {
   for (int64_t budget : {int64_t(0), int64_t(5), int64_t(60), full_size - 10}) {
     SCOPED_TRACE(budget);
     detail::set_safetensors_write_fault_after_bytes(budget);
-    expect_error([&] { save_safetensors(path, bigger, {{"epoch", "2"}}); }, ErrorKind::Runtime,
-                 {path, strerror(ENOSPC)});
+    expect_error(
+        [&] {
+          save_safetensors(path, bigger, {{"epoch", "2"}});
+        },
+        ErrorKind::Runtime, {path, strerror(ENOSPC)});
     detail::set_safetensors_write_fault_after_bytes(-1);
     EXPECT_EQ(read_bytes(path), old_bytes);
     size_t files = 0;

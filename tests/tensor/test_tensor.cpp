@@ -41,9 +41,9 @@ TEST(Tensor, DtypeConversionRoundTrips) {
   }
   EXPECT_EQ(f16_to_float(float_to_f16(65504.0f)), 65504.0f);
   EXPECT_TRUE(std::isinf(f16_to_float(float_to_f16(70000.0f))));
-  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 1.0f / 256)), 1.0f);   // ties to even
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 1.0f / 256)), 1.0f);  // ties to even
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
-  EXPECT_EQ(f16_to_float(float_to_f16(5.96e-8f)), 5.9604645e-8f);     // smallest subnormal
+  EXPECT_EQ(f16_to_float(float_to_f16(5.96e-8f)), 5.9604645e-8f);  // smallest subnormal
 }
 
 TEST(Tensor, MismatchErrorsNameOperands) {
@@ -68,14 +68,17 @@ TEST(Tensor, AllocatorLimitRaisesOutOfMemory) {
   const size_t before = cpu.stats().in_use;
   cpu.set_limit(before + (1 << 20));
   try {
-    Tensor big = Tensor::empty({1 << 20});   // 4 MiB > 1 MiB headroom
+    Tensor big = Tensor::empty({1 << 20});  // 4 MiB > 1 MiB headroom
     FAIL() << "expected out of memory";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory);
     EXPECT_NE(e.message().find("limit"), std::string::npos);
   }
   cpu.set_limit(0);
-  { Tensor ok = Tensor::empty({1 << 20}); EXPECT_GE(cpu.stats().in_use, before + (4u << 20)); }
+  {
+    Tensor ok = Tensor::empty({1 << 20});
+    EXPECT_GE(cpu.stats().in_use, before + (4u << 20));
+  }
   EXPECT_EQ(cpu.stats().in_use, before);
 }
 

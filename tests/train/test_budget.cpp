@@ -7,10 +7,10 @@
 
 #include "support/temp_dir.h"
 
-#include "support/expect_error.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "support/expect_error.h"
 
 #include <cmath>
 #include <filesystem>
@@ -23,7 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_budget_" + name); }
+std::string temp_dir(const std::string& name) {
+  return test::fresh_temp_dir("hourglass_budget_" + name);
+}
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
@@ -53,7 +55,8 @@ price_per_hour = 0.85
 reserve = "2m"
 ledger = "shared/ledger.json"
 phase = "prototype"
-)", "run.toml");
+)",
+                                 "run.toml");
   BudgetSettings s = resolve_budget_settings(c, {});
   EXPECT_DOUBLE_EQ(s.limits.device_hours, 2.5);
   EXPECT_DOUBLE_EQ(s.limits.usd, 170);
@@ -61,7 +64,7 @@ phase = "prototype"
   EXPECT_DOUBLE_EQ(s.limits.reserve_seconds, 120);
   EXPECT_EQ(s.ledger_path, "shared/ledger.json");
   EXPECT_EQ(s.phase, "prototype");
-  EXPECT_TRUE(c.unused_keys().empty());   // every [budget] key counts as read
+  EXPECT_TRUE(c.unused_keys().empty());  // every [budget] key counts as read
 
   BudgetFlags f;
   f.budget = "200h";
@@ -71,7 +74,7 @@ phase = "prototype"
   s = resolve_budget_settings(c, f);
   EXPECT_DOUBLE_EQ(s.limits.device_hours, 200);
   EXPECT_DOUBLE_EQ(s.limits.usd, 50);
-  EXPECT_DOUBLE_EQ(s.limits.price_per_hour, 0.85);   // not given as a flag: the key stays
+  EXPECT_DOUBLE_EQ(s.limits.price_per_hour, 0.85);  // not given as a flag: the key stays
   EXPECT_DOUBLE_EQ(s.limits.reserve_seconds, 90);
   EXPECT_EQ(s.ledger_path, "shared/ledger.json");
   EXPECT_EQ(s.phase, "full");
@@ -82,7 +85,8 @@ phase = "prototype"
   EXPECT_DOUBLE_EQ(s.limits.reserve_seconds, BudgetLimits{}.reserve_seconds);
   f = {};
   f.budget = "1h30m";
-  EXPECT_DOUBLE_EQ(resolve_budget_settings(Config::parse("", "e.toml"), f).limits.device_hours, 1.5);
+  EXPECT_DOUBLE_EQ(resolve_budget_settings(Config::parse("", "e.toml"), f).limits.device_hours,
+                   1.5);
 }
 
 TEST(BudgetSettings, BadFlagsAndKeysAreNamed) {
@@ -105,14 +109,20 @@ TEST(BudgetSettings, BadFlagsAndKeysAreNamed) {
   expect_invalid([&] { resolve_budget_settings(empty, f); }, {"--budget-usd", "--price-per-hour"});
   EXPECT_DOUBLE_EQ(resolve_budget_settings(empty, f, /*usd_needs_price=*/false).limits.usd, 170);
 
-  expect_invalid([] { resolve_budget_settings(Config::parse("[budget]\nhours = -1\n", "neg.toml"), {}); },
-                 {"neg.toml", "budget.hours"});
-  expect_invalid([] { resolve_budget_settings(Config::parse("[budget]\nreserve = \"later\"\n", "r.toml"), {}); },
-                 {"r.toml", "budget.reserve", "later"});
-  expect_invalid([] { resolve_budget_settings(Config::parse("[budget]\nusd = 5\n", "u.toml"), {}); },
-                 {"u.toml", "budget.usd", "price"});
-  expect_invalid([] { resolve_budget_settings(Config::parse("[budget]\nhours = \"2h\"\n", "t.toml"), {}); },
-                 {"budget.hours"});
+  expect_invalid(
+      [] { resolve_budget_settings(Config::parse("[budget]\nhours = -1\n", "neg.toml"), {}); },
+      {"neg.toml", "budget.hours"});
+  expect_invalid(
+      [] {
+        resolve_budget_settings(Config::parse("[budget]\nreserve = \"later\"\n", "r.toml"), {});
+      },
+      {"r.toml", "budget.reserve", "later"});
+  expect_invalid(
+      [] { resolve_budget_settings(Config::parse("[budget]\nusd = 5\n", "u.toml"), {}); },
+      {"u.toml", "budget.usd", "price"});
+  expect_invalid(
+      [] { resolve_budget_settings(Config::parse("[budget]\nhours = \"2h\"\n", "t.toml"), {}); },
+      {"budget.hours"});
 }
 
 // ---- the ledger ----
@@ -124,7 +134,7 @@ TEST(BudgetLedger, AccumulatesAcrossReopenedSessions) {
     ledger.charge(100);
     ledger.charge(20.5);
     EXPECT_DOUBLE_EQ(ledger.spent_device_seconds(), 120.5);
-  }   // the destructor closes
+  }  // the destructor closes
   {
     // Resumed without flags: the budget recorded in the file applies.
     BudgetLedger ledger(path, BudgetLimits{}, "run-a", "full");
@@ -146,7 +156,7 @@ TEST(BudgetLedger, AccumulatesAcrossReopenedSessions) {
   for (const auto& s : d.sessions) {
     EXPECT_TRUE(s.closed);
     EXPECT_FALSE(s.started.empty());
-    EXPECT_GE(s.ended, s.started);   // ISO 8601 UTC strings order as times
+    EXPECT_GE(s.ended, s.started);  // ISO 8601 UTC strings order as times
   }
   // Human-readable totals are in the file too.
   EXPECT_NE(read_text(path).find("\"totals\""), std::string::npos);
@@ -159,11 +169,11 @@ TEST(BudgetLedger, AKilledProcessLosesAtMostTheFlushInterval) {
   if (child == 0) {
     // The "trainer": charges each step; the ledger writes after every 5 s of charges.
     BudgetLedger ledger(path, hours(1), "crashy", "", LedgerOptions{5});
-    ledger.charge(4);   // not written yet
-    ledger.charge(2);   // 6 s >= 5 s: written
-    ledger.charge(3);   // not written: lost with the process
+    ledger.charge(4);  // not written yet
+    ledger.charge(2);  // 6 s >= 5 s: written
+    ledger.charge(3);  // not written: lost with the process
     ::kill(::getpid(), SIGKILL);
-    ::_exit(3);   // not reached
+    ::_exit(3);  // not reached
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
@@ -172,7 +182,7 @@ TEST(BudgetLedger, AKilledProcessLosesAtMostTheFlushInterval) {
 
   LedgerData d = read_ledger(path);
   ASSERT_EQ(d.sessions.size(), 1u);
-  EXPECT_FALSE(d.sessions[0].closed);   // died without closing
+  EXPECT_FALSE(d.sessions[0].closed);  // died without closing
   EXPECT_DOUBLE_EQ(d.sessions[0].wall_seconds, 6);
   // A leftover temporary file from a write cut short does not matter.
   write_text(path + ".tmp.999999", "{ half a ledg");
@@ -196,9 +206,9 @@ TEST(BudgetLedger, CorruptedFileIsAnErrorNamingItAndIsNeverReset) {
   {
     BudgetLedger ledger(path, hours(1), "r", "", LedgerOptions{1e9});
     ledger.charge(30);
-    ledger.flush();   // the version written at open becomes the .bak
+    ledger.flush();  // the version written at open becomes the .bak
     ledger.charge(12);
-  }                   // close writes 42 s; the 30 s version becomes the .bak
+  }  // close writes 42 s; the 30 s version becomes the .bak
   // The backup is the previous good version: valid, with less time than the current one.
   ASSERT_TRUE(fs::exists(path + ".bak"));
   EXPECT_DOUBLE_EQ(read_ledger(path + ".bak").spent_device_seconds(), 30);
@@ -208,7 +218,7 @@ TEST(BudgetLedger, CorruptedFileIsAnErrorNamingItAndIsNeverReset) {
   write_text(path, garbage);
   expect_invalid([&] { BudgetLedger ledger(path, hours(1), "r", ""); },
                  {path, "corrupted", "not valid JSON", path + ".bak"});
-  EXPECT_EQ(read_text(path), garbage);   // untouched
+  EXPECT_EQ(read_text(path), garbage);  // untouched
   expect_invalid([&] { read_ledger(path); }, {path, "corrupted"});
 
   // Valid JSON that is not a valid ledger names the faulty field.
@@ -234,13 +244,13 @@ TEST(BudgetLedger, CorruptedFileIsAnErrorNamingItAndIsNeverReset) {
 TEST(BudgetLedger, WarnsOnceAtEightyPercent) {
   const std::string path = temp_dir("warn") + "/budget.json";
   BudgetLedger ledger(path, hours(1), "r", "", LedgerOptions{1e9});
-  ledger.charge(2800);   // 77.8%
+  ledger.charge(2800);  // 77.8%
   EXPECT_NEAR(ledger.fraction_used(), 2800.0 / 3600.0, 1e-12);
   EXPECT_FALSE(ledger.should_warn());
-  ledger.charge(100);    // 80.6%
+  ledger.charge(100);  // 80.6%
   EXPECT_TRUE(ledger.should_warn());
   EXPECT_FALSE(ledger.should_warn());
-  ledger.charge(500);    // 94%
+  ledger.charge(500);  // 94%
   EXPECT_FALSE(ledger.should_warn());
   // No budget, no warning.
   BudgetLedger free_ledger(temp_dir("warn_none") + "/budget.json", BudgetLimits{}, "r", "");
@@ -256,11 +266,11 @@ TEST(BudgetLedger, MustStopBeforeTheBudgetWouldBeExceeded) {
   const std::string path = temp_dir("stop") + "/budget.json";
   BudgetLedger ledger(path, hours(1, /*reserve=*/60), "r", "", LedgerOptions{30});
   ledger.charge(3000);
-  EXPECT_FALSE(ledger.must_stop(10, 100));   // 600 left, 170 needed
+  EXPECT_FALSE(ledger.must_stop(10, 100));  // 600 left, 170 needed
   ledger.charge(420);
-  EXPECT_FALSE(ledger.must_stop(10, 100));   // 180 left, 170 needed
+  EXPECT_FALSE(ledger.must_stop(10, 100));  // 180 left, 170 needed
   ledger.charge(20);
-  EXPECT_TRUE(ledger.must_stop(10, 100));    // 160 left
+  EXPECT_TRUE(ledger.must_stop(10, 100));  // 160 left
 
   // A training loop obeying must_stop never overruns: steps of 7 s (the moving average of
   // slightly varying steps), then 30 s of final save and eval.
@@ -279,7 +289,7 @@ TEST(BudgetLedger, MustStopBeforeTheBudgetWouldBeExceeded) {
   loop.charge(30);
   // Within the budget; the reserve absorbed the misestimate of the last step.
   EXPECT_LE(loop.spent_device_seconds(), 3600);
-  EXPECT_GE(loop.spent_device_seconds(), 3600 - 60 - 8);   // no budget wasted either
+  EXPECT_GE(loop.spent_device_seconds(), 3600 - 60 - 8);  // no budget wasted either
   EXPECT_GT(steps, 400);
 }
 
@@ -287,7 +297,7 @@ TEST(BudgetLedger, SeveralDevicesSpendTheBudgetFaster) {
   BudgetLimits l = hours(1, 0);
   l.devices = 4;
   BudgetLedger ledger(temp_dir("devices") + "/budget.json", l, "r", "");
-  ledger.charge(450);   // wall seconds: 1800 device-seconds
+  ledger.charge(450);  // wall seconds: 1800 device-seconds
   EXPECT_DOUBLE_EQ(ledger.spent_device_seconds(), 1800);
   EXPECT_DOUBLE_EQ(ledger.remaining_wall_seconds(), 450);
   EXPECT_FALSE(ledger.must_stop(400, 50));
@@ -299,13 +309,13 @@ TEST(BudgetLedger, MoneyBudgetsThroughThePrice) {
   const std::string path = temp_dir("usd") + "/budget.json";
   BudgetLimits l;
   l.usd = 1.70;
-  l.price_per_hour = 0.85;   // $1.70 buys 2 device-hours
+  l.price_per_hour = 0.85;  // $1.70 buys 2 device-hours
   l.devices = 2;
   l.reserve_seconds = 0;
   {
     BudgetLedger ledger(path, l, "r", "tuning");
     EXPECT_NEAR(ledger.remaining_device_seconds(), 7200, 1e-9);
-    ledger.charge(1800);   // 3600 device-seconds: $0.85
+    ledger.charge(1800);  // 3600 device-seconds: $0.85
     EXPECT_NEAR(ledger.spent_usd(), 0.85, 1e-12);
     EXPECT_NEAR(ledger.fraction_used(), 0.5, 1e-12);
     EXPECT_NEAR(ledger.remaining_wall_seconds(), 1800, 1e-9);
@@ -316,13 +326,13 @@ TEST(BudgetLedger, MoneyBudgetsThroughThePrice) {
   // A session on a pricier machine: what is left of the money buys less time there.
   l.price_per_hour = 1.70;
   l.devices = 1;
-  l.usd = 0;   // no flags: the ledger's $1.70 applies
+  l.usd = 0;  // no flags: the ledger's $1.70 applies
   BudgetLedger ledger(path, l, "r", "full");
   EXPECT_DOUBLE_EQ(ledger.limits().usd, 1.70);
   EXPECT_NEAR(ledger.remaining_device_seconds(), 1800, 1e-9);
   // Both limits: the tighter one decides.
-  l.usd = 3.40;           // 2 device-hours at $1.70, minus the one spent
-  l.device_hours = 1.1;   // 3960 s, minus the 3600 spent: the tighter
+  l.usd = 3.40;          // 2 device-hours at $1.70, minus the one spent
+  l.device_hours = 1.1;  // 3960 s, minus the 3600 spent: the tighter
   BudgetLedger both(temp_dir("usd_both") + "/b.json", l, "r", "");
   both.charge(3600);
   EXPECT_NEAR(both.remaining_device_seconds(), 360, 1e-9);
@@ -341,7 +351,7 @@ TEST(BudgetLedger, ConcurrentRunsSharingALedgerKeepEachOthersSessions) {
   b.charge(250);
   a.flush();
   b.flush();
-  a.flush();   // a now sees b's time
+  a.flush();  // a now sees b's time
   EXPECT_DOUBLE_EQ(a.spent_device_seconds(), 350);
   EXPECT_DOUBLE_EQ(b.spent_device_seconds(), 350);
   EXPECT_DOUBLE_EQ(b.limits().device_hours, 10);
@@ -362,11 +372,11 @@ TEST(BudgetLedger, ProjectionOfTimeAndCostToFinish) {
   EXPECT_EQ(p.steps_left, 900);
   EXPECT_DOUBLE_EQ(p.wall_seconds, 2700);
   EXPECT_DOUBLE_EQ(p.usd, 1.5);
-  EXPECT_EQ(p.steps_affordable, 1160);   // (3600 - 120) / 3
+  EXPECT_EQ(p.steps_affordable, 1160);  // (3600 - 120) / 3
   EXPECT_TRUE(p.fits);
   p = ledger.projection(100, 1000, 4.0, /*final_seconds=*/40);
   EXPECT_DOUBLE_EQ(p.wall_seconds, 3640);
-  EXPECT_EQ(p.steps_affordable, 860);    // (3600 - 120 - 40) / 4
+  EXPECT_EQ(p.steps_affordable, 860);  // (3600 - 120 - 40) / 4
   EXPECT_FALSE(p.fits);
   ledger.charge(600);
   p = ledger.projection(0, 10, 1.0);
@@ -383,11 +393,11 @@ TEST(BudgetLedger, ChargeElapsedUsesTheWallClock) {
   EXPECT_GE(first, 0.019);
   EXPECT_LT(first, 5);
   ledger.charge_elapsed();
-  EXPECT_LT(ledger.spent_device_seconds() - first, 1);   // only the time since the last call
+  EXPECT_LT(ledger.spent_device_seconds() - first, 1);  // only the time since the last call
 }
 
 TEST(MovingAverage, SeedsWithTheFirstValueAndFollowsChanges) {
-  MovingAverage avg(3);   // alpha = 0.5
+  MovingAverage avg(3);  // alpha = 0.5
   EXPECT_EQ(avg.count(), 0);
   avg.add(10);
   EXPECT_DOUBLE_EQ(avg.value(), 10);

@@ -24,7 +24,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_checkpoint_" + name); }
+std::string fresh_dir(const std::string& name) {
+  return test::fresh_temp_dir("hourglass_checkpoint_" + name);
+}
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
@@ -62,7 +64,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   s.epoch = 2;
   s.batch = 0;
   s.step = 2;
-  s.loss_sum = 0.1f;            // an f32 value with no short decimal form
+  s.loss_sum = 0.1f;  // an f32 value with no short decimal form
   s.correct = 17;
   s.samples = 33;
   s.train_seconds = 1.0 / 3.0;
@@ -84,7 +86,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   EXPECT_EQ(r.epoch, s.epoch);
   EXPECT_EQ(r.batch, s.batch);
   EXPECT_EQ(r.step, s.step);
-  EXPECT_EQ(r.loss_sum, s.loss_sum);   // exactly: shortest round-trip decimal
+  EXPECT_EQ(r.loss_sum, s.loss_sum);  // exactly: shortest round-trip decimal
   EXPECT_EQ(r.correct, s.correct);
   EXPECT_EQ(r.samples, s.samples);
   EXPECT_EQ(r.train_seconds, s.train_seconds);
@@ -119,7 +121,8 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
     ADD_FAILURE() << "a changed model.name was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("model.name = \"mlp\" (checkpoint: \"tiny_resnet\")"),
-              std::string::npos) << e.message();
+              std::string::npos)
+        << e.message();
   }
 }
 
@@ -209,7 +212,8 @@ TEST(Checkpoint, ConfigHashIgnoresKeysThatDoNotChangeTheTrajectory) {
     Config c = Config::parse(kConfig, "c.toml");
     c.set_override(o);
     EXPECT_NE(train::config_hash(train::trajectory_config_text(train::parse_run_config(c))),
-              train::config_hash(ta)) << o;
+              train::config_hash(ta))
+        << o;
   }
 }
 
@@ -247,7 +251,7 @@ TEST(CheckpointDir, NamesListsMarksAndPrunesButKeepsTheBest) {
   }
   std::vector<int64_t> steps;
   for (const auto& e : dir.list()) steps.push_back(e.step);
-  EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 5}));   // newest two plus the best
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 5}));  // newest two plus the best
   EXPECT_EQ(dir.read_marker("last"), "step-000000005.safetensors");
   EXPECT_EQ(dir.read_marker("best"), "step-000000002.safetensors");
   // Newer than a resume point: moved aside, not deleted.
@@ -281,10 +285,11 @@ TEST(RunHistory, ReconcileKeepsOneLinePerCompletedEpoch) {
   {
     std::ofstream out(path);
     out << train::epoch_record_json(e1) << "\n"
-        << R"({"note":"not an epoch line"})" << "\n"
-        << train::epoch_record_json(e1) << "\n"          // a repeat
-        << train::epoch_record_json(e3) << "\n"          // after the checkpoint: redone
-        << R"({"epoch":3,"train_lo)";                    // cut short by a kill
+        << R"({"note":"not an epoch line"})"
+        << "\n"
+        << train::epoch_record_json(e1) << "\n"  // a repeat
+        << train::epoch_record_json(e3) << "\n"  // after the checkpoint: redone
+        << R"({"epoch":3,"train_lo)";            // cut short by a kill
   }
   // Resuming from a checkpoint taken after epoch 2, whose line was never written.
   auto epochs = train::reconcile_metrics_file(path, 2, train::epoch_record_json(e2));

@@ -57,22 +57,28 @@ TEST_F(Golden, ActivationsGradientsAndThreeStepsMatchPyTorch) {
 
   // Step 0, stage by stage.
   Tensor stem = model_->stem().forward(x);
-  EXPECT_TRUE(test::all_close(stem, test::to_doubles(file_.at("step0.act.stem")), kForward)) << "stem";
+  EXPECT_TRUE(test::all_close(stem, test::to_doubles(file_.at("step0.act.stem")), kForward))
+      << "stem";
   Tensor l1 = model_->stage(0).forward(stem);
-  EXPECT_TRUE(test::all_close(l1, test::to_doubles(file_.at("step0.act.layer1")), kForward)) << "layer1";
+  EXPECT_TRUE(test::all_close(l1, test::to_doubles(file_.at("step0.act.layer1")), kForward))
+      << "layer1";
   Tensor l2 = model_->stage(1).forward(l1);
-  EXPECT_TRUE(test::all_close(l2, test::to_doubles(file_.at("step0.act.layer2")), kForward)) << "layer2";
+  EXPECT_TRUE(test::all_close(l2, test::to_doubles(file_.at("step0.act.layer2")), kForward))
+      << "layer2";
   Tensor pool = fn::global_avg_pool(l2);
-  EXPECT_TRUE(test::all_close(pool, test::to_doubles(file_.at("step0.act.pool")), kForward)) << "pool";
+  EXPECT_TRUE(test::all_close(pool, test::to_doubles(file_.at("step0.act.pool")), kForward))
+      << "pool";
   Tensor logits = model_->fc().forward(pool);
-  EXPECT_TRUE(test::all_close(logits, test::to_doubles(file_.at("step0.logits")), kForward)) << "logits";
+  EXPECT_TRUE(test::all_close(logits, test::to_doubles(file_.at("step0.logits")), kForward))
+      << "logits";
   Tensor loss = fn::cross_entropy(logits, labels, 0.1);
   const auto losses = test::to_doubles(file_.at("loss"));
   EXPECT_NEAR(loss.item(), losses[0], 1e-5);
 
   autograd::backward(loss);
   for (const auto& p : model_->named_parameters())
-    EXPECT_TRUE(test::all_close(p.tensor.grad(), test::to_doubles(file_.at("grad." + p.name)), kGradient))
+    EXPECT_TRUE(
+        test::all_close(p.tensor.grad(), test::to_doubles(file_.at("grad." + p.name)), kGradient))
         << "gradient of " << p.name;
 
   SgdOptions o;

@@ -97,7 +97,7 @@ TEST(GpuTraining, LowPrecisionTrainsCloseToF32) {
     const Trajectory t = train_tiny(Device::gpu(0), p, 30);
     for (double l : t.losses) ASSERT_TRUE(std::isfinite(l));
     for (double w : t.params) ASSERT_TRUE(std::isfinite(w));
-    EXPECT_LT(t.losses.back(), 0.5 * t.losses.front());   // it learns the batch
+    EXPECT_LT(t.losses.back(), 0.5 * t.losses.front());  // it learns the batch
     // The first loss is one forward pass: within low-precision rounding of f32's.
     EXPECT_NEAR(t.losses.front(), ref.losses.front(), 0.03 * ref.losses.front());
   }
@@ -115,7 +115,7 @@ TEST(GpuTraining, CheckpointsMoveBetweenGpuAndCpu) {
   const std::vector<double> gpu_out = test::to_doubles(gpu_model->forward(b.x.to(Device::gpu(0))));
   train::save_checkpoint(dir + "/gpu.safetensors", *gpu_model, nullptr, {});
 
-  auto cpu_model = nn::make_model(tiny_spec());   // different (uninitialised) weights
+  auto cpu_model = nn::make_model(tiny_spec());  // different (uninitialised) weights
   train::load_model_state(*cpu_model, load_safetensors(dir + "/gpu.safetensors"));
   cpu_model->eval();
   EXPECT_TRUE(test::all_close(cpu_model->forward(b.x), gpu_out, {1e-4, 1e-5}));
@@ -147,7 +147,8 @@ Config gpu_config(const std::string& precision) {
     [train]
     epochs = 3
     batch_size = 32
-  )", "gpu.toml");
+  )",
+                           "gpu.toml");
   c.set_override("precision=\"" + precision + "\"");
   return c;
 }
@@ -156,7 +157,8 @@ TEST(GpuTraining, TrainerRunsEachPrecisionAndResumesAnFp16Run) {
   HG_REQUIRE_GPU();
   for (const char* p : {"fp32", "tf32", "bf16", "fp16"}) {
     SCOPED_TRACE(p);
-    train::Trainer t(gpu_config(p), {test::fresh_temp_dir(std::string("hourglass_gpu_trainer_") + p), false});
+    train::Trainer t(gpu_config(p),
+                     {test::fresh_temp_dir(std::string("hourglass_gpu_trainer_") + p), false});
     auto h = t.run();
     ASSERT_EQ(h.size(), 3u);
     EXPECT_TRUE(std::isfinite(h.back().train_loss));
@@ -200,7 +202,7 @@ TEST(GpuTraining, DeterministicResumeIsBitIdentical) {
   const std::string dir = test::fresh_temp_dir("hourglass_gpu_det_resumed");
   {
     train::TrainerOptions o{dir, false};
-    o.stop_after_steps = 11;   // mid-epoch
+    o.stop_after_steps = 11;  // mid-epoch
     train::Trainer t(config(), o);
     t.run();
     ASSERT_TRUE(t.stopped());
@@ -227,8 +229,9 @@ TEST(GpuTrainingConfig, WithoutAPrecisionKeyGpusUseTf32AndTheCpuFp32) {
   // As PyTorch lets cuDNN convolutions use TF32 unless told otherwise.
   Config gpu = Config::parse("device = \"gpu:0\"\n", "gpu.toml");
   EXPECT_EQ(train::parse_run_config(gpu).precision, optim::Precision::TF32);
-  EXPECT_NE(train::trajectory_config_text(train::parse_run_config(gpu)).find("precision = \"tf32\""),
-            std::string::npos);
+  EXPECT_NE(
+      train::trajectory_config_text(train::parse_run_config(gpu)).find("precision = \"tf32\""),
+      std::string::npos);
   Config cpu = Config::parse("device = \"cpu\"\n", "cpu.toml");
   EXPECT_EQ(train::parse_run_config(cpu).precision, optim::Precision::FP32);
   gpu.set_override("precision=\"fp32\"");

@@ -44,8 +44,8 @@ std::vector<Finding> step_calls_outside_the_step() {
       if (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh") continue;
       const std::string rel = fs::relative(entry.path(), root).string();
       // The layers that define backward and the updates, and the one step that strings them.
-      if (rel.rfind("src/hourglass/autograd/", 0) == 0 || rel.rfind("src/hourglass/optim/", 0) == 0 ||
-          rel == "src/hourglass/train/train_step.cpp")
+      if (rel.rfind("src/hourglass/autograd/", 0) == 0 ||
+          rel.rfind("src/hourglass/optim/", 0) == 0 || rel == "src/hourglass/train/train_step.cpp")
         continue;
       const std::string code = code_of(read(entry.path()));
       for (auto it = std::sregex_iterator(code.begin(), code.end(), call);
@@ -65,7 +65,8 @@ TEST(OneTrainingStep, OnlyTrainStepCallsBackwardAndTheOptimizer) {
 
 TEST(OneTrainingStep, TheScanFindsTheStepItself) {
   // The pattern must match the real calls, or the test above could never fail.
-  const std::string code = code_of(read(fs::path(HG_SOURCE_DIR) / "src/hourglass/train/train_step.cpp"));
+  const std::string code =
+      code_of(read(fs::path(HG_SOURCE_DIR) / "src/hourglass/train/train_step.cpp"));
   EXPECT_NE(code.find("autograd::backward("), std::string::npos);
   EXPECT_TRUE(std::regex_search(code, std::regex(R"((->|\.)step\(\))")));
 }

@@ -65,7 +65,7 @@ struct Rig {
 
 nn::ModelSpec mlp_spec() {
   nn::ModelSpec s;
-  s.name = "mlp";   // no batch norm: micro-batching leaves the gradient unchanged
+  s.name = "mlp";  // no batch norm: micro-batching leaves the gradient unchanged
   s.in_channels = 3;
   s.height = s.width = 16;
   s.hidden = {256, 256};
@@ -74,7 +74,7 @@ nn::ModelSpec mlp_spec() {
 }
 
 nn::ModelSpec small_cnn_spec() {
-  nn::ModelSpec s;   // Fashion-MNIST's shape
+  nn::ModelSpec s;  // Fashion-MNIST's shape
   s.name = "small_cnn";
   s.in_channels = 1;
   s.height = s.width = 28;
@@ -97,13 +97,14 @@ Rig make_rig(const nn::ModelSpec& spec) {
 }
 
 struct Data {
-  Tensor images, labels;   // f32 [N, H, W, C], i64 [N]
+  Tensor images, labels;  // f32 [N, H, W, C], i64 [N]
 };
 
 Data make_data(const nn::ModelSpec& spec, int64_t n) {
   Data d;
-  d.images = test::f32_tensor(test::random_values(n * spec.height * spec.width * spec.in_channels, 11),
-                              {n, spec.height, spec.width, spec.in_channels});
+  d.images =
+      test::f32_tensor(test::random_values(n * spec.height * spec.width * spec.in_channels, 11),
+                       {n, spec.height, spec.width, spec.in_channels});
   std::vector<int64_t> labels;
   for (double u : test::random_values(n, 12, 0.0, double(spec.num_classes)))
     labels.push_back(std::min<int64_t>(int64_t(u), spec.num_classes - 1));
@@ -181,13 +182,13 @@ TEST(MicroBatchPlan, SplitsShrinksAndRoundTrips) {
   MicroBatchPlan p = MicroBatchPlan::from_grad_accum(128, 4);
   EXPECT_EQ(p.micro_batch_size(), 32);
   EXPECT_EQ(p.micro_batches(128), 4);
-  EXPECT_EQ(p.micro_batches(100), 4);   // a short last batch: 4 parts of 25
+  EXPECT_EQ(p.micro_batches(100), 4);  // a short last batch: 4 parts of 25
   EXPECT_EQ(p.micro_batches(20), 1);
   EXPECT_EQ(MicroBatchPlan::from_grad_accum(10, 3).micro_batches(10), 3);
   const Error oom(ErrorKind::OutOfMemory, "cpu out of memory: test");
   EXPECT_TRUE(p.shrink(oom));
   EXPECT_EQ(p.micro_batch_size(), 16);
-  EXPECT_EQ(p.micro_batches(128), 8);   // half the micro-batch, twice the micro-batches
+  EXPECT_EQ(p.micro_batches(128), 8);  // half the micro-batch, twice the micro-batches
   MicroBatchPlan odd(3);
   EXPECT_TRUE(odd.shrink(oom));
   EXPECT_EQ(odd.micro_batch_size(), 2);
@@ -228,12 +229,13 @@ TEST(MicroBatchPlan, ParsesTrainMicroBatch) {
   EXPECT_EQ(parse("micro_batch = 48\n"), 48);
   EXPECT_EQ(parse("micro_batch = \"auto\"\n"), train::kAutoMicroBatch);
   Config set = Config::parse("[train]\nbatch_size = 128\n", "run.toml");
-  set.set_override("train.micro_batch=auto");   // --set without quotes
+  set.set_override("train.micro_batch=auto");  // --set without quotes
   EXPECT_EQ(train::parse_micro_batch(set, 128, 1), train::kAutoMicroBatch);
   const auto unused = set.unused_keys();
   EXPECT_EQ(std::find(unused.begin(), unused.end(), "train.micro_batch"), unused.end());
-  for (const char* bad : {"micro_batch = 0\n", "micro_batch = 129\n", "micro_batch = \"automatic\"\n",
-                          "micro_batch = 1.5\n", "micro_batch = 32\ngrad_accum = 2\n"}) {
+  for (const char* bad :
+       {"micro_batch = 0\n", "micro_batch = 129\n", "micro_batch = \"automatic\"\n",
+        "micro_batch = 1.5\n", "micro_batch = 32\ngrad_accum = 2\n"}) {
     try {
       parse(bad);
       ADD_FAILURE() << "no error for " << bad;
@@ -271,7 +273,7 @@ TEST(OomPolicy, RecoveredRunMatchesSmallerMicroBatchFromTheStart) {
     train_steps(recovered, d, batch, steps, plan);
   }
   EXPECT_EQ(plan.micro_batch_size(), batch / 2);
-  EXPECT_EQ(plan.failed_sizes(), (std::vector<int64_t>{batch}));   // shrank once, then kept it
+  EXPECT_EQ(plan.failed_sizes(), (std::vector<int64_t>{batch}));  // shrank once, then kept it
   EXPECT_GE(cpu_allocator().stats().failures, 1u);
   const std::string text = log.text();
   EXPECT_NE(text.find("retrying the step with micro-batch 512 (2 micro-batches"), std::string::npos)
@@ -308,7 +310,7 @@ TEST(OomPolicy, SmallCnnRecoversAndWarnsAboutBatchNorm) {
   const size_t baseline = cpu_allocator().stats().in_use;
   const size_t full = transient_peak(recovered, d, batch, batch);
   const size_t half = transient_peak(recovered, d, batch, batch / 2);
-  buffers.restore();   // the measurements moved the running statistics
+  buffers.restore();  // the measurements moved the running statistics
   ASSERT_GT(full, half);
 
   MicroBatchPlan plan(batch);
@@ -349,7 +351,7 @@ TEST(OomPolicy, MicroBatchOneFailingGivesAClearError) {
     const std::string m = e.message();
     EXPECT_NE(m.find("even with micro-batch 1"), std::string::npos) << m;
     EXPECT_NE(m.find("micro-batches 4, 2, 1 were tried"), std::string::npos) << m;
-    EXPECT_NE(m.find("cpu out of memory"), std::string::npos) << m;   // the allocator's cause
+    EXPECT_NE(m.find("cpu out of memory"), std::string::npos) << m;  // the allocator's cause
     EXPECT_NE(e.remedy().find("resume from the checkpoint"), std::string::npos) << e.remedy();
   }
   EXPECT_EQ(cpu_allocator().limit(), 0u);
@@ -366,9 +368,8 @@ TEST(OomPolicy, OtherErrorsPassThroughUntouched) {
   recovery.allocator = &cpu_allocator();
   int zeroed = 0;
   recovery.zero_grad = [&] { ++zeroed; };
-  EXPECT_THROW(train::accumulate_with_oom_retry(plan, recovery, 0, 8, [](int64_t) {
-                 throw_invalid("bad shape");
-               }),
+  EXPECT_THROW(train::accumulate_with_oom_retry(plan, recovery, 0, 8,
+                                                [](int64_t) { throw_invalid("bad shape"); }),
                Error);
   EXPECT_EQ(plan.micro_batch_size(), 8);
   EXPECT_EQ(zeroed, 0);
@@ -388,7 +389,7 @@ TEST(FindMaxMicroBatch, FindsASizeThatFitsWhoseDoubleDoesNot) {
   const size_t baseline = a.stats().in_use;
   a.reset_peak();
   probe(300);
-  const size_t room = a.stats().peak_in_use - baseline;   // what micro-batch 300 needs
+  const size_t room = a.stats().peak_in_use - baseline;  // what micro-batch 300 needs
   train::release_step_memory(a);
 
   int64_t found = 0;
@@ -469,9 +470,10 @@ TEST(OomPolicy, SmallCnnStepMemoryAt128And64) {
     peak[i] = a.stats().peak_in_use;
     transient[i] = peak[i] - before;
   }
-  std::cout << fmt::format("small_cnn 28x28x1 step: batch 128 peak_in_use {:.2f} MiB (step adds "
-                           "{:.2f} MiB); batch 64 peak_in_use {:.2f} MiB (step adds {:.2f} MiB)\n",
-                           mib(peak[0]), mib(transient[0]), mib(peak[1]), mib(transient[1]));
+  std::cout << fmt::format(
+      "small_cnn 28x28x1 step: batch 128 peak_in_use {:.2f} MiB (step adds "
+      "{:.2f} MiB); batch 64 peak_in_use {:.2f} MiB (step adds {:.2f} MiB)\n",
+      mib(peak[0]), mib(transient[0]), mib(peak[1]), mib(transient[1]));
   RecordProperty("transient_128_bytes", std::to_string(transient[0]));
   RecordProperty("transient_64_bytes", std::to_string(transient[1]));
   // Activations dominate the step, so halving the batch nearly halves its memory.

@@ -55,7 +55,8 @@ relative_speed = 10.5
 [[platform]]
 name = "b"
 price_per_hour = 0.85
-)", "t.toml");
+)",
+                                           "t.toml");
   const auto csv = parse_price_table_csv(
       "# comment\n\nplatform,price_per_hour,relative_speed\r\na, $2, 10.5\nb,0.85\n", "t.csv");
   ASSERT_EQ(toml.size(), 2u);
@@ -65,25 +66,34 @@ price_per_hour = 0.85
     EXPECT_DOUBLE_EQ(toml[i].price_per_hour, csv[i].price_per_hour);
     EXPECT_DOUBLE_EQ(toml[i].relative_speed, csv[i].relative_speed);
   }
-  EXPECT_DOUBLE_EQ(toml[1].relative_speed, 1.0);   // the default
+  EXPECT_DOUBLE_EQ(toml[1].relative_speed, 1.0);  // the default
 }
 
 TEST(PriceTable, ErrorsNameTheFileAndEntry) {
-  expect_invalid([] { parse_price_table_toml("[[platform]]\nname = \"x\"\nprice = 3\n", "p.toml"); },
-                 {"p.toml", "entry 1", "unknown key 'price'"});
+  expect_invalid(
+      [] { parse_price_table_toml("[[platform]]\nname = \"x\"\nprice = 3\n", "p.toml"); },
+      {"p.toml", "entry 1", "unknown key 'price'"});
   expect_invalid([] { parse_price_table_toml("[[platform]]\nname = \"x\"\n", "p.toml"); },
                  {"p.toml", "'x'", "price_per_hour"});
-  expect_invalid([] {
-    parse_price_table_toml("[[platform]]\nname = \"x\"\nprice_per_hour = 1\nrelative_speed = 0\n",
-                           "p.toml");
-  }, {"p.toml", "relative_speed", "positive"});
-  expect_invalid([] {
-    parse_price_table_toml("[[platform]]\nname = \"x\"\nprice_per_hour = 1\n"
-                           "[[platform]]\nname = \"x\"\nprice_per_hour = 2\n", "p.toml");
-  }, {"p.toml", "entry 2", "twice"});
-  expect_invalid([] { parse_price_table_toml("name = \"x\"\n", "p.toml"); }, {"p.toml", "[[platform]]"});
+  expect_invalid(
+      [] {
+        parse_price_table_toml(
+            "[[platform]]\nname = \"x\"\nprice_per_hour = 1\nrelative_speed = 0\n", "p.toml");
+      },
+      {"p.toml", "relative_speed", "positive"});
+  expect_invalid(
+      [] {
+        parse_price_table_toml(
+            "[[platform]]\nname = \"x\"\nprice_per_hour = 1\n"
+            "[[platform]]\nname = \"x\"\nprice_per_hour = 2\n",
+            "p.toml");
+      },
+      {"p.toml", "entry 2", "twice"});
+  expect_invalid([] { parse_price_table_toml("name = \"x\"\n", "p.toml"); },
+                 {"p.toml", "[[platform]]"});
   expect_invalid([] { parse_price_table_toml("[[platform]\n", "p.toml"); }, {"p.toml:1"});
-  expect_invalid([] { parse_price_table_csv("name,price\na,1\n", "p.csv"); }, {"p.csv:1", "header"});
+  expect_invalid([] { parse_price_table_csv("name,price\na,1\n", "p.csv"); },
+                 {"p.csv:1", "header"});
   expect_invalid([] { parse_price_table_csv("platform,price_per_hour\na,cheap\n", "p.csv"); },
                  {"p.csv:2", "cheap"});
   expect_invalid([] { parse_price_table_csv("platform,price_per_hour\na,-1\n", "p.csv"); },
@@ -104,7 +114,7 @@ TEST(Plan, EpochTimeCostAndFitOnAGivenThroughput) {
   EXPECT_DOUBLE_EQ(here.seconds, 4 * here.seconds_per_epoch);
   EXPECT_DOUBLE_EQ(here.device_hours, here.seconds / 3600);
   EXPECT_DOUBLE_EQ(here.cost, 0);
-  EXPECT_EQ(here.epochs_in_budget, 274);   // floor((3600 - 120) / 12.667)
+  EXPECT_EQ(here.epochs_in_budget, 274);  // floor((3600 - 120) / 12.667)
   EXPECT_TRUE(here.fits);
 
   // Twice as fast at $3/h: half the time; cost = hours * price.
@@ -115,13 +125,13 @@ TEST(Plan, EpochTimeCostAndFitOnAGivenThroughput) {
 
   // A money limit binds on a paid platform and not on a free one.
   in.budget_device_hours = 0;
-  in.budget_usd = 0.05;   // 60 s at $3/h, minus the 120 s reserve: nothing fits
+  in.budget_usd = 0.05;  // 60 s at $3/h, minus the 120 s reserve: nothing fits
   EXPECT_EQ(plan_platform(in, {"fast", 3.0, 2.0}).epochs_in_budget, 0);
   EXPECT_FALSE(plan_platform(in, {"fast", 3.0, 2.0}).fits);
   const PlatformPlan free_run = plan_platform(in, {"this-machine", 0.0, 1.0});
   EXPECT_EQ(free_run.epochs_in_budget, std::numeric_limits<int64_t>::max());
   EXPECT_TRUE(free_run.fits);
-  in.budget_usd = 1;   // 1200 s at $3/h, 1080 after the reserve, 6.333 s per epoch there
+  in.budget_usd = 1;  // 1200 s at $3/h, 1080 after the reserve, 6.333 s per epoch there
   EXPECT_EQ(plan_platform(in, {"fast", 3.0, 2.0}).epochs_in_budget, 170);
 
   // A measured evaluation throughput replaces the 3x assumption.
@@ -130,7 +140,7 @@ TEST(Plan, EpochTimeCostAndFitOnAGivenThroughput) {
   EXPECT_DOUBLE_EQ(plan_platform(in, {"x", 1, 1}).seconds_per_epoch, 13.0);
 
   // Too small a budget for the configured epochs.
-  in.budget_device_hours = 150.0 / 3600;   // 150 s, 30 after the reserve
+  in.budget_device_hours = 150.0 / 3600;  // 150 s, 30 after the reserve
   in.reserve_seconds = 120;
   const PlatformPlan tight = plan_platform(in, {"x", 1, 1});
   EXPECT_EQ(tight.epochs_in_budget, 2);

@@ -22,7 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_resume_" + name); }
+std::string fresh_dir(const std::string& name) {
+  return test::fresh_temp_dir("hourglass_resume_" + name);
+}
 
 // tiny_resnet (batch norm: running statistics are state), augmentation (crop and flip per
 // epoch and index), warm-up + cosine (lr from the step), Nesterov momentum with decay on
@@ -57,7 +59,8 @@ Config resnet_config() {
     [checkpoint]
     every_steps = 1
     keep_last = 100
-  )", "resume.toml");
+  )",
+                       "resume.toml");
 }
 
 // An MLP with AdamW (bias correction from the step count), no loader threads.
@@ -83,7 +86,8 @@ Config adamw_config() {
     [checkpoint]
     every_steps = 1
     keep_last = 100
-  )", "adamw.toml");
+  )",
+                       "adamw.toml");
 }
 
 struct Outcome {
@@ -115,7 +119,8 @@ void expect_same_run(const Outcome& a, const Outcome& b, const std::string& what
         << what << ": " << a.final_file.tensors[i].name;
   }
   EXPECT_EQ(a.final_file.metadata.at("hourglass.optim.step"),
-            b.final_file.metadata.at("hourglass.optim.step")) << what;
+            b.final_file.metadata.at("hourglass.optim.step"))
+      << what;
   for (const auto& mb : b.history) {
     ASSERT_GE(mb.epoch, 1);
     ASSERT_LE(size_t(mb.epoch), a.history.size()) << what;
@@ -137,11 +142,12 @@ void resume_from_every_checkpoint(const Config& c, const std::string& name) {
     if (e.path().extension() == ".safetensors") checkpoints.push_back(e.path().string());
   std::sort(checkpoints.begin(), checkpoints.end());
   const int64_t total = std::stoll(ref.final_file.metadata.at("hourglass.optim.step"));
-  ASSERT_EQ(int64_t(checkpoints.size()), total);   // one per step: epoch ends and between
+  ASSERT_EQ(int64_t(checkpoints.size()), total);  // one per step: epoch ends and between
   for (size_t i = 0; i + 1 < checkpoints.size(); ++i) {
     const std::string dir = fresh_dir(name + "_from");
     fs::create_directories(dir + "/checkpoints");
-    fs::copy_file(checkpoints[i], dir + "/checkpoints/" + fs::path(checkpoints[i]).filename().string());
+    fs::copy_file(checkpoints[i],
+                  dir + "/checkpoints/" + fs::path(checkpoints[i]).filename().string());
     train::TrainerOptions o{dir};
     o.resume = "auto";
     expect_same_run(ref, run(c, o), "resumed from " + fs::path(checkpoints[i]).filename().string());
@@ -171,7 +177,7 @@ TEST(Resume, StopAndResumeInTheSameDirectoryKeepsOneMetricsLinePerEpoch) {
     o.resume = stopped_at.empty() ? "" : "auto";
     o.stop_after_steps = limit;
     train::Trainer t(c, o);
-    if (limit == 0) train::request_stop();   // pending before run(): honoured at the first check
+    if (limit == 0) train::request_stop();  // pending before run(): honoured at the first check
     t.run();
     ASSERT_TRUE(t.stopped());
     stopped_at.push_back(t.global_step());
@@ -180,7 +186,7 @@ TEST(Resume, StopAndResumeInTheSameDirectoryKeepsOneMetricsLinePerEpoch) {
               dir + "/checkpoints/" + train::CheckpointDir::file_name(t.global_step()));
   }
   EXPECT_EQ(stopped_at, (std::vector<int64_t>{4, 12, 12, 13}));
-  EXPECT_FALSE(train::stop_requested());   // consumed
+  EXPECT_FALSE(train::stop_requested());  // consumed
   train::TrainerOptions o{dir};
   o.resume = "auto";
   const Outcome resumed = run(c, o);
@@ -241,13 +247,13 @@ TEST(Resume, FullDiskKeepsThePreviousCheckpointAndNamesIt) {
 TEST(Resume, TimeIntervalCheckpointsAreWrittenBetweenStepsAndTimed) {
   Config c = resnet_config();
   c.set_override("checkpoint.every_steps=0");
-  c.set_override("checkpoint.every=\"1ms\"");   // due after every step, in effect
+  c.set_override("checkpoint.every=\"1ms\"");  // due after every step, in effect
   const std::string dir = fresh_dir("interval");
   const Outcome out = run(c, {dir});
   int checkpoints = 0;
   for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
     checkpoints += e.path().extension() == ".safetensors";
-  EXPECT_GT(checkpoints, 3);   // more than the three epoch ends
+  EXPECT_GT(checkpoints, 3);  // more than the three epoch ends
   for (const auto& m : out.history) EXPECT_GT(m.checkpoint_seconds, 0.0);
 }
 
@@ -256,7 +262,7 @@ TEST(Resume, WithoutResumeAnExistingRunIsAnErrorAndAutoWithoutCheckpointsStarts)
   const std::string dir = fresh_dir("exists");
   {
     train::TrainerOptions o{dir, false};
-    o.resume = "auto";   // nothing to resume: a new run
+    o.resume = "auto";  // nothing to resume: a new run
     o.stop_after_steps = 2;
     train::Trainer t(c, o);
     EXPECT_EQ(t.resumed_from(), "");

@@ -25,12 +25,12 @@ struct Rig {
   std::shared_ptr<nn::Module> model;
   FlatParameters flat;
   std::unique_ptr<optim::Sgd> sgd;
-  Tensor images, labels;   // a batch of 24 rows
+  Tensor images, labels;  // a batch of 24 rows
 };
 
 Rig make_rig(const std::string& model_name, uint64_t seed = 5) {
   nn::ModelSpec spec;
-  spec.name = model_name;   // "mlp": no batch norm; "small_cnn": batch norm
+  spec.name = model_name;  // "mlp": no batch norm; "small_cnn": batch norm
   spec.in_channels = 1;
   spec.height = spec.width = model_name == "mlp" ? 6 : 12;
   spec.hidden = {16};
@@ -133,8 +133,8 @@ TEST(TrainStep, HooksSeeFinalGradientsPhasesInOrderAndWrapTheDeviceWork) {
   };
   step.run(r.images, r.labels);
   const std::vector<std::string> expected = {
-      "work+",    "forward+", "forward-", "backward+", "backward-", "forward+", "forward-",
-      "backward+", "backward-", "ready",  "update+",  "update-",   "work-"};
+      "work+",     "forward+",  "forward-", "backward+", "backward-", "forward+", "forward-",
+      "backward+", "backward-", "ready",    "update+",   "update-",   "work-"};
   EXPECT_EQ(events, expected);
   EXPECT_EQ(wrapped, 1);
   EXPECT_EQ(bucket_size, r.flat.grads.numel()) << "one bucket: the whole arena";

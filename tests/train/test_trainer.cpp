@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string run_dir(const std::string& name) { return test::fresh_temp_dir("hourglass_trainer_" + name); }
+std::string run_dir(const std::string& name) {
+  return test::fresh_temp_dir("hourglass_trainer_" + name);
+}
 
 Config synthetic_mlp_config() {
   Config c = Config::parse(R"(
@@ -36,11 +38,14 @@ Config synthetic_mlp_config() {
     [train]
     epochs = 2
     batch_size = 32
-  )", "mlp.toml");
+  )",
+                           "mlp.toml");
   return c;
 }
 
-std::vector<float> final_weights(train::Trainer& t) { return t.parameters().params.to_vector<float>(); }
+std::vector<float> final_weights(train::Trainer& t) {
+  return t.parameters().params.to_vector<float>();
+}
 
 TEST(Trainer, GradientAccumulationKeepsTheEffectiveBatch) {
   // An MLP has no batch-norm, so splitting each batch of 32 into 4 micro-batches of 8 must
@@ -55,7 +60,8 @@ TEST(Trainer, GradientAccumulationKeepsTheEffectiveBatch) {
   auto wa = final_weights(a), wb = final_weights(b);
   ASSERT_EQ(wa.size(), wb.size());
   double max_diff = 0;
-  for (size_t i = 0; i < wa.size(); ++i) max_diff = std::max(max_diff, double(std::abs(wa[i] - wb[i])));
+  for (size_t i = 0; i < wa.size(); ++i)
+    max_diff = std::max(max_diff, double(std::abs(wa[i] - wb[i])));
   // 12 SGD steps of weights O(0.1); summation-order differences are ~1e-7 per step.
   EXPECT_LT(max_diff, 1e-5);
   EXPECT_NEAR(ha.back().train_loss, hb.back().train_loss, 1e-5);
@@ -131,8 +137,8 @@ TEST(Trainer, ShippedResNet18ConfigTrainsAndItsLossFalls) {
 }
 
 TEST(Trainer, BadValuesFailBeforeTrainingNamingTheKey) {
-  for (const char* bad : {"train.grad_accum=64", "train.label_smoothing=1.5", "optim.decay=\"some\"",
-                          "schedule.name=\"cosinus\"", "data.workers=-1"}) {
+  for (const char* bad : {"train.grad_accum=64", "train.label_smoothing=1.5",
+                          "optim.decay=\"some\"", "schedule.name=\"cosinus\"", "data.workers=-1"}) {
     Config c = synthetic_mlp_config();
     c.set_override(bad);
     const std::string key = std::string(bad).substr(0, std::string(bad).find('='));

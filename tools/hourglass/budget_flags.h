@@ -17,8 +17,9 @@ inline void add_budget_flags(CLI::App* sub, train::BudgetFlags& flags, bool with
                   "(overrides budget.hours)");
   sub->add_option("--budget-usd", flags.budget_usd,
                   "money that may be spent, in USD, e.g. 170 (overrides budget.usd)");
-  sub->add_option("--price-per-hour", flags.price_per_hour,
-                  "USD per device-hour of this machine, e.g. 0.85 (overrides budget.price_per_hour)");
+  sub->add_option(
+      "--price-per-hour", flags.price_per_hour,
+      "USD per device-hour of this machine, e.g. 0.85 (overrides budget.price_per_hour)");
   sub->add_option("--budget-reserve", flags.reserve,
                   "time kept back for the final checkpoint and evaluation (default 2m; "
                   "overrides budget.reserve)");

@@ -9,12 +9,12 @@
 #include "hourglass/autograd/tape.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/base/rng.h"
+#include "hourglass/device/allocator.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/mixed_precision.h"
-#include "hourglass/train/train_step.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/device/allocator.h"
+#include "hourglass/train/train_step.h"
 
 namespace hg::cli {
 
@@ -40,8 +40,9 @@ double time_steps(int warmup, int steps, int rounds, Fn&& step, Sync&& sync,
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) step();
     sync();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                 double(steps));
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        double(steps));
   }
   return median(ms);
 }
@@ -58,9 +59,10 @@ Runner add_bench(CLI::App& app) {
     bool json = false;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand(
-      "bench", "Measure training and inference images/s of a model on synthetic data "
-               "(median step after warm-up; SGD with Nesterov momentum).");
+  CLI::App* sub =
+      app.add_subcommand("bench",
+                         "Measure training and inference images/s of a model on synthetic data "
+                         "(median step after warm-up; SGD with Nesterov momentum).");
   sub->add_option("model", a->model,
                   "resnet18-cifar, resnet50 (ImageNet stem), small-cnn, or any model.name")
       ->capture_default_str();
@@ -124,18 +126,24 @@ Runner add_bench(CLI::App& app) {
     // Peak memory of the timed steps (warm-up also holds the convolution algorithm search's
     // workspaces, which steady training never needs).
     Allocator& allocator = allocator_for(device);
-    const double train = time_steps(a->warmup, a->steps, a->rounds, [&] {
-      step.run(x, y);
-      last_loss = step.last_loss();
-    }, sync, [&] { allocator.reset_peak(); });
+    const double train = time_steps(
+        a->warmup, a->steps, a->rounds,
+        [&] {
+          step.run(x, y);
+          last_loss = step.last_loss();
+        },
+        sync, [&] { allocator.reset_peak(); });
     const double final_loss = last_loss.item();
     const double peak_gib = double(allocator.stats().peak_in_use) / double(1 << 30);
     model->eval();
     train::ExecutionScope scope(context);
-    const double eval = time_steps(a->warmup, a->steps, a->rounds, [&] {
-      autograd::NoGradGuard no_grad;
-      last_loss = model->forward(x);
-    }, sync);
+    const double eval = time_steps(
+        a->warmup, a->steps, a->rounds,
+        [&] {
+          autograd::NoGradGuard no_grad;
+          last_loss = model->forward(x);
+        },
+        sync);
     nlohmann::json r{{"framework", "hourglass"},
                      {"version", HOURGLASS_VERSION},
                      {"model", a->model},
@@ -152,11 +160,12 @@ Runner add_bench(CLI::App& app) {
     if (a->json)
       std::printf("%s\n", r.dump().c_str());
     else
-      std::printf("%s batch %lld on %s in %s: train %.1f images/s (%.2f ms/step, peak %.2f GiB), "
-                  "eval %.1f images/s\n",
-                  a->model.c_str(), static_cast<long long>(a->batch), device.str().c_str(),
-                  optim::precision_name(context.precision), r["train_images_per_s"].get<double>(), train,
-                  peak_gib, r["eval_images_per_s"].get<double>());
+      std::printf(
+          "%s batch %lld on %s in %s: train %.1f images/s (%.2f ms/step, peak %.2f GiB), "
+          "eval %.1f images/s\n",
+          a->model.c_str(), static_cast<long long>(a->batch), device.str().c_str(),
+          optim::precision_name(context.precision), r["train_images_per_s"].get<double>(), train,
+          peak_gib, r["eval_images_per_s"].get<double>());
     return 0;
   };
 }

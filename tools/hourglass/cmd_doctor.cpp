@@ -81,7 +81,6 @@ const std::vector<std::string> kDeviceChecks = {
 
 #ifdef HOURGLASS_HAS_GPU
 
-
 // Uniform values in [-1, 1) as a CPU f32 tensor.
 Tensor random_tensor(const Shape& shape, uint64_t stream) {
   RandomStream rng(20240601, stream);
@@ -108,10 +107,10 @@ double relative_error(const Tensor& got, const Tensor& ref) {
 
 void expect_close(const char* what, double rel, double bound) {
   if (!(rel <= bound))
-    throw_runtime(fmt::format("{}: relative error {:.3g} against the CPU exceeds {:.0e}", what,
-                              rel, bound),
-                  "the library returns wrong results on this GPU: update the GPU driver and the "
-                  "library (cuDNN / cuBLASLt, MIOpen / hipBLASLt) to versions that support it");
+    throw_runtime(
+        fmt::format("{}: relative error {:.3g} against the CPU exceeds {:.0e}", what, rel, bound),
+        "the library returns wrong results on this GPU: update the GPU driver and the "
+        "library (cuDNN / cuBLASLt, MIOpen / hipBLASLt) to versions that support it");
 }
 
 std::string check_set_device(int index) {
@@ -125,7 +124,7 @@ std::string check_allocator(int index) {
   const AllocatorStats before = a.stats();
   void* p = a.allocate(kBytes);
   a.deallocate(p, kBytes);
-  void* q = a.allocate(kBytes);   // served from the cache: the same block
+  void* q = a.allocate(kBytes);  // served from the cache: the same block
   a.deallocate(q, kBytes);
   const AllocatorStats after = a.stats();
   if (after.in_use != before.in_use)
@@ -143,14 +142,14 @@ std::string check_kernel(int index) {
   Tensor t = Tensor::empty({n}, DType::F32, dev);
   t.fill_(3.25);
   t.narrow(0, 1000, 24).fill_(-1.5);
-  const std::vector<float> back = t.to(DType::BF16).to_vector<float>();   // converted on the GPU
+  const std::vector<float> back = t.to(DType::BF16).to_vector<float>();  // converted on the GPU
   for (int64_t i = 0; i < n; ++i) {
     const float expected = i >= 1000 && i < 1024 ? -1.5f : 3.25f;
     if (back[size_t(i)] != expected)
-      throw_runtime(fmt::format("element {} read back as {}, expected {}", i, back[size_t(i)],
-                                expected),
-                    "kernels run but compute wrong values: update the GPU driver; rebuild for "
-                    "this GPU's architecture");
+      throw_runtime(
+          fmt::format("element {} read back as {}, expected {}", i, back[size_t(i)], expected),
+          "kernels run but compute wrong values: update the GPU driver; rebuild for "
+          "this GPU's architecture");
   }
   return fmt::format("{} elements", n);
 }
@@ -189,8 +188,7 @@ std::string check_conv_bf16(int index) {
   p.pad_h = p.pad_w = 1;
   const Device dev = Device::gpu(index);
   const Tensor ref = ops::conv2d(x, w, Tensor(), p);
-  const Tensor got =
-      ops::conv2d(x.to(dev).to(DType::BF16), w.to(dev).to(DType::BF16), Tensor(), p);
+  const Tensor got = ops::conv2d(x.to(dev).to(DType::BF16), w.to(dev).to(DType::BF16), Tensor(), p);
   if (got.dtype() != DType::BF16)
     throw_runtime(fmt::format("bf16 conv2d returned {}", got.describe()),
                   "a backend bug: report it");
@@ -216,9 +214,8 @@ int run_doctor() {
   std::printf("no GPU is present: this build has no GPU backend; training runs on the CPU\n");
 #else
   const gpu::GpuRuntimeInfo rt = gpu::runtime_info();
-  checks.run("build has a GPU backend", [&] {
-    return fmt::format("{} (built with runtime {})", rt.backend, rt.runtime);
-  });
+  checks.run("build has a GPU backend",
+             [&] { return fmt::format("{} (built with runtime {})", rt.backend, rt.runtime); });
   const bool runtime_ok = checks.run("runtime loads and the driver is new enough", [&] {
     const std::string release = rt.driver_release.empty() ? "" : ", release " + rt.driver_release;
     if (rt.driver_version == 0)
@@ -242,9 +239,8 @@ int run_doctor() {
   });
   const int count = gpu::device_count();
   if (count > 0) {
-    checks.run("a GPU is visible", [&] {
-      return fmt::format("{} device{}", count, count == 1 ? "" : "s");
-    });
+    checks.run("a GPU is visible",
+               [&] { return fmt::format("{} device{}", count, count == 1 ? "" : "s"); });
   } else {
     const std::string reason = gpu::no_device_reason();
     checks.fail("a GPU is visible", "no GPU is present: " + reason,
@@ -264,8 +260,9 @@ int run_doctor() {
   }
   if (count == 0) {
     for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU is present");
-    std::printf("no GPU is present, so the device checks were skipped; training runs on the "
-                "CPU (device = \"cpu\")\n");
+    std::printf(
+        "no GPU is present, so the device checks were skipped; training runs on the "
+        "CPU (device = \"cpu\")\n");
   }
   for (int i = 0; i < count; ++i) {
     const std::string prefix = fmt::format("gpu:{} ", i);

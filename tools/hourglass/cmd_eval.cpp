@@ -17,8 +17,9 @@ Runner add_eval(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "eval", "Evaluate a checkpoint (.safetensors written by train) on its dataset; the model "
-              "and data settings come from the config stored in the checkpoint.");
+      "eval",
+      "Evaluate a checkpoint (.safetensors written by train) on its dataset; the model "
+      "and data settings come from the config stored in the checkpoint.");
   sub->add_option("checkpoint", args->checkpoint, "a .safetensors checkpoint")->required();
   sub->add_option("--set", args->overrides,
                   "override a stored config key, e.g. --set data.path=/data/cifar (repeatable)");

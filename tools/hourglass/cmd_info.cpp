@@ -1,8 +1,8 @@
 // hourglass info [--json]: what this build can run on: the CPU pool, and in GPU builds every
 // visible GPU with its architecture, memory, caches and clocks, the runtime and driver versions
 // and the vendor libraries' versions; or why no GPU can be used.
-#include <dnnl.hpp>
 #include <fmt/format.h>
+#include <dnnl.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -50,20 +50,20 @@ void add_gpu_info(nlohmann::json& info) {
   if (reason.empty()) {
     try {
       for (const gpu::GpuDeviceInfo& d : gpu::list_devices()) {
-        info["gpus"].push_back({{"index", d.index},
-                                {"device", fmt::format("gpu:{}", d.index)},
-                                {"name", d.name},
-                                {"arch", d.arch},
-                                {"compute_capability", fmt::format("{}.{}", d.compute_major,
-                                                                   d.compute_minor)},
-                                {"multiprocessors", d.multiprocessors},
-                                {"memory_total_bytes", d.memory_total},
-                                {"memory_free_bytes", d.memory_free},
-                                {"l2_bytes", d.l2_bytes},
-                                {"clock_mhz", d.clock_mhz},
-                                {"memory_clock_mhz", d.memory_clock_mhz},
-                                {"memory_bus_bits", d.memory_bus_bits},
-                                {"pci_bus_id", d.pci_bus_id}});
+        info["gpus"].push_back(
+            {{"index", d.index},
+             {"device", fmt::format("gpu:{}", d.index)},
+             {"name", d.name},
+             {"arch", d.arch},
+             {"compute_capability", fmt::format("{}.{}", d.compute_major, d.compute_minor)},
+             {"multiprocessors", d.multiprocessors},
+             {"memory_total_bytes", d.memory_total},
+             {"memory_free_bytes", d.memory_free},
+             {"l2_bytes", d.l2_bytes},
+             {"clock_mhz", d.clock_mhz},
+             {"memory_clock_mhz", d.memory_clock_mhz},
+             {"memory_bus_bits", d.memory_bus_bits},
+             {"pci_bus_id", d.pci_bus_id}});
         const auto& libraries = info["gpu_libraries"];
         info["devices"].push_back(
             {{"device", fmt::format("gpu:{}", d.index)},
@@ -88,8 +88,7 @@ void print_gpu_info(const nlohmann::json& info) {
     driver += ", release " + rt["driver_release"].get<std::string>();
   std::printf("gpu backend: %s (runtime %s; %s)\n", rt["backend"].get<std::string>().c_str(),
               rt["runtime"].get<std::string>().c_str(), driver.c_str());
-  std::printf("gpu libraries: %s, %s\n",
-              info["gpu_libraries"]["dnn"].get<std::string>().c_str(),
+  std::printf("gpu libraries: %s, %s\n", info["gpu_libraries"]["dnn"].get<std::string>().c_str(),
               info["gpu_libraries"]["blas"].get<std::string>().c_str());
   for (const auto& g : info["gpus"]) {
     std::printf("%s %s (%s, compute capability %s%s)\n", g["device"].get<std::string>().c_str(),
@@ -98,13 +97,14 @@ void print_gpu_info(const nlohmann::json& info) {
                 g["pci_bus_id"].get<std::string>().empty()
                     ? ""
                     : (", PCI " + g["pci_bus_id"].get<std::string>()).c_str());
-    std::printf("    %d %s at %d MHz, memory %s (%s free), L2 %s, memory clock %d MHz, %d-bit "
-                "bus\n",
-                g["multiprocessors"].get<int>(), rt["backend"] == "hip" ? "CUs" : "SMs",
-                g["clock_mhz"].get<int>(), gib(g["memory_total_bytes"].get<size_t>()).c_str(),
-                gib(g["memory_free_bytes"].get<size_t>()).c_str(),
-                format_mib(g["l2_bytes"].get<size_t>()).c_str(), g["memory_clock_mhz"].get<int>(),
-                g["memory_bus_bits"].get<int>());
+    std::printf(
+        "    %d %s at %d MHz, memory %s (%s free), L2 %s, memory clock %d MHz, %d-bit "
+        "bus\n",
+        g["multiprocessors"].get<int>(), rt["backend"] == "hip" ? "CUs" : "SMs",
+        g["clock_mhz"].get<int>(), gib(g["memory_total_bytes"].get<size_t>()).c_str(),
+        gib(g["memory_free_bytes"].get<size_t>()).c_str(),
+        format_mib(g["l2_bytes"].get<size_t>()).c_str(), g["memory_clock_mhz"].get<int>(),
+        g["memory_bus_bits"].get<int>());
   }
   if (info.contains("no_gpu_reason"))
     std::printf("gpu: none: %s\n", info["no_gpu_reason"].get<std::string>().c_str());
@@ -115,7 +115,8 @@ void print_gpu_info(const nlohmann::json& info) {
 
 Runner add_info(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
-  CLI::App* sub = app.add_subcommand("info", "Show the devices, threads and library versions of this build.");
+  CLI::App* sub =
+      app.add_subcommand("info", "Show the devices, threads and library versions of this build.");
   sub->add_flag("--json", *json, "print JSON instead of text");
   return [json] {
     const dnnl_version_t* v = dnnl_version();

@@ -18,9 +18,9 @@
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/train/budget.h"
-#include "hourglass/train/plan.h"
 #include "hourglass/train/checkpoint.h"
 #include "hourglass/train/evaluate.h"
+#include "hourglass/train/plan.h"
 #include "hourglass/train/training_setup.h"
 
 namespace hg::cli {
@@ -36,8 +36,8 @@ double seconds_since(Clock::time_point t) {
 struct Measured {
   double train_images_per_s = 0;
   double eval_images_per_s = 0;
-  double checkpoint_seconds = 0;               // one epoch-end checkpoint
-  int64_t train_images = 0, eval_images = 0;   // per epoch
+  double checkpoint_seconds = 0;              // one epoch-end checkpoint
+  int64_t train_images = 0, eval_images = 0;  // per epoch
 };
 
 // Runs the run's own training step (train::build_training: its precision, determinism and
@@ -53,7 +53,7 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
   loader.start_epoch(epoch);
   auto next_batch = [&] {
     auto batch = loader.next();
-    if (!batch) {   // a short epoch: continue with the next one
+    if (!batch) {  // a short epoch: continue with the next one
       loader.start_epoch(++epoch);
       batch = loader.next();
     }
@@ -145,7 +145,7 @@ Measured sizes_without_loading(const train::RunConfig& run) {
   }
   m.train_images = train::standard_split_size(run.data.dataset, true, run.data.train_limit);
   m.eval_images = train::standard_split_size(run.data.dataset, false, run.data.test_limit);
-  if (m.train_images == 0 || m.eval_images == 0) {   // an unknown size: load to count
+  if (m.train_images == 0 || m.eval_images == 0) {  // an unknown size: load to count
     const train::RunParts parts = train::build_run_parts(run, true);
     m.train_images = parts.train_set->size();
     m.eval_images = parts.test_set->size();
@@ -173,18 +173,21 @@ Runner add_plan(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "plan", "Estimate time and cost of a config against a budget: measures the training step "
-              "on this machine (or takes --images-per-s) and compares the platforms of a price "
-              "table.");
+      "plan",
+      "Estimate time and cost of a config against a budget: measures the training step "
+      "on this machine (or takes --images-per-s) and compares the platforms of a price "
+      "table.");
   sub->add_option("config", a->config, "run configuration (see configs/)")->required();
   sub->add_option("--set", a->overrides, "override a config key, e.g. --set train.epochs=30");
   add_budget_flags(sub, a->budget, /*with_session=*/false);
   sub->add_option("--price-table", a->price_table,
                   "platforms to compare (.toml or .csv; see configs/prices.example.toml)");
   sub->add_option("--calibrate-steps", a->calibrate_steps, "timed training steps")
-      ->capture_default_str()->check(CLI::Range(1, 100000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   sub->add_option("--warmup-steps", a->warmup_steps, "untimed steps before them")
-      ->capture_default_str()->check(CLI::Range(0, 100000));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   sub->add_option("--images-per-s", a->images_per_s,
                   "training throughput measured before on this machine; skips calibration")
       ->check(CLI::PositiveNumber);
@@ -200,8 +203,10 @@ Runner add_plan(CLI::App& app) {
     for (const auto& key : config.unused_keys())
       HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config.source(), key);
     std::vector<train::PricedPlatform> platforms;
-    if (!a->price_table.empty()) platforms = train::load_price_table(a->price_table);
-    else platforms.push_back({"this-machine", budget.limits.price_per_hour, 1.0});
+    if (!a->price_table.empty())
+      platforms = train::load_price_table(a->price_table);
+    else
+      platforms.push_back({"this-machine", budget.limits.price_per_hour, 1.0});
 
     // What a shared ledger says was spent comes off the budget; its budget applies when no
     // flag or key set one.
@@ -247,12 +252,14 @@ Runner add_plan(CLI::App& app) {
       in.budget_device_hours = std::max(kUsedUp, limits.device_hours - spent_seconds / 3600.0);
     if (limits.usd > 0) in.budget_usd = std::max(kUsedUp, limits.usd - spent_usd);
 
-    const int64_t steps_per_epoch = (m.train_images + run.train.batch_size - 1) / run.train.batch_size;
-    std::printf("plan for %s: %s on %s, %lld training / %lld test images, batch %lld "
-                "(%lld steps per epoch), %lld epochs\n",
-                run.name.c_str(), run.model.name.c_str(), run.data.dataset.c_str(),
-                (long long)m.train_images, (long long)m.eval_images, (long long)run.train.batch_size,
-                (long long)steps_per_epoch, (long long)run.train.epochs);
+    const int64_t steps_per_epoch =
+        (m.train_images + run.train.batch_size - 1) / run.train.batch_size;
+    std::printf(
+        "plan for %s: %s on %s, %lld training / %lld test images, batch %lld "
+        "(%lld steps per epoch), %lld epochs\n",
+        run.name.c_str(), run.model.name.c_str(), run.data.dataset.c_str(),
+        (long long)m.train_images, (long long)m.eval_images, (long long)run.train.batch_size,
+        (long long)steps_per_epoch, (long long)run.train.epochs);
     std::printf("this machine: %.0f images/s training (%s), %.0f images/s evaluation%s\n",
                 in.train_images_per_s, source.c_str(), in.effective_eval_images_per_s(),
                 in.eval_images_per_s > 0 ? "" : " (assumed 3x training)");
@@ -260,9 +267,10 @@ Runner add_plan(CLI::App& app) {
       const train::PlatformPlan here = train::plan_platform(in, {"this-machine", 0, 1.0});
       const double train_s = double(in.train_images) / in.train_images_per_s;
       const double eval_s = double(in.eval_images) / in.effective_eval_images_per_s();
-      std::printf("epoch on this machine: %.2f s (training %.2f s, evaluation %.2f s, "
-                  "checkpoint %.2f s)\n",
-                  here.seconds_per_epoch, train_s, eval_s, in.checkpoint_seconds);
+      std::printf(
+          "epoch on this machine: %.2f s (training %.2f s, evaluation %.2f s, "
+          "checkpoint %.2f s)\n",
+          here.seconds_per_epoch, train_s, eval_s, in.checkpoint_seconds);
     }
     if (in.has_budget()) {
       std::printf("budget: %s", limits_text(limits).c_str());
@@ -279,8 +287,9 @@ Runner add_plan(CLI::App& app) {
     std::vector<train::PlatformPlan> plans;
     for (const auto& p : platforms) plans.push_back(train::plan_platform(in, p));
     std::printf("%s", train::format_plan_table(plans, in.has_budget()).c_str());
-    std::printf("\nhours: device-hours on one device of the platform, for training and the "
-                "evaluation and checkpoint after each epoch (start-up not included)\n");
+    std::printf(
+        "\nhours: device-hours on one device of the platform, for training and the "
+        "evaluation and checkpoint after each epoch (start-up not included)\n");
     return 0;
   };
 }

@@ -67,7 +67,8 @@ std::string choose_run_dir(const std::string& run_dir, const std::string& resume
     const std::filesystem::path folder = std::filesystem::path(resume).parent_path();
     if (folder.filename() != "checkpoints")
       throw_invalid(fmt::format("--resume {}: the checkpoint is not in a run's checkpoints/ "
-                                "folder, so the run directory is unknown", resume),
+                                "folder, so the run directory is unknown",
+                                resume),
                     "pass --run-dir DIR to say where the resumed run writes");
     return folder.parent_path().empty() ? "." : folder.parent_path().string();
   }
@@ -147,12 +148,12 @@ Runner add_train(CLI::App& app) {
     train::Trainer trainer(config, options);
     const auto history = trainer.run();
     if (trainer.stopped()) {
-      std::printf("stopped (%s) at step %lld; checkpoint %s; continue with: hourglass train %s "
-                  "--run-dir %s --resume auto%s\n",
-                  trainer.stop_reason().c_str(), static_cast<long long>(trainer.global_step()),
-                  trainer.last_checkpoint().c_str(), args->config.c_str(),
-                  trainer.run_dir().c_str(),
-                  args->overrides.empty() ? "" : " (and the same --set flags)");
+      std::printf(
+          "stopped (%s) at step %lld; checkpoint %s; continue with: hourglass train %s "
+          "--run-dir %s --resume auto%s\n",
+          trainer.stop_reason().c_str(), static_cast<long long>(trainer.global_step()),
+          trainer.last_checkpoint().c_str(), args->config.c_str(), trainer.run_dir().c_str(),
+          args->overrides.empty() ? "" : " (and the same --set flags)");
       return kExitStopped;
     }
     if (history.empty()) {

@@ -23,9 +23,8 @@ Tensor cast(const Tensor& x, DType dtype) {
   Tape& tape = Tape::current();
   if (tape.should_record({&x})) {
     const DType source = x.dtype();
-    tape.record("cast", {x}, y, [source](const Tensor& dy) {
-      return std::vector<Tensor>{dy.to(source)};
-    });
+    tape.record("cast", {x}, y,
+                [source](const Tensor& dy) { return std::vector<Tensor>{dy.to(source)}; });
   }
   return y;
 }
@@ -44,18 +43,18 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& bias0, const Con
   return y;
 }
 
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                  Tensor& running_mean, Tensor& running_var, BatchNormMode mode,
-                  double momentum, double eps) {
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, BatchNormMode mode, double momentum, double eps) {
   if (mode == BatchNormMode::Eval) {
     Tensor y = ops::batch_norm_eval(x, weight, bias, running_mean, running_var, eps);
     Tape& tape = Tape::current();
     if (tape.should_record({&x, &weight, &bias})) {
-      tape.record("batch_norm_eval", {x, weight, bias}, y, [](const Tensor&) -> std::vector<Tensor> {
-        throw_invalid("backward through batch_norm in eval mode is not supported",
-                      "call train() on the model before a training step, or run evaluation "
-                      "under a no-grad guard");
-      });
+      tape.record(
+          "batch_norm_eval", {x, weight, bias}, y, [](const Tensor&) -> std::vector<Tensor> {
+            throw_invalid("backward through batch_norm in eval mode is not supported",
+                          "call train() on the model before a training step, or run evaluation "
+                          "under a no-grad guard");
+          });
     }
     return y;
   }
@@ -176,9 +175,8 @@ Tensor mul_scalar(const Tensor& a, double s) {
   Tensor y = ops::mul_scalar(a, s);
   Tape& tape = Tape::current();
   if (tape.should_record({&a})) {
-    tape.record("mul_scalar", {a}, y, [s](const Tensor& dy) {
-      return std::vector<Tensor>{ops::mul_scalar(dy, s)};
-    });
+    tape.record("mul_scalar", {a}, y,
+                [s](const Tensor& dy) { return std::vector<Tensor>{ops::mul_scalar(dy, s)}; });
   }
   return y;
 }
@@ -189,9 +187,8 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   Tape& tape = Tape::current();
   if (tape.should_record({&x})) {
     const Shape in_shape = x.shape();
-    tape.record("reshape", {x}, y, [in_shape](const Tensor& dy) {
-      return std::vector<Tensor>{dy.reshape(in_shape)};
-    });
+    tape.record("reshape", {x}, y,
+                [in_shape](const Tensor& dy) { return std::vector<Tensor>{dy.reshape(in_shape)}; });
   }
   return y;
 }
@@ -228,9 +225,11 @@ Tensor cross_entropy(const Tensor& logits0, const Tensor& labels, double label_s
   Tape& tape = Tape::current();
   if (tape.should_record({&logits})) {
     Tensor probs = f.probs;
-    tape.record("cross_entropy", {logits}, f.loss, [probs, labels, label_smoothing](const Tensor& dl) {
-      return std::vector<Tensor>{ops::cross_entropy_backward(dl, probs, labels, label_smoothing)};
-    });
+    tape.record("cross_entropy", {logits}, f.loss,
+                [probs, labels, label_smoothing](const Tensor& dl) {
+                  return std::vector<Tensor>{
+                      ops::cross_entropy_backward(dl, probs, labels, label_smoothing)};
+                });
   }
   return f.loss;
 }

@@ -15,9 +15,8 @@ Tensor cast(const Tensor& x, DType dtype);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p);
 // Training mode normalises with batch statistics and updates the running ones.
 enum class BatchNormMode : uint8_t { Train, Eval };
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                  Tensor& running_mean, Tensor& running_var, BatchNormMode mode,
-                  double momentum, double eps);
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, BatchNormMode mode, double momentum, double eps);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
 Tensor relu(const Tensor& x);
 Tensor sqrt(const Tensor& x);

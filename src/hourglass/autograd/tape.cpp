@@ -48,32 +48,31 @@ void Tape::record(const char* name, std::vector<Tensor> inputs, Tensor& output,
 namespace {
 // Adds g into the gradient slot `slot`. Out of place: the same gradient tensor may have been
 // handed to several inputs (add's backward passes its grad to both operands).
-void accumulate(Tensor& slot, const Tensor& g) {
-  slot = slot.defined() ? ops::add(slot, g) : g;
-}
+void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? ops::add(slot, g) : g; }
 }  // namespace
 
 void Tape::backward(const Tensor& root, const Tensor& seed) {
   HG_CHECK(root.requires_grad(), "backward: the loss {} does not depend on any parameter",
            root.describe());
-  HG_CHECK(seed.defined() || root.numel() == 1,
-           "backward: the loss must be a scalar, got {}", root.describe());
+  HG_CHECK(seed.defined() || root.numel() == 1, "backward: the loss must be a scalar, got {}",
+           root.describe());
   // Gradients of non-leaf values, keyed by identity. Freed as soon as their node has run.
   std::unordered_map<uint64_t, Tensor> grads;
-  grads[root.impl_ptr()->id] = seed.defined() ? seed : Tensor::full(root.shape(), 1.0, root.dtype(),
-                                                                root.device());
+  grads[root.impl_ptr()->id] =
+      seed.defined() ? seed : Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
   // Move the nodes out so the tape is clear even if a backward throws.
   std::vector<Node> nodes = std::move(nodes_);
   nodes_.clear();
   for (size_t i = nodes.size(); i-- > 0;) {
     Node& node = nodes[i];
     auto it = grads.find(node.output_id);
-    if (it == grads.end()) continue;   // output did not influence the loss
+    if (it == grads.end()) continue;  // output did not influence the loss
     Tensor grad_output = std::move(it->second);
     grads.erase(it);
     std::vector<Tensor> input_grads = node.backward(grad_output);
-    HG_ASSERT(input_grads.size() == node.inputs.size(), "{} backward returned {} grads for {} inputs",
-              node.name, input_grads.size(), node.inputs.size());
+    HG_ASSERT(input_grads.size() == node.inputs.size(),
+              "{} backward returned {} grads for {} inputs", node.name, input_grads.size(),
+              node.inputs.size());
     for (size_t k = 0; k < input_grads.size(); ++k) {
       NodeInput& input = node.inputs[k];
       const Tensor& g = input_grads[k];

@@ -20,10 +20,10 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 // alive by the tape: only what a backward function saved is, as in PyTorch, so a value no
 // backward needs (a batch-norm output consumed by a relu) is freed during the forward pass.
 struct NodeInput {
-  uint64_t id = 0;              // TensorImpl::id; 0 for an undefined input
+  uint64_t id = 0;  // TensorImpl::id; 0 for an undefined input
   bool requires_grad = false;
   Shape shape;
-  Tensor leaf;                  // defined for leaves that require a gradient
+  Tensor leaf;  // defined for leaves that require a gradient
 };
 
 struct Node {
@@ -35,7 +35,7 @@ struct Node {
 
 class Tape {
  public:
-  static Tape& current();   // this thread's tape
+  static Tape& current();  // this thread's tape
 
   // True when an op on these inputs should be recorded (grad mode on, an input needs grad).
   bool should_record(std::initializer_list<const Tensor*> inputs) const;

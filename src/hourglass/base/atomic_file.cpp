@@ -114,8 +114,9 @@ void write_file_atomic(const std::string& path, std::string_view bytes,
 
 std::string read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw_runtime(fmt::format("cannot read {}: {}", path, sys_error()),
-                         "check that the file exists and is readable");
+  if (!in)
+    throw_runtime(fmt::format("cannot read {}: {}", path, sys_error()),
+                  "check that the file exists and is readable");
   std::ostringstream s;
   s << in.rdbuf();
   if (in.bad()) throw_runtime(fmt::format("cannot read {}: {}", path, sys_error()));
@@ -139,7 +140,7 @@ FileLock::FileLock(const std::string& path) {
 }
 
 FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);   // closing releases the flock
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
 }
 
 }  // namespace hg

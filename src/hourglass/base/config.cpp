@@ -23,7 +23,7 @@ struct Config::Impl {
   std::string source = "<empty>";
   // Dotted key -> the --set assignment that last wrote it (or a table above it).
   std::map<std::string, std::string, std::less<>> overrides;
-  std::vector<std::string> override_order;   // for the header of to_toml()
+  std::vector<std::string> override_order;  // for the header of to_toml()
   mutable std::set<std::string, std::less<>> used;
 };
 
@@ -159,9 +159,10 @@ const toml::node* find_node(const Config::Impl& impl, std::string_view key) {
     if (i + 1 == parts.size()) return n;
     table = n->as_table();
     if (!table) {
-      const std::string_view above = key.substr(0, size_t(parts[i].data() + parts[i].size() - key.data()));
-      throw_invalid(fmt::format("config key '{}' cannot be read: '{}' {} is {}, not a table",
-                                key, above, origin(impl, above, n), type_name(*n)),
+      const std::string_view above =
+          key.substr(0, size_t(parts[i].data() + parts[i].size() - key.data()));
+      throw_invalid(fmt::format("config key '{}' cannot be read: '{}' {} is {}, not a table", key,
+                                above, origin(impl, above, n), type_name(*n)),
                     "rename one of the two keys");
     }
   }
@@ -179,12 +180,11 @@ const toml::node* find_node(const Config::Impl& impl, std::string_view key) {
 
 [[noreturn]] void throw_type(const Config::Impl& impl, std::string_view key, const toml::node& n,
                              std::string_view expected, std::string_view found_detail = {}) {
-  throw_invalid(fmt::format("config key '{}' {} must be {}, found {}", key, origin(impl, key, &n),
-                            expected,
-                            found_detail.empty()
-                                ? fmt::format("{} {}", type_name(n), value_text(n))
-                                : std::string(found_detail)),
-                fmt::format("change the value to {}", expected));
+  throw_invalid(
+      fmt::format("config key '{}' {} must be {}, found {}", key, origin(impl, key, &n), expected,
+                  found_detail.empty() ? fmt::format("{} {}", type_name(n), value_text(n))
+                                       : std::string(found_detail)),
+      fmt::format("change the value to {}", expected));
 }
 
 // One scalar conversion per getter type; `what` names the expected type in messages.
@@ -336,13 +336,13 @@ void Config::set_override(const std::string& assignment) {
   bool ok = false;
   try {
     parsed = toml::parse("v = " + text);
-    ok = parsed.size() == 1;   // e.g. "1\nw = 2" would smuggle in a second key
+    ok = parsed.size() == 1;  // e.g. "1\nw = 2" would smuggle in a second key
   } catch (const toml::parse_error& e) {
     const char first = text.front();
     if (first == '"' || first == '\'' || first == '[' || first == '{')
-      throw_invalid(fmt::format("--set '{}': the value is not valid TOML: {}", assignment,
-                                e.description()),
-                    "quote strings with \"...\" and write arrays as [1, 2]");
+      throw_invalid(
+          fmt::format("--set '{}': the value is not valid TOML: {}", assignment, e.description()),
+          "quote strings with \"...\" and write arrays as [1, 2]");
   }
   toml::node* value = ok ? parsed.get("v") : nullptr;
   // A bare word is a string; so is a date, which nobody means on a command line
@@ -356,8 +356,8 @@ void Config::set_override(const std::string& assignment) {
     if (!n) n = &table->insert(parts[i], toml::table{}).first->second;
     table = n->as_table();
     if (!table) {
-      const std::string above(std::string_view(key).substr(
-          0, size_t(parts[i].data() + parts[i].size() - key.data())));
+      const std::string above(
+          std::string_view(key).substr(0, size_t(parts[i].data() + parts[i].size() - key.data())));
       throw_invalid(fmt::format("--set '{}': '{}' {} is {}, not a table", assignment, above,
                                 origin(*impl_, above, n), type_name(*n)),
                     "check the key's spelling");
@@ -385,7 +385,8 @@ namespace {
 void collect_keys(const toml::table& table, const std::string& prefix,
                   std::vector<std::string>& out) {
   for (const auto& [k, node] : table) {
-    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    const std::string key =
+        prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const toml::table* sub = node.as_table())
       collect_keys(*sub, key, out);
     else

@@ -20,7 +20,7 @@ namespace hg {
 
 class Config {
  public:
-  Config();   // empty, source "<empty>"
+  Config();  // empty, source "<empty>"
   ~Config();
   Config(const Config& other);
   Config& operator=(const Config& other);
@@ -37,7 +37,7 @@ class Config {
 
   // Typed reads with a default for an absent key.
   int64_t get_int(std::string_view key, int64_t default_value) const;
-  double get_double(std::string_view key, double default_value) const;   // integers too
+  double get_double(std::string_view key, double default_value) const;  // integers too
   std::string get_string(std::string_view key, const std::string& default_value) const;
   bool get_bool(std::string_view key, bool default_value) const;
   std::vector<std::string> get_string_list(std::string_view key,
@@ -74,7 +74,7 @@ class Config {
   // Keys holding a value that no getter has read yet, sorted.
   std::vector<std::string> unused_keys() const;
 
-  struct Impl;   // opaque: keeps toml++ (linked privately) out of this header
+  struct Impl;  // opaque: keeps toml++ (linked privately) out of this header
 
  private:
   std::unique_ptr<Impl> impl_;

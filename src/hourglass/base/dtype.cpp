@@ -41,8 +41,7 @@ DType dtype_from_name(std::string_view name) {
 }
 
 bool is_floating(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
-         dtype == DType::BF16;
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 || dtype == DType::BF16;
 }
 
 }  // namespace hg

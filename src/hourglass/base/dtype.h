@@ -18,13 +18,33 @@ DType dtype_from_name(std::string_view name);
 bool is_floating(DType dtype);
 
 // C++ type <-> DType for the types that have a native C++ representation.
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
-template <> struct dtype_of<int8_t> { static constexpr DType value = DType::I8; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::U8; };
-template <typename T> inline constexpr DType dtype_v = dtype_of<T>::value;
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::F64;
+};
+template <>
+struct dtype_of<int8_t> {
+  static constexpr DType value = DType::I8;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::I64;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::U8;
+};
+template <typename T>
+inline constexpr DType dtype_v = dtype_of<T>::value;
 
 }  // namespace hg

@@ -11,16 +11,18 @@ namespace hg {
 
 // What kind of failure an Error is; the CLI maps kinds to exit codes.
 enum class ErrorKind {
-  InvalidInput,   // the user's config, flags, files or arguments are wrong (exit code 2)
-  OutOfMemory,    // an allocator could not satisfy a request
-  Runtime,        // the environment failed (I/O, a library call)
-  Internal,       // an invariant of hourglass itself broke: a bug
+  InvalidInput,  // the user's config, flags, files or arguments are wrong (exit code 2)
+  OutOfMemory,   // an allocator could not satisfy a request
+  Runtime,       // the environment failed (I/O, a library call)
+  Internal,      // an invariant of hourglass itself broke: a bug
 };
 
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, std::string message, std::string remedy = {})
-      : std::runtime_error(message), kind_(kind), message_(std::move(message)),
+      : std::runtime_error(message),
+        kind_(kind),
+        message_(std::move(message)),
         remedy_(std::move(remedy)) {}
 
   ErrorKind kind() const { return kind_; }
@@ -46,14 +48,16 @@ class Error : public std::runtime_error {
   throw Error(ErrorKind::Runtime, std::move(message), std::move(remedy));
 }
 
-[[noreturn]] void throw_internal(const char* expr, const char* file, int line, const std::string& msg);
+[[noreturn]] void throw_internal(const char* expr, const char* file, int line,
+                                 const std::string& msg);
 
 }  // namespace hg
 
 // User-facing check: the condition must hold or the input was wrong.
-#define HG_CHECK(cond, ...)                                         \
-  do {                                                              \
-    if (!(cond)) [[unlikely]] ::hg::throw_invalid(fmt::format(__VA_ARGS__)); \
+#define HG_CHECK(cond, ...)                          \
+  do {                                               \
+    if (!(cond)) [[unlikely]]                        \
+      ::hg::throw_invalid(fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // Internal invariant: failing it is a bug in hourglass; reports the expression and location.

@@ -29,12 +29,12 @@ inline uint16_t float_to_f16(float f) {
   const uint32_t u = float_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);    // NaN
-  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);   // overflow to inf (>= 65520)
-  if (abs < 0x38800000u) {                                   // subnormal or zero in half
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow to inf (>= 65520)
+  if (abs < 0x38800000u) {                                  // subnormal or zero in half
     if (abs < 0x33000000u) return uint16_t(sign);           // rounds to zero
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - int(abs >> 23);                 // 14..24
+    const int shift = 126 - int(abs >> 23);  // 14..24
     const uint32_t half_mant = mant >> (shift);
     const uint32_t rem = mant & ((1u << shift) - 1);
     const uint32_t halfway = 1u << (shift - 1);
@@ -42,7 +42,7 @@ inline uint16_t float_to_f16(float f) {
     if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++r;
     return uint16_t(sign | r);
   }
-  uint32_t r = abs - 0x38000000u;                            // rebias exponent 127 -> 15
+  uint32_t r = abs - 0x38000000u;  // rebias exponent 127 -> 15
   r += 0xfffu + ((r >> 13) & 1u);
   return uint16_t(sign | (r >> 13));
 }

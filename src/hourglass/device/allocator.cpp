@@ -19,9 +19,9 @@ Allocator& allocator_for(Device device) {
 #ifdef HOURGLASS_HAS_GPU
   return gpu::allocator(device.index);
 #else
-  throw_invalid(fmt::format("device {} requested but this hourglass has no GPU backend",
-                            device.str()),
-                "use device = \"cpu\", or rebuild with -DHOURGLASS_GPU=cuda or hip");
+  throw_invalid(
+      fmt::format("device {} requested but this hourglass has no GPU backend", device.str()),
+      "use device = \"cpu\", or rebuild with -DHOURGLASS_GPU=cuda or hip");
 #endif
 }
 
@@ -43,8 +43,8 @@ void* CpuAllocator::allocate(size_t bytes) {
   if (limit_ != 0 && stats_.in_use + size > limit_) {
     ++stats_.failures;
     throw Error(ErrorKind::OutOfMemory,
-                fmt::format("cpu out of memory: asked for {}, {} in use, limit {}", format_mib(bytes),
-                            format_mib(stats_.in_use), format_mib(limit_)),
+                fmt::format("cpu out of memory: asked for {}, {} in use, limit {}",
+                            format_mib(bytes), format_mib(stats_.in_use), format_mib(limit_)),
                 "reduce batch_size or raise the memory limit");
   }
   void* ptr = nullptr;
@@ -65,8 +65,8 @@ void* CpuAllocator::allocate(size_t bytes) {
     if (!ptr) {
       ++stats_.failures;
       throw Error(ErrorKind::OutOfMemory,
-                  fmt::format("cpu out of memory: the system refused {} ({} in use)", format_mib(bytes),
-                              format_mib(stats_.in_use)),
+                  fmt::format("cpu out of memory: the system refused {} ({} in use)",
+                              format_mib(bytes), format_mib(stats_.in_use)),
                   "reduce batch_size or free host memory");
     }
     live_[ptr] = size;

@@ -19,7 +19,7 @@ struct AllocatorStats {
   size_t reserved = 0;     // bytes held from the system (in use + cached)
   size_t peak_in_use = 0;  // high-water mark of in_use since the last reset
   uint64_t allocations = 0;
-  uint64_t failures = 0;   // requests refused (limit or system)
+  uint64_t failures = 0;  // requests refused (limit or system)
 };
 
 class Allocator {
@@ -65,8 +65,8 @@ class CpuAllocator final : public Allocator {
   mutable std::mutex mutex_;
   AllocatorStats stats_;
   size_t limit_ = 0;
-  std::multimap<size_t, void*> cached_;              // block size -> free block
-  std::unordered_map<void*, size_t> live_;           // block -> its size
+  std::multimap<size_t, void*> cached_;     // block size -> free block
+  std::unordered_map<void*, size_t> live_;  // block -> its size
 };
 
 }  // namespace hg

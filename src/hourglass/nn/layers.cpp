@@ -65,7 +65,8 @@ Tensor Dropout::forward(const Tensor& x) {
   // (step, layer) pairs do not meet in practice (2^32 elements apart at least).
   const uint64_t base = mix_stream(t_dropout_context.step, layer_id_) & ~uint64_t(0xffffffff);
   const uint64_t row_elements = x.dim() > 0 && x.size(0) > 0 ? uint64_t(x.numel() / x.size(0)) : 0;
-  return fn::dropout(x, p_, t_dropout_context.seed, base + t_dropout_context.first_row * row_elements);
+  return fn::dropout(x, p_, t_dropout_context.seed,
+                     base + t_dropout_context.first_row * row_elements);
 }
 
 }  // namespace hg::nn

@@ -22,7 +22,7 @@ class Conv2d : public Module {
   explicit Conv2d(const Conv2dOptions& o);
   Tensor forward(const Tensor& x) override;
   const Conv2dOptions& options() const { return options_; }
-  Tensor weight, bias;   // bias undefined when options.bias is false
+  Tensor weight, bias;  // bias undefined when options.bias is false
 
  private:
   Conv2dOptions options_;
@@ -90,7 +90,7 @@ class Flatten : public Module {
 struct DropoutContext {
   uint64_t seed = 0;
   uint64_t step = 0;
-  uint64_t first_row = 0;   // the batch row the current micro-batch starts at
+  uint64_t first_row = 0;  // the batch row the current micro-batch starts at
 };
 void set_dropout_context(const DropoutContext& context);
 

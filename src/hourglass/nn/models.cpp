@@ -7,8 +7,8 @@
 namespace hg::nn {
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"resnet18", "resnet34", "resnet50",
-                                                 "small_cnn", "mlp", "tiny_resnet"};
+  static const std::vector<std::string> names = {"resnet18",  "resnet34", "resnet50",
+                                                 "small_cnn", "mlp",      "tiny_resnet"};
   return names;
 }
 
@@ -87,7 +87,8 @@ std::shared_ptr<Module> make_model(const ModelSpec& spec) {
     return std::make_shared<ResNet>(r);
   }
   if (spec.name == "small_cnn")
-    return make_small_cnn(spec.in_channels, spec.height, spec.width, spec.num_classes, spec.dropout);
+    return make_small_cnn(spec.in_channels, spec.height, spec.width, spec.num_classes,
+                          spec.dropout);
   if (spec.name == "mlp")
     return make_mlp(spec.in_channels * spec.height * spec.width, spec.hidden, spec.num_classes,
                     spec.dropout);

@@ -11,13 +11,13 @@
 namespace hg::nn {
 
 struct ModelSpec {
-  std::string name = "small_cnn";   // resnet18|resnet34|resnet50|small_cnn|mlp|tiny_resnet
-  std::string stem = "cifar";       // resnets: cifar|imagenet
+  std::string name = "small_cnn";  // resnet18|resnet34|resnet50|small_cnn|mlp|tiny_resnet
+  std::string stem = "cifar";      // resnets: cifar|imagenet
   int64_t in_channels = 1;
   int64_t height = 28, width = 28;  // input size (small_cnn and mlp flatten it)
   int64_t num_classes = 10;
-  std::vector<int64_t> hidden = {512, 512};   // mlp
-  double dropout = 0.0;                       // small_cnn and mlp
+  std::vector<int64_t> hidden = {512, 512};  // mlp
+  double dropout = 0.0;                      // small_cnn and mlp
 };
 
 // Throws InvalidInput naming an unknown model or stem and listing the valid ones.

@@ -47,13 +47,15 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& state, const std::string& source) {
+void Module::load_state_dict(const std::map<std::string, Tensor>& state,
+                             const std::string& source) {
   const NamedTensors mine = state_dict();
   for (const auto& [name, t] : mine) {
     auto it = state.find(name);
     if (it == state.end())
-      throw_invalid(fmt::format("{}: no tensor '{}' for this {} model", source, name, type_name_),
-                    "the checkpoint was made by a different model; check model.name and its options");
+      throw_invalid(
+          fmt::format("{}: no tensor '{}' for this {} model", source, name, type_name_),
+          "the checkpoint was made by a different model; check model.name and its options");
     HG_CHECK(it->second.shape() == t.shape(), "{}: tensor '{}' has shape {}, the model expects {}",
              source, name, shape_str(it->second.shape()), shape_str(t.shape()));
   }

@@ -14,8 +14,8 @@ FlatParameters build_parameter_arena(Module& model, DecayScope scope) {
   });
   int64_t total = 0, decay_count = 0;
   for (const auto& p : params) {
-    HG_CHECK(p.tensor.dtype() == DType::F32, "parameter {} is {}, the arena holds f32 master weights",
-             p.name, p.tensor.describe());
+    HG_CHECK(p.tensor.dtype() == DType::F32,
+             "parameter {} is {}, the arena holds f32 master weights", p.name, p.tensor.describe());
     HG_CHECK(p.tensor.device() == device, "parameter {} is on {}, others on {}", p.name,
              p.tensor.device().str(), device.str());
     if (scope == DecayScope::All || p.decay == Decay::Apply) decay_count += p.tensor.numel();

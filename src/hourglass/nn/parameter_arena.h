@@ -11,8 +11,8 @@ namespace hg::nn {
 
 // Which parameters take weight decay.
 enum class DecayScope : uint8_t {
-  All,           // every parameter (PyTorch's default)
-  WeightsOnly,   // exempt batch-norm affine parameters and biases
+  All,          // every parameter (PyTorch's default)
+  WeightsOnly,  // exempt batch-norm affine parameters and biases
 };
 
 // Rebinds the model's parameters into the arena (values kept) and sets each parameter's grad

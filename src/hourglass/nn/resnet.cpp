@@ -19,8 +19,9 @@ Tensor ConvBn::forward(const Tensor& x) {
 }
 
 ResNetStem::ResNetStem(Stem kind, int64_t in, int64_t width) : Module("ResNetStem") {
-  conv_ = register_module("conv", std::make_shared<Conv2d>(
-                                      kind == Stem::Cifar ? conv(in, width, 3, 1) : conv(in, width, 7, 2)));
+  conv_ = register_module("conv",
+                          std::make_shared<Conv2d>(kind == Stem::Cifar ? conv(in, width, 3, 1)
+                                                                       : conv(in, width, 7, 2)));
   bn_ = register_module("bn", std::make_shared<BatchNorm2d>(width));
   if (kind == Stem::ImageNet) pool_ = register_module("pool", std::make_shared<MaxPool2d>(3, 2, 1));
 }
@@ -36,7 +37,8 @@ BasicBlock::BasicBlock(int64_t in, int64_t width, int64_t stride) : Module("Basi
   conv2_ = register_module("conv2", std::make_shared<Conv2d>(conv(width, width, 3, 1)));
   bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(width));
   if (stride != 1 || in != width)
-    shortcut_ = register_module("shortcut", std::make_shared<ConvBn>(conv(in, width, 1, stride), false));
+    shortcut_ =
+        register_module("shortcut", std::make_shared<ConvBn>(conv(in, width, 1, stride), false));
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
@@ -54,7 +56,8 @@ Bottleneck::Bottleneck(int64_t in, int64_t width, int64_t stride) : Module("Bott
   conv3_ = register_module("conv3", std::make_shared<Conv2d>(conv(width, out, 1, 1)));
   bn3_ = register_module("bn3", std::make_shared<BatchNorm2d>(out));
   if (stride != 1 || in != out)
-    shortcut_ = register_module("shortcut", std::make_shared<ConvBn>(conv(in, out, 1, stride), false));
+    shortcut_ =
+        register_module("shortcut", std::make_shared<ConvBn>(conv(in, out, 1, stride), false));
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
@@ -67,7 +70,8 @@ Tensor Bottleneck::forward(const Tensor& x) {
 ResNet::ResNet(const ResNetOptions& o) : Module("ResNet") {
   HG_CHECK(!o.widths.empty() && o.widths.size() == o.blocks_per_stage.size(),
            "ResNet: {} widths for {} stages", o.widths.size(), o.blocks_per_stage.size());
-  HG_CHECK(o.in_channels > 0 && o.num_classes > 0, "ResNet: in_channels and num_classes must be positive");
+  HG_CHECK(o.in_channels > 0 && o.num_classes > 0,
+           "ResNet: in_channels and num_classes must be positive");
   const int64_t stem_width = o.widths[0];
   stem_ = register_module("stem", std::make_shared<ResNetStem>(o.stem, o.in_channels, stem_width));
   int64_t in = stem_width;

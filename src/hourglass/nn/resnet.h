@@ -42,7 +42,7 @@ class ResNetStem : public Module {
  private:
   std::shared_ptr<Conv2d> conv_;
   std::shared_ptr<BatchNorm2d> bn_;
-  std::shared_ptr<MaxPool2d> pool_;   // ImageNet stem only
+  std::shared_ptr<MaxPool2d> pool_;  // ImageNet stem only
 };
 
 class BasicBlock : public Module {
@@ -54,7 +54,7 @@ class BasicBlock : public Module {
  private:
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_;
-  std::shared_ptr<ConvBn> shortcut_;   // null when the identity fits
+  std::shared_ptr<ConvBn> shortcut_;  // null when the identity fits
 };
 
 class Bottleneck : public Module {

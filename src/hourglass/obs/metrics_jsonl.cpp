@@ -65,7 +65,7 @@ void MetricsJsonl::write(const std::vector<std::pair<std::string, double>>& numb
   for (const auto& [name, value] : numbers) {
     if (!std::isfinite(value))
       record[name] = nullptr;
-    else if (value == std::trunc(value) && std::fabs(value) < 9007199254740992.0)   // 2^53
+    else if (value == std::trunc(value) && std::fabs(value) < 9007199254740992.0)  // 2^53
       record[name] = int64_t(value);
     else
       record[name] = value;

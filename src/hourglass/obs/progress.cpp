@@ -35,7 +35,8 @@ ProgressOptions stderr_options() {
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -52,7 +53,10 @@ ProgressBar::ProgressBar(bool enabled, std::string label, int64_t total)
 
 ProgressBar::ProgressBar(std::ostream& out, ProgressMode mode, std::string label, int64_t total,
                          ProgressOptions options)
-    : out_(out), mode_(mode), label_(std::move(label)), total_(total),
+    : out_(out),
+      mode_(mode),
+      label_(std::move(label)),
+      total_(total),
       options_(std::move(options)) {
   if (!options_.clock) {
     options_.clock = [] {
@@ -75,10 +79,8 @@ double ProgressBar::now() const { return options_.clock(); }
 bool ProgressBar::wants_update(int64_t done) const {
   const bool interval_passed = now() - last_draw_ >= options_.min_redraw_seconds;
   switch (mode_) {
-    case ProgressMode::Off:
-      return false;
-    case ProgressMode::Terminal:
-      return interval_passed || (total_ > 0 && done == total_);
+    case ProgressMode::Off: return false;
+    case ProgressMode::Terminal: return interval_passed || (total_ > 0 && done == total_);
     case ProgressMode::Plain:
       if (total_ <= 0 || next_percent_ >= 100) return false;
       if (done < 0) return interval_passed;
@@ -89,8 +91,7 @@ bool ProgressBar::wants_update(int64_t done) const {
 
 void ProgressBar::update(int64_t done, const ProgressStats& stats) {
   switch (mode_) {
-    case ProgressMode::Off:
-      return;
+    case ProgressMode::Off: return;
     case ProgressMode::Terminal: {
       const double t = now();
       // The last step always draws, so the bar visibly completes before evaluation starts.

@@ -21,17 +21,17 @@
 namespace hg::obs {
 
 enum class ProgressMode {
-  Off,        // only finish() prints
-  Terminal,   // one line redrawn in place
-  Plain,      // a line every `plain_every_percent` percent
+  Off,       // only finish() prints
+  Terminal,  // one line redrawn in place
+  Plain,     // a line every `plain_every_percent` percent
 };
 
 struct ProgressOptions {
-  double min_redraw_seconds = 0.1;   // terminal: at most ~10 redraws a second
+  double min_redraw_seconds = 0.1;  // terminal: at most ~10 redraws a second
   int plain_every_percent = 25;
   int bar_width = 20;
-  int max_line_width = 0;            // 0: unlimited; lines longer than this are cut (no wrap)
-  std::function<double()> clock;     // seconds; default: a steady clock (tests inject one)
+  int max_line_width = 0;         // 0: unlimited; lines longer than this are cut (no wrap)
+  std::function<double()> clock;  // seconds; default: a steady clock (tests inject one)
 };
 
 using ProgressStats = std::vector<std::pair<std::string, double>>;
@@ -70,9 +70,9 @@ class ProgressBar {
   int64_t total_;
   ProgressOptions options_;
   double start_ = 0;
-  double last_draw_ = -1e300;   // time of the last terminal draw or update() call
-  int next_percent_ = 0;        // Plain: the next mark to print at
-  bool line_open_ = false;      // Terminal: a drawn line not yet ended by a newline
+  double last_draw_ = -1e300;  // time of the last terminal draw or update() call
+  int next_percent_ = 0;       // Plain: the next mark to print at
+  bool line_open_ = false;     // Terminal: a drawn line not yet ended by a newline
 };
 
 // Formats one statistic the way the progress line shows it: "loss 0.4123", "1234 img/s".

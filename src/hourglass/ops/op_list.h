@@ -34,6 +34,9 @@
 #define HG_OP_DEFAULT(value)
 #endif
 
+// The entries are laid out by hand (clang-format would indent every body under its macro).
+// clang-format off
+
 // ---- convolution ----
 
 // x [N,H,W,C], w [K,R,S,C/groups], bias [K] or undefined -> [N,P,Q,K]
@@ -410,6 +413,8 @@ HG_OP(void, update_loss_scale_, (Tensor& state, double growth, double backoff,
            op, growth, backoff, growth_interval);
   backend_for(state.device()).update_loss_scale_(state, growth, backoff, growth_interval);
 })
+
+// clang-format on
 
 #undef HG_OP
 #undef HG_COMPOSITE_OP

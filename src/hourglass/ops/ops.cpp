@@ -32,16 +32,16 @@ int64_t bn_channels(const char* op, const Tensor& x) {
 
 void check_pool(const char* op, const Tensor& x, const Pool2dParams& p) {
   check_dim(op, "input", x, 4);
-  HG_CHECK(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0 &&
-               p.pad_h >= 0 && p.pad_w >= 0,
+  HG_CHECK(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0 && p.pad_h >= 0 &&
+               p.pad_w >= 0,
            "{}: kernel and stride must be positive and padding non-negative", op);
   HG_CHECK(p.pad_h * 2 <= p.kernel_h && p.pad_w * 2 <= p.kernel_w,
            "{}: padding ({},{}) must be at most half the kernel ({},{})", op, p.pad_h, p.pad_w,
            p.kernel_h, p.kernel_w);
   const int64_t oh = conv_out_size(x.size(1), p.kernel_h, p.stride_h, p.pad_h);
   const int64_t ow = conv_out_size(x.size(2), p.kernel_w, p.stride_w, p.pad_w);
-  HG_CHECK(oh > 0 && ow > 0, "{}: kernel {}x{} does not fit input {}", op, p.kernel_h,
-           p.kernel_w, x.describe());
+  HG_CHECK(oh > 0 && ow > 0, "{}: kernel {}x{} does not fit input {}", op, p.kernel_h, p.kernel_w,
+           x.describe());
 }
 
 void check_binary(const char* op, const Tensor& a, const Tensor& b) {
@@ -83,7 +83,8 @@ void check_skip(const char* op, const Tensor& params, const Tensor& skip) {
 void check_step(const char* op, const Tensor& params, const Tensor& step) {
   HG_CHECK(step.defined() && step.numel() == 1,
            "{}: step must be a one-element f32 tensor (the optimizer's count of applied updates), "
-           "got {}", op, step.describe());
+           "got {}",
+           op, step.describe());
   check_dtype(op, "step", step, DType::F32);
   check_same_device(op, params, step);
 }
@@ -100,10 +101,10 @@ Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 }  // namespace
 
 // `op` is the op's name, for the body's error messages.
-#define HG_OP(ret, name, params, ...)                 \
-  ret name params {                                   \
+#define HG_OP(ret, name, params, ...)                  \
+  ret name params {                                    \
     [[maybe_unused]] constexpr const char* op = #name; \
-    __VA_ARGS__                                       \
+    __VA_ARGS__                                        \
   }
 #define HG_COMPOSITE_OP HG_OP
 #include "hourglass/ops/op_list.h"

@@ -1,8 +1,8 @@
 // The op surface: hg::ops::<name>(...) for every op of the list (op_list.h, where each op's
 // signature, documentation and checks are written) and the structs they return; the math
 // settings they run under are in math_settings.h. Each op checks shapes, dtypes and devices
-// (errors name the op and the operands) and dispatches to the backend of its inputs' device. These are raw ops with no autograd;
-// autograd/functions.h wraps them into a differentiable API.
+// (errors name the op and the operands) and dispatches to the backend of its inputs' device. These
+// are raw ops with no autograd; autograd/functions.h wraps them into a differentiable API.
 //
 // Layouts: activations NHWC [N, H, W, C]; convolution weights KRSC [K, R, S, C/groups];
 // linear weights [out, in]. Compute ops take f32 on the CPU (f32, bf16, f16 on GPUs).
@@ -17,29 +17,29 @@ namespace hg::ops {
 // ---- results of the ops that return several tensors (the ops are in op_list.h) ----
 
 struct Conv2dGrads {
-  Tensor dx, dw, dbias;   // dx undefined when InputGrad::Skip, dbias when there is no bias
+  Tensor dx, dw, dbias;  // dx undefined when InputGrad::Skip, dbias when there is no bias
 };
 struct BatchNormForward {
   Tensor y;
-  Tensor mean, invstd;   // [C] f32 batch statistics saved for backward
+  Tensor mean, invstd;  // [C] f32 batch statistics saved for backward
 };
 struct BatchNormGrads {
   Tensor dx, dweight, dbias;
 };
 struct MaxPoolForward {
   Tensor y;
-  Tensor workspace;   // backend-specific record of the arg-max, for backward
+  Tensor workspace;  // backend-specific record of the arg-max, for backward
 };
 struct LinearGrads {
   Tensor dx, dw, dbias;
 };
 struct CrossEntropyForward {
-  Tensor loss;    // scalar f32: mean over the batch
-  Tensor probs;   // [N,C] softmax, saved for backward
+  Tensor loss;   // scalar f32: mean over the batch
+  Tensor probs;  // [N,C] softmax, saved for backward
 };
 struct DropoutForward {
   Tensor y;
-  Tensor mask;   // u8, 1 where kept
+  Tensor mask;  // u8, 1 where kept
 };
 
 // Elements of the dynamic loss scaler's f32 state tensor (unscale_grads_, update_loss_scale_).

@@ -37,7 +37,7 @@ void AdamW::apply_update() {
   ops::advance_step_(applied_steps_, skip_);
   const int64_t n = flat_.params.numel();
   const int64_t decayed = options_.weight_decay != 0.0 ? flat_.decay_count : 0;
-  if (decayed == 0 || decayed == n) {   // one call over the whole arena
+  if (decayed == 0 || decayed == n) {  // one call over the whole arena
     AdamWOptions o = options_;
     if (decayed == 0) o.weight_decay = 0.0;
     ops::adamw_step(flat_.params, flat_.grads, exp_avg_, exp_avg_sq_, o, applied_steps_, skip_);

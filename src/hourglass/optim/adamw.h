@@ -28,7 +28,7 @@ class AdamW final : public Optimizer {
   void apply_update() override;
 
   AdamWOptions options_;
-  Tensor exp_avg_, exp_avg_sq_;   // f32 like params
+  Tensor exp_avg_, exp_avg_sq_;  // f32 like params
   // On the parameters' device, advanced there unless the skip flag is set: a skipped fp16 step
   // leaves the bias corrections where they were, and nothing is read back to the host.
   Tensor applied_steps_;

@@ -45,9 +45,9 @@ LossScaler::LossScaler(Device device, LossScalerOptions options) : options_(opti
                options.backoff <= 1 && options.growth_interval >= 1,
            "loss scaler: needs init_scale > 0, growth >= 1, 0 < backoff <= 1, growth_interval "
            ">= 1");
-  state_ = Tensor::from_vector<float>({float(options.init_scale), 0.0f, 0.0f},
-                                      {ops::kLossScaleState})
-               .to(device);
+  state_ =
+      Tensor::from_vector<float>({float(options.init_scale), 0.0f, 0.0f}, {ops::kLossScaleState})
+          .to(device);
 }
 
 Tensor LossScaler::seed() const { return state_.narrow(0, 0, 1).view({}); }
@@ -64,9 +64,8 @@ void LossScaler::update() {
 }
 
 void LossScaler::load_state(const Tensor& state) {
-  HG_CHECK(state.numel() == ops::kLossScaleState,
-           "loss scaler state must have {} elements, got {}", ops::kLossScaleState,
-           state.describe());
+  HG_CHECK(state.numel() == ops::kLossScaleState, "loss scaler state must have {} elements, got {}",
+           ops::kLossScaleState, state.describe());
   state_.copy_(state.to(DType::F32).reshape({ops::kLossScaleState}));
 }
 

@@ -15,8 +15,7 @@ Optimizer::Optimizer(FlatParameters flat) : flat_(std::move(flat)) {
            "optimizer: flat parameters must be contiguous 1-d tensors, got {}",
            flat_.params.describe());
   HG_CHECK(flat_.decay_count >= 0 && flat_.decay_count <= flat_.params.numel(),
-           "optimizer: decay_count {} outside [0, {}]", flat_.decay_count,
-           flat_.params.numel());
+           "optimizer: decay_count {} outside [0, {}]", flat_.decay_count, flat_.params.numel());
 }
 
 void Optimizer::step() {

@@ -94,8 +94,7 @@ std::string StepDecaySchedule::describe() const {
 // ---------------------------------------------------------------- one-cycle
 
 OneCycleSchedule::OneCycleSchedule(double max_lr, int64_t total_steps, double pct_start,
-                                   double div_factor, double final_div_factor,
-                                   bool cosine_anneal)
+                                   double div_factor, double final_div_factor, bool cosine_anneal)
     : max_lr_(max_lr), total_steps_(total_steps), cosine_(cosine_anneal) {
   check_base_lr("one_cycle", max_lr);
   check_total("one_cycle", total_steps);
@@ -140,8 +139,8 @@ std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const Schedul
                                                   p.min_lr);
   if (name == "step") return std::make_unique<StepDecaySchedule>(p.base_lr, p.step_size, p.gamma);
   if (name == "one_cycle")
-    return std::make_unique<OneCycleSchedule>(p.base_lr, p.total_steps, p.pct_start,
-                                              p.div_factor, p.final_div_factor, p.cosine_anneal);
+    return std::make_unique<OneCycleSchedule>(p.base_lr, p.total_steps, p.pct_start, p.div_factor,
+                                              p.final_div_factor, p.cosine_anneal);
   throw_invalid(fmt::format("unknown lr schedule '{}'", name),
                 fmt::format("valid schedules: {}", fmt::join(schedule_names(), ", ")));
 }

@@ -22,16 +22,16 @@ class LrSchedule {
 
 // Every parameter a schedule may use; each schedule reads the ones it documents.
 struct ScheduleParams {
-  double base_lr = 0.1;        // the peak rate (one_cycle: max_lr)
-  int64_t total_steps = 0;     // optimizer steps in the whole run (all but constant need it)
-  int64_t warmup_steps = 0;    // cosine: linear warm-up length
-  double min_lr = 0.0;         // cosine: final rate
-  int64_t step_size = 0;       // step: multiply by gamma every step_size steps
-  double gamma = 0.1;          // step
-  double pct_start = 0.3;      // one_cycle: fraction of the run spent rising
-  double div_factor = 25.0;    // one_cycle: initial rate = base_lr / div_factor
-  double final_div_factor = 1e4;   // one_cycle: final rate = initial rate / final_div_factor
-  bool cosine_anneal = true;   // one_cycle: cosine (PyTorch default) or linear ramps
+  double base_lr = 0.1;           // the peak rate (one_cycle: max_lr)
+  int64_t total_steps = 0;        // optimizer steps in the whole run (all but constant need it)
+  int64_t warmup_steps = 0;       // cosine: linear warm-up length
+  double min_lr = 0.0;            // cosine: final rate
+  int64_t step_size = 0;          // step: multiply by gamma every step_size steps
+  double gamma = 0.1;             // step
+  double pct_start = 0.3;         // one_cycle: fraction of the run spent rising
+  double div_factor = 25.0;       // one_cycle: initial rate = base_lr / div_factor
+  double final_div_factor = 1e4;  // one_cycle: final rate = initial rate / final_div_factor
+  bool cosine_anneal = true;      // one_cycle: cosine (PyTorch default) or linear ramps
 };
 
 // lr = base_lr.
@@ -83,7 +83,7 @@ class OneCycleSchedule final : public LrSchedule {
 
  private:
   double max_lr_, initial_lr_, final_lr_;
-  double peak_step_;   // float, as in PyTorch: pct_start * total_steps - 1
+  double peak_step_;  // float, as in PyTorch: pct_start * total_steps - 1
   int64_t total_steps_;
   bool cosine_;
 };

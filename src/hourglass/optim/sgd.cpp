@@ -7,8 +7,7 @@ namespace hg::optim {
 Sgd::Sgd(FlatParameters flat, const SgdOptions& options)
     : Optimizer(std::move(flat)), options_(options) {
   HG_CHECK(options.lr >= 0, "sgd: learning rate must be non-negative, got {}", options.lr);
-  HG_CHECK(options.momentum >= 0, "sgd: momentum must be non-negative, got {}",
-           options.momentum);
+  HG_CHECK(options.momentum >= 0, "sgd: momentum must be non-negative, got {}", options.momentum);
   HG_CHECK(options.weight_decay >= 0, "sgd: weight decay must be non-negative, got {}",
            options.weight_decay);
   HG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
@@ -34,7 +33,7 @@ void Sgd::apply_update() {
   const bool first = step_count_ == 1;
   const int64_t n = flat_.params.numel();
   const int64_t decayed = options_.weight_decay != 0.0 ? flat_.decay_count : 0;
-  if (decayed == 0 || decayed == n) {   // one call over the whole arena
+  if (decayed == 0 || decayed == n) {  // one call over the whole arena
     SgdOptions o = options_;
     if (decayed == 0) o.weight_decay = 0.0;
     ops::sgd_step(flat_.params, flat_.grads, momentum_, o, first, skip_);

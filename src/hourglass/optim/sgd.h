@@ -26,7 +26,7 @@ class Sgd final : public Optimizer {
   void apply_update() override;
 
   SgdOptions options_;
-  Tensor momentum_;   // f32 like params; undefined without momentum
+  Tensor momentum_;  // f32 like params; undefined without momentum
 };
 
 }  // namespace hg::optim

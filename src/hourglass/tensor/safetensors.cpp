@@ -131,9 +131,10 @@ void check_names(const std::string& path, const std::vector<NamedTensor>& tensor
   for (const NamedTensor& nt : tensors) {
     HG_CHECK(!nt.name.empty(), "cannot save checkpoint {}: a tensor has an empty name", path);
     HG_CHECK(nt.name != "__metadata__",
-             "cannot save checkpoint {}: '__metadata__' is reserved and cannot name a tensor", path);
-    HG_CHECK(seen.insert(nt.name).second, "cannot save checkpoint {}: tensor name '{}' is used twice",
-             path, nt.name);
+             "cannot save checkpoint {}: '__metadata__' is reserved and cannot name a tensor",
+             path);
+    HG_CHECK(seen.insert(nt.name).second,
+             "cannot save checkpoint {}: tensor name '{}' is used twice", path, nt.name);
     HG_CHECK(nt.tensor.defined(), "cannot save checkpoint {}: tensor '{}' is undefined", path,
              nt.name);
   }
@@ -149,15 +150,16 @@ struct Entry {
 };
 
 struct Header {
-  uint64_t data_start = 0;   // 8 + header length
-  uint64_t data_size = 0;    // end of the last tensor
-  std::vector<Entry> entries;   // sorted by data offset
+  uint64_t data_start = 0;     // 8 + header length
+  uint64_t data_size = 0;      // end of the last tensor
+  std::vector<Entry> entries;  // sorted by data offset
   std::map<std::string, std::string> metadata;
 };
 
 [[noreturn]] void throw_bad_file(const std::string& path, const std::string& fault,
-                                 std::string remedy = "the file is not a valid safetensors "
-                                                      "checkpoint; re-create it") {
+                                 std::string remedy =
+                                     "the file is not a valid safetensors "
+                                     "checkpoint; re-create it") {
   throw_invalid(fmt::format("bad checkpoint {}: {}", path, fault), std::move(remedy));
 }
 
@@ -200,7 +202,8 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   uint64_t bytes = dtype_size(e.dtype);
   for (const json& d : *shape_it) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
-      fault(fmt::format("shape {} holds a value that is not a non-negative integer", shape_it->dump()));
+      fault(fmt::format("shape {} holds a value that is not a non-negative integer",
+                        shape_it->dump()));
     const uint64_t size = d.get<uint64_t>();
     if (__builtin_mul_overflow(bytes, size, &bytes))
       fault(fmt::format("shape {} is too large", shape_it->dump()));
@@ -213,7 +216,8 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
     fault("'data_offsets' must be an array of two non-negative integers [begin, end]");
   e.begin = (*offsets_it)[0].get<uint64_t>();
   e.end = (*offsets_it)[1].get<uint64_t>();
-  if (e.end < e.begin) fault(fmt::format("data_offsets [{}, {}] end before they begin", e.begin, e.end));
+  if (e.end < e.begin)
+    fault(fmt::format("data_offsets [{}, {}] end before they begin", e.begin, e.end));
   if (e.end - e.begin != bytes)
     fault(fmt::format("{}{} needs {} bytes but data_offsets [{}, {}] span {}", dtype_text,
                       shape_str(e.shape), bytes, e.begin, e.end, e.end - e.begin));
@@ -224,14 +228,16 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
 Header read_header(int fd, const std::string& path, uint64_t file_size) {
   if (file_size < 8)
     throw_bad_file(path, fmt::format("the file is {} bytes long, shorter than the 8-byte header "
-                                     "length that starts every safetensors file", file_size));
+                                     "length that starts every safetensors file",
+                                     file_size));
   unsigned char prefix[8];
   read_exact(fd, prefix, 8, 0, path);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | prefix[i];
   if (header_len > file_size - 8)
     throw_bad_file(path, fmt::format("the header length {} extends beyond the end of the file "
-                                     "({} bytes)", header_len, file_size));
+                                     "({} bytes)",
+                                     header_len, file_size));
 
   std::string text(header_len, '\0');
   read_exact(fd, text.data(), header_len, 8, path);
@@ -267,9 +273,9 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
   const Entry* previous = nullptr;
   for (const Entry& e : h.entries) {
     if (e.begin < expected)
-      throw_bad_file(path, fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap",
-                                       previous->name, previous->begin, previous->end, e.name,
-                                       e.begin, e.end));
+      throw_bad_file(path,
+                     fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", previous->name,
+                                 previous->begin, previous->end, e.name, e.begin, e.end));
     if (e.begin > expected)
       throw_bad_file(path, fmt::format("bytes [{}, {}) of the data section belong to no tensor",
                                        expected, e.begin));
@@ -280,12 +286,14 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
 
   const uint64_t available = file_size - h.data_start;
   if (available < h.data_size)
-    throw_bad_file(path, fmt::format("the file is truncated: the header describes {} bytes of "
-                                     "tensor data but only {} follow it", h.data_size, available),
+    throw_bad_file(path,
+                   fmt::format("the file is truncated: the header describes {} bytes of "
+                               "tensor data but only {} follow it",
+                               h.data_size, available),
                    "the write was probably interrupted; use an earlier checkpoint");
   if (available > h.data_size)
-    throw_bad_file(path, fmt::format("{} unexpected bytes follow the last tensor",
-                                     available - h.data_size));
+    throw_bad_file(
+        path, fmt::format("{} unexpected bytes follow the last tensor", available - h.data_size));
   return h;
 }
 
@@ -309,10 +317,14 @@ std::optional<uint32_t> parse_hex_crc(const std::string& text) {
   uint32_t value = 0;
   for (char c : text) {
     int digit;
-    if (c >= '0' && c <= '9') digit = c - '0';
-    else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-    else return std::nullopt;
+    if (c >= '0' && c <= '9')
+      digit = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      digit = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      digit = c - 'A' + 10;
+    else
+      return std::nullopt;
     value = (value << 4) | uint32_t(digit);
   }
   return value;
@@ -352,8 +364,10 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   try {
     header_text = header.dump();
   } catch (const ordered_json::exception& e) {
-    throw_invalid(fmt::format("cannot save checkpoint {}: tensor names and metadata must be "
-                              "valid UTF-8 ({})", path, e.what()));
+    throw_invalid(
+        fmt::format("cannot save checkpoint {}: tensor names and metadata must be "
+                    "valid UTF-8 ({})",
+                    path, e.what()));
   }
   // Pad with spaces so the data section starts 8-byte aligned (the format's convention).
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
@@ -387,8 +401,7 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + tensors[i].name;
   if (shown < tensors.size()) names += fmt::format(", ... ({} in all)", tensors.size());
   throw_invalid(fmt::format("checkpoint {} has no tensor '{}'", path, name),
-                names.empty() ? "the file holds no tensors"
-                              : fmt::format("it holds: {}", names));
+                names.empty() ? "the file holds no tensors" : fmt::format("it holds: {}", names));
 }
 
 SafetensorsFile load_safetensors(const std::string& path, bool verify_checksum) {
@@ -416,7 +429,8 @@ SafetensorsFile load_safetensors(const std::string& path, bool verify_checksum) 
     if (*expected != crc)
       throw_bad_file(path,
                      fmt::format("checksum mismatch: the header expects crc32 {:08x} but the "
-                                 "data has {:08x}; the file is corrupted", *expected, crc),
+                                 "data has {:08x}; the file is corrupted",
+                                 *expected, crc),
                      "use an earlier checkpoint, or load with verify_checksum = false to "
                      "inspect the damaged file");
   }

@@ -38,8 +38,8 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
 
 struct SafetensorsFile {
   std::string path;
-  std::vector<NamedTensor> tensors;   // CPU, contiguous, in data-section order
-  std::map<std::string, std::string> metadata;   // includes the checksum key when present
+  std::vector<NamedTensor> tensors;             // CPU, contiguous, in data-section order
+  std::map<std::string, std::string> metadata;  // includes the checksum key when present
 
   // The tensor called `name`; throws InvalidInput naming the tensor and the file.
   const Tensor& at(const std::string& name) const;

@@ -292,9 +292,9 @@ void Tensor::copy_(const Tensor& src) {
 #ifdef HOURGLASS_HAS_GPU
   gpu::copy(*this, src);
 #else
-  throw_invalid(fmt::format("copy_ from {} to {}: no GPU backend in this build", src.describe(),
-                            describe()),
-                "use device = \"cpu\", or rebuild with -DHOURGLASS_GPU=cuda or hip");
+  throw_invalid(
+      fmt::format("copy_ from {} to {}: no GPU backend in this build", src.describe(), describe()),
+      "use device = \"cpu\", or rebuild with -DHOURGLASS_GPU=cuda or hip");
 #endif
 }
 
@@ -326,7 +326,7 @@ Tensor Tensor::to(DType target) const {
 void Tensor::fill_(double value) {
   if (numel() == 0) return;
 #ifdef HOURGLASS_HAS_GPU
-  if (!device().is_cpu()) {   // a kernel: no host round trip (the step zeroes its sums)
+  if (!device().is_cpu()) {  // a kernel: no host round trip (the step zeroes its sums)
     gpu::fill(*this, value);
     return;
   }
@@ -387,18 +387,17 @@ void check_dtype(const char* op, const char* what, const Tensor& t, DType expect
 }
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  HG_CHECK(a.dtype() == b.dtype(), "{}: operands of different dtypes: {} and {}", op,
-           a.describe(), b.describe());
+  HG_CHECK(a.dtype() == b.dtype(), "{}: operands of different dtypes: {} and {}", op, a.describe(),
+           b.describe());
 }
 
 void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
-  HG_CHECK(a.shape() == b.shape(), "{}: operands of different shapes: {} and {}", op,
-           a.describe(), b.describe());
+  HG_CHECK(a.shape() == b.shape(), "{}: operands of different shapes: {} and {}", op, a.describe(),
+           b.describe());
 }
 
 void check_dim(const char* op, const char* what, const Tensor& t, int64_t dims) {
-  HG_CHECK(t.dim() == dims, "{}: {} must have {} dimensions, got {}", op, what, dims,
-           t.describe());
+  HG_CHECK(t.dim() == dims, "{}: {} must have {} dimensions, got {}", op, what, dims, t.describe());
 }
 
 }  // namespace hg

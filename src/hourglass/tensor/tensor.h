@@ -40,7 +40,7 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
-  Allocator* allocator_ = nullptr;   // null when the memory is owned elsewhere
+  Allocator* allocator_ = nullptr;  // null when the memory is owned elsewhere
   std::shared_ptr<void> owner_;
 };
 
@@ -53,15 +53,15 @@ uint64_t next_tensor_id();
 struct TensorImpl {
   uint64_t id = next_tensor_id();
   std::shared_ptr<Storage> storage;
-  int64_t offset = 0;   // in elements
+  int64_t offset = 0;  // in elements
   Shape shape;
-  Shape strides;        // in elements
+  Shape strides;  // in elements
   DType dtype = DType::F32;
 
   // Autograd: leaves the user marked (parameters) and values computed from them.
   bool requires_grad = false;
   bool is_leaf = true;
-  std::shared_ptr<TensorImpl> grad;   // leaves only: accumulated gradient
+  std::shared_ptr<TensorImpl> grad;  // leaves only: accumulated gradient
 };
 
 class Tensor {
@@ -97,7 +97,7 @@ class Tensor {
 
   void* data_ptr() const;
   template <typename T>
-  T* data() const;   // checks the dtype and that the tensor lives on the CPU
+  T* data() const;  // checks the dtype and that the tensor lives on the CPU
 
   // ---- views (share storage) ----
   // One dimension may be -1. Requires a contiguous tensor.
@@ -120,9 +120,9 @@ class Tensor {
   void zero_() { fill_(0.0); }
 
   // ---- host read-back ----
-  double item() const;   // one element
+  double item() const;  // one element
   template <typename T>
-  std::vector<T> to_vector() const;   // converts to T
+  std::vector<T> to_vector() const;  // converts to T
 
   // ---- autograd ----
   bool requires_grad() const { return impl_ && impl().requires_grad; }
@@ -169,8 +169,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <typename T>
 T* Tensor::data() const {
-  HG_CHECK(dtype() == dtype_v<T>, "data<{}>() on a tensor {}", dtype_name(dtype_v<T>),
-           describe());
+  HG_CHECK(dtype() == dtype_v<T>, "data<{}>() on a tensor {}", dtype_name(dtype_v<T>), describe());
   HG_CHECK(device().is_cpu(), "data() on a tensor {}: copy it to the cpu first", describe());
   return static_cast<T*>(data_ptr());
 }

@@ -140,8 +140,8 @@ LedgerSession parse_session(const json& s, const std::string& where, const std::
   r.closed = bool_member(s, "closed", where, path);
   const double devices = number_member(s, "devices", where, path);
   if (devices < 1 || devices != std::floor(devices) || devices > 1e6)
-    bad_ledger(path, fmt::format("{}.devices = {} must be a whole number of at least 1", where,
-                                 devices));
+    bad_ledger(path,
+               fmt::format("{}.devices = {} must be a whole number of at least 1", where, devices));
   r.devices = int(devices);
   r.price_per_hour = number_member(s, "price_per_hour", where, path);
   r.wall_seconds = number_member(s, "wall_seconds", where, path);
@@ -156,7 +156,7 @@ LedgerData parse_ledger(const std::string& text, const std::string& path) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    std::string why = e.what();   // "[json.exception.parse_error.101] parse error at ..."
+    std::string why = e.what();  // "[json.exception.parse_error.101] parse error at ..."
     if (const auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
     bad_ledger(path, "it is not valid JSON (" + why + ")");
   }
@@ -166,7 +166,8 @@ LedgerData parse_ledger(const std::string& text, const std::string& path) {
   const double version = number_member(j, "version", "the file", path);
   if (version != kLedgerVersion)
     bad_ledger(path, fmt::format("version {} is not {}, the version this hourglass reads; a newer "
-                                 "hourglass may have written it", version, kLedgerVersion));
+                                 "hourglass may have written it",
+                                 version, kLedgerVersion));
   LedgerData d;
   const json& budget = member(j, "budget", "the file", path);
   if (!budget.is_object()) bad_ledger(path, "'budget' must be an object");
@@ -197,8 +198,8 @@ BudgetSettings resolve_budget_settings(const Config& c, const BudgetFlags& flags
   l.price_per_hour = c.get_double("budget.price_per_hour", 0.0);
   check_key_range(c, "budget.price_per_hour", l.price_per_hour, "USD per device-hour");
   if (c.has("budget.reserve"))
-    l.reserve_seconds = parse_duration_for(c.get_string("budget.reserve", ""),
-                                           c.source() + ": budget.reserve");
+    l.reserve_seconds =
+        parse_duration_for(c.get_string("budget.reserve", ""), c.source() + ": budget.reserve");
   s.ledger_path = c.get_string("budget.ledger", "");
   s.phase = c.get_string("budget.phase", "");
 
@@ -206,17 +207,21 @@ BudgetSettings resolve_budget_settings(const Config& c, const BudgetFlags& flags
   if (!flags.budget.empty()) l.device_hours = parse_duration_for(flags.budget, "--budget") / 3600.0;
   if (!flags.budget_usd.empty()) l.usd = parse_amount(flags.budget_usd, "--budget-usd", "USD");
   if (!flags.price_per_hour.empty())
-    l.price_per_hour = parse_amount(flags.price_per_hour, "--price-per-hour", "USD per device-hour");
-  if (!flags.reserve.empty()) l.reserve_seconds = parse_duration_for(flags.reserve, "--budget-reserve");
+    l.price_per_hour =
+        parse_amount(flags.price_per_hour, "--price-per-hour", "USD per device-hour");
+  if (!flags.reserve.empty())
+    l.reserve_seconds = parse_duration_for(flags.reserve, "--budget-reserve");
   if (!flags.ledger.empty()) s.ledger_path = flags.ledger;
   if (!flags.phase.empty()) s.phase = flags.phase;
 
   if (usd_needs_price && l.usd > 0 && l.price_per_hour <= 0) {
-    const std::string from = !flags.budget_usd.empty() ? "--budget-usd"
-                                                       : c.source() + ": budget.usd";
-    throw_invalid(fmt::format("{}: a budget of {} needs the price of a device-hour to be turned "
-                              "into time", from, money(l.usd)),
-                  "pass --price-per-hour (or set budget.price_per_hour), e.g. --price-per-hour 0.85");
+    const std::string from =
+        !flags.budget_usd.empty() ? "--budget-usd" : c.source() + ": budget.usd";
+    throw_invalid(
+        fmt::format("{}: a budget of {} needs the price of a device-hour to be turned "
+                    "into time",
+                    from, money(l.usd)),
+        "pass --price-per-hour (or set budget.price_per_hour), e.g. --price-per-hour 0.85");
   }
   return s;
 }
@@ -270,8 +275,11 @@ std::string ledger_json(const LedgerData& d) {
 
 BudgetLedger::BudgetLedger(std::string path, const BudgetLimits& limits, std::string run_name,
                            std::string phase, LedgerOptions options)
-    : path_(std::move(path)), limits_(limits), caller_set_budget_(limits.has_limit()),
-      options_(options), last_elapsed_mark_(steady_seconds()) {
+    : path_(std::move(path)),
+      limits_(limits),
+      caller_set_budget_(limits.has_limit()),
+      options_(options),
+      last_elapsed_mark_(steady_seconds()) {
   HG_CHECK(limits_.devices >= 1, "budget ledger {}: devices must be at least 1, not {}", path_,
            limits_.devices);
   HG_ASSERT(options_.flush_every_seconds >= 0);
@@ -279,9 +287,9 @@ BudgetLedger::BudgetLedger(std::string path, const BudgetLimits& limits, std::st
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec)
-    throw_runtime(fmt::format("cannot create the directory of budget ledger {}: {}", path_,
-                              ec.message()),
-                  "choose a writable location with --ledger");
+    throw_runtime(
+        fmt::format("cannot create the directory of budget ledger {}: {}", path_, ec.message()),
+        "choose a writable location with --ledger");
   LedgerSession s;
   s.id = new_session_id();
   s.run = std::move(run_name);
@@ -316,8 +324,8 @@ void BudgetLedger::write_locked(bool first) {
   }
   if (first && limits_.usd > 0 && limits_.price_per_hour <= 0)
     throw_invalid(fmt::format("budget ledger {} holds a budget of {} but this session has no price "
-                              "per device-hour, so its cost cannot be charged", path_,
-                              money(limits_.usd)),
+                              "per device-hour, so its cost cannot be charged",
+                              path_, money(limits_.usd)),
                   "pass --price-per-hour (or set budget.price_per_hour)");
   if (caller_set_budget_) {
     fresh.budget_device_hours = limits_.device_hours;
@@ -326,8 +334,10 @@ void BudgetLedger::write_locked(bool first) {
   auto it = std::find_if(fresh.sessions.begin(), fresh.sessions.end(),
                          [&](const LedgerSession& s) { return s.id == mine.id; });
   // Not found after the first write only when someone edited the file; record the session anew.
-  if (it == fresh.sessions.end()) it = fresh.sessions.insert(fresh.sessions.end(), mine);
-  else *it = mine;
+  if (it == fresh.sessions.end())
+    it = fresh.sessions.insert(fresh.sessions.end(), mine);
+  else
+    *it = mine;
   const size_t index = size_t(it - fresh.sessions.begin());
   write_file_atomic(path_, ledger_json(fresh), path_ + ".bak");
   data_ = std::move(fresh);

@@ -27,32 +27,32 @@ namespace hg::train {
 
 // What this session may spend and how it is charged.
 struct BudgetLimits {
-  double device_hours = 0;        // time budget in device-hours; 0: no time limit
-  double usd = 0;                 // money budget; 0: no money limit (needs price_per_hour)
-  double price_per_hour = 0;      // USD per device-hour on the machine this session runs on
-  int devices = 1;                // devices this process holds
-  double reserve_seconds = 120;   // wall seconds kept back beyond the caller's estimate of the
-                                  // final save and eval, for a slow last step or a misestimate
-  double warn_fraction = 0.8;     // should_warn() fires once past this fraction of the budget
+  double device_hours = 0;       // time budget in device-hours; 0: no time limit
+  double usd = 0;                // money budget; 0: no money limit (needs price_per_hour)
+  double price_per_hour = 0;     // USD per device-hour on the machine this session runs on
+  int devices = 1;               // devices this process holds
+  double reserve_seconds = 120;  // wall seconds kept back beyond the caller's estimate of the
+                                 // final save and eval, for a slow last step or a misestimate
+  double warn_fraction = 0.8;    // should_warn() fires once past this fraction of the budget
 
   bool has_limit() const { return device_hours > 0 || usd > 0; }
 };
 
 // The budget flags as typed on the command line; empty means not given.
 struct BudgetFlags {
-  std::string budget;           // --budget 200h (a duration: device-hours)
-  std::string budget_usd;       // --budget-usd 170 (a leading $ is allowed)
-  std::string price_per_hour;   // --price-per-hour 0.85
-  std::string reserve;          // --budget-reserve 2m
-  std::string ledger;           // --ledger PATH
-  std::string phase;            // --phase NAME
+  std::string budget;          // --budget 200h (a duration: device-hours)
+  std::string budget_usd;      // --budget-usd 170 (a leading $ is allowed)
+  std::string price_per_hour;  // --price-per-hour 0.85
+  std::string reserve;         // --budget-reserve 2m
+  std::string ledger;          // --ledger PATH
+  std::string phase;           // --phase NAME
 };
 
 // Limits plus where to record them.
 struct BudgetSettings {
   BudgetLimits limits;
-  std::string ledger_path;   // empty: the caller's default, <run_dir>/budget.json
-  std::string phase;         // a label for the session: "prototype", "full", "tuning", ...
+  std::string ledger_path;  // empty: the caller's default, <run_dir>/budget.json
+  std::string phase;        // a label for the session: "prototype", "full", "tuning", ...
 };
 
 // Reads the [budget] keys of `config` (hours, usd, price_per_hour, reserve, ledger, phase),
@@ -65,24 +65,24 @@ BudgetSettings resolve_budget_settings(const Config& config, const BudgetFlags& 
 
 // One process's stretch of work as the ledger records it.
 struct LedgerSession {
-  std::string id;              // unique: start time, process id and a random suffix
-  std::string run;             // run name
+  std::string id;   // unique: start time, process id and a random suffix
+  std::string run;  // run name
   std::string phase;
-  std::string started;         // UTC, ISO 8601
-  std::string ended;           // time of the last write; final once `closed`
-  bool closed = false;         // false: still running, or the process died
+  std::string started;  // UTC, ISO 8601
+  std::string ended;    // time of the last write; final once `closed`
+  bool closed = false;  // false: still running, or the process died
   int devices = 1;
   double price_per_hour = 0;
   double wall_seconds = 0;
-  double device_seconds = 0;   // wall_seconds * devices
-  std::string stop_reason;     // why it ended early, e.g. "budget"; empty otherwise
+  double device_seconds = 0;  // wall_seconds * devices
+  std::string stop_reason;    // why it ended early, e.g. "budget"; empty otherwise
 
   double usd() const { return device_seconds / 3600.0 * price_per_hour; }
 };
 
 // A ledger file's content.
 struct LedgerData {
-  double budget_device_hours = 0;   // 0: none recorded
+  double budget_device_hours = 0;  // 0: none recorded
   double budget_usd = 0;
   std::vector<LedgerSession> sessions;
 
@@ -99,13 +99,13 @@ std::string ledger_json(const LedgerData& data);
 // What finishing a run would take, from the current state of a ledger.
 struct Projection {
   int64_t steps_left = 0;
-  double wall_seconds = 0;          // to finish: steps left, then the final save and eval
+  double wall_seconds = 0;  // to finish: steps left, then the final save and eval
   double device_seconds = 0;
   double usd = 0;
   double total_device_seconds = 0;  // spent so far plus the above
   double total_usd = 0;
-  int64_t steps_affordable = 0;     // steps that fit in what is left (INT64_MAX: no limit)
-  bool fits = true;                 // finishing, plus the reserve, stays within the budget
+  int64_t steps_affordable = 0;  // steps that fit in what is left (INT64_MAX: no limit)
+  bool fits = true;              // finishing, plus the reserve, stays within the budget
 };
 
 struct LedgerOptions {
@@ -145,7 +145,7 @@ class BudgetLedger {
   // Marks the session ended and writes the file. Further charges are a bug.
   void close();
 
-  double spent_device_seconds() const;   // every session, this one's unwritten time included
+  double spent_device_seconds() const;  // every session, this one's unwritten time included
   double spent_usd() const;
   // Device-seconds left before the first limit is reached (may be negative once overrun);
   // +infinity with no limit.
@@ -167,9 +167,9 @@ class BudgetLedger {
   std::string summary() const;
 
   const std::string& path() const { return path_; }
-  const BudgetLimits& limits() const { return limits_; }   // with the ledger's budget applied
+  const BudgetLimits& limits() const { return limits_; }  // with the ledger's budget applied
   const LedgerSession& session() const;
-  const LedgerData& data() const { return data_; }           // as of the last write
+  const LedgerData& data() const { return data_; }  // as of the last write
 
  private:
   void write_locked(bool first);
@@ -179,9 +179,9 @@ class BudgetLedger {
   bool caller_set_budget_ = false;
   LedgerOptions options_;
   LedgerData data_;
-  size_t self_ = 0;                 // this session's index in data_.sessions
-  double unflushed_seconds_ = 0;    // wall seconds charged since the last write
-  double last_elapsed_mark_ = 0;    // steady-clock seconds at the last charge_elapsed()
+  size_t self_ = 0;               // this session's index in data_.sessions
+  double unflushed_seconds_ = 0;  // wall seconds charged since the last write
+  double last_elapsed_mark_ = 0;  // steady-clock seconds at the last charge_elapsed()
   bool warned_ = false;
   bool closed_ = false;
 };

@@ -24,7 +24,8 @@ class MetadataReader {
     auto it = file_.metadata.find(key(field));
     if (it == file_.metadata.end())
       throw_invalid(fmt::format("bad checkpoint {}: no '{}' metadata: not a resumable checkpoint "
-                                "written by hourglass train", file_.path, key(field)),
+                                "written by hourglass train",
+                                file_.path, key(field)),
                     "resume from a step-*.safetensors file in a run's checkpoints folder");
     return it->second;
   }
@@ -82,7 +83,8 @@ std::string describe_config_difference(const std::string& stored, const std::str
 }  // namespace
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
-                     const optim::Optimizer* optimizer, std::map<std::string, std::string> metadata) {
+                     const optim::Optimizer* optimizer,
+                     std::map<std::string, std::string> metadata) {
   std::vector<NamedTensor> tensors;
   for (auto& [name, t] : model.state_dict()) tensors.push_back({name, t});
   if (optimizer) {
@@ -154,7 +156,8 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path) {
   const int64_t optim_step = r.number<int64_t>("optim.step");
   HG_CHECK(optim_step == s.step && s.epoch >= 0 && s.batch >= 0 && s.samples >= 0,
            "bad checkpoint {}: inconsistent position (epoch {}, batch {}, step {}, optimizer "
-           "step {})", path, s.epoch, s.batch, s.step, optim_step);
+           "step {})",
+           path, s.epoch, s.batch, s.step, optim_step);
   return c;
 }
 
@@ -176,8 +179,10 @@ void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_tex
     const Tensor* stored = ckpt.file.find(name);
     HG_CHECK(stored != nullptr, "checkpoint {} has no tensor '{}' for this {} model", path, name,
              model.type_name());
-    HG_CHECK(stored->shape() == t.shape(), "checkpoint {}: tensor '{}' has shape {}, the model "
-             "expects {}", path, name, shape_str(stored->shape()), shape_str(t.shape()));
+    HG_CHECK(stored->shape() == t.shape(),
+             "checkpoint {}: tensor '{}' has shape {}, the model "
+             "expects {}",
+             path, name, shape_str(stored->shape()), shape_str(t.shape()));
   }
   for (const auto& nt : ckpt.file.tensors)
     HG_CHECK(names.count(nt.name) || nt.name.rfind(kOptimPrefix, 0) == 0,

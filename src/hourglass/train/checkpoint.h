@@ -14,13 +14,14 @@
 
 namespace hg::train {
 
-inline constexpr const char* kConfigMetadataKey = "hourglass.config";   // resolved TOML
-inline constexpr const char* kFormatMetadataKey = "hourglass.format";   // "checkpoint-v2"
+inline constexpr const char* kConfigMetadataKey = "hourglass.config";  // resolved TOML
+inline constexpr const char* kFormatMetadataKey = "hourglass.format";  // "checkpoint-v2"
 inline constexpr const char* kOptimPrefix = "optim.";
 
 // Writes atomically (see save_safetensors). `optimizer` may be null (weights only).
 void save_checkpoint(const std::string& path, const nn::Module& model,
-                     const optim::Optimizer* optimizer, std::map<std::string, std::string> metadata);
+                     const optim::Optimizer* optimizer,
+                     std::map<std::string, std::string> metadata);
 
 // Copies the model's tensors from `file` into `model`; errors name the file and the tensor.
 void load_model_state(nn::Module& model, const SafetensorsFile& file);
@@ -28,9 +29,9 @@ void load_model_state(nn::Module& model, const SafetensorsFile& file);
 // Everything besides the model and optimizer tensors that continuing a run exactly needs.
 // Stored as "hourglass.<field>" metadata; doubles in their shortest exact decimal form.
 struct TrainingState {
-  int64_t epoch = 0;            // 0-based epoch in progress (train.epochs once all are done)
-  int64_t batch = 0;            // index of that epoch's next batch
-  int64_t step = 0;             // optimizer steps so far (the global step)
+  int64_t epoch = 0;  // 0-based epoch in progress (train.epochs once all are done)
+  int64_t batch = 0;  // index of that epoch's next batch
+  int64_t step = 0;   // optimizer steps so far (the global step)
   // The epoch's partial sums: the device accumulators' values (loss sum, correct count),
   // samples seen, and the training and checkpoint seconds spent in it so far.
   double loss_sum = 0;
@@ -38,16 +39,17 @@ struct TrainingState {
   int64_t samples = 0;
   double train_seconds = 0;
   double checkpoint_seconds = 0;
-  double best_test_acc = -1;    // over completed epochs; < 0 before the first
-  std::string best_checkpoint;  // file name of the checkpoint that reached it
-  std::string last_epoch_record;   // metrics.jsonl line of epoch `epoch` (1-based), if any
+  double best_test_acc = -1;      // over completed epochs; < 0 before the first
+  std::string best_checkpoint;    // file name of the checkpoint that reached it
+  std::string last_epoch_record;  // metrics.jsonl line of epoch `epoch` (1-based), if any
   uint64_t seed = 0;
-  int threads = 0;              // compute threads of the run that wrote it
-  int64_t micro_batch = 0;      // rows per micro-batch in use (out-of-memory recovery may have halved it)
+  int threads = 0;  // compute threads of the run that wrote it
+  int64_t micro_batch =
+      0;  // rows per micro-batch in use (out-of-memory recovery may have halved it)
   // fp16 runs: the loss scaler's scale and clean-step count ("65536 12"); empty otherwise.
   std::string loss_scale;
-  std::string config_text;      // trajectory_config_text of the run
-  std::string config_hash;      // config_hash(config_text)
+  std::string config_text;  // trajectory_config_text of the run
+  std::string config_hash;  // config_hash(config_text)
 };
 
 // A resumable checkpoint: model, optimizer, `config` as TOML and `state`.

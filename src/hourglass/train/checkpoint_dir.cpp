@@ -74,7 +74,7 @@ CheckpointDir::CheckpointDir(const std::string& run_dir, int64_t keep_last)
 }
 
 CheckpointDir::~CheckpointDir() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);   // releases the flock
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
 std::string CheckpointDir::file_name(int64_t step) {

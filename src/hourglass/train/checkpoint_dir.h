@@ -26,7 +26,7 @@ class CheckpointDir {
  public:
   struct Entry {
     int64_t step = 0;
-    std::string name;   // file name, "step-000000120.safetensors"
+    std::string name;  // file name, "step-000000120.safetensors"
   };
 
   // Creates <run_dir>/checkpoints, takes the run directory's lock (InvalidInput naming the
@@ -34,7 +34,7 @@ class CheckpointDir {
   // interrupted writes (in checkpoints/, and of metrics.jsonl, config.toml and
   // final.safetensors).
   CheckpointDir(const std::string& run_dir, int64_t keep_last);
-  ~CheckpointDir();   // releases the lock
+  ~CheckpointDir();  // releases the lock
   CheckpointDir(const CheckpointDir&) = delete;
   CheckpointDir& operator=(const CheckpointDir&) = delete;
 

@@ -9,8 +9,8 @@
 namespace hg::train {
 
 struct EvalResult {
-  double loss = 0;        // mean cross-entropy (no label smoothing)
-  double accuracy = 0;    // fraction in [0, 1]
+  double loss = 0;      // mean cross-entropy (no label smoothing)
+  double accuracy = 0;  // fraction in [0, 1]
   int64_t samples = 0;
   double seconds = 0;
 };

@@ -21,7 +21,7 @@ struct ExecutionContext {
   Device device = Device::cpu();
   optim::Precision precision = optim::Precision::FP32;
   bool deterministic = false;
-  uint64_t seed = 0;   // dropout masks: Philox(seed) at (step, layer, row)
+  uint64_t seed = 0;  // dropout masks: Philox(seed) at (step, layer, row)
 
   // The context a run's config describes. Throws InvalidInput when the precision needs a GPU
   // and the device is the CPU.

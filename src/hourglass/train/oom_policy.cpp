@@ -14,8 +14,9 @@ namespace hg::train {
 
 namespace {
 
-
-std::string join(const std::vector<int64_t>& sizes) { return fmt::format("{}", fmt::join(sizes, ", ")); }
+std::string join(const std::vector<int64_t>& sizes) {
+  return fmt::format("{}", fmt::join(sizes, ", "));
+}
 
 std::string micro_batches_text(int64_t n) {
   return fmt::format("{} micro-batch{}", n, n == 1 ? "" : "es");
@@ -60,9 +61,10 @@ MicroBatchPlan MicroBatchPlan::restore(std::string_view saved, const MicroBatchP
                               kMicroBatchMetadataKey, saved),
                   "the checkpoint is damaged or was not written by hourglass");
   if (value < configured.micro_batch_size())
-    HG_LOG_INFO("resuming with micro-batch {} (from {}; the config asks for {}): an earlier "
-                "out-of-memory recovery shrank it",
-                value, source, configured.micro_batch_size());
+    HG_LOG_INFO(
+        "resuming with micro-batch {} (from {}; the config asks for {}): an earlier "
+        "out-of-memory recovery shrank it",
+        value, source, configured.micro_batch_size());
   return MicroBatchPlan(std::min(value, configured.micro_batch_size()));
 }
 
@@ -140,29 +142,33 @@ void recover_from_oom(MicroBatchPlan& plan, const OomRecovery& recovery, int64_t
   const int64_t micro = plan.micro_batch_size();
   std::string bn;
   if (recovery.batch_norm)
-    bn = fmt::format("; batch-norm statistics now come from micro-batches of {} rows instead of "
-                     "{}, so a model with batch norm trains slightly differently",
-                     micro, failed);
-  HG_LOG_WARN("step {}: out of {} memory with micro-batch {} (a batch of {} as {}): cleared the "
-              "autograd tape, zeroed the partial gradients and emptied the allocator cache ({} in "
-              "use, {} reserved); retrying the step with micro-batch {} ({}, same effective "
-              "batch and learning dynamics){}. Cause: {}",
-              step, device, failed, batch_size, micro_batches_text(failed_parts),
-              format_mib(stats.in_use), format_mib(stats.reserved), micro,
-              micro_batches_text(plan.micro_batches(batch_size)), bn, oom.message());
+    bn = fmt::format(
+        "; batch-norm statistics now come from micro-batches of {} rows instead of "
+        "{}, so a model with batch norm trains slightly differently",
+        micro, failed);
+  HG_LOG_WARN(
+      "step {}: out of {} memory with micro-batch {} (a batch of {} as {}): cleared the "
+      "autograd tape, zeroed the partial gradients and emptied the allocator cache ({} in "
+      "use, {} reserved); retrying the step with micro-batch {} ({}, same effective "
+      "batch and learning dynamics){}. Cause: {}",
+      step, device, failed, batch_size, micro_batches_text(failed_parts), format_mib(stats.in_use),
+      format_mib(stats.reserved), micro, micro_batches_text(plan.micro_batches(batch_size)), bn,
+      oom.message());
 }
 
 }  // namespace detail
 
 int64_t parse_micro_batch(const Config& c, int64_t batch_size, int64_t grad_accum) {
   static constexpr const char* kKey = "train.micro_batch";
-  if (!c.has(kKey)) return MicroBatchPlan::from_grad_accum(batch_size, grad_accum).micro_batch_size();
+  if (!c.has(kKey))
+    return MicroBatchPlan::from_grad_accum(batch_size, grad_accum).micro_batch_size();
   const std::string expected =
       fmt::format("\"auto\" or an integer between 1 and train.batch_size ({})", batch_size);
   if (c.has("train.grad_accum"))
-    throw_invalid(fmt::format("{}: train.micro_batch and train.grad_accum are both set", c.source()),
-                  "set one: train.micro_batch (rows per micro-batch, or \"auto\") or "
-                  "train.grad_accum (micro-batches per step)");
+    throw_invalid(
+        fmt::format("{}: train.micro_batch and train.grad_accum are both set", c.source()),
+        "set one: train.micro_batch (rows per micro-batch, or \"auto\") or "
+        "train.grad_accum (micro-batches per step)");
   // The value is an integer or a string; Config's getters are strict about type, so try one
   // and then the other.
   int64_t value = 0;
@@ -177,14 +183,14 @@ int64_t parse_micro_batch(const Config& c, int64_t batch_size, int64_t grad_accu
                     "write micro_batch = \"auto\" or micro_batch = 32 under [train]");
     }
     if (text == "auto") return kAutoMicroBatch;
-    throw_invalid(fmt::format("{}: train.micro_batch must be {}, found \"{}\"", c.source(),
-                              expected, text),
-                  "write micro_batch = \"auto\" or a number without quotes");
+    throw_invalid(
+        fmt::format("{}: train.micro_batch must be {}, found \"{}\"", c.source(), expected, text),
+        "write micro_batch = \"auto\" or a number without quotes");
   }
   if (value < 1 || value > batch_size)
-    throw_invalid(fmt::format("{}: train.micro_batch must be {}, found {}", c.source(), expected,
-                              value),
-                  "train.batch_size is the effective batch; train.micro_batch divides it");
+    throw_invalid(
+        fmt::format("{}: train.micro_batch must be {}, found {}", c.source(), expected, value),
+        "train.batch_size is the effective batch; train.micro_batch divides it");
   return value;
 }
 
@@ -211,7 +217,7 @@ int64_t find_max_micro_batch(const StepProbe& probe, int64_t upper_bound, Alloca
     return true;
   };
 
-  int64_t fit = upper_bound, failure = 0;   // failure: smallest size known not to fit (0: none)
+  int64_t fit = upper_bound, failure = 0;  // failure: smallest size known not to fit (0: none)
   while (!fits(fit)) {
     failure = fit;
     if (fit == 1)
@@ -246,8 +252,8 @@ StepProbe make_training_probe(TrainStep& step, const Shape& sample_shape, int64_
   Shape shape = sample_shape;
   shape.insert(shape.begin(), batch_size);
   return [&step, buffers, shape, batch_size](int64_t micro) {
-    HG_CHECK(micro >= 1 && micro <= batch_size,
-             "training probe: micro-batch {} outside [1, {}]", micro, batch_size);
+    HG_CHECK(micro >= 1 && micro <= batch_size, "training probe: micro-batch {} outside [1, {}]",
+             micro, batch_size);
     const Device device = step.context().device;
     // Neither allocates, so both are safe right after an out-of-memory failure.
     auto restore = [&] {

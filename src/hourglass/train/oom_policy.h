@@ -81,13 +81,13 @@ class MicroBatchPlan {
 
 // What recovering from an out-of-memory step needs besides the plan.
 struct OomRecovery {
-  Allocator* allocator = nullptr;    // the step's device allocator: its cache is emptied
-  std::function<void()> zero_grad;   // zeroes the partially accumulated gradients (required)
+  Allocator* allocator = nullptr;   // the step's device allocator: its cache is emptied
+  std::function<void()> zero_grad;  // zeroes the partially accumulated gradients (required)
   // Optional: undoes the failed attempt's other effects before the retry. Without it the
   // micro-batches that ran before the failure have moved the batch-norm running statistics
   // once (an extra EMA update from the same batch's data, harmless in practice).
   std::function<void()> rollback;
-  bool batch_norm = false;           // the model normalises over the batch (for the warning)
+  bool batch_norm = false;  // the model normalises over the batch (for the warning)
 };
 
 // A copy of a model's buffers (batch-norm running statistics: a few KiB per layer) that can be
@@ -103,7 +103,7 @@ class BufferSnapshot {
   void restore();
 
  private:
-  std::vector<std::pair<Tensor, Tensor>> buffers_;   // (the model's buffer, its copy)
+  std::vector<std::pair<Tensor, Tensor>> buffers_;  // (the model's buffer, its copy)
 };
 
 // True when the model has batch-norm layers (buffers named *.running_mean).

@@ -38,7 +38,8 @@ void check_row(const PricedPlatform& p, const std::string& where, std::set<std::
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -66,17 +67,18 @@ std::string hours_text(double hours) {
   if (hours >= 100) return fmt::format("{:.0f}", hours);
   if (hours >= 1) return fmt::format("{:.2f}", hours);
   if (hours >= 0.01 || hours == 0) return fmt::format("{:.3f}", hours);
-  return fmt::format("{:.2g}", hours);   // two significant digits rather than "0.000"
+  return fmt::format("{:.2g}", hours);  // two significant digits rather than "0.000"
 }
 
 std::string money_text(double usd) {
-  if (usd > 0 && usd < 0.005) return "<$0.01";   // rather than a misleading "$0.00"
+  if (usd > 0 && usd < 0.005) return "<$0.01";  // rather than a misleading "$0.00"
   return fmt::format("${:.2f}", usd);
 }
 
 }  // namespace
 
-std::vector<PricedPlatform> parse_price_table_toml(std::string_view text, const std::string& source) {
+std::vector<PricedPlatform> parse_price_table_toml(std::string_view text,
+                                                   const std::string& source) {
   toml::table root;
   try {
     root = toml::parse(text, source);
@@ -85,8 +87,7 @@ std::vector<PricedPlatform> parse_price_table_toml(std::string_view text, const 
               std::string(e.description()));
   }
   const toml::array* entries = root["platform"].as_array();
-  if (!entries || entries->empty())
-    bad_table(source, "it has no [[platform]] entries");
+  if (!entries || entries->empty()) bad_table(source, "it has no [[platform]] entries");
   std::vector<PricedPlatform> table;
   std::set<std::string> names;
   for (size_t i = 0; i < entries->size(); ++i) {
@@ -98,7 +99,8 @@ std::vector<PricedPlatform> parse_price_table_toml(std::string_view text, const 
       const std::string_view k = key.str();
       if (k != "name" && k != "price_per_hour" && k != "relative_speed" && k != "note")
         bad_table(where, fmt::format("unknown key '{}' (known: name, price_per_hour, "
-                                     "relative_speed, note)", k));
+                                     "relative_speed, note)",
+                                     k));
     }
     PricedPlatform p;
     const auto name = (*t)["name"].value<std::string>();
@@ -118,7 +120,8 @@ std::vector<PricedPlatform> parse_price_table_toml(std::string_view text, const 
   return table;
 }
 
-std::vector<PricedPlatform> parse_price_table_csv(std::string_view text, const std::string& source) {
+std::vector<PricedPlatform> parse_price_table_csv(std::string_view text,
+                                                  const std::string& source) {
   std::vector<PricedPlatform> table;
   std::set<std::string> names;
   bool header_seen = false;
@@ -126,9 +129,8 @@ std::vector<PricedPlatform> parse_price_table_csv(std::string_view text, const s
   size_t pos = 0;
   while (pos <= text.size()) {
     const size_t newline = text.find('\n', pos);
-    const std::string_view line =
-        trim(text.substr(pos, newline == std::string_view::npos ? std::string_view::npos
-                                                                : newline - pos));
+    const std::string_view line = trim(text.substr(
+        pos, newline == std::string_view::npos ? std::string_view::npos : newline - pos));
     pos = newline == std::string_view::npos ? text.size() + 1 : newline + 1;
     ++line_number;
     if (line.empty() || line.front() == '#') continue;
@@ -137,12 +139,14 @@ std::vector<PricedPlatform> parse_price_table_csv(std::string_view text, const s
     if (!header_seen) {
       if (fields.size() < 2 || fields[0] != "platform" || fields[1] != "price_per_hour" ||
           (fields.size() >= 3 && fields[2] != "relative_speed") || fields.size() > 3)
-        bad_table(where, "the first line must be the header platform,price_per_hour,relative_speed");
+        bad_table(where,
+                  "the first line must be the header platform,price_per_hour,relative_speed");
       header_seen = true;
       continue;
     }
     if (fields.size() < 2 || fields.size() > 3)
-      bad_table(where, fmt::format("expected 2 or 3 comma-separated fields, found {}", fields.size()));
+      bad_table(where,
+                fmt::format("expected 2 or 3 comma-separated fields, found {}", fields.size()));
     PricedPlatform p;
     p.name = std::string(fields[0]);
     p.price_per_hour = csv_number(fields[1], where, "price_per_hour");
@@ -157,8 +161,9 @@ std::vector<PricedPlatform> parse_price_table_csv(std::string_view text, const s
 std::vector<PricedPlatform> load_price_table(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw_invalid(fmt::format("price table {} does not exist or is not a file", path),
-                  "check the path given to --price-table; configs/prices.example.toml is an example");
+    throw_invalid(
+        fmt::format("price table {} does not exist or is not a file", path),
+        "check the path given to --price-table; configs/prices.example.toml is an example");
   const std::string ext = std::filesystem::path(path).extension().string();
   std::string text;
   try {
@@ -210,15 +215,19 @@ PlatformPlan plan_platform(const PlanInput& in, const PricedPlatform& platform) 
 
 std::string format_plan_table(const std::vector<PlatformPlan>& plans, bool has_budget) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"platform", "price/h", "speed", "hours", "time", "total cost",
-                  "epochs in budget", "fits budget"});
+  rows.push_back({"platform", "price/h", "speed", "hours", "time", "total cost", "epochs in budget",
+                  "fits budget"});
   for (const PlatformPlan& p : plans) {
     const bool unlimited = p.epochs_in_budget == std::numeric_limits<int64_t>::max();
     rows.push_back({p.platform.name, fmt::format("${:.2f}", p.platform.price_per_hour),
                     fmt::format("{:g}x", p.platform.relative_speed), hours_text(p.device_hours),
                     format_duration_clock(p.seconds), money_text(p.cost),
-                    !has_budget ? "-" : unlimited ? "unlimited" : std::to_string(p.epochs_in_budget),
-                    !has_budget ? "-" : p.fits ? "yes" : "no"});
+                    !has_budget ? "-"
+                    : unlimited ? "unlimited"
+                                : std::to_string(p.epochs_in_budget),
+                    !has_budget ? "-"
+                    : p.fits    ? "yes"
+                                : "no"});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
@@ -228,7 +237,8 @@ std::string format_plan_table(const std::vector<PlatformPlan>& plans, bool has_b
     std::string line;
     for (size_t c = 0; c < row.size(); ++c) {
       // The name left-aligned, numbers right-aligned so their digits line up.
-      line += c == 0 ? fmt::format("{:<{}}", row[c], width[c]) : fmt::format("  {:>{}}", row[c], width[c]);
+      line += c == 0 ? fmt::format("{:<{}}", row[c], width[c])
+                     : fmt::format("  {:>{}}", row[c], width[c]);
     }
     out += line + "\n";
   }
@@ -237,8 +247,10 @@ std::string format_plan_table(const std::vector<PlatformPlan>& plans, bool has_b
 
 int64_t standard_split_size(const std::string& dataset, bool train, int64_t limit) {
   int64_t n = 0;
-  if (dataset == "fashion-mnist" || dataset == "mnist") n = train ? 60000 : 10000;
-  else if (dataset == "cifar10") n = train ? 50000 : 10000;
+  if (dataset == "fashion-mnist" || dataset == "mnist")
+    n = train ? 60000 : 10000;
+  else if (dataset == "cifar10")
+    n = train ? 50000 : 10000;
   if (n > 0 && limit > 0) n = std::min(n, limit);
   return n;
 }

@@ -14,8 +14,8 @@ namespace hg::train {
 // One row of a price table.
 struct PricedPlatform {
   std::string name;
-  double price_per_hour = 0;   // USD per device-hour
-  double relative_speed = 1;   // throughput relative to the machine the throughput came from
+  double price_per_hour = 0;  // USD per device-hour
+  double relative_speed = 1;  // throughput relative to the machine the throughput came from
 };
 
 // Reads a price table, by extension:
@@ -24,22 +24,23 @@ struct PricedPlatform {
 //          blank lines and lines starting with # are skipped.
 // Errors are InvalidInput naming the file and the entry or line.
 std::vector<PricedPlatform> load_price_table(const std::string& path);
-std::vector<PricedPlatform> parse_price_table_toml(std::string_view text, const std::string& source);
+std::vector<PricedPlatform> parse_price_table_toml(std::string_view text,
+                                                   const std::string& source);
 std::vector<PricedPlatform> parse_price_table_csv(std::string_view text, const std::string& source);
 
 // What the plan is computed from. Budgets are what is left (a ledger's spending subtracted).
 struct PlanInput {
-  int64_t train_images = 0;         // per epoch
-  int64_t eval_images = 0;          // evaluated after each epoch
+  int64_t train_images = 0;  // per epoch
+  int64_t eval_images = 0;   // evaluated after each epoch
   int64_t epochs = 1;
-  double train_images_per_s = 0;    // on the machine measured; must be > 0
-  double eval_images_per_s = 0;     // 0: assume 3x training (a forward pass is about a third
-                                    // of a training step's work)
-  double budget_device_hours = 0;   // 0: no time limit
-  double budget_usd = 0;            // 0: no money limit
-  double reserve_seconds = 0;       // kept back for the final save and eval
-  double checkpoint_seconds = 0;    // writing the checkpoint every epoch ends with (disk time:
-                                    // not scaled by a platform's relative speed)
+  double train_images_per_s = 0;   // on the machine measured; must be > 0
+  double eval_images_per_s = 0;    // 0: assume 3x training (a forward pass is about a third
+                                   // of a training step's work)
+  double budget_device_hours = 0;  // 0: no time limit
+  double budget_usd = 0;           // 0: no money limit
+  double reserve_seconds = 0;      // kept back for the final save and eval
+  double checkpoint_seconds = 0;   // writing the checkpoint every epoch ends with (disk time:
+                                   // not scaled by a platform's relative speed)
 
   bool has_budget() const { return budget_device_hours > 0 || budget_usd > 0; }
   double effective_eval_images_per_s() const {
@@ -49,12 +50,12 @@ struct PlanInput {
 
 struct PlatformPlan {
   PricedPlatform platform;
-  double seconds_per_epoch = 0;   // training plus evaluation, on one device of the platform
-  double seconds = 0;             // all epochs
+  double seconds_per_epoch = 0;  // training plus evaluation, on one device of the platform
+  double seconds = 0;            // all epochs
   double device_hours = 0;
-  double cost = 0;                // USD for all epochs
-  int64_t epochs_in_budget = 0;   // whole epochs that fit after the reserve (INT64_MAX: no limit)
-  bool fits = true;               // all epochs plus the reserve fit in every limit
+  double cost = 0;               // USD for all epochs
+  int64_t epochs_in_budget = 0;  // whole epochs that fit after the reserve (INT64_MAX: no limit)
+  bool fits = true;              // all epochs plus the reserve fit in every limit
 };
 
 // The plan for one platform. InvalidInput when the throughput or the platform's speed is not

@@ -258,7 +258,7 @@ std::string config_hash(const std::string& text) {
 }
 
 std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64_t steps_per_epoch,
-                                                      int64_t total_steps) {
+                                                     int64_t total_steps) {
   const ScheduleConfig& s = run.schedule;
   optim::ScheduleParams p;
   p.base_lr = run.optim.name == "sgd" ? run.optim.sgd.lr : run.optim.adamw.lr;

@@ -9,49 +9,49 @@
 #include "hourglass/data/dataset.h"
 #include "hourglass/data/transforms.h"
 #include "hourglass/device/device.h"
-#include "hourglass/optim/mixed_precision.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/ops/params.h"
+#include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/schedule.h"
 
 namespace hg::train {
 
 struct DataConfig {
   std::string dataset = "fashion-mnist";
-  std::string path;             // empty: the dataset's default location
-  int64_t train_limit = 0;      // > 0: first N training samples only
+  std::string path;         // empty: the dataset's default location
+  int64_t train_limit = 0;  // > 0: first N training samples only
   int64_t test_limit = 0;
   bool augment = false;
-  data::TransformOptions transform;   // normalisation, crop padding, flip
+  data::TransformOptions transform;  // normalisation, crop padding, flip
   int workers = 1;
-  data::DatasetOptions synthetic;     // sizes for dataset = "synthetic"
+  data::DatasetOptions synthetic;  // sizes for dataset = "synthetic"
 };
 
 struct OptimConfig {
-  std::string name = "sgd";     // sgd | adamw
+  std::string name = "sgd";  // sgd | adamw
   SgdOptions sgd;
   AdamWOptions adamw;
   nn::DecayScope decay_scope = nn::DecayScope::All;
 };
 
 struct ScheduleConfig {
-  std::string name = "constant";   // constant | cosine | step | one_cycle
-  double warmup_epochs = 0;        // cosine
-  double min_lr = 0;               // cosine
-  double step_epochs = 0;          // step: decay every this many epochs
-  double gamma = 0.1;              // step
-  double pct_start = 0.3;          // one_cycle
-  double div_factor = 25;          // one_cycle
-  double final_div_factor = 1e4;   // one_cycle
+  std::string name = "constant";  // constant | cosine | step | one_cycle
+  double warmup_epochs = 0;       // cosine
+  double min_lr = 0;              // cosine
+  double step_epochs = 0;         // step: decay every this many epochs
+  double gamma = 0.1;             // step
+  double pct_start = 0.3;         // one_cycle
+  double div_factor = 25;         // one_cycle
+  double final_div_factor = 1e4;  // one_cycle
 };
 
 struct TrainConfig {
   int64_t epochs = 1;
-  int64_t batch_size = 128;        // effective batch per optimizer step
+  int64_t batch_size = 128;  // effective batch per optimizer step
   int64_t eval_batch_size = 512;
-  int64_t grad_accum = 1;          // micro-batches per step (batch_size / grad_accum each)
-  double clip_grad_norm = 0;       // 0: off
+  int64_t grad_accum = 1;     // micro-batches per step (batch_size / grad_accum each)
+  double clip_grad_norm = 0;  // 0: off
   double label_smoothing = 0;
   // Rows per micro-batch: ceil(batch_size / grad_accum), train.micro_batch, or kAutoMicroBatch
   // ("auto": the trainer finds the largest that fits before training).
@@ -61,19 +61,20 @@ struct TrainConfig {
 // [checkpoint]: when the trainer writes a resumable checkpoint (always at each epoch's end too).
 // None of these keys changes the run's trajectory, so none enters the config hash.
 struct CheckpointConfig {
-  double every_seconds = 600;      // checkpoint.every ("10m"); 0: no time-based checkpoints
-  int64_t every_steps = 0;         // checkpoint.every_steps; 0: none by step count
-  int64_t keep_last = 3;           // newest checkpoints kept (plus the one `best` names)
+  double every_seconds = 600;  // checkpoint.every ("10m"); 0: no time-based checkpoints
+  int64_t every_steps = 0;     // checkpoint.every_steps; 0: none by step count
+  int64_t keep_last = 3;       // newest checkpoints kept (plus the one `best` names)
 };
 
 struct RunConfig {
-  std::string name;                // run name (default: the config file's stem)
+  std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
   Device device = Device::cpu();
-  optim::Precision precision = optim::Precision::FP32;   // fp32, tf32, bf16, fp16 (default_precision)
-  bool deterministic = false;      // GPU: only deterministic library algorithms (bit-exact resume)
-  int threads = 0;                 // 0: OpenMP's default
-  nn::ModelSpec model;             // in_channels, size and classes come from the dataset
+  optim::Precision precision =
+      optim::Precision::FP32;  // fp32, tf32, bf16, fp16 (default_precision)
+  bool deterministic = false;  // GPU: only deterministic library algorithms (bit-exact resume)
+  int threads = 0;             // 0: OpenMP's default
+  nn::ModelSpec model;         // in_channels, size and classes come from the dataset
   DataConfig data;
   OptimConfig optim;
   ScheduleConfig schedule;
@@ -100,6 +101,6 @@ std::string config_hash(const std::string& text);
 
 // The schedule for a run of `total_steps` optimizer steps, `steps_per_epoch` per epoch.
 std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64_t steps_per_epoch,
-                                                      int64_t total_steps);
+                                                     int64_t total_steps);
 
 }  // namespace hg::train

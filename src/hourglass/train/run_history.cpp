@@ -45,10 +45,14 @@ EpochMetrics from_json(const ordered_json& j) {
 }  // namespace
 
 std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) {
-  return {{"epoch", double(m.epoch)},       {"train_loss", m.train_loss},
-          {"train_acc", m.train_acc},       {"test_loss", m.test_loss},
-          {"test_acc", m.test_acc},         {"images_per_s", m.images_per_s},
-          {"epoch_seconds", m.epoch_seconds}, {"lr", m.lr},
+  return {{"epoch", double(m.epoch)},
+          {"train_loss", m.train_loss},
+          {"train_acc", m.train_acc},
+          {"test_loss", m.test_loss},
+          {"test_acc", m.test_acc},
+          {"images_per_s", m.images_per_s},
+          {"epoch_seconds", m.epoch_seconds},
+          {"lr", m.lr},
           {"checkpoint_seconds", m.checkpoint_seconds}};
 }
 
@@ -79,12 +83,12 @@ std::vector<EpochMetrics> reconcile_metrics_file(const std::string& path, int64_
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       ordered_json j = ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object()) {   // a line cut short by a kill
+      if (j.is_discarded() || !j.is_object()) {  // a line cut short by a kill
         changed = true;
         continue;
       }
       auto it = j.find("epoch");
-      if (it == j.end() || !it->is_number()) {   // not an epoch line: keep
+      if (it == j.end() || !it->is_number()) {  // not an epoch line: keep
         kept.push_back(line);
         continue;
       }
@@ -106,8 +110,10 @@ std::vector<EpochMetrics> reconcile_metrics_file(const std::string& path, int64_
     }
   }
   if (changed) {
-    HG_LOG_INFO("{}: rewritten to one line for each of the {} epoch(s) the checkpoint covers "
-                "(lines of work done again, or cut short, dropped)", path, completed_epochs);
+    HG_LOG_INFO(
+        "{}: rewritten to one line for each of the {} epoch(s) the checkpoint covers "
+        "(lines of work done again, or cut short, dropped)",
+        path, completed_epochs);
     std::string text;
     for (const std::string& l : kept) text += l + "\n";
     write_file_atomic(path, text);

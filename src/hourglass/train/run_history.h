@@ -14,15 +14,15 @@
 namespace hg::train {
 
 struct EpochMetrics {
-  int64_t epoch = 0;            // 1-based
-  double train_loss = 0;        // mean over the epoch's samples (with label smoothing)
-  double train_acc = 0;         // fraction
+  int64_t epoch = 0;      // 1-based
+  double train_loss = 0;  // mean over the epoch's samples (with label smoothing)
+  double train_acc = 0;   // fraction
   double test_loss = 0;
-  double test_acc = 0;          // fraction
-  double images_per_s = 0;      // training throughput (excludes evaluation)
+  double test_acc = 0;      // fraction
+  double images_per_s = 0;  // training throughput (excludes evaluation)
   double epoch_seconds = 0;
-  double lr = 0;                // at the end of the epoch
-  double checkpoint_seconds = 0;   // time the step loop waited for checkpoints this epoch
+  double lr = 0;                  // at the end of the epoch
+  double checkpoint_seconds = 0;  // time the step loop waited for checkpoints this epoch
 };
 
 // The metrics as the name/value pairs of one metrics.jsonl line, in the documented order.

@@ -78,10 +78,11 @@ std::optional<LoadedCheckpoint> RunSession::find_resume_point(
       if (newest_reason.empty()) newest_reason = e.message();
     }
   }
-  throw_invalid(fmt::format("none of the {} checkpoint(s) in {} can continue this run; the newest: {}",
-                            existing.size(), checkpoints_->dir(), newest_reason),
-                "fix the cause (for a changed config, resume with the one the run started with), "
-                "or pass a new --run-dir to start over");
+  throw_invalid(
+      fmt::format("none of the {} checkpoint(s) in {} can continue this run; the newest: {}",
+                  existing.size(), checkpoints_->dir(), newest_reason),
+      "fix the cause (for a changed config, resume with the one the run started with), "
+      "or pass a new --run-dir to start over");
 }
 
 std::vector<EpochMetrics> RunSession::adopt(const LoadedCheckpoint& ckpt) {
@@ -100,9 +101,10 @@ std::vector<EpochMetrics> RunSession::adopt(const LoadedCheckpoint& ckpt) {
   if (fs::equivalent(checkpoints_->path(name), ckpt.file.path, ec))
     checkpoints_->commit(name, best_checkpoint_);
   if (s.threads != num_threads())
-    HG_LOG_WARN("checkpoint {} was written with {} compute threads, this run has {}: it continues "
-                "correctly but not bit-identically to an uninterrupted run", ckpt.file.path,
-                s.threads, num_threads());
+    HG_LOG_WARN(
+        "checkpoint {} was written with {} compute threads, this run has {}: it continues "
+        "correctly but not bit-identically to an uninterrupted run",
+        ckpt.file.path, s.threads, num_threads());
   HG_LOG_INFO("resuming from {}: epoch {}, batch {} (step {})", ckpt.file.path, s.epoch + 1,
               s.batch, s.step);
   return reconcile_metrics_file(metrics_path(), s.epoch, s.last_epoch_record);
@@ -139,7 +141,7 @@ std::string RunSession::poll_stop(int64_t steps_this_run, double step_seconds,
   const std::string stop_file = options_.run_dir + "/STOP";
   if (::access(stop_file.c_str(), F_OK) == 0) {
     std::error_code ec;
-    fs::remove(stop_file, ec);   // consumed, so that resuming continues
+    fs::remove(stop_file, ec);  // consumed, so that resuming continues
     return "the STOP file";
   }
   return "";
@@ -163,12 +165,13 @@ double RunSession::write_checkpoint(TrainingState state, const nn::Module& model
   try {
     save_training_checkpoint(path, model, optimizer, config_, state);
   } catch (const Error& e) {
-    throw Error(e.kind(),
-                fmt::format("{}; {}", e.message(),
-                            last_checkpoint_.empty()
-                                ? "the run has no earlier checkpoint"
-                                : fmt::format("the previous checkpoint {} is intact", last_checkpoint_)),
-                "free disk space (or fix the cause above), then continue the run with --resume auto");
+    throw Error(
+        e.kind(),
+        fmt::format("{}; {}", e.message(),
+                    last_checkpoint_.empty()
+                        ? "the run has no earlier checkpoint"
+                        : fmt::format("the previous checkpoint {} is intact", last_checkpoint_)),
+        "free disk space (or fix the cause above), then continue the run with --resume auto");
   }
   checkpoints_->commit(name, best_checkpoint_);
   last_checkpoint_ = path;

@@ -34,14 +34,14 @@ namespace hg::train {
 
 struct SessionOptions {
   std::string run_dir;
-  bool progress = true;     // a progress bar on stderr (mid-epoch checkpoint lines go to debug)
+  bool progress = true;  // a progress bar on stderr (mid-epoch checkpoint lines go to debug)
   // "" starts a new run (an error when run_dir already holds checkpoints); "auto" continues
   // from the newest valid checkpoint in run_dir (skipping invalid ones with a warning; a new
   // run when there is none; an error when there are some but none is valid); anything else is
   // the path of a checkpoint to continue from (an error when it is not valid).
   std::string resume;
-  int64_t stop_after_steps = 0;   // > 0: stop (checkpointed) after this many steps of this run
-  BudgetFlags budget;             // --budget, --budget-usd, --price-per-hour, --ledger, ...
+  int64_t stop_after_steps = 0;  // > 0: stop (checkpointed) after this many steps of this run
+  BudgetFlags budget;            // --budget, --budget-usd, --price-per-hour, --ledger, ...
 };
 
 class RunSession {

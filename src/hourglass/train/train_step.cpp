@@ -30,8 +30,8 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
            "train step: label_smoothing must be in [0, 1), got {}", options.label_smoothing);
   const Device device = optimizer.parameters().params.device();
   HG_CHECK(device == context_.device,
-           "train step: the parameters are on {} but the execution context names {}",
-           device.str(), context_.device.str());
+           "train step: the parameters are on {} but the execution context names {}", device.str(),
+           context_.device.str());
   recovery_.allocator = &allocator_for(device);
   recovery_.zero_grad = [this] { optimizer_.zero_grad(); };
   recovery_.batch_norm = has_batch_norm(model);

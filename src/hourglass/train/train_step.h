@@ -29,9 +29,9 @@ namespace hg::train {
 
 struct StepOptions {
   double label_smoothing = 0;
-  double clip_grad_norm = 0;     // > 0: clip the global gradient norm to this
-  int64_t micro_batch = 0;       // rows per micro-batch (>= 1; the batch size: no split)
-  const optim::LrSchedule* schedule = nullptr;   // null: the optimizer's rate stays as set
+  double clip_grad_norm = 0;  // > 0: clip the global gradient norm to this
+  int64_t micro_batch = 0;    // rows per micro-batch (>= 1; the batch size: no split)
+  const optim::LrSchedule* schedule = nullptr;  // null: the optimizer's rate stays as set
 };
 
 // The parts of a step, for per-phase timing. Forward and Backward repeat per micro-batch.
@@ -41,8 +41,8 @@ enum class PhaseEdge { Begin, End };
 
 // A contiguous range of the flat gradient buffer whose values are final for this step.
 struct GradientBucket {
-  Tensor grads;          // a view of the arena's gradients: reduce it in place
-  int64_t offset = 0;    // its first element's index in the arena
+  Tensor grads;        // a view of the arena's gradients: reduce it in place
+  int64_t offset = 0;  // its first element's index in the arena
 };
 
 // Where later layers hook into the step. Every hook is optional.
@@ -62,8 +62,8 @@ struct StepHooks {
 
 // The step's sums over the batch, f32 scalars on the device, overwritten by each step.
 struct StepSums {
-  Tensor loss;      // sum over rows of the (label-smoothed) cross-entropy
-  Tensor correct;   // rows whose arg-max is the label
+  Tensor loss;     // sum over rows of the (label-smoothed) cross-entropy
+  Tensor correct;  // rows whose arg-max is the label
 };
 
 class TrainStep {
@@ -110,7 +110,7 @@ class TrainStep {
   StepHooks hooks_;
   MicroBatchPlan plan_;
   OomRecovery recovery_;
-  std::unique_ptr<BufferSnapshot> buffers_;   // batch-norm models: rolled back on a retry
+  std::unique_ptr<BufferSnapshot> buffers_;  // batch-norm models: rolled back on a retry
   std::unique_ptr<optim::LossScaler> scaler_;
   StepSums sums_;
   Tensor last_loss_;

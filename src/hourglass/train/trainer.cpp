@@ -42,7 +42,7 @@ SessionOptions session_options(const TrainerOptions& o) {
 struct Trainer::EpochProgress {
   Tensor loss_sum, correct;
   int64_t samples = 0;
-  double train_seconds_before = 0;   // spent in this epoch before a resume
+  double train_seconds_before = 0;  // spent in this epoch before a resume
   Clock::time_point segment_start = Clock::now();
   double checkpoint_seconds = 0;
   double train_seconds() const { return train_seconds_before + seconds_since(segment_start); }
@@ -73,9 +73,9 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
   const TrainingState& s = ckpt.state;
   start_ = s;
   TrainStep& step = *setup_.step;
-  step.micro_batch_plan() = MicroBatchPlan::restore(
-      s.micro_batch > 0 ? std::to_string(s.micro_batch) : "", step.micro_batch_plan(),
-      ckpt.file.path);
+  step.micro_batch_plan() =
+      MicroBatchPlan::restore(s.micro_batch > 0 ? std::to_string(s.micro_batch) : "",
+                              step.micro_batch_plan(), ckpt.file.path);
   if (optim::LossScaler* scaler = step.loss_scaler(); scaler && !s.loss_scale.empty()) {
     double scale = 0, good = 0;
     HG_CHECK(std::sscanf(s.loss_scale.c_str(), "%lf %lf", &scale, &good) == 2 && scale > 0,
@@ -99,7 +99,7 @@ double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t 
   s.epoch = epoch;
   s.batch = next_batch;
   s.step = setup_.optimizer->step_count();
-  if (p != nullptr) {   // mid-epoch: the epoch's partial sums
+  if (p != nullptr) {  // mid-epoch: the epoch's partial sums
     s.loss_sum = p->loss_sum.item();
     s.correct = p->correct.item();
     s.samples = p->samples;
@@ -152,7 +152,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
       ops::add_(p.correct, sums.correct);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::OutOfMemory) throw;
-      write_checkpoint(&p, epoch, index);   // this batch is redone on resume
+      write_checkpoint(&p, epoch, index);  // this batch is redone on resume
       throw Error(e.kind(), fmt::format("{}; checkpoint {}", e.message(), last_checkpoint()),
                   e.remedy());
     }
@@ -221,10 +221,11 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
 }
 
 std::vector<EpochMetrics> Trainer::run() {
-  HG_LOG_INFO("run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {} test images, {} steps",
-              run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
-              optim::precision_name(run_.precision), num_threads(),
-              setup_.parts.train_set->size(), setup_.parts.test_set->size(), setup_.total_steps);
+  HG_LOG_INFO(
+      "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {} test images, {} steps",
+      run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
+      optim::precision_name(run_.precision), num_threads(), setup_.parts.train_set->size(),
+      setup_.parts.test_set->size(), setup_.total_steps);
   std::vector<EpochMetrics> history = history_;
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch)
     if (!train_epoch(epoch, history)) {

@@ -26,13 +26,13 @@ namespace hg::train {
 
 struct TrainerOptions {
   std::string run_dir;
-  bool progress = true;     // progress bar on stderr (plain lines when not a terminal)
-  std::string resume;       // "", "auto" or a checkpoint path (SessionOptions::resume)
-  int64_t stop_after_steps = 0;   // > 0: stop (checkpointed) after this many steps of this run
+  bool progress = true;          // progress bar on stderr (plain lines when not a terminal)
+  std::string resume;            // "", "auto" or a checkpoint path (SessionOptions::resume)
+  int64_t stop_after_steps = 0;  // > 0: stop (checkpointed) after this many steps of this run
   // > 0: the device allocator refuses to hold more than this many bytes in use (--memory-limit:
   // share a GPU, or rehearse the out-of-memory recovery of a bigger run).
   size_t memory_limit = 0;
-  BudgetFlags budget;             // --budget, --budget-usd, --price-per-hour, --ledger, ...
+  BudgetFlags budget;  // --budget, --budget-usd, --price-per-hour, --ledger, ...
 };
 
 class Trainer {
@@ -62,7 +62,7 @@ class Trainer {
   TrainStep& step() { return *setup_.step; }
 
  private:
-  struct EpochProgress;   // the epoch's device accumulators and counters
+  struct EpochProgress;  // the epoch's device accumulators and counters
 
   void adopt(const LoadedCheckpoint& ckpt);
   // Trains `epoch` from the resume position or its start; false when stopped.
@@ -76,8 +76,8 @@ class Trainer {
   TrainingSetup setup_;
   std::unique_ptr<RunSession> session_;
 
-  TrainingState start_;               // where run() begins (a new run: all zero)
-  std::vector<EpochMetrics> history_; // epochs completed before run()
+  TrainingState start_;                // where run() begins (a new run: all zero)
+  std::vector<EpochMetrics> history_;  // epochs completed before run()
   double best_test_acc_ = -1;
   std::string last_epoch_record_;
   int64_t steps_this_run_ = 0;

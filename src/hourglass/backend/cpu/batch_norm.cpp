@@ -20,8 +20,8 @@ namespace {
 // ---- loop bodies, compiled for the baseline ISA and for AVX-512 ----
 
 // s[c] += x[c], q[c] += x[c]^2 over `rows` rows.
-[[gnu::always_inline]] inline void sums_body(const float* x, int64_t rows, int64_t c,
-                                             double* s, double* q) {
+[[gnu::always_inline]] inline void sums_body(const float* x, int64_t rows, int64_t c, double* s,
+                                             double* q) {
   for (int64_t i = 0; i < rows; ++i, x += c)
     for (int64_t j = 0; j < c; ++j) {
       const double v = x[j];
@@ -52,28 +52,27 @@ namespace {
 // dx = a * dy - k * (x - mean) + d.
 [[gnu::always_inline]] inline void input_grad_body(const float* dy, const float* x, int64_t rows,
                                                    int64_t c, const float* a, const float* k,
-                                                   const float* mean, const float* d,
-                                                   float* dx) {
+                                                   const float* mean, const float* d, float* dx) {
   for (int64_t i = 0; i < rows; ++i, x += c, dy += c, dx += c)
     for (int64_t j = 0; j < c; ++j) dx[j] = a[j] * dy[j] - k[j] * (x[j] - mean[j]) + d[j];
 }
 
-#define HG_BN_KERNELS(SUFFIX, ATTR)                                                           \
-  ATTR void sums_##SUFFIX(const float* x, int64_t rows, int64_t c, double* s, double* q) {     \
-    sums_body(x, rows, c, s, q);                                                              \
-  }                                                                                           \
-  ATTR void grad_sums_##SUFFIX(const float* dy, const float* x, int64_t rows, int64_t c,       \
-                               double* s, double* q) {                                        \
-    grad_sums_body(dy, x, rows, c, s, q);                                                     \
-  }                                                                                           \
-  ATTR void normalize_##SUFFIX(const float* x, int64_t rows, int64_t c, const float* mean,     \
-                               const float* scale, const float* shift, float* y) {            \
-    normalize_body(x, rows, c, mean, scale, shift, y);                                        \
-  }                                                                                           \
-  ATTR void input_grad_##SUFFIX(const float* dy, const float* x, int64_t rows, int64_t c,      \
-                                const float* a, const float* k, const float* mean,            \
-                                const float* d, float* dx) {                                  \
-    input_grad_body(dy, x, rows, c, a, k, mean, d, dx);                                       \
+#define HG_BN_KERNELS(SUFFIX, ATTR)                                                                \
+  ATTR void sums_##SUFFIX(const float* x, int64_t rows, int64_t c, double* s, double* q) {         \
+    sums_body(x, rows, c, s, q);                                                                   \
+  }                                                                                                \
+  ATTR void grad_sums_##SUFFIX(const float* dy, const float* x, int64_t rows, int64_t c,           \
+                               double* s, double* q) {                                             \
+    grad_sums_body(dy, x, rows, c, s, q);                                                          \
+  }                                                                                                \
+  ATTR void normalize_##SUFFIX(const float* x, int64_t rows, int64_t c, const float* mean,         \
+                               const float* scale, const float* shift, float* y) {                 \
+    normalize_body(x, rows, c, mean, scale, shift, y);                                             \
+  }                                                                                                \
+  ATTR void input_grad_##SUFFIX(const float* dy, const float* x, int64_t rows, int64_t c,          \
+                                const float* a, const float* k, const float* mean, const float* d, \
+                                float* dx) {                                                       \
+    input_grad_body(dy, x, rows, c, a, k, mean, d, dx);                                            \
   }
 
 HG_BN_KERNELS(base, )
@@ -88,11 +87,10 @@ struct Kernels {
 };
 
 const Kernels& kernels() {
-  static const Kernels k = cpu::has_avx512()
-                               ? Kernels{sums_avx512, grad_sums_avx512, normalize_avx512,
-                                         input_grad_avx512}
-                               : Kernels{sums_base, grad_sums_base, normalize_base,
-                                         input_grad_base};
+  static const Kernels k =
+      cpu::has_avx512()
+          ? Kernels{sums_avx512, grad_sums_avx512, normalize_avx512, input_grad_avx512}
+          : Kernels{sums_base, grad_sums_base, normalize_base, input_grad_base};
   return k;
 }
 
@@ -122,7 +120,7 @@ void channel_sums(int64_t rows, int64_t c, std::vector<double>& sum_a, std::vect
   });
   sum_a.assign(size_t(c), 0.0);
   sum_b.assign(size_t(c), 0.0);
-  for (int64_t b = 0; b < blocks; ++b) {   // fixed order
+  for (int64_t b = 0; b < blocks; ++b) {  // fixed order
     const double* s = partial.data() + b * 2 * c;
     for (int64_t j = 0; j < c; ++j) {
       sum_a[j] += s[j];
@@ -151,8 +149,8 @@ void check_params(const char* op, const Tensor& x, std::initializer_list<const T
   cpu::check_f32(op, "input", x);
   for (const Tensor* t : params) {
     cpu::check_f32(op, "parameter", *t);
-    HG_CHECK(t->dim() == 1 && t->size(0) == x.size(-1), "{}: parameter {} must have shape [{}]",
-             op, t->describe(), x.size(-1));
+    HG_CHECK(t->dim() == 1 && t->size(0) == x.size(-1), "{}: parameter {} must have shape [{}]", op,
+             t->describe(), x.size(-1));
   }
 }
 
@@ -185,7 +183,7 @@ ops::BatchNormForward CpuBackend::batch_norm_train(const Tensor& x, const Tensor
   const double count = double(rows);
   for (int64_t j = 0; j < c; ++j) {
     const double m = sum[j] / count;
-    const double var = std::max(0.0, sum_sq[j] / count - m * m);   // biased, for normalising
+    const double var = std::max(0.0, sum_sq[j] / count - m * m);  // biased, for normalising
     const double invstd = 1.0 / std::sqrt(var + eps);
     mean[j] = float(m);
     scale[j] = float(double(w[j]) * invstd);

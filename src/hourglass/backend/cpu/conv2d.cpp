@@ -18,17 +18,17 @@ enum class Pass { Forward, BackwardData, BackwardWeights };
 
 // Everything that determines a convolution's primitives.
 struct ConvGeometry {
-  int64_t n, h, w, c;        // input [N,H,W,C]
-  int64_t k, r, s;           // weight [K,R,S,C/groups]
-  int64_t p, q;              // output [N,P,Q,K]
+  int64_t n, h, w, c;  // input [N,H,W,C]
+  int64_t k, r, s;     // weight [K,R,S,C/groups]
+  int64_t p, q;        // output [N,P,Q,K]
   Conv2dParams prm;
 
   int64_t groups() const { return prm.groups; }
 
   std::string key(const char* what, bool has_bias) const {
-    return fmt::format("conv2d.{}:{},{},{},{}:{},{},{}:s{},{}:p{},{}:d{},{}:g{}:b{}", what, n, h,
-                       w, c, k, r, s, prm.stride_h, prm.stride_w, prm.pad_h, prm.pad_w,
-                       prm.dilation_h, prm.dilation_w, prm.groups, int(has_bias));
+    return fmt::format("conv2d.{}:{},{},{},{}:{},{},{}:s{},{}:p{},{}:d{},{}:g{}:b{}", what, n, h, w,
+                       c, k, r, s, prm.stride_h, prm.stride_w, prm.pad_h, prm.pad_w, prm.dilation_h,
+                       prm.dilation_w, prm.groups, int(has_bias));
   }
 
   // Whether a pass leaves the activation layouts to oneDNN (format_tag::any), with the NHWC
@@ -126,8 +126,9 @@ struct ForwardPrims {
 
 const ForwardPrims& forward_prims(const ConvGeometry& g, bool has_bias) {
   const FwdPd& pd = forward_pd(g, has_bias);
-  return cpu::PrimitiveCache::instance().get<ForwardPrims>(
-      g.key("fwd", has_bias), [&] { return ForwardPrims{pd, dnnl::convolution_forward(pd)}; });
+  return cpu::PrimitiveCache::instance().get<ForwardPrims>(g.key("fwd", has_bias), [&] {
+    return ForwardPrims{pd, dnnl::convolution_forward(pd)};
+  });
 }
 
 struct BackwardDataPrims {
@@ -138,10 +139,9 @@ struct BackwardDataPrims {
 const BackwardDataPrims& backward_data_prims(const ConvGeometry& g) {
   const FwdPd& hint = forward_pd(g, false);
   return cpu::PrimitiveCache::instance().get<BackwardDataPrims>(g.key("bwd_data", false), [&] {
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct,
-                                            g.src_prim(Pass::BackwardData), g.weights_any(),
-                                            g.dst_prim(Pass::BackwardData), g.strides(),
-                                            g.dilates(), g.pad_l(), g.pad_r());
+    dnnl::convolution_backward_data::desc d(
+        dnnl::algorithm::convolution_direct, g.src_prim(Pass::BackwardData), g.weights_any(),
+        g.dst_prim(Pass::BackwardData), g.strides(), g.dilates(), g.pad_l(), g.pad_r());
     BwdDataPd pd(d, cpu::engine(), hint);
     return BackwardDataPrims{pd, dnnl::convolution_backward_data(pd)};
   });
@@ -157,9 +157,9 @@ const BackwardWeightsPrims& backward_weights_prims(const ConvGeometry& g, bool h
   return cpu::PrimitiveCache::instance().get<BackwardWeightsPrims>(
       g.key("bwd_weights", has_bias), [&] {
         dnnl::convolution_backward_weights::desc d(
-            dnnl::algorithm::convolution_direct, g.src_prim(Pass::BackwardWeights),
-            g.weights_any(), g.bias_desc(has_bias), g.dst_prim(Pass::BackwardWeights),
-            g.strides(), g.dilates(), g.pad_l(), g.pad_r());
+            dnnl::algorithm::convolution_direct, g.src_prim(Pass::BackwardWeights), g.weights_any(),
+            g.bias_desc(has_bias), g.dst_prim(Pass::BackwardWeights), g.strides(), g.dilates(),
+            g.pad_l(), g.pad_r());
         BwdWeightsPd pd(d, cpu::engine(), hint);
         return BackwardWeightsPrims{pd, dnnl::convolution_backward_weights(pd)};
       });

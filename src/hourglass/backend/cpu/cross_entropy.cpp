@@ -29,11 +29,10 @@ void check_labels(const char* op, const Tensor& labels, int64_t classes) {
   const int64_t* lab = labels.data<int64_t>();
   for (int64_t i = 0; i < labels.numel(); ++i)
     if (lab[i] < 0 || lab[i] >= classes) [[unlikely]]
-      throw_invalid(fmt::format("{}: label {} in row {} is outside [0, {})", op, lab[i], i,
-                                classes),
-                    "check the dataset's labels and the model's number of classes");
+      throw_invalid(
+          fmt::format("{}: label {} in row {} is outside [0, {})", op, lab[i], i, classes),
+          "check the dataset's labels and the model's number of classes");
 }
-
 
 }  // namespace
 
@@ -66,7 +65,7 @@ ops::CrossEntropyForward CpuBackend::cross_entropy(const Tensor& logits, const T
           sum_exp += double(e);
           sum_shifted += double(shifted);
         }
-        const double log_sum = std::log(sum_exp);   // lse - max
+        const double log_sum = std::log(sum_exp);  // lse - max
         const T inv = T(1.0 / sum_exp);
         for (int64_t j = 0; j < classes; ++j) pr[j] *= inv;
         // log p_j = (x_j - max) - log_sum
@@ -126,7 +125,7 @@ Tensor CpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
     parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * classes;
-        int64_t best = 0;   // first maximum wins ties, as torch.argmax does
+        int64_t best = 0;  // first maximum wins ties, as torch.argmax does
         for (int64_t j = 1; j < classes; ++j)
           if (xr[j] > xr[best]) best = j;
         hit[size_t(r)] = best == lab[r];

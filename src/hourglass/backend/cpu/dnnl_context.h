@@ -33,9 +33,10 @@ class PrimitiveCache {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(key);
     if (it == entries_.end())
-      it = entries_.emplace(key, std::shared_ptr<void>(new T(make()), [](void* p) {
-                              delete static_cast<T*>(p);
-                            })).first;
+      it = entries_
+               .emplace(key, std::shared_ptr<void>(new T(make()),
+                                                   [](void* p) { delete static_cast<T*>(p); }))
+               .first;
     return *static_cast<T*>(it->second.get());
   }
   void clear();

@@ -62,10 +62,9 @@ void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::me
 namespace hg::cpu {
 
 bool has_avx512() {
-  static const bool value = __builtin_cpu_supports("avx512f") &&
-                            __builtin_cpu_supports("avx512vl") &&
-                            __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512dq");
+  static const bool value =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
   return value;
 }
 

@@ -16,23 +16,21 @@ using cpu::dispatch_float;
 
 namespace {
 
-constexpr int64_t kGrain = int64_t(1) << 14;   // Philox costs ~10 multiplies per 4 elements
+constexpr int64_t kGrain = int64_t(1) << 14;  // Philox costs ~10 multiplies per 4 elements
 
 // The integer form of `uniform_from_bits(bits) >= p`: (bits >> 8) / 2^24 >= p exactly when
 // (bits >> 8) >= ceil(p * 2^24), and p * 2^24 is exact in double.
 uint32_t keep_threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }
 
-
 }  // namespace
 
-ops::DropoutForward CpuBackend::dropout(const Tensor& x, double p, uint64_t seed,
-                                        uint64_t offset) {
+ops::DropoutForward CpuBackend::dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   ops::DropoutForward out;
   out.y = Tensor::empty(x.shape(), x.dtype(), x.device());
   out.mask = Tensor::empty(x.shape(), DType::U8, x.device());
   const int64_t n = x.numel();
   uint8_t* mask = out.mask.data<uint8_t>();
-  if (p == 0.0) {   // identity: skip the random numbers altogether
+  if (p == 0.0) {  // identity: skip the random numbers altogether
     out.y.copy_(x);
     out.mask.fill_(1.0);
     return out;

@@ -60,13 +60,11 @@ Tensor unary(const char* op, const Tensor& a, Scalar... s) {
 // The ops of the functor table (elementwise_functors.h).
 #define HG_CPU_UNARY(name, F) \
   Tensor CpuBackend::name(const Tensor& x) { return unary<elementwise::F>(#name, x); }
-#define HG_CPU_SCALAR(name, F)                              \
-  Tensor CpuBackend::name(const Tensor& x, double s) {      \
-    return unary<elementwise::F>(#name, x, s);              \
-  }
-#define HG_CPU_BINARY(name, F)                                   \
-  Tensor CpuBackend::name(const Tensor& a, const Tensor& b) {    \
-    return binary<elementwise::F>(#name, a, b);                  \
+#define HG_CPU_SCALAR(name, F) \
+  Tensor CpuBackend::name(const Tensor& x, double s) { return unary<elementwise::F>(#name, x, s); }
+#define HG_CPU_BINARY(name, F)                                \
+  Tensor CpuBackend::name(const Tensor& a, const Tensor& b) { \
+    return binary<elementwise::F>(#name, a, b);               \
   }
 HG_ELEMENTWISE_OPS(HG_CPU_UNARY, HG_CPU_SCALAR, HG_CPU_BINARY)
 #undef HG_CPU_UNARY
@@ -78,7 +76,7 @@ void CpuBackend::add_(Tensor& dst, const Tensor& src, double alpha) {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
     const int64_t n = dst.numel();
-    if (alpha == 1.0)   // the common case (gradient accumulation): skip the multiply
+    if (alpha == 1.0)  // the common case (gradient accumulation): skip the multiply
       binary_loop<T>(d, s, d, n, elementwise::Add<T>{});
     else
       binary_loop<T>(d, s, d, n, elementwise::AddScaled<T>{T(alpha)});

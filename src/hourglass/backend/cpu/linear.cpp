@@ -40,8 +40,8 @@ dnnl::matmul& cached_matmul(int64_t m, int64_t k, int64_t n, tag src_tag, tag we
     const dnnl::memory::desc dst(cpu::dims({m, n}), dt::f32, tag::ab);
     if (with_bias) {
       const dnnl::memory::desc bias(cpu::dims({1, n}), dt::f32, tag::ab);
-      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst),
-                                                       cpu::engine()));
+      return dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), cpu::engine()));
     }
     return dnnl::matmul(
         dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), cpu::engine()));
@@ -49,14 +49,13 @@ dnnl::matmul& cached_matmul(int64_t m, int64_t k, int64_t n, tag src_tag, tag we
 }
 
 // Runs dst = src * wei (+ bias) with the given logical shapes and layouts.
-void run_matmul(const Tensor& src, tag src_tag, const Tensor& wei, tag wei_tag,
-                const Tensor& bias, Tensor& dst, int64_t m, int64_t k, int64_t n) {
+void run_matmul(const Tensor& src, tag src_tag, const Tensor& wei, tag wei_tag, const Tensor& bias,
+                Tensor& dst, int64_t m, int64_t k, int64_t n) {
   const bool with_bias = bias.defined();
   dnnl::matmul& prim = cached_matmul(m, k, n, src_tag, wei_tag, with_bias);
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, cpu::wrap(src, dnnl::memory::desc(cpu::dims({m, k}), dt::f32, src_tag))},
-      {DNNL_ARG_WEIGHTS,
-       cpu::wrap(wei, dnnl::memory::desc(cpu::dims({k, n}), dt::f32, wei_tag))},
+      {DNNL_ARG_WEIGHTS, cpu::wrap(wei, dnnl::memory::desc(cpu::dims({k, n}), dt::f32, wei_tag))},
       {DNNL_ARG_DST, cpu::wrap(dst, dnnl::memory::desc(cpu::dims({m, n}), dt::f32, tag::ab))}};
   if (with_bias)
     args.emplace(DNNL_ARG_BIAS,
@@ -94,7 +93,7 @@ Tensor CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias) 
   const int64_t n = x.size(0), in = x.size(1), out = w.size(0);
   Tensor y = Tensor::empty({n, out}, DType::F32, x.device());
   if (n == 0 || out == 0) return y;
-  if (in == 0) {   // empty sum: y is the bias (oneDNN rejects zero-sized K)
+  if (in == 0) {  // empty sum: y is the bias (oneDNN rejects zero-sized K)
     y.zero_();
     if (bias.defined())
       for (int64_t i = 0; i < n; ++i) y.narrow(0, i, 1).view({out}).copy_(bias);

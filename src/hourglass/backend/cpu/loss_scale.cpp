@@ -42,7 +42,7 @@ void CpuBackend::update_loss_scale_(Tensor& state, double growth, double backoff
     s[2] += 1.0f;
     if (int64_t(s[2]) >= growth_interval) {
       const float grown = float(double(s[0]) * growth);
-      if (std::isfinite(grown)) s[0] = grown;   // never grow the scale to inf
+      if (std::isfinite(grown)) s[0] = grown;  // never grow the scale to inf
       s[2] = 0.0f;
     }
   }

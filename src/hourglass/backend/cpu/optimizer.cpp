@@ -92,7 +92,7 @@ void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
 namespace hg {
 
 void CpuBackend::advance_step_(Tensor& step, const Tensor& skip) {
-  if (skip.defined() && skip.item() != 0.0) return;   // NaN counts as nonzero
+  if (skip.defined() && skip.item() != 0.0) return;  // NaN counts as nonzero
   step.data<float>()[0] += 1.0f;
 }
 

@@ -15,14 +15,14 @@ namespace {
 using dnnl::memory;
 
 struct PoolGeometry {
-  int64_t n, h, w, c;   // input [N,H,W,C]
-  int64_t p, q;         // output [N,P,Q,C]
+  int64_t n, h, w, c;  // input [N,H,W,C]
+  int64_t p, q;        // output [N,P,Q,C]
   Pool2dParams prm;
   dnnl::algorithm algo;
 
   std::string key(const char* what) const {
-    return fmt::format("pool2d.{}.{}:{},{},{},{}:k{},{}:s{},{}:p{},{}", what, int(algo), n, h, w,
-                       c, prm.kernel_h, prm.kernel_w, prm.stride_h, prm.stride_w, prm.pad_h,
+    return fmt::format("pool2d.{}.{}:{},{},{},{}:k{},{}:s{},{}:p{},{}", what, int(algo), n, h, w, c,
+                       prm.kernel_h, prm.kernel_w, prm.stride_h, prm.stride_w, prm.pad_h,
                        prm.pad_w);
   }
   cpu::MemoryDesc src() const { return cpu::nhwc_desc(n, h, w, c); }
@@ -71,8 +71,8 @@ struct BackwardPrims {
 const BackwardPrims& backward_prims(const PoolGeometry& g) {
   const ForwardPrims& fwd = forward_prims(g);
   return cpu::PrimitiveCache::instance().get<BackwardPrims>(g.key("bwd"), [&] {
-    dnnl::pooling_backward::desc d(g.algo, g.src(), g.dst(), g.strides(), g.kernel(),
-                                   g.padding(), g.padding());
+    dnnl::pooling_backward::desc d(g.algo, g.src(), g.dst(), g.strides(), g.kernel(), g.padding(),
+                                   g.padding());
     BwdPd pd(d, cpu::engine(), fwd.pd);
     return BackwardPrims{pd, dnnl::pooling_backward(pd)};
   });
@@ -80,8 +80,7 @@ const BackwardPrims& backward_prims(const PoolGeometry& g) {
 
 // Runs the forward primitive; `workspace` (max pooling only) receives the arg-max record.
 Tensor pool_forward(const Tensor& x, const PoolGeometry& g, Tensor* workspace) {
-  cpu::check_f32(g.algo == dnnl::algorithm::pooling_max ? "max_pool2d" : "avg_pool2d", "input",
-                 x);
+  cpu::check_f32(g.algo == dnnl::algorithm::pooling_max ? "max_pool2d" : "avg_pool2d", "input", x);
   const ForwardPrims& fwd = forward_prims(g);
   Tensor y = Tensor::empty({g.n, g.p, g.q, g.c});
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, cpu::wrap(x, g.src())},

@@ -14,8 +14,8 @@ namespace hg {
 
 namespace {
 
-constexpr int64_t kBlock = int64_t(1) << 13;   // elements per partial sum
-constexpr int64_t kLanes = 8;                  // independent accumulators (lets it vectorise)
+constexpr int64_t kBlock = int64_t(1) << 13;  // elements per partial sum
+constexpr int64_t kLanes = 8;                 // independent accumulators (lets it vectorise)
 
 // Sum of f(x[i]) over [0, n) in double with kLanes interleaved accumulators, combined in lane
 // order: the order of additions is fixed by n alone.

@@ -44,7 +44,7 @@ int sm_count(int device) {
 unsigned* column_counters(int device, int64_t slots, gpuStream_t stream) {
   struct Counters {
     std::mutex mutex;
-    Tensor* tensor = nullptr;   // never deleted: it must outlive every kernel, exit included
+    Tensor* tensor = nullptr;  // never deleted: it must outlive every kernel, exit included
     int64_t slots = 0;
   };
   static std::array<Counters, kMaxDevices> all;
@@ -122,8 +122,8 @@ ops::BatchNormForward GpuBackend::batch_norm_train(const Tensor& x, const Tensor
   unsigned* counters = column_counters(device, plan.columns, stream);
   gpu::batch_norm_train_launch(plan, x.dtype(), x.data_ptr(), out.y.data_ptr(), rows, c, fptr(w),
                                fptr(b), fptr_mut(running_mean), fptr_mut(running_var), momentum,
-                               eps, fptr_mut(out.mean), fptr_mut(out.invstd),
-                               fptr_mut(workspace), counters, stream);
+                               eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace),
+                               counters, stream);
   return out;
 }
 
@@ -140,8 +140,8 @@ Tensor GpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const 
   gpuStream_t stream = gpu::stream_for(x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.numel() == 0) return y;
-  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &y}),
-                                                       sm_count(x.device().index));
+  const gpu::BatchNormPlan plan =
+      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &y}), sm_count(x.device().index));
   gpu::batch_norm_eval_launch(plan, x.dtype(), x.data_ptr(), y.data_ptr(), rows, c, fptr(w),
                               fptr(b), fptr(rm), fptr(rv), eps, stream);
   return y;
@@ -155,8 +155,7 @@ ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tens
   HG_CHECK(dy.dtype() == x.dtype() && dy.device() == x.device() && dy.shape() == x.shape(),
            "{}: grad output {} must match input {} in shape, dtype and device", op, dy.describe(),
            x.describe());
-  HG_ASSERT(dy.is_contiguous(), "gpu {}: grad output {} must arrive contiguous", op,
-            dy.describe());
+  HG_ASSERT(dy.is_contiguous(), "gpu {}: grad output {} must arrive contiguous", op, dy.describe());
   const Tensor w = channel_vector(op, "weight", weight, x);
   const Tensor mu = channel_vector(op, "saved mean", mean, x);
   const Tensor is = channel_vector(op, "saved invstd", invstd, x);
@@ -175,10 +174,9 @@ ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tens
   const Tensor workspace =
       Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
   unsigned* counters = column_counters(device, plan.columns, stream);
-  gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(),
-                                  grads.dx.data_ptr(), rows, c, fptr(w), fptr(mu), fptr(is),
-                                  fptr_mut(grads.dweight), fptr_mut(grads.dbias),
-                                  fptr_mut(workspace), counters, stream);
+  gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(), grads.dx.data_ptr(),
+                                  rows, c, fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight),
+                                  fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
   return grads;
 }
 

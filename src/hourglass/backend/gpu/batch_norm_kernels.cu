@@ -16,16 +16,18 @@
 namespace hg::gpu {
 namespace {
 
-constexpr int kThreads = 512;     // threads per block (block_x * block_y)
+constexpr int kThreads = 512;  // threads per block (block_x * block_y)
 // Rows a thread loads before using any (memory parallelism): 64 bytes in flight per thread
 // and kernel, at most 4 rows (registers).
+// clang-format off (it reads the comparisons as template brackets)
 template <typename T, int V, int kInputs>
 inline constexpr int kRowsPerStep =
-    64 / (kInputs * V * int(sizeof(T))) < 1   ? 1
-    : 64 / (kInputs * V * int(sizeof(T))) > 4 ? 4
-                                              : 64 / (kInputs * V * int(sizeof(T)));
-constexpr int kMinRowsPerThread = 4;   // the grids give every thread at least this many rows
-constexpr int kMaxBlockX = 16;    // at most 16 vectors (128 bf16 / 64 f32 channels) a column
+    64 / (kInputs * V * int(sizeof(T)))<1 ? 1 : 64 / (kInputs * V * int(sizeof(T)))> 4
+        ? 4
+        : 64 / (kInputs * V * int(sizeof(T)));
+// clang-format on
+constexpr int kMinRowsPerThread = 4;  // the grids give every thread at least this many rows
+constexpr int kMaxBlockX = 16;        // at most 16 vectors (128 bf16 / 64 f32 channels) a column
 // Blocks per multiprocessor the grids aim at: one wave of two 512-thread blocks, which keeps
 // the partials few (the last block merges them all) and lets every kernel share one partition
 // of the rows (see batch_norm_normalize_kernel).
@@ -96,7 +98,7 @@ struct WelfordMerge {
     const float wb = n > 0.0f ? nb / n : 0.0f;
     const float delta = mean_b - mean_a;
     mean_a += delta * wb;
-    m2_a += m2_b + delta * (delta * (na * wb));   // na * wb = 0 for an empty a
+    m2_a += m2_b + delta * (delta * (na * wb));  // na * wb = 0 for an empty a
   }
 };
 
@@ -128,8 +130,8 @@ __device__ inline int log2_of(int power_of_two) { return __ffs(power_of_two) - 1
 // (c < W). Contains barriers: call from every thread.
 template <int V, typename Merge>
 __device__ bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket, const Merge& merge,
-                              int64_t rows, int64_t channels, int64_t rows_per_block,
-                              float* part_a, float* part_b, unsigned* counters) {
+                              int64_t rows, int64_t channels, int64_t rows_per_block, float* part_a,
+                              float* part_b, unsigned* counters) {
   const int width = int(blockDim.x) * V;
   const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
   const int64_t column = blockIdx.x, block = blockIdx.y, blocks = gridDim.y;
@@ -159,7 +161,7 @@ __device__ bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket, const 
   __syncthreads();
   if (*s_ticket != unsigned(blocks - 1)) return false;
   __threadfence();
-  if (t == 0) counters[column] = 0u;   // ready for the next kernel, no memset needed
+  if (t == 0) counters[column] = 0u;  // ready for the next kernel, no memset needed
 
   // kThreads / width lanes per channel; lane l merges partials l, l + lanes, ... in order,
   // then a tree over the lanes as above.
@@ -199,11 +201,10 @@ __device__ bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket, const 
 
 // Batch statistics; the last block of each column writes mean, invstd and running stats.
 template <typename T, int V>
-__global__ void HG_BN_LAUNCH_BOUNDS
-    batch_norm_stats_kernel(const T* __restrict__ x, int64_t rows, int64_t channels,
-                            int64_t rows_per_block, float* running_mean, float* running_var,
-                            double momentum, double eps, float* save_mean, float* save_invstd,
-                            float* part_mean, float* part_m2, unsigned* counters) {
+__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_stats_kernel(
+    const T* __restrict__ x, int64_t rows, int64_t channels, int64_t rows_per_block,
+    float* running_mean, float* running_var, double momentum, double eps, float* save_mean,
+    float* save_invstd, float* part_mean, float* part_m2, unsigned* counters) {
   constexpr int kRows = kRowsPerStep<T, V, 1>;
   __shared__ float s_mean[kThreads * V];
   __shared__ float s_m2[kThreads * V];
@@ -258,8 +259,8 @@ __global__ void HG_BN_LAUNCH_BOUNDS
   const int64_t c = int64_t(blockIdx.x) * width + t;
   if (t < width && c < channels) {
     const double count = double(rows);
-    const double m = double(to_float(x[c])) + double(s_mean[t]);   // shift + mean of x - shift
-    const double var = fmax(0.0, double(s_m2[t]) / count);         // biased, for normalising
+    const double m = double(to_float(x[c])) + double(s_mean[t]);  // shift + mean of x - shift
+    const double var = fmax(0.0, double(s_m2[t]) / count);        // biased, for normalising
     save_mean[c] = float(m);
     save_invstd[c] = float(1.0 / sqrt(var + eps));
     // PyTorch: running = (1 - momentum) * running + momentum * batch, unbiased variance.
@@ -280,12 +281,10 @@ __device__ inline int64_t steps_of(int64_t len, int64_t start, int64_t stride) {
 // rows backwards: the reduction that just read the same rows forwards left their ends in L2,
 // so the pass starts on what is still cached (for the smaller layers, all of it).
 template <typename T, int V, bool kFromVariance>
-__global__ void HG_BN_LAUNCH_BOUNDS
-    batch_norm_normalize_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
-                                int64_t channels, int64_t rows_per_block,
-                                const float* __restrict__ weight, const float* __restrict__ bias,
-                                const float* __restrict__ mean_in,
-                                const float* __restrict__ spread, double eps) {
+__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
+    const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t channels,
+    int64_t rows_per_block, const float* __restrict__ weight, const float* __restrict__ bias,
+    const float* __restrict__ mean_in, const float* __restrict__ spread, double eps) {
   constexpr int kRows = kRowsPerStep<T, V, 1>;
   const int by = int(blockDim.y), ty = int(threadIdx.y);
   const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -326,12 +325,10 @@ __global__ void HG_BN_LAUNCH_BOUNDS
 // Per-channel sum dy and sum dy * (x - mean); the last block of each column writes
 // dbias = sum dy and dweight = invstd * sum dy * (x - mean).
 template <typename T, int V>
-__global__ void HG_BN_LAUNCH_BOUNDS
-    batch_norm_grad_sums_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t rows,
-                                int64_t channels, int64_t rows_per_block,
-                                const float* __restrict__ mean_in,
-                                const float* __restrict__ invstd, float* dweight, float* dbias,
-                                float* part_dy, float* part_dyx, unsigned* counters) {
+__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
+    const T* __restrict__ dy, const T* __restrict__ x, int64_t rows, int64_t channels,
+    int64_t rows_per_block, const float* __restrict__ mean_in, const float* __restrict__ invstd,
+    float* dweight, float* dbias, float* part_dy, float* part_dyx, unsigned* counters) {
   constexpr int kRows = kRowsPerStep<T, V, 2>;
   __shared__ float s_dy[kThreads * V];
   __shared__ float s_dyx[kThreads * V];
@@ -352,8 +349,7 @@ __global__ void HG_BN_LAUNCH_BOUNDS
     const int64_t offset = (first + ty) * channels + vector * V;
     const T* pg = dy + offset;
     const T* px = x + offset;
-    for (int64_t o = ty; o < len;
-         o += by * kRows, pg += kRows * step, px += kRows * step) {
+    for (int64_t o = ty; o < len; o += by * kRows, pg += kRows * step, px += kRows * step) {
       Pack<T, V> gs[kRows], xs[kRows];
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
@@ -381,8 +377,8 @@ __global__ void HG_BN_LAUNCH_BOUNDS
     s_dy[e + i] = sum_dy[i];
     s_dyx[e + i] = sum_dyx[i];
   }
-  if (!reduce_column<V>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels, rows_per_block,
-                        part_dy, part_dyx, counters))
+  if (!reduce_column<V>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels, rows_per_block, part_dy,
+                        part_dyx, counters))
     return;
   const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
   const int width = int(blockDim.x) * V;
@@ -396,14 +392,11 @@ __global__ void HG_BN_LAUNCH_BOUNDS
 // dx = a * dy - k * (x - mean) + d with a = weight * invstd, k = a * invstd * dweight / M,
 // d = -a * dbias / M (the CPU backend's form).
 template <typename T, int V>
-__global__ void HG_BN_LAUNCH_BOUNDS
-    batch_norm_input_grad_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                 T* __restrict__ dx, int64_t rows, int64_t channels,
-                                 int64_t rows_per_block, const float* __restrict__ weight,
-                                 const float* __restrict__ mean_in,
-                                 const float* __restrict__ invstd,
-                                 const float* __restrict__ dweight,
-                                 const float* __restrict__ dbias) {
+__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_input_grad_kernel(
+    const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, int64_t rows,
+    int64_t channels, int64_t rows_per_block, const float* __restrict__ weight,
+    const float* __restrict__ mean_in, const float* __restrict__ invstd,
+    const float* __restrict__ dweight, const float* __restrict__ dbias) {
   constexpr int kRows = kRowsPerStep<T, V, 2>;
   // The coefficients of the block's channels live in shared memory (read per row, a broadcast
   // across the threads of one channel vector): in registers they would cost 4 * V of them.
@@ -481,7 +474,7 @@ void dispatch_vec(const char* op, DType dtype, int vec, Body&& body) {
       break;
     default: break;
   }
-  unsupported_dtype(op, dtype);   // batch_norm_plan never picks another width for this type
+  unsupported_dtype(op, dtype);  // batch_norm_plan never picks another width for this type
 }
 
 // Blocks across rows (and rows each) for a grid of `columns` columns aiming at
@@ -503,7 +496,7 @@ BatchNormPlan batch_norm_plan(int64_t rows, int64_t channels, DType dtype, uint6
                               int sm_count) {
   BatchNormPlan p;
   const int64_t size = int64_t(dtype_size(dtype));
-  int vec = int(std::min<int64_t>(8, 16 / size));   // 16-byte loads: 4 f32 or 8 bf16/f16
+  int vec = int(std::min<int64_t>(8, 16 / size));  // 16-byte loads: 4 f32 or 8 bf16/f16
   while (vec > 1 && (channels % vec != 0 || address_bits % uint64_t(vec * size) != 0)) vec /= 2;
   p.vec = vec;
   const int64_t vectors = channels / vec;
@@ -523,42 +516,41 @@ int64_t batch_norm_workspace_floats(const BatchNormPlan& plan, int64_t channels)
 }
 
 void batch_norm_train_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
-                             int64_t rows, int64_t channels, const float* weight,
-                             const float* bias, float* running_mean, float* running_var,
-                             double momentum, double eps, float* save_mean, float* save_invstd,
-                             float* workspace, unsigned* counters, gpuStream_t stream) {
+                             int64_t rows, int64_t channels, const float* weight, const float* bias,
+                             float* running_mean, float* running_var, double momentum, double eps,
+                             float* save_mean, float* save_invstd, float* workspace,
+                             unsigned* counters, gpuStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const char* op = "batch_norm";
   dispatch_float(op, dtype, [&]<typename T>() {
     dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
       const T* xt = static_cast<const T*>(x);
       batch_norm_stats_kernel<T, V>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0,
-             stream>>>(xt, rows, channels, plan.rows_per_block, running_mean, running_var,
-                       momentum, eps, save_mean, save_invstd, workspace,
-                       workspace + plan.row_blocks * channels, counters);
+          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+              xt, rows, channels, plan.rows_per_block, running_mean, running_var, momentum, eps,
+              save_mean, save_invstd, workspace, workspace + plan.row_blocks * channels, counters);
       HG_GPU_CHECK_LAUNCH();
       batch_norm_normalize_kernel<T, V, false>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0,
-             stream>>>(xt, static_cast<T*>(y), rows, channels, plan.rows_per_block, weight,
-                       bias, save_mean, save_invstd, eps);
+          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+              xt, static_cast<T*>(y), rows, channels, plan.rows_per_block, weight, bias, save_mean,
+              save_invstd, eps);
       HG_GPU_CHECK_LAUNCH();
     });
   });
 }
 
 void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
-                            int64_t rows, int64_t channels, const float* weight,
-                            const float* bias, const float* running_mean,
-                            const float* running_var, double eps, gpuStream_t stream) {
+                            int64_t rows, int64_t channels, const float* weight, const float* bias,
+                            const float* running_mean, const float* running_var, double eps,
+                            gpuStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const char* op = "batch_norm";
   dispatch_float(op, dtype, [&]<typename T>() {
     dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
       batch_norm_normalize_kernel<T, V, true>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0,
-             stream>>>(static_cast<const T*>(x), static_cast<T*>(y), rows, channels,
-                       plan.rows_per_block, weight, bias, running_mean, running_var, eps);
+          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+              static_cast<const T*>(x), static_cast<T*>(y), rows, channels, plan.rows_per_block,
+              weight, bias, running_mean, running_var, eps);
       HG_GPU_CHECK_LAUNCH();
     });
   });
@@ -567,8 +559,8 @@ void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* 
 void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
                                 const void* x, void* dx, int64_t rows, int64_t channels,
                                 const float* weight, const float* mean, const float* invstd,
-                                float* dweight, float* dbias, float* workspace,
-                                unsigned* counters, gpuStream_t stream) {
+                                float* dweight, float* dbias, float* workspace, unsigned* counters,
+                                gpuStream_t stream) {
   if (channels == 0) return;
   const char* op = "batch_norm_backward";
   dispatch_float(op, dtype, [&]<typename T>() {
@@ -577,15 +569,15 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
       const T* xt = static_cast<const T*>(x);
       // Also with no rows: writes dweight = dbias = 0.
       batch_norm_grad_sums_kernel<T, V>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0,
-             stream>>>(gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias,
-                       workspace, workspace + plan.row_blocks * channels, counters);
+          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+              gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
+              workspace + plan.row_blocks * channels, counters);
       HG_GPU_CHECK_LAUNCH();
       if (rows == 0) return;
       batch_norm_input_grad_kernel<T, V>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0,
-             stream>>>(gt, xt, static_cast<T*>(dx), rows, channels, plan.rows_per_block,
-                       weight, mean, invstd, dweight, dbias);
+          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+              gt, xt, static_cast<T*>(dx), rows, channels, plan.rows_per_block, weight, mean,
+              invstd, dweight, dbias);
       HG_GPU_CHECK_LAUNCH();
     });
   });

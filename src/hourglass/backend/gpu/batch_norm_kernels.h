@@ -22,12 +22,12 @@ namespace hg::gpu {
 
 // How the kernels cover a [rows, channels] input.
 struct BatchNormPlan {
-  int vec = 1;                  // consecutive channels per thread (1, 2, 4 or 8)
-  int block_x = 1;              // threads across channel vectors
-  int block_y = 1;              // threads across rows (block_x * block_y threads a block)
-  int64_t columns = 1;          // blocks across channels: block_x * vec channels each
-  int64_t row_blocks = 1;       // blocks across rows (= partials per channel of a reduction)
-  int64_t rows_per_block = 1;   // rows per block (the last block may have fewer)
+  int vec = 1;                 // consecutive channels per thread (1, 2, 4 or 8)
+  int block_x = 1;             // threads across channel vectors
+  int block_y = 1;             // threads across rows (block_x * block_y threads a block)
+  int64_t columns = 1;         // blocks across channels: block_x * vec channels each
+  int64_t row_blocks = 1;      // blocks across rows (= partials per channel of a reduction)
+  int64_t rows_per_block = 1;  // rows per block (the last block may have fewer)
 };
 
 // The plan for an input of `rows` x `channels` elements of `dtype` on a GPU with `sm_count`
@@ -46,16 +46,16 @@ int64_t batch_norm_workspace_floats(const BatchNormPlan& plan, int64_t channels)
 // least plan.columns zeros (and is left so). All float pointers are [channels] except
 // `workspace` (batch_norm_workspace_floats).
 void batch_norm_train_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
-                             int64_t rows, int64_t channels, const float* weight,
-                             const float* bias, float* running_mean, float* running_var,
-                             double momentum, double eps, float* save_mean, float* save_invstd,
-                             float* workspace, unsigned* counters, gpuStream_t stream);
+                             int64_t rows, int64_t channels, const float* weight, const float* bias,
+                             float* running_mean, float* running_var, double momentum, double eps,
+                             float* save_mean, float* save_invstd, float* workspace,
+                             unsigned* counters, gpuStream_t stream);
 
 // Eval forward: y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
 void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
-                            int64_t rows, int64_t channels, const float* weight,
-                            const float* bias, const float* running_mean,
-                            const float* running_var, double eps, gpuStream_t stream);
+                            int64_t rows, int64_t channels, const float* weight, const float* bias,
+                            const float* running_mean, const float* running_var, double eps,
+                            gpuStream_t stream);
 
 // Backward from the saved statistics: dbias = sum dy, dweight = sum dy * xhat with
 // xhat = (x - mean) * invstd, then dx = weight * invstd * (dy - dbias / M - xhat * dweight / M)
@@ -63,7 +63,7 @@ void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* 
 void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
                                 const void* x, void* dx, int64_t rows, int64_t channels,
                                 const float* weight, const float* mean, const float* invstd,
-                                float* dweight, float* dbias, float* workspace,
-                                unsigned* counters, gpuStream_t stream);
+                                float* dweight, float* dbias, float* workspace, unsigned* counters,
+                                gpuStream_t stream);
 
 }  // namespace hg::gpu

@@ -15,10 +15,10 @@ namespace hg::gpu {
 
 namespace {
 
-constexpr int kColTile = 32;                        // columns per block
-constexpr int kRowLanes = 8;                        // threads per column
-constexpr int kThreads = kColTile * kRowLanes;      // 256: a multiple of 64 (AMD wavefronts)
-constexpr int64_t kMaxChunks = 256;                 // row slices at most (partials per column)
+constexpr int kColTile = 32;                    // columns per block
+constexpr int kRowLanes = 8;                    // threads per column
+constexpr int kThreads = kColTile * kRowLanes;  // 256: a multiple of 64 (AMD wavefronts)
+constexpr int64_t kMaxChunks = 256;             // row slices at most (partials per column)
 constexpr int64_t kMinRowsPerChunk = 64;
 
 int64_t rows_per_chunk(int64_t rows) {
@@ -105,11 +105,11 @@ void launch_bias_grad(const void* dy, int64_t rows, int64_t cols, DType dtype, f
   const int64_t per = rows_per_chunk(rows);
   dispatch_float("bias_grad", dtype, [&]<typename T>() {
     const dim3 grid(unsigned((cols + kColTile - 1) / kColTile), unsigned(chunks));
-    column_partials<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(dy), rows, cols,
-                                                       per, partials);
+    column_partials<T>
+        <<<grid, kThreads, 0, stream>>>(static_cast<const T*>(dy), rows, cols, per, partials);
     HG_GPU_CHECK_LAUNCH();
-    column_finish<T><<<grid_for(cols, kThreads), kThreads, 0, stream>>>(
-        partials, chunks, cols, static_cast<T*>(dbias));
+    column_finish<T><<<grid_for(cols, kThreads), kThreads, 0, stream>>>(partials, chunks, cols,
+                                                                        static_cast<T*>(dbias));
     HG_GPU_CHECK_LAUNCH();
   });
 }

@@ -18,8 +18,8 @@ namespace hg::gpu {
 // How f32 products and convolutions run. bf16 and f16 always use tensor cores with f32
 // accumulation and ignore this.
 enum class MathMode : uint8_t {
-  Exact,   // f32 inputs, f32 FMA arithmetic: no TF32
-  Tf32,    // f32 inputs rounded to TF32 (10-bit mantissa) on tensor cores, f32 accumulation
+  Exact,  // f32 inputs, f32 FMA arithmetic: no TF32
+  Tf32,   // f32 inputs rounded to TF32 (10-bit mantissa) on tensor cores, f32 accumulation
 };
 
 // The calling thread's math mode for inputs of `dtype` (ops::allow_tf32()), normalised so that

@@ -38,8 +38,8 @@ struct MatmulShape {
   std::string describe() const {
     return fmt::format("{}{} matmul D[{}x{}] = op{}(A) op{}(B), k = {}{}", dtype_name(dtype),
                        math == MathMode::Tf32 ? " (tf32)" : "", m, n,
-                       op_a == Transpose::Yes ? "T" : "N", op_b == Transpose::Yes ? "T" : "N",
-                       k, bias ? " + bias" : "");
+                       op_a == Transpose::Yes ? "T" : "N", op_b == Transpose::Yes ? "T" : "N", k,
+                       bias ? " + bias" : "");
   }
 };
 
@@ -69,10 +69,10 @@ struct MatmulShape {
 }
 
 // Checks a cuBLASLt call; HG_CUBLAS_CHECK_FOR names the product in the error.
-#define HG_CUBLAS_CHECK_FOR(call, shape)                                       \
-  do {                                                                         \
-    const cublasStatus_t hg_cublas_status_ = (call);                           \
-    if (hg_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]               \
+#define HG_CUBLAS_CHECK_FOR(call, shape)                                         \
+  do {                                                                           \
+    const cublasStatus_t hg_cublas_status_ = (call);                             \
+    if (hg_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                 \
       throw_cublas_error(hg_cublas_status_, #call, __FILE__, __LINE__, (shape)); \
   } while (0)
 #define HG_CUBLAS_CHECK(call) HG_CUBLAS_CHECK_FOR(call, nullptr)
@@ -128,14 +128,14 @@ constexpr int kMaxDevices = 64;
 
 struct DeviceState {
   std::once_flag once;
-  std::mutex mutex;   // guards the plans (and serialises the handle's use)
+  std::mutex mutex;  // guards the plans (and serialises the handle's use)
   cublasLtHandle_t handle = nullptr;
   std::unordered_map<MatmulKey, std::unique_ptr<MatmulPlan>, PlanKeyHash> plans;
 };
 
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();   // never destroyed
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
   DeviceState& st = (*states)[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
@@ -197,9 +197,8 @@ void init_plan(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, int6
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align[2], s);
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  HG_CUBLAS_CHECK_FOR(cublasLtMatmulAlgoGetHeuristic(st.handle, plan.desc, plan.a, plan.b,
-                                                     plan.d, plan.d, pref.pref, 1, &result,
-                                                     &returned),
+  HG_CUBLAS_CHECK_FOR(cublasLtMatmulAlgoGetHeuristic(st.handle, plan.desc, plan.a, plan.b, plan.d,
+                                                     plan.d, pref.pref, 1, &result, &returned),
                       &s);
   if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
     throw Error(ErrorKind::InvalidInput,
@@ -216,9 +215,9 @@ void init_plan(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, int6
 
 // ---- blas.h
 
-void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& a,
-                  Transpose op_a, int64_t lda, const Tensor& b, Transpose op_b, int64_t ldb,
-                  const Tensor& bias, Tensor& d, int64_t ldd) {
+void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& a, Transpose op_a,
+                  int64_t lda, const Tensor& b, Transpose op_b, int64_t ldb, const Tensor& bias,
+                  Tensor& d, int64_t ldd) {
   const int device = d.device().index;
   const DType dtype = d.dtype();
   if (dtype != DType::F32) math = MathMode::Exact;
@@ -246,8 +245,8 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
     workspace = Tensor::empty({int64_t(plan.workspace)}, DType::U8, d.device());
   const float one = 1.0f, zero = 0.0f;
   HG_CUBLAS_CHECK_FOR(
-      cublasLtMatmul(st.handle, plan.desc, &one, a.data_ptr(), plan.a, b.data_ptr(), plan.b,
-                     &zero, d.data_ptr(), plan.d, d.data_ptr(), plan.d, &plan.algo,
+      cublasLtMatmul(st.handle, plan.desc, &one, a.data_ptr(), plan.a, b.data_ptr(), plan.b, &zero,
+                     d.data_ptr(), plan.d, d.data_ptr(), plan.d, &plan.algo,
                      workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
                      stream(device)),
       &plan.shape);

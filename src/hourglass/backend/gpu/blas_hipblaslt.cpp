@@ -35,8 +35,8 @@ struct MatmulShape {
   std::string describe() const {
     return fmt::format("{}{} matmul D[{}x{}] = op{}(A) op{}(B), k = {}{}", dtype_name(dtype),
                        math == MathMode::Tf32 ? " (tf32)" : "", m, n,
-                       op_a == Transpose::Yes ? "T" : "N", op_b == Transpose::Yes ? "T" : "N",
-                       k, bias ? " + bias" : "");
+                       op_a == Transpose::Yes ? "T" : "N", op_b == Transpose::Yes ? "T" : "N", k,
+                       bias ? " + bias" : "");
   }
 };
 
@@ -81,10 +81,10 @@ const char* status_name(hipblasStatus_t status) {
   }
 }
 
-#define HG_HIPBLAS_CHECK_FOR(call, shape)                                        \
-  do {                                                                           \
-    const hipblasStatus_t hg_hipblas_status_ = (call);                           \
-    if (hg_hipblas_status_ != HIPBLAS_STATUS_SUCCESS) [[unlikely]]               \
+#define HG_HIPBLAS_CHECK_FOR(call, shape)                                          \
+  do {                                                                             \
+    const hipblasStatus_t hg_hipblas_status_ = (call);                             \
+    if (hg_hipblas_status_ != HIPBLAS_STATUS_SUCCESS) [[unlikely]]                 \
       throw_hipblas_error(hg_hipblas_status_, #call, __FILE__, __LINE__, (shape)); \
   } while (0)
 #define HG_HIPBLAS_CHECK(call) HG_HIPBLAS_CHECK_FOR(call, nullptr)
@@ -147,7 +147,7 @@ struct DeviceState {
 
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();   // never destroyed
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
   DeviceState& st = (*states)[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
@@ -219,9 +219,9 @@ bool try_init_plan(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, 
 
 // ---- blas.h
 
-void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& a,
-                  Transpose op_a, int64_t lda, const Tensor& b, Transpose op_b, int64_t ldb,
-                  const Tensor& bias, Tensor& d, int64_t ldd) {
+void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& a, Transpose op_a,
+                  int64_t lda, const Tensor& b, Transpose op_b, int64_t ldb, const Tensor& bias,
+                  Tensor& d, int64_t ldd) {
   const int device = d.device().index;
   const DType dtype = d.dtype();
   if (dtype != DType::F32) math = MathMode::Exact;
@@ -236,7 +236,7 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
     auto plan = std::make_unique<MatmulPlan>();
     plan->shape = MatmulShape{dtype, math, m, n, k, op_a, op_b, bias.defined()};
     bool ok = try_init_plan(st, *plan, lda, ldb, ldd, bias_ptr);
-    if (!ok && plan->shape.math == MathMode::Tf32) {   // no TF32 kernels on this GPU
+    if (!ok && plan->shape.math == MathMode::Tf32) {  // no TF32 kernels on this GPU
       plan->release();
       plan->shape.math = MathMode::Exact;
       ok = try_init_plan(st, *plan, lda, ldb, ldd, bias_ptr);
@@ -258,8 +258,8 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
     workspace = Tensor::empty({int64_t(plan.workspace)}, DType::U8, d.device());
   const float one = 1.0f, zero = 0.0f;
   HG_HIPBLAS_CHECK_FOR(
-      hipblasLtMatmul(st.handle, plan.desc, &one, a.data_ptr(), plan.a, b.data_ptr(), plan.b,
-                      &zero, d.data_ptr(), plan.d, d.data_ptr(), plan.d, &plan.algo,
+      hipblasLtMatmul(st.handle, plan.desc, &one, a.data_ptr(), plan.a, b.data_ptr(), plan.b, &zero,
+                      d.data_ptr(), plan.d, d.data_ptr(), plan.d, &plan.algo,
                       workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
                       stream(device)),
       &plan.shape);

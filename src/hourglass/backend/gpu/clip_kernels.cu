@@ -13,11 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <int V>
-struct alignas(4 * V) Floats {
-  float v[V];
-};
-
 // No __restrict__ on sum_squares and norm: a caller may keep both in one small state tensor.
 template <int V>
 __global__ void __launch_bounds__(kThreads)
@@ -34,10 +29,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t packs = n / V;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = tid; i < packs; i += stride) {
-    Floats<V> g = reinterpret_cast<Floats<V>*>(grads)[i];
+    Pack<float, V> g = reinterpret_cast<Pack<float, V>*>(grads)[i];
 #pragma unroll
     for (int k = 0; k < V; ++k) g.v[k] *= c;
-    reinterpret_cast<Floats<V>*>(grads)[i] = g;
+    reinterpret_cast<Pack<float, V>*>(grads)[i] = g;
   }
   const int64_t t = packs * V + tid;
   if (t < n) grads[t] *= c;
@@ -48,8 +43,8 @@ __global__ void __launch_bounds__(kThreads)
 void launch_clip_grads(float* grads, int64_t n, const float* sum_squares, double max_norm,
                        float* norm, gpuStream_t stream) {
   if (n >= 4 && reinterpret_cast<uintptr_t>(grads) % 16 == 0)
-    clip_kernel<4><<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(grads, n, sum_squares,
-                                                                       max_norm, norm);
+    clip_kernel<4>
+        <<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(grads, n, sum_squares, max_norm, norm);
   else
     clip_kernel<1><<<grid_for(n > 0 ? n : 1, kThreads), kThreads, 0, stream>>>(
         grads, n, sum_squares, max_norm, norm);

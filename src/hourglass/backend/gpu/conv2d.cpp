@@ -13,9 +13,8 @@ namespace hg {
 namespace {
 
 void check_operand(const char* op, const char* what, const Tensor& t, const Tensor& x) {
-  HG_CHECK(t.dtype() == x.dtype(),
-           "gpu {}: {} {} must have the input's dtype {} (cast it first)", op, what,
-           t.describe(), dtype_name(x.dtype()));
+  HG_CHECK(t.dtype() == x.dtype(), "gpu {}: {} {} must have the input's dtype {} (cast it first)",
+           op, what, t.describe(), dtype_name(x.dtype()));
 }
 
 }  // namespace
@@ -29,7 +28,7 @@ Tensor GpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor& bias,
   const gpu::dnn::ConvGeometry g = gpu::dnn::ConvGeometry::of(x, w, p);
   Tensor y = Tensor::empty({g.n, g.p, g.q, g.k}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
-  if (w.numel() == 0)   // no input channels: empty sums
+  if (w.numel() == 0)  // no input channels: empty sums
     y.zero_();
   else
     gpu::dnn::conv_forward(g, gpu::math_mode_for(x.dtype()), x, w, y);

@@ -37,8 +37,8 @@ ops::CrossEntropyForward GpuBackend::cross_entropy(const Tensor& logits, const T
   out.loss = Tensor::empty({}, DType::F32, logits.device());
   Tensor row_loss = Tensor::empty({rows}, DType::F32, logits.device());
   const double on = 1.0 - label_smoothing, uniform = label_smoothing / double(classes);
-  gpu::launch_cross_entropy(logits.data_ptr(), static_cast<const int64_t*>(labels.data_ptr()),
-                            rows, classes, float(on), float(uniform), logits.dtype(),
+  gpu::launch_cross_entropy(logits.data_ptr(), static_cast<const int64_t*>(labels.data_ptr()), rows,
+                            classes, float(on), float(uniform), logits.dtype(),
                             out.probs.data_ptr(), static_cast<float*>(row_loss.data_ptr()),
                             static_cast<float*>(out.loss.data_ptr()), stream);
   return out;
@@ -59,10 +59,10 @@ Tensor GpuBackend::cross_entropy_backward(const Tensor& dloss, const Tensor& pro
   if (dx.numel() == 0) return dx;
   // The CPU's targets: uniform off the label, on + uniform at it, each rounded once.
   const double on = 1.0 - label_smoothing, uniform = label_smoothing / double(classes);
-  gpu::launch_cross_entropy_backward(
-      static_cast<const float*>(dl.data_ptr()), probs.data_ptr(),
-      static_cast<const int64_t*>(labels.data_ptr()), rows, classes, float(uniform),
-      float(on + uniform), probs.dtype(), dx.data_ptr(), gpu::stream_for(probs));
+  gpu::launch_cross_entropy_backward(static_cast<const float*>(dl.data_ptr()), probs.data_ptr(),
+                                     static_cast<const int64_t*>(labels.data_ptr()), rows, classes,
+                                     float(uniform), float(on + uniform), probs.dtype(),
+                                     dx.data_ptr(), gpu::stream_for(probs));
   return dx;
 }
 

@@ -26,11 +26,11 @@ __device__ inline bool label_in_range(int64_t label, int64_t classes) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     softmax_loss_rows(const T* __restrict__ logits, const int64_t* __restrict__ labels,
-                      int64_t rows, int64_t classes, float on, float uniform,
-                      T* __restrict__ probs, float* __restrict__ row_loss) {
+                      int64_t rows, int64_t classes, float on, float uniform, T* __restrict__ probs,
+                      float* __restrict__ row_loss) {
   const int lane = threadIdx.x % kWarp;
   const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (r >= rows) return;   // the whole warp leaves together
+  if (r >= rows) return;  // the whole warp leaves together
   const T* x = logits + r * classes;
   T* p = probs + r * classes;
 
@@ -53,9 +53,9 @@ __global__ void __launch_bounds__(kThreads)
 
   if (lane == 0) {
     const int64_t label = labels[r];
-    float loss = NAN;   // a label out of range shows as a NaN loss
+    float loss = NAN;  // a label out of range shows as a NaN loss
     if (label_in_range(label, classes)) {
-      const float log_sum = logf(sum_exp);   // lse - max
+      const float log_sum = logf(sum_exp);  // lse - max
       const float logp_label = (to_float(x[label]) - mx) - log_sum;
       const float sum_logp = sum_shifted - float(classes) * log_sum;
       loss = -(on * logp_label + uniform * sum_logp);
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int64_t r = i / classes, j = i - r * classes;
     const int64_t label = labels[r];
-    float g = NAN;   // a label out of range makes its row's gradient NaN
+    float g = NAN;  // a label out of range makes its row's gradient NaN
     if (label_in_range(label, classes))
       g = scale * (to_float(probs[i]) - (j == label ? t_on : t_off));
     dx[i] = from_float<T>(g);
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kThreads)
   // The CPU keeps the first strict maximum scanning from x[0]. Keys reproduce that, NaN
   // included: a NaN at 0 wins (nothing compares greater), a NaN elsewhere never wins (-inf,
   // and among equal keys the lowest index wins). Indices travel as floats (exact below 2^24).
-  float best = -INFINITY, best_j = 16777216.0f;   // a lane with no class loses every tie
+  float best = -INFINITY, best_j = 16777216.0f;  // a lane with no class loses every tie
   for (int64_t j = lane; j < classes; j += kWarp) {
     const float v = to_float(x[j]);
     const float key = isnan(v) ? (j == 0 ? INFINITY : -INFINITY) : v;
@@ -127,16 +127,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-unsigned row_blocks(int64_t rows) {
-  return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-}
+unsigned row_blocks(int64_t rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 }  // namespace
 
-void launch_cross_entropy(const void* logits, const int64_t* labels, int64_t rows,
-                          int64_t classes, float on, float uniform, DType dtype, void* probs,
-                          float* row_loss, float* loss, gpuStream_t stream) {
-  if (rows <= 0 || classes <= 0) return;   // the host side refuses both
+void launch_cross_entropy(const void* logits, const int64_t* labels, int64_t rows, int64_t classes,
+                          float on, float uniform, DType dtype, void* probs, float* row_loss,
+                          float* loss, gpuStream_t stream) {
+  if (rows <= 0 || classes <= 0) return;  // the host side refuses both
   dispatch_float("cross_entropy", dtype, [&]<typename T>() {
     softmax_loss_rows<T><<<row_blocks(rows), kThreads, 0, stream>>>(
         static_cast<const T*>(logits), labels, rows, classes, on, uniform, static_cast<T*>(probs),
@@ -160,17 +158,16 @@ void launch_cross_entropy_backward(const float* dloss, const void* probs, const 
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_count_correct(const void* logits, const int64_t* labels, int64_t rows,
-                          int64_t classes, DType dtype, float* row_hit, float* out,
-                          gpuStream_t stream) {
+void launch_count_correct(const void* logits, const int64_t* labels, int64_t rows, int64_t classes,
+                          DType dtype, float* row_hit, float* out, gpuStream_t stream) {
   if (rows > 0 && classes > 0) {
     dispatch_float("count_correct", dtype, [&]<typename T>() {
       argmax_hits<T><<<row_blocks(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits),
-                                                                 labels, rows, classes, row_hit);
+                                                                labels, rows, classes, row_hit);
     });
     HG_GPU_CHECK_LAUNCH();
   } else {
-    rows = 0;   // no rows (or no classes: refused by the host side): the count is 0
+    rows = 0;  // no rows (or no classes: refused by the host side): the count is 0
   }
   sum_rows<<<1, kFinalThreads, 0, stream>>>(row_hit, rows, 1.0f, out);
   HG_GPU_CHECK_LAUNCH();

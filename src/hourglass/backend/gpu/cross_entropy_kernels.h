@@ -17,9 +17,9 @@ namespace hg::gpu {
 // probs = softmax(logits) (dtype of logits); row_loss[r] = -(on * log p[r, label] +
 // uniform * sum_j log p[r, j]) (f32 scratch [rows]); loss[0] = mean of row_loss.
 // rows >= 1, classes >= 1.
-void launch_cross_entropy(const void* logits, const int64_t* labels, int64_t rows,
-                          int64_t classes, float on, float uniform, DType dtype, void* probs,
-                          float* row_loss, float* loss, gpuStream_t stream);
+void launch_cross_entropy(const void* logits, const int64_t* labels, int64_t rows, int64_t classes,
+                          float on, float uniform, DType dtype, void* probs, float* row_loss,
+                          float* loss, gpuStream_t stream);
 
 // dlogits[r, j] = (dloss[0] / rows) * (probs[r, j] - t) with t = t_on at the label, t_off
 // elsewhere. dloss is read on the device. Nothing is launched when rows * classes is 0.
@@ -29,8 +29,7 @@ void launch_cross_entropy_backward(const float* dloss, const void* probs, const 
 
 // out[0] = number of rows whose arg-max (first maximum on ties, as the CPU) equals the label;
 // row_hit is f32 scratch [rows]. rows = 0 writes 0. classes < 2^24.
-void launch_count_correct(const void* logits, const int64_t* labels, int64_t rows,
-                          int64_t classes, DType dtype, float* row_hit, float* out,
-                          gpuStream_t stream);
+void launch_count_correct(const void* logits, const int64_t* labels, int64_t rows, int64_t classes,
+                          DType dtype, float* row_hit, float* out, gpuStream_t stream);
 
 }  // namespace hg::gpu

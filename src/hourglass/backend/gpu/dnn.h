@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <string>
 
-#include "hourglass/backend/gpu/blas.h"   // MathMode
+#include "hourglass/backend/gpu/blas.h"  // MathMode
 #include "hourglass/ops/params.h"
 #include "hourglass/tensor/tensor.h"
 
@@ -49,11 +49,12 @@ struct ConvGeometry {
 
   // "input [2,7,7,5] weight [6,3,3,5] stride 1x1 padding 1x1 dilation 1x1 groups 1", for errors.
   std::string describe() const {
-    return fmt::format("input [{},{},{},{}] weight [{},{},{},{}] stride {}x{} padding {}x{} "
-                       "dilation {}x{} groups {}",
-                       n, h, w, c, k, r, s, c / (params.groups > 0 ? params.groups : 1),
-                       params.stride_h, params.stride_w, params.pad_h, params.pad_w,
-                       params.dilation_h, params.dilation_w, params.groups);
+    return fmt::format(
+        "input [{},{},{},{}] weight [{},{},{},{}] stride {}x{} padding {}x{} "
+        "dilation {}x{} groups {}",
+        n, h, w, c, k, r, s, c / (params.groups > 0 ? params.groups : 1), params.stride_h,
+        params.stride_w, params.pad_h, params.pad_w, params.dilation_h, params.dilation_w,
+        params.groups);
   }
 };
 
@@ -71,8 +72,8 @@ void conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, const T
 void conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
                         const Tensor& weight, Tensor& dx);
 // dweight = gradient of the weights from dy and the input, written in full.
-void conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
-                          const Tensor& x, Tensor& dweight);
+void conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy, const Tensor& x,
+                          Tensor& dweight);
 
 // Largest workspace a convolution algorithm may use (the search skips hungrier ones, and ones
 // hungrier than what the allocator can give at the time). In f32 with NHWC tensors cuDNN's

@@ -74,8 +74,8 @@ std::string take_last_error() {
   std::string message = fmt::format("{} failed: {}", call, cudnnGetErrorString(status));
   if (!detail.empty()) message += fmt::format(" ({})", detail);
   if (ctx.geometry != nullptr)
-    message += fmt::format(" for the {} convolution {}", dtype_name(ctx.dtype),
-                           ctx.geometry->describe());
+    message +=
+        fmt::format(" for the {} convolution {}", dtype_name(ctx.dtype), ctx.geometry->describe());
   message += fmt::format(" at {}:{}", file, line);
   if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
       status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
@@ -98,11 +98,11 @@ std::string take_last_error() {
 }
 
 // Checks a cuDNN call; HG_CUDNN_CHECK_FOR names the convolution in the error.
-#define HG_CUDNN_CHECK_FOR(call, ctx)                                            \
-  do {                                                                           \
-    const cudnnStatus_t hg_cudnn_status_ = (call);                               \
-    if (hg_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                   \
-      throw_cudnn_error(hg_cudnn_status_, #call, __FILE__, __LINE__, (ctx));     \
+#define HG_CUDNN_CHECK_FOR(call, ctx)                                        \
+  do {                                                                       \
+    const cudnnStatus_t hg_cudnn_status_ = (call);                           \
+    if (hg_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]]               \
+      throw_cudnn_error(hg_cudnn_status_, #call, __FILE__, __LINE__, (ctx)); \
   } while (0)
 #define HG_CUDNN_CHECK(call) HG_CUDNN_CHECK_FOR(call, CallContext{})
 
@@ -228,8 +228,8 @@ ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determi
                  int64_t alignment) {
   const Conv2dParams& p = g.params;
   return ConvKey{{g.n, g.h, g.w, g.c, g.k, g.r, g.s, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
-                  p.dilation_h, p.dilation_w, p.groups, int64_t(dtype), int64_t(math),
-                  int64_t(det), alignment}};
+                  p.dilation_h, p.dilation_w, p.groups, int64_t(dtype), int64_t(math), int64_t(det),
+                  alignment}};
 }
 
 // ---- plans
@@ -239,7 +239,7 @@ ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determi
 struct PassPlan {
   bool found = false;
   Descriptor operation, graph, engine, config, plan;
-  size_t workspace = 0;   // bytes
+  size_t workspace = 0;  // bytes
   // Variant packs by their pointers (x, w, y, workspace): a training step repeats its
   // addresses, so steady-state calls reuse them instead of building one per call.
   std::unordered_map<PlanKey<4>, Descriptor, PlanKeyHash> packs;
@@ -276,8 +276,8 @@ void init_plan(ConvPlan& plan) {
   const cudnnDataType_t type = cudnn_dtype(plan.dtype);
   plan.x = channels_last_tensor(kUidX, type, g.n, g.c, g.h, g.w, plan.alignment, ctx);
   plan.y = channels_last_tensor(kUidY, type, g.n, g.k, g.p, g.q, plan.alignment, ctx);
-  plan.w = channels_last_tensor(kUidW, type, g.k, g.c / g.params.groups, g.r, g.s,
-                                plan.alignment, ctx);
+  plan.w =
+      channels_last_tensor(kUidW, type, g.k, g.c / g.params.groups, g.r, g.s, plan.alignment, ctx);
   plan.conv = convolution(g.params, ctx);
 }
 
@@ -309,8 +309,8 @@ void init_graph(const ConvPlan& plan, Pass pass, PassPlan& pp, cudnnHandle_t han
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, kDesc, 1, &w, ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, kDesc, 1, &y, ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, kDesc, 1, &conv, ctx);
-      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1,
-                   &alpha, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha,
+                   ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
                    ctx);
       pp.operation = std::move(op);
@@ -321,12 +321,11 @@ void init_graph(const ConvPlan& plan, Pass pass, PassPlan& pp, cudnnHandle_t han
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, kDesc, 1, &x, ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, kDesc, 1, &w, ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, kDesc, 1, &y, ctx);
-      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, kDesc, 1, &conv,
-                   ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, kDesc, 1, &conv, ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1,
                    &alpha, ctx);
-      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1,
-                   &beta, ctx);
+      HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
+                   ctx);
       pp.operation = std::move(op);
       break;
     }
@@ -346,14 +345,14 @@ constexpr int kMaxDevices = 64;
 
 struct DeviceState {
   std::once_flag once;
-  std::mutex mutex;   // guards the handle's use and the plans
+  std::mutex mutex;  // guards the handle's use and the plans
   cudnnHandle_t handle = nullptr;
   std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, PlanKeyHash> plans;
 };
 
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();   // never destroyed: see top
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed: see top
   DeviceState& st = (*states)[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
@@ -386,9 +385,9 @@ ConvPlan& plan_for(DeviceState& st, const ConvGeometry& g, DType dtype, MathMode
 
 // One engine configuration from the heuristics, with what its engine's notes say.
 struct Candidate {
-  Descriptor engine, config;   // engine: set when the configuration was made here
+  Descriptor engine, config;  // engine: set when the configuration was made here
   int64_t engine_index = -1;
-  std::string name;   // "engine 12 (knob=value ...)", for logs and to drop repeats
+  std::string name;  // "engine 12 (knob=value ...)", for logs and to drop repeats
   bool tensor_core = false, down_convert = false, reduced_precision = false,
        nondeterministic = false, runtime_compiled = false;
 };
@@ -412,10 +411,10 @@ Candidate describe_config(Descriptor config, const CallContext& ctx) {
   Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, ctx);
   cudnnBackendDescriptor_t engine_raw = engine.get();
   int64_t count = 0;
-  HG_CUDNN_CHECK_FOR(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
-                                              &engine_raw),
-                     ctx);
+  HG_CUDNN_CHECK_FOR(
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine_raw),
+      ctx);
   int64_t index = -1;
   cudnnBackendGetAttribute(engine_raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count,
                            &index);
@@ -435,8 +434,8 @@ Candidate describe_config(Descriptor config, const CallContext& ctx) {
   c.name = fmt::format("engine {}", index);
   int64_t knobs = 0;
   if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &knobs, nullptr) ==
-          CUDNN_STATUS_SUCCESS &&
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &knobs,
+                               nullptr) == CUDNN_STATUS_SUCCESS &&
       knobs > 0) {
     std::vector<Descriptor> choices;
     std::vector<cudnnBackendDescriptor_t> raw;
@@ -446,8 +445,8 @@ Candidate describe_config(Descriptor config, const CallContext& ctx) {
     }
     int64_t got = 0;
     if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, knobs, &got, raw.data()) ==
-        CUDNN_STATUS_SUCCESS) {
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, knobs, &got,
+                                 raw.data()) == CUDNN_STATUS_SUCCESS) {
       c.name += " (";
       for (int64_t i = 0; i < std::min(got, knobs); ++i) {
         cudnnBackendKnobType_t type{};
@@ -472,14 +471,14 @@ std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendH
                                           const CallContext& ctx) {
   Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, ctx);
   cudnnBackendDescriptor_t graph_raw = graph.get();
-  HG_CUDNN_SET(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-               1, &graph_raw, ctx);
+  HG_CUDNN_SET(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &graph_raw, ctx);
   HG_CUDNN_SET(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, ctx);
   int64_t count = 0;
   if (cudnnBackendFinalize(heuristics.get()) != CUDNN_STATUS_SUCCESS ||
       cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr) !=
-          CUDNN_STATUS_SUCCESS) {
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                               nullptr) != CUDNN_STATUS_SUCCESS) {
     take_last_error();
     return {};
   }
@@ -490,10 +489,10 @@ std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendH
     raw.push_back(configs.back().get());
   }
   int64_t got = 0;
-  HG_CUDNN_CHECK_FOR(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                                              raw.data()),
-                     ctx);
+  HG_CUDNN_CHECK_FOR(
+      cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
+      ctx);
   configs.resize(size_t(std::clamp<int64_t>(got, 0, count)));
   return configs;
 }
@@ -516,14 +515,14 @@ std::vector<std::pair<Descriptor, Descriptor>> all_engine_configs(const Descript
     HG_CUDNN_SET(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                  &graph_raw, ctx);
     HG_CUDNN_SET(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index, ctx);
-    if (cudnnBackendFinalize(engine.get()) != CUDNN_STATUS_SUCCESS) {   // not for this graph
+    if (cudnnBackendFinalize(engine.get()) != CUDNN_STATUS_SUCCESS) {  // not for this graph
       take_last_error();
       continue;
     }
     Descriptor config(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, ctx);
     cudnnBackendDescriptor_t engine_raw = engine.get();
-    HG_CUDNN_SET(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                 &engine_raw, ctx);
+    HG_CUDNN_SET(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine_raw,
+                 ctx);
     if (cudnnBackendFinalize(config.get()) != CUDNN_STATUS_SUCCESS) {
       take_last_error();
       continue;
@@ -603,8 +602,7 @@ Descriptor variant_pack(void* x, void* w, void* y, void* workspace, const CallCo
   const int64_t uids[3] = {kUidX, kUidW, kUidY};
   void* pointers[3] = {x, w, y};
   HG_CUDNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, ctx);
-  HG_CUDNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers,
-               ctx);
+  HG_CUDNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers, ctx);
   HG_CUDNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace, ctx);
   HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(pack.get()), ctx);
   return pack;
@@ -666,7 +664,7 @@ class PlanTimer {
  private:
   static float fail() {
     take_last_error();
-    (void)gpuGetLastError();   // a launch error of that configuration is not sticky
+    (void)gpuGetLastError();  // a launch error of that configuration is not sticky
     return -1.0f;
   }
   gpuStream_t stream_;
@@ -710,39 +708,36 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, void* x, voi
     float best = -1.0f;
     for (size_t i = 0; i < built.size(); ++i) {
       Built& b = built[i];
-      b.ms = b.workspace > bytes ? -1.0f : timer.time([&] {
-        return execute(st.handle, b.plan, x, w, y, ws, ctx);
-      }, best);
+      b.ms = b.workspace > bytes
+                 ? -1.0f
+                 : timer.time([&] { return execute(st.handle, b.plan, x, w, y, ws, ctx); }, best);
       if (b.ms < 0) continue;
       ++timed;
       if (log_level() >= 2)
-        fmt::print(stderr, "cuDNN {} {}: {} {:.3f} ms, {} bytes of workspace\n",
-                   kPassNames[pass], plan.geometry.describe(), b.candidate->name, b.ms,
-                   b.workspace);
+        fmt::print(stderr, "cuDNN {} {}: {} {:.3f} ms, {} bytes of workspace\n", kPassNames[pass],
+                   plan.geometry.describe(), b.candidate->name, b.ms, b.workspace);
       if (best < 0 || b.ms < best) {
         best = b.ms;
         chosen = i;
       }
     }
-    if (best < 0) built.clear();   // none ran
+    if (best < 0) built.clear();  // none ran
   }
   if (built.empty())
-    throw Error(ErrorKind::InvalidInput,
-                fmt::format("gpu conv2d: cuDNN has no {} engine for the {} convolution {}{}{} "
-                            "({} configurations listed)",
-                            kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
-                            plan.dtype == DType::F32 && plan.math == MathMode::Exact
-                                ? " without TF32"
-                                : "",
-                            plan.determinism == dnn::Determinism::Required
-                                ? " that is deterministic"
-                                : "",
-                            cands.size()),
-                "change the convolution's shape, padding, dilation or groups, use another "
-                "precision, or device = \"cpu\"");
+    throw Error(
+        ErrorKind::InvalidInput,
+        fmt::format("gpu conv2d: cuDNN has no {} engine for the {} convolution {}{}{} "
+                    "({} configurations listed)",
+                    kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
+                    plan.dtype == DType::F32 && plan.math == MathMode::Exact ? " without TF32" : "",
+                    plan.determinism == dnn::Determinism::Required ? " that is deterministic" : "",
+                    cands.size()),
+        "change the convolution's shape, padding, dilation or groups, use another "
+        "precision, or device = \"cpu\"");
   Built& b = built[chosen];
   if (log_level() >= 1)
-    fmt::print(stderr, "cuDNN {} {} {}: {} ({:.3f} ms, fastest of {} timed; {} bytes of "
+    fmt::print(stderr,
+               "cuDNN {} {} {}: {} ({:.3f} ms, fastest of {} timed; {} bytes of "
                "workspace)\n",
                kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
                b.candidate->name, b.ms, timed, b.workspace);
@@ -776,10 +771,9 @@ void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int 
   if (!pp.found) search(st, plan, pass, device, xp, wp, yp);
   const Tensor workspace = call_workspace(pp.workspace, device);
   void* wsp = pointer_of(workspace);
-  const PlanKey<4> pointers{{int64_t(reinterpret_cast<intptr_t>(xp)),
-                             int64_t(reinterpret_cast<intptr_t>(wp)),
-                             int64_t(reinterpret_cast<intptr_t>(yp)),
-                             int64_t(reinterpret_cast<intptr_t>(wsp))}};
+  const PlanKey<4> pointers{
+      {int64_t(reinterpret_cast<intptr_t>(xp)), int64_t(reinterpret_cast<intptr_t>(wp)),
+       int64_t(reinterpret_cast<intptr_t>(yp)), int64_t(reinterpret_cast<intptr_t>(wsp))}};
   auto pack = pp.packs.find(pointers);
   if (pack == pp.packs.end()) {
     if (pp.packs.size() >= kMaxPacksPerPass) pp.packs.clear();
@@ -797,8 +791,8 @@ dnn::Determinism dnn::determinism() {
   return ops::deterministic() ? Determinism::Required : Determinism::Any;
 }
 
-void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
-                       const Tensor& weight, Tensor& y) {
+void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, const Tensor& weight,
+                       Tensor& y) {
   run_pass(kForward, g, math, x.dtype(), x.device().index, x, weight, y);
 }
 

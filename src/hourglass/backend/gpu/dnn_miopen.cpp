@@ -49,8 +49,8 @@ struct CallContext {
                                      int line, const CallContext& ctx) {
   std::string message = fmt::format("{} failed: {}", call, miopenGetErrorString(status));
   if (ctx.geometry != nullptr)
-    message += fmt::format(" for the {} convolution {}", dtype_name(ctx.dtype),
-                           ctx.geometry->describe());
+    message +=
+        fmt::format(" for the {} convolution {}", dtype_name(ctx.dtype), ctx.geometry->describe());
   message += fmt::format(" at {}:{}", file, line);
   switch (status) {
     case miopenStatusAllocFailed:
@@ -73,11 +73,11 @@ struct CallContext {
   }
 }
 
-#define HG_MIOPEN_CHECK_FOR(call, ctx)                                           \
-  do {                                                                           \
-    const miopenStatus_t hg_miopen_status_ = (call);                             \
-    if (hg_miopen_status_ != miopenStatusSuccess) [[unlikely]]                   \
-      throw_miopen_error(hg_miopen_status_, #call, __FILE__, __LINE__, (ctx));   \
+#define HG_MIOPEN_CHECK_FOR(call, ctx)                                         \
+  do {                                                                         \
+    const miopenStatus_t hg_miopen_status_ = (call);                           \
+    if (hg_miopen_status_ != miopenStatusSuccess) [[unlikely]]                 \
+      throw_miopen_error(hg_miopen_status_, #call, __FILE__, __LINE__, (ctx)); \
   } while (0)
 #define HG_MIOPEN_CHECK(call) HG_MIOPEN_CHECK_FOR(call, CallContext{})
 
@@ -85,7 +85,6 @@ void log_if_failed(miopenStatus_t status, const char* what) {
   if (status != miopenStatusSuccess)
     HG_LOG_WARN("{} failed: {}", what, miopenGetErrorString(status));
 }
-
 
 enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
 constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
@@ -120,8 +119,7 @@ struct ConvPlan {
   ConvPlan& operator=(const ConvPlan&) = delete;
   ~ConvPlan() {
     if (conv != nullptr)
-      log_if_failed(miopenDestroyConvolutionDescriptor(conv),
-                    "miopenDestroyConvolutionDescriptor");
+      log_if_failed(miopenDestroyConvolutionDescriptor(conv), "miopenDestroyConvolutionDescriptor");
     for (miopenTensorDescriptor_t d : {x, y, w})
       if (d != nullptr)
         log_if_failed(miopenDestroyTensorDescriptor(d), "miopenDestroyTensorDescriptor");
@@ -156,8 +154,8 @@ void check_sizes(const ConvGeometry& g, DType dtype) {
 
 // A tensor of logical dimensions [n, c, h, w] stored channels-last: NHWC activations, and KRSC
 // weights as [K, C/groups, R, S].
-void set_channels_last(miopenTensorDescriptor_t desc, miopenDataType_t type, int64_t n,
-                       int64_t c, int64_t h, int64_t w, const CallContext& ctx) {
+void set_channels_last(miopenTensorDescriptor_t desc, miopenDataType_t type, int64_t n, int64_t c,
+                       int64_t h, int64_t w, const CallContext& ctx) {
   const int dims[4] = {to_int(n), to_int(c), to_int(h), to_int(w)};
   const int strides[4] = {to_int(h * w * c), 1, to_int(w * c), to_int(c)};
   HG_MIOPEN_CHECK_FOR(miopenSetTensorDescriptor(desc, type, 4, dims, strides), ctx);
@@ -175,11 +173,11 @@ void init_plan(ConvPlan& plan) {
   HG_MIOPEN_CHECK_FOR(miopenCreateTensorDescriptor(&plan.w), ctx);
   set_channels_last(plan.w, type, g.k, g.c / p.groups, g.r, g.s, ctx);
   HG_MIOPEN_CHECK_FOR(miopenCreateConvolutionDescriptor(&plan.conv), ctx);
-  HG_MIOPEN_CHECK_FOR(miopenInitConvolutionDescriptor(plan.conv, miopenConvolution,
-                                                      to_int(p.pad_h), to_int(p.pad_w),
-                                                      to_int(p.stride_h), to_int(p.stride_w),
-                                                      to_int(p.dilation_h), to_int(p.dilation_w)),
-                      ctx);
+  HG_MIOPEN_CHECK_FOR(
+      miopenInitConvolutionDescriptor(plan.conv, miopenConvolution, to_int(p.pad_h),
+                                      to_int(p.pad_w), to_int(p.stride_h), to_int(p.stride_w),
+                                      to_int(p.dilation_h), to_int(p.dilation_w)),
+      ctx);
   HG_MIOPEN_CHECK_FOR(miopenSetConvolutionGroupCount(plan.conv, to_int(p.groups)), ctx);
   if (plan.determinism == dnn::Determinism::Required)
     HG_MIOPEN_CHECK_FOR(
@@ -197,7 +195,7 @@ struct DeviceState {
 
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();   // never destroyed
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
   DeviceState& st = (*states)[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
@@ -262,9 +260,9 @@ void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, size_t ma
   pa.algo = algo_of(*chosen);
   pa.workspace = chosen->memory;
   pa.found = true;
-  HG_LOG_DEBUG("MIOpen {} {} {}: algorithm {} ({:.3f} ms, {} bytes of workspace)",
-               kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(), pa.algo,
-               chosen->time, pa.workspace);
+  HG_LOG_DEBUG("MIOpen {} {} {}: algorithm {} ({:.3f} ms, {} bytes of workspace)", kPassNames[pass],
+               dtype_name(plan.dtype), plan.geometry.describe(), pa.algo, chosen->time,
+               pa.workspace);
 }
 
 // Deterministic mode: the first of MIOpen's immediate-mode solutions (sorted by expected time)
@@ -287,27 +285,26 @@ void choose_solution(const ConvPlan& plan, Pass pass, PassAlgo& pa, Count count,
       break;
     }
   if (chosen == nullptr)
-    throw Error(ErrorKind::InvalidInput,
-                fmt::format("gpu conv2d: MIOpen has no deterministic {} solution for the {} "
-                            "convolution {} ({} listed)",
-                            kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
-                            returned),
-                "set deterministic = false, change the convolution's shape, padding, dilation "
-                "or groups, use another precision, or device = \"cpu\"");
+    throw Error(
+        ErrorKind::InvalidInput,
+        fmt::format("gpu conv2d: MIOpen has no deterministic {} solution for the {} "
+                    "convolution {} ({} listed)",
+                    kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(), returned),
+        "set deterministic = false, change the convolution's shape, padding, dilation "
+        "or groups, use another precision, or device = \"cpu\"");
   HG_MIOPEN_CHECK_FOR(compile(chosen->solution_id), plan.context());
   pa.immediate = true;
   pa.solution = chosen->solution_id;
   pa.workspace = chosen->workspace_size;
   pa.found = true;
-  HG_LOG_DEBUG("MIOpen {} {} {}: solution {} (algorithm {}, {:.3f} ms expected, {} bytes of "
-               "workspace)",
-               kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
-               pa.solution, int(chosen->algorithm), chosen->time, pa.workspace);
+  HG_LOG_DEBUG(
+      "MIOpen {} {} {}: solution {} (algorithm {}, {:.3f} ms expected, {} bytes of "
+      "workspace)",
+      kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(), pa.solution,
+      int(chosen->algorithm), chosen->time, pa.workspace);
 }
 
-bool deterministic(const ConvPlan& plan) {
-  return plan.determinism == dnn::Determinism::Required;
-}
+bool deterministic(const ConvPlan& plan) { return plan.determinism == dnn::Determinism::Required; }
 
 Tensor call_workspace(size_t bytes, int device) {
   if (bytes == 0) return Tensor();
@@ -324,8 +321,8 @@ dnn::Determinism dnn::determinism() {
   return ops::deterministic() ? Determinism::Required : Determinism::Any;
 }
 
-void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
-                       const Tensor& weight, Tensor& y) {
+void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, const Tensor& weight,
+                       Tensor& y) {
   const int device = x.device().index;
   DeviceState& st = device_state(device);
   std::lock_guard<std::mutex> lock(st.mutex);
@@ -339,8 +336,8 @@ void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
                                                           plan.y, n);
         },
         [&](size_t max, size_t* n, miopenConvSolution_t* s) {
-          return miopenConvolutionForwardGetSolution(st.handle, plan.w, plan.x, plan.conv,
-                                                     plan.y, max, n, s);
+          return miopenConvolutionForwardGetSolution(st.handle, plan.w, plan.x, plan.conv, plan.y,
+                                                     max, n, s);
         },
         [&](uint64_t id) {
           return miopenConvolutionForwardCompileSolution(st.handle, plan.w, plan.x, plan.conv,
@@ -349,17 +346,16 @@ void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
   if (!pa.found) {
     size_t max_workspace = 0;
     HG_MIOPEN_CHECK_FOR(miopenConvolutionForwardGetWorkSpaceSize(st.handle, plan.w, plan.x,
-                                                                 plan.conv, plan.y,
-                                                                 &max_workspace),
+                                                                 plan.conv, plan.y, &max_workspace),
                         plan.context());
     search(
         plan, kForward, pa, device, max_workspace,
         [&](void* ws, size_t bytes, miopenConvAlgoPerf_t* perf, int count, int* returned) {
-          HG_MIOPEN_CHECK_FOR(miopenFindConvolutionForwardAlgorithm(
-                                  st.handle, plan.x, x.data_ptr(), plan.w, weight.data_ptr(),
-                                  plan.conv, plan.y, y.data_ptr(), count, returned, perf, ws,
-                                  bytes, /*exhaustiveSearch=*/false),
-                              plan.context());
+          HG_MIOPEN_CHECK_FOR(
+              miopenFindConvolutionForwardAlgorithm(
+                  st.handle, plan.x, x.data_ptr(), plan.w, weight.data_ptr(), plan.conv, plan.y,
+                  y.data_ptr(), count, returned, perf, ws, bytes, /*exhaustiveSearch=*/false),
+              plan.context());
         },
         [](const miopenConvAlgoPerf_t& p) { return int(p.fwd_algo); });
   }
@@ -367,17 +363,16 @@ void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x,
   if (pa.immediate) {
     HG_MIOPEN_CHECK_FOR(miopenConvolutionForwardImmediate(
                             st.handle, plan.w, weight.data_ptr(), plan.x, x.data_ptr(), plan.conv,
-                            plan.y, y.data_ptr(), pointer_of(workspace), pa.workspace,
-                            pa.solution),
+                            plan.y, y.data_ptr(), pointer_of(workspace), pa.workspace, pa.solution),
                         plan.context());
     return;
   }
   const float one = 1.0f, zero = 0.0f;
-  HG_MIOPEN_CHECK_FOR(miopenConvolutionForward(st.handle, &one, plan.x, x.data_ptr(), plan.w,
-                                               weight.data_ptr(), plan.conv,
-                                               miopenConvFwdAlgorithm_t(pa.algo), &zero, plan.y,
-                                               y.data_ptr(), pointer_of(workspace), pa.workspace),
-                      plan.context());
+  HG_MIOPEN_CHECK_FOR(
+      miopenConvolutionForward(st.handle, &one, plan.x, x.data_ptr(), plan.w, weight.data_ptr(),
+                               plan.conv, miopenConvFwdAlgorithm_t(pa.algo), &zero, plan.y,
+                               y.data_ptr(), pointer_of(workspace), pa.workspace),
+      plan.context());
 }
 
 void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
@@ -391,16 +386,16 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
     choose_solution(
         plan, kBackwardData, pa,
         [&](size_t* n) {
-          return miopenConvolutionBackwardDataGetSolutionCount(st.handle, plan.y, plan.w,
-                                                               plan.conv, plan.x, n);
+          return miopenConvolutionBackwardDataGetSolutionCount(st.handle, plan.y, plan.w, plan.conv,
+                                                               plan.x, n);
         },
         [&](size_t max, size_t* n, miopenConvSolution_t* s) {
           return miopenConvolutionBackwardDataGetSolution(st.handle, plan.y, plan.w, plan.conv,
                                                           plan.x, max, n, s);
         },
         [&](uint64_t id) {
-          return miopenConvolutionBackwardDataCompileSolution(st.handle, plan.y, plan.w,
-                                                              plan.conv, plan.x, id);
+          return miopenConvolutionBackwardDataCompileSolution(st.handle, plan.y, plan.w, plan.conv,
+                                                              plan.x, id);
         });
   if (!pa.found) {
     size_t max_workspace = 0;
@@ -410,21 +405,21 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
     search(
         plan, kBackwardData, pa, device, max_workspace,
         [&](void* ws, size_t bytes, miopenConvAlgoPerf_t* perf, int count, int* returned) {
-          HG_MIOPEN_CHECK_FOR(miopenFindConvolutionBackwardDataAlgorithm(
-                                  st.handle, plan.y, dy.data_ptr(), plan.w, weight.data_ptr(),
-                                  plan.conv, plan.x, dx.data_ptr(), count, returned, perf, ws,
-                                  bytes, /*exhaustiveSearch=*/false),
-                              plan.context());
+          HG_MIOPEN_CHECK_FOR(
+              miopenFindConvolutionBackwardDataAlgorithm(
+                  st.handle, plan.y, dy.data_ptr(), plan.w, weight.data_ptr(), plan.conv, plan.x,
+                  dx.data_ptr(), count, returned, perf, ws, bytes, /*exhaustiveSearch=*/false),
+              plan.context());
         },
         [](const miopenConvAlgoPerf_t& p) { return int(p.bwd_data_algo); });
   }
   const Tensor workspace = call_workspace(pa.workspace, device);
   if (pa.immediate) {
-    HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardDataImmediate(
-                            st.handle, plan.y, dy.data_ptr(), plan.w, weight.data_ptr(),
-                            plan.conv, plan.x, dx.data_ptr(), pointer_of(workspace),
-                            pa.workspace, pa.solution),
-                        plan.context());
+    HG_MIOPEN_CHECK_FOR(
+        miopenConvolutionBackwardDataImmediate(st.handle, plan.y, dy.data_ptr(), plan.w,
+                                               weight.data_ptr(), plan.conv, plan.x, dx.data_ptr(),
+                                               pointer_of(workspace), pa.workspace, pa.solution),
+        plan.context());
     return;
   }
   const float one = 1.0f, zero = 0.0f;
@@ -450,8 +445,8 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
                                                                   plan.conv, plan.w, n);
         },
         [&](size_t max, size_t* n, miopenConvSolution_t* s) {
-          return miopenConvolutionBackwardWeightsGetSolution(st.handle, plan.y, plan.x,
-                                                             plan.conv, plan.w, max, n, s);
+          return miopenConvolutionBackwardWeightsGetSolution(st.handle, plan.y, plan.x, plan.conv,
+                                                             plan.w, max, n, s);
         },
         [&](uint64_t id) {
           return miopenConvolutionBackwardWeightsCompileSolution(st.handle, plan.y, plan.x,
@@ -465,27 +460,27 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
     search(
         plan, kBackwardFilter, pa, device, max_workspace,
         [&](void* ws, size_t bytes, miopenConvAlgoPerf_t* perf, int count, int* returned) {
-          HG_MIOPEN_CHECK_FOR(miopenFindConvolutionBackwardWeightsAlgorithm(
-                                  st.handle, plan.y, dy.data_ptr(), plan.x, x.data_ptr(),
-                                  plan.conv, plan.w, dweight.data_ptr(), count, returned, perf,
-                                  ws, bytes, /*exhaustiveSearch=*/false),
-                              plan.context());
+          HG_MIOPEN_CHECK_FOR(
+              miopenFindConvolutionBackwardWeightsAlgorithm(
+                  st.handle, plan.y, dy.data_ptr(), plan.x, x.data_ptr(), plan.conv, plan.w,
+                  dweight.data_ptr(), count, returned, perf, ws, bytes, /*exhaustiveSearch=*/false),
+              plan.context());
         },
         [](const miopenConvAlgoPerf_t& p) { return int(p.bwd_weights_algo); });
   }
   const Tensor workspace = call_workspace(pa.workspace, device);
   if (pa.immediate) {
-    HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeightsImmediate(
-                            st.handle, plan.y, dy.data_ptr(), plan.x, x.data_ptr(), plan.conv,
-                            plan.w, dweight.data_ptr(), pointer_of(workspace), pa.workspace,
-                            pa.solution),
-                        plan.context());
+    HG_MIOPEN_CHECK_FOR(
+        miopenConvolutionBackwardWeightsImmediate(
+            st.handle, plan.y, dy.data_ptr(), plan.x, x.data_ptr(), plan.conv, plan.w,
+            dweight.data_ptr(), pointer_of(workspace), pa.workspace, pa.solution),
+        plan.context());
     return;
   }
   const float one = 1.0f, zero = 0.0f;
   HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeights(
-                          st.handle, &one, plan.y, dy.data_ptr(), plan.x, x.data_ptr(),
-                          plan.conv, miopenConvBwdWeightsAlgorithm_t(pa.algo), &zero, plan.w,
+                          st.handle, &one, plan.y, dy.data_ptr(), plan.x, x.data_ptr(), plan.conv,
+                          miopenConvBwdWeightsAlgorithm_t(pa.algo), &zero, plan.w,
                           dweight.data_ptr(), pointer_of(workspace), pa.workspace),
                       plan.context());
 }

@@ -16,8 +16,7 @@ uint32_t keep_threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); 
 
 }  // namespace
 
-ops::DropoutForward GpuBackend::dropout(const Tensor& x, double p, uint64_t seed,
-                                        uint64_t offset) {
+ops::DropoutForward GpuBackend::dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   gpu::check_float("dropout", x);
   HG_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got {}", p);
   ops::DropoutForward out;
@@ -25,8 +24,8 @@ ops::DropoutForward GpuBackend::dropout(const Tensor& x, double p, uint64_t seed
   out.mask = Tensor::empty(x.shape(), DType::U8, x.device());
   // p = 0 gives threshold 0 and scale 1: every element kept and copied exactly (x * 1).
   gpu::launch_dropout(x.data_ptr(), out.y.data_ptr(), static_cast<uint8_t*>(out.mask.data_ptr()),
-                      x.numel(), keep_threshold(p), float(1.0 / (1.0 - p)), seed, offset,
-                      x.dtype(), gpu::stream_for(x));
+                      x.numel(), keep_threshold(p), float(1.0 / (1.0 - p)), seed, offset, x.dtype(),
+                      gpu::stream_for(x));
   return out;
 }
 

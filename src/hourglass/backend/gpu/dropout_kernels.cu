@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t gi = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; gi < groups; gi += stride) {
     uint32_t word[4] = {0u, 0u, 0u, 0u};
-    if (threshold != 0) {   // p = 0 keeps everything: no random numbers needed
+    if (threshold != 0) {  // p = 0 keeps everything: no random numbers needed
       const uint4 b = philox(first_counter + uint64_t(gi), seed);
       word[0] = b.x;
       word[1] = b.y;
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int w = 0; w < 4; ++w) keep[w] = uint8_t((word[w] >> 8) >= threshold);
     const int64_t base = 4 * gi - lead;
-    if (Aligned && base + 3 < n) {   // Aligned implies lead == 0, so base >= 0
+    if (Aligned && base + 3 < n) {  // Aligned implies lead == 0, so base >= 0
       const Pack<T, 4> in = reinterpret_cast<const Pack<T, 4>*>(x + base)[0];
       Pack<T, 4> out;
 #pragma unroll
@@ -98,8 +98,7 @@ bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 }  // namespace
 
 void launch_dropout(const void* x, void* y, uint8_t* mask, int64_t n, uint32_t threshold,
-                    float scale, uint64_t seed, uint64_t offset, DType dtype,
-                    gpuStream_t stream) {
+                    float scale, uint64_t seed, uint64_t offset, DType dtype, gpuStream_t stream) {
   if (n <= 0) return;
   const int lead = int(offset % 4);
   const uint64_t first_counter = offset / 4;
@@ -107,8 +106,8 @@ void launch_dropout(const void* x, void* y, uint8_t* mask, int64_t n, uint32_t t
   dispatch_float("dropout", dtype, [&]<typename T>() {
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
-    const bool vec = lead == 0 && aligned(xs, 4 * sizeof(T)) && aligned(ys, 4 * sizeof(T)) &&
-                     aligned(mask, 4);
+    const bool vec =
+        lead == 0 && aligned(xs, 4 * sizeof(T)) && aligned(ys, 4 * sizeof(T)) && aligned(mask, 4);
     if (vec)
       dropout_kernel<T, true><<<grid_for(groups, kThreads), kThreads, 0, stream>>>(
           xs, ys, mask, n, groups, threshold, scale, seed, first_counter, lead);
@@ -119,18 +118,19 @@ void launch_dropout(const void* x, void* y, uint8_t* mask, int64_t n, uint32_t t
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_dropout_backward(const void* dy, const uint8_t* mask, void* dx, int64_t n,
-                             float scale, DType dtype, gpuStream_t stream) {
+void launch_dropout_backward(const void* dy, const uint8_t* mask, void* dx, int64_t n, float scale,
+                             DType dtype, gpuStream_t stream) {
   if (n <= 0) return;
   dispatch_float("dropout_backward", dtype, [&]<typename T>() {
     const T* g = static_cast<const T*>(dy);
     T* out = static_cast<T*>(dx);
     if (aligned(g, 4 * sizeof(T)) && aligned(out, 4 * sizeof(T)) && aligned(mask, 4))
-      dropout_backward_kernel<T, 4><<<grid_for(n / 4 > 0 ? n / 4 : 1, kThreads), kThreads, 0,
-                                      stream>>>(g, mask, out, n, scale);
+      dropout_backward_kernel<T, 4>
+          <<<grid_for(n / 4 > 0 ? n / 4 : 1, kThreads), kThreads, 0, stream>>>(g, mask, out, n,
+                                                                               scale);
     else
-      dropout_backward_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, mask, out,
-                                                                                   n, scale);
+      dropout_backward_kernel<T, 1>
+          <<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, mask, out, n, scale);
   });
   HG_GPU_CHECK_LAUNCH();
 }

@@ -18,7 +18,7 @@ void launch_dropout(const void* x, void* y, uint8_t* mask, int64_t n, uint32_t t
                     float scale, uint64_t seed, uint64_t offset, DType dtype, gpuStream_t stream);
 
 // dx = dy * (mask * scale)
-void launch_dropout_backward(const void* dy, const uint8_t* mask, void* dx, int64_t n,
-                             float scale, DType dtype, gpuStream_t stream);
+void launch_dropout_backward(const void* dy, const uint8_t* mask, void* dx, int64_t n, float scale,
+                             DType dtype, gpuStream_t stream);
 
 }  // namespace hg::gpu

@@ -32,17 +32,15 @@ Tensor unary(const char* op, const Tensor& a, F f) {
 
 // The ops of the functor table (elementwise_functors.h). A scalar is rounded to f32 once, as
 // the CPU rounds it to the f32 element type.
-#define HG_GPU_UNARY(name, F)                                 \
-  Tensor GpuBackend::name(const Tensor& x) {                  \
-    return unary(#name, x, elementwise::F<float>{});          \
+#define HG_GPU_UNARY(name, F) \
+  Tensor GpuBackend::name(const Tensor& x) { return unary(#name, x, elementwise::F<float>{}); }
+#define HG_GPU_SCALAR(name, F)                               \
+  Tensor GpuBackend::name(const Tensor& x, double s) {       \
+    return unary(#name, x, elementwise::F<float>{float(s)}); \
   }
-#define HG_GPU_SCALAR(name, F)                                \
-  Tensor GpuBackend::name(const Tensor& x, double s) {        \
-    return unary(#name, x, elementwise::F<float>{float(s)});  \
-  }
-#define HG_GPU_BINARY(name, F)                                   \
-  Tensor GpuBackend::name(const Tensor& a, const Tensor& b) {    \
-    return binary(#name, a, b, elementwise::F<float>{});         \
+#define HG_GPU_BINARY(name, F)                                \
+  Tensor GpuBackend::name(const Tensor& a, const Tensor& b) { \
+    return binary(#name, a, b, elementwise::F<float>{});      \
   }
 HG_ELEMENTWISE_OPS(HG_GPU_UNARY, HG_GPU_SCALAR, HG_GPU_BINARY)
 #undef HG_GPU_UNARY
@@ -54,11 +52,11 @@ void GpuBackend::add_(Tensor& dst, const Tensor& src, double alpha) {
   const gpuStream_t stream = gpu::stream_for(dst);
   // alpha == 1 (gradient accumulation) skips the multiply, as the CPU does.
   if (alpha == 1.0)
-    gpu::launch_binary(elementwise::Add<float>{}, dst.data_ptr(), src.data_ptr(),
-                       dst.data_ptr(), dst.numel(), dst.dtype(), stream);
+    gpu::launch_binary(elementwise::Add<float>{}, dst.data_ptr(), src.data_ptr(), dst.data_ptr(),
+                       dst.numel(), dst.dtype(), stream);
   else
-    gpu::launch_binary(elementwise::AddScaled<float>{float(alpha)}, dst.data_ptr(),
-                       src.data_ptr(), dst.data_ptr(), dst.numel(), dst.dtype(), stream);
+    gpu::launch_binary(elementwise::AddScaled<float>{float(alpha)}, dst.data_ptr(), src.data_ptr(),
+                       dst.data_ptr(), dst.numel(), dst.dtype(), stream);
 }
 
 void GpuBackend::mul_scalar_(Tensor& dst, double s) {

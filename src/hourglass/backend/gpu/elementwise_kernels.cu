@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < V; ++k) po.v[k] = from_float<T>(op(to_float(pa.v[k]), to_float(pb.v[k])));
     reinterpret_cast<P*>(out)[i] = po;
   }
-  const int64_t t = packs * V + tid;   // the tail: fewer than V elements
+  const int64_t t = packs * V + tid;  // the tail: fewer than V elements
   if (t < n) out[t] = from_float<T>(op(to_float(a[t]), to_float(b[t])));
 }
 
@@ -105,10 +105,10 @@ void launch_unary(F f, const void* a, void* out, int64_t n, DType dtype, gpuStre
 }
 
 // The launchers of every functor of the table, and of AddScaled (add_ with alpha != 1).
-#define HG_GPU_UNARY(name, F)                                                                \
-  template void launch_unary(elementwise::F<float>, const void*, void*, int64_t, DType,     \
+#define HG_GPU_UNARY(name, F)                                                           \
+  template void launch_unary(elementwise::F<float>, const void*, void*, int64_t, DType, \
                              gpuStream_t);
-#define HG_GPU_BINARY(name, F)                                                                \
+#define HG_GPU_BINARY(name, F)                                                                 \
   template void launch_binary(elementwise::F<float>, const void*, const void*, void*, int64_t, \
                               DType, gpuStream_t);
 HG_ELEMENTWISE_OPS(HG_GPU_UNARY, HG_GPU_UNARY, HG_GPU_BINARY)

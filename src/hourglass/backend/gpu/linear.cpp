@@ -22,17 +22,15 @@ namespace {
 using gpu::blas::Transpose;
 
 void check_operand(const char* op, const char* what, const Tensor& t, const Tensor& x) {
-  HG_CHECK(t.dtype() == x.dtype(),
-           "gpu {}: {} {} must have the input's dtype {} (cast it first)", op, what,
-           t.describe(), dtype_name(x.dtype()));
+  HG_CHECK(t.dtype() == x.dtype(), "gpu {}: {} {} must have the input's dtype {} (cast it first)",
+           op, what, t.describe(), dtype_name(x.dtype()));
 }
 
 // dbias [cols] = column sums of the contiguous [rows, cols] tensor g.
 Tensor bias_grad(const Tensor& g, int64_t rows, int64_t cols, gpuStream_t stream) {
   Tensor dbias = Tensor::empty({cols}, g.dtype(), g.device());
   if (cols == 0) return dbias;
-  Tensor partials =
-      Tensor::empty({gpu::bias_grad_partials(rows, cols)}, DType::F32, g.device());
+  Tensor partials = Tensor::empty({gpu::bias_grad_partials(rows, cols)}, DType::F32, g.device());
   gpu::launch_bias_grad(rows > 0 ? g.data_ptr() : nullptr, rows, cols, g.dtype(),
                         static_cast<float*>(partials.data_ptr()), dbias.data_ptr(), stream);
   return dbias;
@@ -48,14 +46,14 @@ Tensor GpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias) 
   const int64_t n = x.size(0), in = x.size(1), out = w.size(0);
   Tensor y = Tensor::empty({n, out}, x.dtype(), x.device());
   if (n == 0 || out == 0) return y;
-  if (in == 0) {   // empty sums: y is the bias broadcast over the rows (or zero)
+  if (in == 0) {  // empty sums: y is the bias broadcast over the rows (or zero)
     y.zero_();
     if (bias.defined())
       gpu::launch_add_bias(y.data_ptr(), bias.data_ptr(), n, out, y.dtype(), stream);
     return y;
   }
-  gpu::blas::matmul(gpu::math_mode_for(x.dtype()), /*m=*/out, /*n=*/n, /*k=*/in, w,
-                    Transpose::Yes, /*lda=*/in, x, Transpose::No, /*ldb=*/in, bias, y,
+  gpu::blas::matmul(gpu::math_mode_for(x.dtype()), /*m=*/out, /*n=*/n, /*k=*/in, w, Transpose::Yes,
+                    /*lda=*/in, x, Transpose::No, /*ldb=*/in, bias, y,
                     /*ldd=*/out);
   return y;
 }

@@ -13,11 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <int V>
-struct alignas(4 * V) Floats {
-  float v[V];
-};
-
 // No __restrict__ on state: every thread reads state[0] while some may store to state[1].
 template <int V>
 __global__ void __launch_bounds__(kThreads)
@@ -28,13 +23,13 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   bool found = false;
   for (int64_t i = tid; i < packs; i += stride) {
-    Floats<V> g = reinterpret_cast<Floats<V>*>(grads)[i];
+    Pack<float, V> g = reinterpret_cast<Pack<float, V>*>(grads)[i];
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       g.v[k] *= inv_scale;
       found |= !isfinite(g.v[k]);
     }
-    reinterpret_cast<Floats<V>*>(grads)[i] = g;
+    reinterpret_cast<Pack<float, V>*>(grads)[i] = g;
   }
   const int64_t t = packs * V + tid;
   if (t < n) {
@@ -56,7 +51,7 @@ __global__ void update_scale_kernel(float* state, double growth, double backoff,
     s[2] += 1.0f;
     if (int64_t(s[2]) >= growth_interval) {
       const float grown = float(double(s[0]) * growth);
-      if (isfinite(grown)) s[0] = grown;   // never grow the scale to inf
+      if (isfinite(grown)) s[0] = grown;  // never grow the scale to inf
       s[2] = 0.0f;
     }
   }
@@ -68,15 +63,15 @@ __global__ void update_scale_kernel(float* state, double growth, double backoff,
 void launch_unscale_grads(float* grads, int64_t n, float* state, gpuStream_t stream) {
   if (n <= 0) return;
   if (reinterpret_cast<uintptr_t>(grads) % 16 == 0)
-    unscale_kernel<4><<<grid_for(n / 4 > 0 ? n / 4 : 1, kThreads), kThreads, 0, stream>>>(
-        grads, n, state);
+    unscale_kernel<4>
+        <<<grid_for(n / 4 > 0 ? n / 4 : 1, kThreads), kThreads, 0, stream>>>(grads, n, state);
   else
     unscale_kernel<1><<<grid_for(n, kThreads), kThreads, 0, stream>>>(grads, n, state);
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_update_loss_scale(float* state, double growth, double backoff,
-                              int64_t growth_interval, gpuStream_t stream) {
+void launch_update_loss_scale(float* state, double growth, double backoff, int64_t growth_interval,
+                              gpuStream_t stream) {
   update_scale_kernel<<<1, 1, 0, stream>>>(state, growth, backoff, growth_interval);
   HG_GPU_CHECK_LAUNCH();
 }

@@ -15,7 +15,7 @@ void launch_unscale_grads(float* grads, int64_t n, float* state, gpuStream_t str
 
 // One thread applies the CPU backend's rule (backend/cpu/loss_scale.cpp) with the same double
 // arithmetic, so the state after each call equals the CPU's bit for bit.
-void launch_update_loss_scale(float* state, double growth, double backoff,
-                              int64_t growth_interval, gpuStream_t stream);
+void launch_update_loss_scale(float* state, double growth, double backoff, int64_t growth_interval,
+                              gpuStream_t stream);
 
 }  // namespace hg::gpu

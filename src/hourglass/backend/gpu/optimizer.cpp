@@ -18,8 +18,7 @@ const float* skip_pointer(const char* op, const Tensor& params, const Tensor& sk
   if (!skip.defined()) return nullptr;
   check_dtype(op, "skip flag", skip, DType::F32);
   check_same_device(op, params, skip);
-  HG_CHECK(skip.numel() == 1, "{}: skip flag must have one element, got {}", op,
-           skip.describe());
+  HG_CHECK(skip.numel() == 1, "{}: skip flag must have one element, got {}", op, skip.describe());
   return static_cast<const float*>(skip.data_ptr());
 }
 
@@ -63,14 +62,12 @@ void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
                     static_cast<const float*>(grads.data_ptr()),
                     static_cast<float*>(exp_avg.data_ptr()),
                     static_cast<float*>(exp_avg_sq.data_ptr()), params.numel(), c,
-                    static_cast<const float*>(step.data_ptr()), skip_flag,
-                    gpu::stream_for(params));
+                    static_cast<const float*>(step.data_ptr()), skip_flag, gpu::stream_for(params));
 }
 
 void GpuBackend::advance_step_(Tensor& step, const Tensor& skip) {
   const float* skip_flag = skip_pointer("advance_step_", step, skip);
-  gpu::launch_advance_step(static_cast<float*>(step.data_ptr()), skip_flag,
-                           gpu::stream_for(step));
+  gpu::launch_advance_step(static_cast<float*>(step.data_ptr()), skip_flag, gpu::stream_for(step));
 }
 
 }  // namespace hg

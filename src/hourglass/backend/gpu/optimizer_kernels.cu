@@ -14,17 +14,12 @@ namespace {
 constexpr int kThreads = 256;
 
 template <int V>
-struct alignas(4 * V) Floats {
-  float v[V];
-};
-
-template <int V>
-__device__ inline Floats<V> load(const float* p, int64_t i) {
-  return reinterpret_cast<const Floats<V>*>(p)[i];
+__device__ inline Pack<float, V> load(const float* p, int64_t i) {
+  return reinterpret_cast<const Pack<float, V>*>(p)[i];
 }
 template <int V>
-__device__ inline void store(float* p, int64_t i, const Floats<V>& f) {
-  reinterpret_cast<Floats<V>*>(p)[i] = f;
+__device__ inline void store(float* p, int64_t i, const Pack<float, V>& f) {
+  reinterpret_cast<Pack<float, V>*>(p)[i] = f;
 }
 
 struct SgdUpdate {
@@ -47,10 +42,10 @@ struct SgdUpdate {
 template <int V, bool Momentum>
 __device__ inline void sgd_pack(float* params, const float* grads, float* momentum, int64_t i,
                                 const SgdUpdate& u) {
-  Floats<V> p = load<V>(params, i);
-  const Floats<V> g = load<V>(grads, i);
+  Pack<float, V> p = load<V>(params, i);
+  const Pack<float, V> g = load<V>(grads, i);
   if constexpr (Momentum) {
-    Floats<V> b = load<V>(momentum, i);
+    Pack<float, V> b = load<V>(momentum, i);
 #pragma unroll
     for (int k = 0; k < V; ++k) p.v[k] = u(p.v[k], g.v[k], b.v[k]);
     store<V>(momentum, i, b);
@@ -65,7 +60,7 @@ template <int V, bool Momentum>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(float* __restrict__ params, const float* __restrict__ grads,
                float* __restrict__ momentum, int64_t n, SgdUpdate u, const float* skip) {
-  if (skip != nullptr && *skip != 0.0f) return;   // NaN counts as nonzero, as on the CPU
+  if (skip != nullptr && *skip != 0.0f) return;  // NaN counts as nonzero, as on the CPU
   const int64_t packs = n / V;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -77,7 +72,7 @@ __global__ void __launch_bounds__(kThreads)
 
 struct AdamWUpdate {
   AdamWCoefficients c;
-  float step_size, inv_sqrt_bc2;   // the bias corrections of this update
+  float step_size, inv_sqrt_bc2;  // the bias corrections of this update
   __device__ float operator()(float p, float g, float& m, float& v) const {
     m = c.beta1 * m + c.one_minus_beta1 * g;
     v = c.beta2 * v + c.one_minus_beta2 * g * g;
@@ -89,10 +84,10 @@ struct AdamWUpdate {
 template <int V>
 __device__ inline void adamw_pack(float* params, const float* grads, float* exp_avg,
                                   float* exp_avg_sq, int64_t i, const AdamWUpdate& u) {
-  Floats<V> p = load<V>(params, i);
-  const Floats<V> g = load<V>(grads, i);
-  Floats<V> m = load<V>(exp_avg, i);
-  Floats<V> v = load<V>(exp_avg_sq, i);
+  Pack<float, V> p = load<V>(params, i);
+  const Pack<float, V> g = load<V>(grads, i);
+  Pack<float, V> m = load<V>(exp_avg, i);
+  Pack<float, V> v = load<V>(exp_avg_sq, i);
 #pragma unroll
   for (int k = 0; k < V; ++k) p.v[k] = u(p.v[k], g.v[k], m.v[k], v.v[k]);
   store<V>(exp_avg, i, m);
@@ -128,7 +123,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // No __restrict__: the skip flag and the count may be elements of one state tensor.
 __global__ void advance_step_kernel(float* step, const float* skip) {
-  if (skip != nullptr && *skip != 0.0f) return;   // NaN counts as nonzero, as on the CPU
+  if (skip != nullptr && *skip != 0.0f) return;  // NaN counts as nonzero, as on the CPU
   *step += 1.0f;
 }
 
@@ -145,32 +140,32 @@ void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
   const bool vec = aligned16(params) && aligned16(grads) && (!momentum || aligned16(momentum));
   if (momentum != nullptr) {
     if (vec)
-      sgd_kernel<4, true><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, momentum, n,
-                                                                      u, skip);
+      sgd_kernel<4, true>
+          <<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, momentum, n, u, skip);
     else
-      sgd_kernel<1, true><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, momentum, n, u,
-                                                                 skip);
+      sgd_kernel<1, true>
+          <<<blocks_for(n), kThreads, 0, stream>>>(params, grads, momentum, n, u, skip);
   } else {
     if (vec)
-      sgd_kernel<4, false><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, nullptr, n,
-                                                                       u, skip);
+      sgd_kernel<4, false>
+          <<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, nullptr, n, u, skip);
     else
-      sgd_kernel<1, false><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, nullptr, n, u,
-                                                                  skip);
+      sgd_kernel<1, false>
+          <<<blocks_for(n), kThreads, 0, stream>>>(params, grads, nullptr, n, u, skip);
   }
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-                  int64_t n, const AdamWCoefficients& c, const float* step, const float* skip,
+void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n,
+                  const AdamWCoefficients& c, const float* step, const float* skip,
                   gpuStream_t stream) {
   if (n <= 0) return;
   if (aligned16(params) && aligned16(grads) && aligned16(exp_avg) && aligned16(exp_avg_sq))
-    adamw_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, exp_avg,
-                                                                exp_avg_sq, n, c, step, skip);
+    adamw_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(params, grads, exp_avg, exp_avg_sq,
+                                                                n, c, step, skip);
   else
-    adamw_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, exp_avg, exp_avg_sq,
-                                                            n, c, step, skip);
+    adamw_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, exp_avg, exp_avg_sq, n,
+                                                            c, step, skip);
   HG_GPU_CHECK_LAUNCH();
 }
 

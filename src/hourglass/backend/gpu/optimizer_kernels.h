@@ -15,7 +15,7 @@ namespace hg::gpu {
 //   p -= lr (nesterov ? d + mu b : b)
 // Without momentum (momentum == nullptr): p -= lr d.
 struct SgdCoefficients {
-  float lr, weight_decay, momentum, keep;   // keep = 1 - dampening
+  float lr, weight_decay, momentum, keep;  // keep = 1 - dampening
   bool decay, nesterov, first_step;
 };
 void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
@@ -32,8 +32,8 @@ struct AdamWCoefficients {
   float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
   double lr, beta1_exact, beta2_exact;
 };
-void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-                  int64_t n, const AdamWCoefficients& c, const float* step, const float* skip,
+void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n,
+                  const AdamWCoefficients& c, const float* step, const float* skip,
                   gpuStream_t stream);
 
 // *step += 1 unless skip is not null and *skip is nonzero: one thread, nothing read back.

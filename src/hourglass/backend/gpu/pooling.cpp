@@ -86,8 +86,7 @@ Tensor GpuBackend::global_avg_pool(const Tensor& x) {
   HG_CHECK(n < (int64_t(1) << 31), "global_avg_pool: input {} has 2^31 images or more",
            x.describe());
   Tensor y = Tensor::empty({n, c}, x.dtype(), x.device());
-  gpu::launch_global_avg_pool(x.data_ptr(), y.data_ptr(), n, hw, c, x.dtype(),
-                              gpu::stream_for(x));
+  gpu::launch_global_avg_pool(x.data_ptr(), y.data_ptr(), n, hw, c, x.dtype(), gpu::stream_for(x));
   return y;
 }
 

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
         const int32_t pos = int32_t(h * g.w + w);
 #pragma unroll
         for (int k = 0; k < V; ++k)
-          if (arg[k] < 0 || v[k] > best[k]) {   // the first maximum wins ties
+          if (arg[k] < 0 || v[k] > best[k]) {  // the first maximum wins ties
             best[k] = v[k];
             arg[k] = pos;
           }
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int kGapX = 64, kGapY = 4;
 
 template <typename T, int V>
-__global__ void __launch_bounds__(kGapX * kGapY)
+__global__ void __launch_bounds__(kGapX* kGapY)
     global_avg_pool_forward(const T* __restrict__ x, T* __restrict__ y, int64_t hw, int64_t c) {
   __shared__ float partial[kGapY][V][kGapX];
   const int64_t n = blockIdx.x;
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
   const Index cvs = c / Index(V);
   const Index stride = Index(gridDim.x) * blockDim.x;
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const Index cv = i % cvs, row = i / cvs;   // row = n * hw + position
+    const Index cv = i % cvs, row = i / cvs;  // row = n * hw + position
     const Index n = row / hw;
     float d[V];
     load<T, V>(dy + int64_t(n) * c + int64_t(cv) * V, d);
@@ -245,11 +245,15 @@ void with_pack_and_index(int64_t c, std::initializer_list<const void*> pointers,
   for (const void* p : pointers) vec = vec && aligned(p, 16);
   const bool small = largest < (int64_t(1) << 31);
   if (vec) {
-    if (small) f.template operator()<VP, uint32_t>();
-    else f.template operator()<VP, int64_t>();
+    if (small)
+      f.template operator()<VP, uint32_t>();
+    else
+      f.template operator()<VP, int64_t>();
   } else {
-    if (small) f.template operator()<1, uint32_t>();
-    else f.template operator()<1, int64_t>();
+    if (small)
+      f.template operator()<1, uint32_t>();
+    else
+      f.template operator()<1, int64_t>();
   }
 }
 
@@ -314,8 +318,8 @@ void launch_avg_pool_backward(const void* dy, void* dx, const PoolGeometry& g, D
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_global_avg_pool(const void* x, void* y, int64_t n, int64_t hw, int64_t c,
-                            DType dtype, gpuStream_t stream) {
+void launch_global_avg_pool(const void* x, void* y, int64_t n, int64_t hw, int64_t c, DType dtype,
+                            gpuStream_t stream) {
   if (n * c == 0) return;
   dispatch_float("global_avg_pool", dtype, [&]<typename T>() {
     // An empty map (hw = 0) is 0 / 0 = NaN per channel, as a mean of nothing.

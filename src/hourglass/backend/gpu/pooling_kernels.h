@@ -15,8 +15,8 @@
 namespace hg::gpu {
 
 struct PoolGeometry {
-  int64_t n, h, w, c;   // input [N,H,W,C]
-  int64_t p, q;         // output [N,P,Q,C]
+  int64_t n, h, w, c;  // input [N,H,W,C]
+  int64_t p, q;        // output [N,P,Q,C]
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 };
 
@@ -32,8 +32,8 @@ void launch_avg_pool_backward(const void* dy, void* dx, const PoolGeometry& g, D
                               gpuStream_t stream);
 
 // y [N,C] = mean over the hw positions of x [N,hw,C] (deterministic order).
-void launch_global_avg_pool(const void* x, void* y, int64_t n, int64_t hw, int64_t c,
-                            DType dtype, gpuStream_t stream);
+void launch_global_avg_pool(const void* x, void* y, int64_t n, int64_t hw, int64_t c, DType dtype,
+                            gpuStream_t stream);
 // dx [N,hw,C] = dy [N,C] / hw.
 void launch_global_avg_pool_backward(const void* dy, void* dx, int64_t n, int64_t hw, int64_t c,
                                      DType dtype, gpuStream_t stream);

@@ -25,9 +25,7 @@ Tensor reduce_to_scalar(const char* op, gpu::ReduceOp kind, const Tensor& x) {
 
 }  // namespace
 
-Tensor GpuBackend::sum(const Tensor& x) {
-  return reduce_to_scalar("sum", gpu::ReduceOp::Sum, x);
-}
+Tensor GpuBackend::sum(const Tensor& x) { return reduce_to_scalar("sum", gpu::ReduceOp::Sum, x); }
 
 Tensor GpuBackend::sum_squares(const Tensor& x) {
   return reduce_to_scalar("sum_squares", gpu::ReduceOp::SumSquares, x);

@@ -15,7 +15,7 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kFinalThreads = 1024;
-constexpr int64_t kMaxBlocks = 1024;            // partial sums at most
+constexpr int64_t kMaxBlocks = 1024;  // partial sums at most
 // Elements per block before the grid grows (4 packs of f32 per thread), so mid-sized inputs
 // (1e6) already spread over ~128 SMs; at most kMaxBlocks partial sums for the second kernel.
 constexpr int64_t kElementsPerBlock = 1 << 13;
@@ -94,8 +94,8 @@ int64_t reduce_partials(int64_t n) {
   return blocks == 1 ? 0 : blocks;
 }
 
-void launch_reduce(ReduceOp op, const void* x, int64_t n, DType dtype, float* partials,
-                   float* out, gpuStream_t stream) {
+void launch_reduce(ReduceOp op, const void* x, int64_t n, DType dtype, float* partials, float* out,
+                   gpuStream_t stream) {
   dispatch_float("reduce", dtype, [&]<typename T>() {
     if (op == ReduceOp::Sum)
       reduce<T>(x, n, SumOp{}, partials, out, stream);

@@ -9,8 +9,8 @@
 namespace hg::gpu {
 
 enum class ReduceOp : uint8_t {
-  Sum,          // sum of x
-  SumSquares,   // sum of x * x
+  Sum,         // sum of x
+  SumSquares,  // sum of x * x
 };
 
 // How many f32 partial sums launch_reduce needs in `partials` for n elements (0 when the
@@ -21,7 +21,7 @@ int64_t reduce_partials(int64_t n);
 // out[0] = op over the n contiguous elements of x (f32, bf16 or f16), accumulated in float by
 // a fixed tree; `partials` is device scratch of reduce_partials(n) floats (may be null when
 // that is 0). n = 0 writes 0. Two kernels at most; nothing is read back.
-void launch_reduce(ReduceOp op, const void* x, int64_t n, DType dtype, float* partials,
-                   float* out, gpuStream_t stream);
+void launch_reduce(ReduceOp op, const void* x, int64_t n, DType dtype, float* partials, float* out,
+                   gpuStream_t stream);
 
 }  // namespace hg::gpu

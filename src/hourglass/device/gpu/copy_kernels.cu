@@ -22,37 +22,57 @@ constexpr int kUnroll = 4;
 template <typename T>
 struct Elem {
   template <typename C>
-  __device__ static C load(T v) { return C(v); }
+  __device__ static C load(T v) {
+    return C(v);
+  }
   template <typename C>
-  __device__ static T store(C v) { return T(v); }
+  __device__ static T store(C v) {
+    return T(v);
+  }
 };
 template <>
 struct Elem<bf16> {
   template <typename C>
-  __device__ static C load(bf16 v) { return C(to_float(v)); }
+  __device__ static C load(bf16 v) {
+    return C(to_float(v));
+  }
   template <typename C>
-  __device__ static bf16 store(C v) { return from_float<bf16>(float(v)); }
+  __device__ static bf16 store(C v) {
+    return from_float<bf16>(float(v));
+  }
 };
 template <>
 struct Elem<f16> {
   template <typename C>
-  __device__ static C load(f16 v) { return C(to_float(v)); }
+  __device__ static C load(f16 v) {
+    return C(to_float(v));
+  }
   template <typename C>
-  __device__ static f16 store(C v) { return from_float<f16>(float(v)); }
+  __device__ static f16 store(C v) {
+    return from_float<f16>(float(v));
+  }
 };
 template <>
 struct Elem<int8_t> {
   template <typename C>
-  __device__ static C load(int8_t v) { return C(v); }
+  __device__ static C load(int8_t v) {
+    return C(v);
+  }
   template <typename C>
-  __device__ static int8_t store(C v) { return int8_t(int32_t(v)); }
+  __device__ static int8_t store(C v) {
+    return int8_t(int32_t(v));
+  }
 };
 template <>
 struct Elem<uint8_t> {
   template <typename C>
-  __device__ static C load(uint8_t v) { return C(v); }
+  __device__ static C load(uint8_t v) {
+    return C(v);
+  }
   template <typename C>
-  __device__ static uint8_t store(C v) { return uint8_t(int32_t(v)); }
+  __device__ static uint8_t store(C v) {
+    return uint8_t(int32_t(v));
+  }
 };
 
 template <typename T>
@@ -151,8 +171,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename W, typename I>
-__global__ void __launch_bounds__(kThreads) fill_strided(W* __restrict__ p, W value, Walk<I> w,
-                                                         I n) {
+__global__ void __launch_bounds__(kThreads)
+    fill_strided(W* __restrict__ p, W value, Walk<I> w, I n) {
   const I step = I(gridDim.x) * blockDim.x;
   for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     I d, s;
@@ -256,8 +276,8 @@ void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype,
         D* d = static_cast<D*>(dst);
         const S* s = static_cast<const S*>(src);
         if (contiguous) {
-          convert_contiguous<D, S><<<grid_for((n + kUnroll - 1) / kUnroll, kThreads), kThreads, 0,
-                                     stream>>>(d, s, n);
+          convert_contiguous<D, S>
+              <<<grid_for((n + kUnroll - 1) / kUnroll, kThreads), kThreads, 0, stream>>>(d, s, n);
           HG_GPU_CHECK_LAUNCH();
           return;
         }
@@ -287,9 +307,9 @@ void launch_fill(void* dst, size_t itemsize, uint64_t pattern, const CopyLayout&
       int64_t head = int64_t((16 - address % 16) % 16 / sizeof(W));
       if (head > n) head = n;
       const int64_t vectors = (n - head) / int64_t(16 / sizeof(W));
-      const int64_t work = vectors > 16 ? vectors : 16;   // head and tail need 16 threads
-      fill_contiguous<W><<<grid_for(work, kThreads), kThreads, 0, stream>>>(p, n, value, value16,
-                                                                           head, vectors);
+      const int64_t work = vectors > 16 ? vectors : 16;  // head and tail need 16 threads
+      fill_contiguous<W>
+          <<<grid_for(work, kThreads), kThreads, 0, stream>>>(p, n, value, value16, head, vectors);
       HG_GPU_CHECK_LAUNCH();
       return;
     }

@@ -18,7 +18,7 @@ struct CopyLayout {
   int ndim = 0;
   int64_t shape[kMaxCopyDims] = {};
   int64_t dst_strides[kMaxCopyDims] = {};
-  int64_t src_strides[kMaxCopyDims] = {};   // unused by fills
+  int64_t src_strides[kMaxCopyDims] = {};  // unused by fills
 
   int64_t numel() const {
     int64_t n = 1;

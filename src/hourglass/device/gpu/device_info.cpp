@@ -79,7 +79,7 @@ std::vector<GpuDeviceInfo> list_devices() {
     d.compute_minor = attribute(gpuDevAttrComputeCapabilityMinor, i);
     d.multiprocessors = attribute(gpuDevAttrMultiProcessorCount, i);
     d.l2_bytes = size_t(attribute(gpuDevAttrL2CacheSize, i));
-    d.clock_mhz = attribute(gpuDevAttrClockRate, i) / 1000;            // kHz
+    d.clock_mhz = attribute(gpuDevAttrClockRate, i) / 1000;  // kHz
     d.memory_clock_mhz = attribute(gpuDevAttrMemoryClockRate, i) / 1000;
     d.memory_bus_bits = attribute(gpuDevAttrMemoryBusWidth, i);
     d.memory_total = prop.totalGlobalMem;

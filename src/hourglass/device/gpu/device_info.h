@@ -12,17 +12,17 @@ namespace hg::gpu {
 
 struct GpuDeviceInfo {
   int index = 0;
-  std::string name;             // "NVIDIA H200"
-  std::string arch;             // "sm_90"; on AMD the gfx name, "gfx942"
-  int multiprocessors = 0;      // SMs (NVIDIA) or CUs (AMD)
-  size_t memory_total = 0;      // bytes
-  size_t memory_free = 0;       // bytes, at the time of the query
+  std::string name;         // "NVIDIA H200"
+  std::string arch;         // "sm_90"; on AMD the gfx name, "gfx942"
+  int multiprocessors = 0;  // SMs (NVIDIA) or CUs (AMD)
+  size_t memory_total = 0;  // bytes
+  size_t memory_free = 0;   // bytes, at the time of the query
   size_t l2_bytes = 0;
-  int clock_mhz = 0;            // peak SM clock
-  int memory_clock_mhz = 0;     // peak memory clock
+  int clock_mhz = 0;         // peak SM clock
+  int memory_clock_mhz = 0;  // peak memory clock
   int memory_bus_bits = 0;
   int compute_major = 0, compute_minor = 0;
-  std::string pci_bus_id;       // "0000:19:00.0"; "" when unknown
+  std::string pci_bus_id;  // "0000:19:00.0"; "" when unknown
 };
 
 // Every device the runtime sees, in runtime order (empty when there is none or no driver).
@@ -30,15 +30,15 @@ struct GpuDeviceInfo {
 std::vector<GpuDeviceInfo> list_devices();
 
 struct GpuRuntimeInfo {
-  std::string backend;           // "cuda" or "hip"
-  int runtime_version = 0;       // as reported: CUDA 1000*major + 10*minor, HIP 10^7*major + ...
-  int driver_version = 0;        // newest runtime the installed driver supports; 0: no driver
-  std::string runtime;           // "13.0"
-  std::string driver;            // "13.0", or "none" without a driver
-  std::string driver_release;    // the kernel driver's release ("580.65.06") read through NVML
-                                 // at run time; "" when it cannot be read (AMD, no NVML)
+  std::string backend;             // "cuda" or "hip"
+  int runtime_version = 0;         // as reported: CUDA 1000*major + 10*minor, HIP 10^7*major + ...
+  int driver_version = 0;          // newest runtime the installed driver supports; 0: no driver
+  std::string runtime;             // "13.0"
+  std::string driver;              // "13.0", or "none" without a driver
+  std::string driver_release;      // the kernel driver's release ("580.65.06") read through NVML
+                                   // at run time; "" when it cannot be read (AMD, no NVML)
   std::string device_query_error;  // gpuGetDeviceCount's error ("" when it succeeded)
-  bool driver_too_old = false;   // the runtime refused the driver as older than itself
+  bool driver_too_old = false;     // the runtime refused the driver as older than itself
 };
 
 // The runtime this build uses and the driver the machine has. Never throws.

@@ -16,7 +16,7 @@ using NvmlInit = int (*)();
 using NvmlShutdown = int (*)();
 using NvmlSystemGetDriverVersion = int (*)(char*, unsigned);
 constexpr int kNvmlSuccess = 0;
-constexpr unsigned kNvmlVersionLength = 80;   // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
+constexpr unsigned kNvmlVersionLength = 80;  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 
 std::string query_driver_release() {
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -30,7 +30,6 @@ constexpr int kMaxDevices = 64;
 
 std::atomic<bool> g_poison{false};
 
-
 size_t block_size(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
   return (bytes + kBlockQuantum - 1) / kBlockQuantum * kBlockQuantum;
@@ -61,9 +60,9 @@ class GpuAllocator final : public Allocator {
   mutable std::mutex mutex_;
   AllocatorStats stats_;
   size_t limit_ = 0;
-  std::unordered_map<size_t, std::vector<void*>> cached_;   // block size -> free blocks
+  std::unordered_map<size_t, std::vector<void*>> cached_;  // block size -> free blocks
   size_t cached_bytes_ = 0;
-  std::unordered_map<void*, size_t> live_;                   // block -> its size
+  std::unordered_map<void*, size_t> live_;  // block -> its size
 };
 
 void* GpuAllocator::take_cached_locked(size_t size) {
@@ -107,8 +106,8 @@ void GpuAllocator::throw_oom_locked(size_t bytes, const std::string& cause) {
       ErrorKind::OutOfMemory,
       fmt::format("gpu:{} out of memory: asked for {} ({} bytes), {}; {} in use, {} reserved "
                   "({} of it cached), {}",
-                  index_, format_mib(bytes), bytes, cause, format_mib(stats_.in_use), format_mib(stats_.reserved),
-                  format_mib(cached_bytes_), device_memory),
+                  index_, format_mib(bytes), bytes, cause, format_mib(stats_.in_use),
+                  format_mib(stats_.reserved), format_mib(cached_bytes_), device_memory),
       out_of_memory_remedy());
 }
 
@@ -118,8 +117,8 @@ void* GpuAllocator::allocate(size_t bytes) {
   set_device(index_);
   if (limit_ != 0 && stats_.in_use + size > limit_) {
     ++stats_.failures;
-    throw_oom_locked(bytes, fmt::format("which would exceed the allocator's limit of {}",
-                                        format_mib(limit_)));
+    throw_oom_locked(
+        bytes, fmt::format("which would exceed the allocator's limit of {}", format_mib(limit_)));
   }
   void* ptr = take_cached_locked(size);
   if (!ptr) {
@@ -202,11 +201,11 @@ Allocator& allocator(int index) {
   if (index >= 0 && index < kMaxDevices)
     if (GpuAllocator* a = allocators[size_t(index)].load(std::memory_order_acquire)) return *a;
   std::lock_guard lock(create_mutex);
-  set_device(index);   // throws InvalidInput naming the GPUs there are when there is no `index`
+  set_device(index);  // throws InvalidInput naming the GPUs there are when there is no `index`
   HG_ASSERT(index >= 0 && index < kMaxDevices, "gpu index {} out of range", index);
   std::atomic<GpuAllocator*>& slot = allocators[size_t(index)];
   if (!slot.load(std::memory_order_acquire))
-    slot.store(new GpuAllocator(index), std::memory_order_release);   // lives for the process
+    slot.store(new GpuAllocator(index), std::memory_order_release);  // lives for the process
   return *slot.load(std::memory_order_acquire);
 }
 

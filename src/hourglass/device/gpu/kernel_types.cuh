@@ -21,9 +21,7 @@ struct f16 {
 };
 
 __device__ inline float to_float(float v) { return v; }
-__device__ inline float to_float(bf16 v) {
-  return __uint_as_float(uint32_t(v.bits) << 16);
-}
+__device__ inline float to_float(bf16 v) { return __uint_as_float(uint32_t(v.bits) << 16); }
 __device__ inline float to_float(f16 v) {
   __half h;
   *reinterpret_cast<uint16_t*>(&h) = v.bits;
@@ -33,7 +31,9 @@ __device__ inline float to_float(f16 v) {
 template <typename T>
 __device__ inline T from_float(float v);
 template <>
-__device__ inline float from_float<float>(float v) { return v; }
+__device__ inline float from_float<float>(float v) {
+  return v;
+}
 template <>
 __device__ inline bf16 from_float<bf16>(float v) {
   // Round to nearest even; NaN stays a (quiet) NaN.

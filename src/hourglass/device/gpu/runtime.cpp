@@ -49,9 +49,10 @@ std::string remedy_for(gpuError_t err) {
     case gpuErrorOutOfMemory: return out_of_memory_remedy();
     case gpuErrorNoDevice: return kNoDeviceChecks;
     case gpuErrorInsufficientDriver:
-      return fmt::format("the GPU driver is missing or older than the runtime ({}); install a "
-                         "newer driver or rebuild against an older toolkit",
-                         versions());
+      return fmt::format(
+          "the GPU driver is missing or older than the runtime ({}); install a "
+          "newer driver or rebuild against an older toolkit",
+          versions());
 #ifdef HOURGLASS_GPU_HIP
     // A kernel without code for this gfx target fails as one of these (HIP has no
     // "illegal instruction" code of CUDA's kind; HSA's out-of-resources arrives as out of memory).
@@ -87,18 +88,18 @@ std::string out_of_memory_remedy() {
 #else
   constexpr const char* smi = "nvidia-smi";
 #endif
-  return fmt::format("set train.micro_batch = \"auto\" (a step that runs out of memory is "
-                     "retried in smaller micro-batches) or a smaller train.batch_size, use "
-                     "precision = \"bf16\", or free the memory other processes hold ({} lists "
-                     "them)",
-                     smi);
+  return fmt::format(
+      "set train.micro_batch = \"auto\" (a step that runs out of memory is "
+      "retried in smaller micro-batches) or a smaller train.batch_size, use "
+      "precision = \"bf16\", or free the memory other processes hold ({} lists "
+      "them)",
+      smi);
 }
 
 void throw_gpu_error(gpuError_t err, const char* what, const char* file, int line) {
-  (void)gpuGetLastError();   // clear a sticky-free error so later calls are not blamed
-  const std::string message =
-      fmt::format("{} failed: {} ({}) at {}:{}", what, gpuGetErrorName(err),
-                  gpuGetErrorString(err), file, line);
+  (void)gpuGetLastError();  // clear a sticky-free error so later calls are not blamed
+  const std::string message = fmt::format("{} failed: {} ({}) at {}:{}", what, gpuGetErrorName(err),
+                                          gpuGetErrorString(err), file, line);
   throw Error(err == gpuErrorOutOfMemory ? ErrorKind::OutOfMemory : ErrorKind::Runtime, message,
               remedy_for(err));
 }

@@ -193,11 +193,11 @@ void synchronize(int index);
 }  // namespace hg::gpu
 
 // Checks a runtime call: HG_GPU_CHECK(gpuMalloc(&p, n));
-#define HG_GPU_CHECK(call)                                                         \
-  do {                                                                             \
-    const gpuError_t hg_gpu_err_ = (call);                                         \
-    if (hg_gpu_err_ != gpuSuccess) [[unlikely]]                                    \
-      ::hg::gpu::throw_gpu_error(hg_gpu_err_, #call, __FILE__, __LINE__);          \
+#define HG_GPU_CHECK(call)                                                \
+  do {                                                                    \
+    const gpuError_t hg_gpu_err_ = (call);                                \
+    if (hg_gpu_err_ != gpuSuccess) [[unlikely]]                           \
+      ::hg::gpu::throw_gpu_error(hg_gpu_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // Checks that the last kernel launch succeeded (bad configuration, missing code for the GPU's

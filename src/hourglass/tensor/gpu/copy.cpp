@@ -77,7 +77,7 @@ int64_t span_elements(const Tensor& t) {
 bool is_pinned(const void* host) {
   gpuPointerAttributes attr{};
   if (gpuPointerGetAttributes(&attr, host) != gpuSuccess) {
-    (void)gpuGetLastError();   // pageable memory on runtimes that report it as an error
+    (void)gpuGetLastError();  // pageable memory on runtimes that report it as an error
     return false;
   }
   return HG_GPU_POINTER_TYPE(attr) == gpuMemoryTypeHost;
@@ -134,7 +134,7 @@ void device_to_host(Tensor& dst, const Tensor& src) {
   }
   Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu());
   download(host.data_ptr(), packed.data_ptr(), host.nbytes(), stream);
-  dst.copy_(host);   // strided, same dtype, on the CPU
+  dst.copy_(host);  // strided, same dtype, on the CPU
 }
 
 void device_to_device(Tensor& dst, const Tensor& src) {

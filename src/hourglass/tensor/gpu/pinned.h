@@ -44,7 +44,7 @@ class PinnedBuffer {
 // behind the copy on the same stream. A new start() replaces the previous read.
 class AsyncScalar {
  public:
-  AsyncScalar();   // allocates nothing: the pinned word and the event come with start()
+  AsyncScalar();  // allocates nothing: the pinned word and the event come with start()
   ~AsyncScalar();
   AsyncScalar(const AsyncScalar&) = delete;
   AsyncScalar& operator=(const AsyncScalar&) = delete;
@@ -60,8 +60,8 @@ class AsyncScalar {
 
  private:
   PinnedBuffer buffer_;
-  void* event_ = nullptr;   // the runtime's event handle
-  int device_ = -1;         // device of the started read, -1 before start()
+  void* event_ = nullptr;  // the runtime's event handle
+  int device_ = -1;        // device of the started read, -1 before start()
   DType dtype_ = DType::F32;
 };
 
