@@ -171,6 +171,26 @@ TEST(Config, UnusedKeysListsWhatWasNeverRead) {
   EXPECT_EQ(copy.unused_keys().size(), 3u);
 }
 
+TEST(Config, FloatGettersRefuseNanAndInfinityNamingTheKey) {
+  const Config c = Config::parse(
+      "[schedule]\nwarmup_epochs = nan\nmin_lr = inf\n"
+      "[optim]\nlr = -inf\nbetas = [0.9, nan]\n",
+      "run.toml");
+  expect_invalid([&] { c.get_double("schedule.warmup_epochs", 0.0); },
+                 {"schedule.warmup_epochs", "run.toml:2", "finite", "nan"});
+  expect_invalid([&] { c.require_double("schedule.min_lr"); },
+                 {"schedule.min_lr", "run.toml:3", "finite", "inf"});
+  expect_invalid([&] { c.get_double("optim.lr", 0.1); }, {"optim.lr", "run.toml:5", "finite"});
+  expect_invalid([&] { c.get_double_list("optim.betas", {}); }, {"optim.betas", "nan"});
+
+  Config overridden = Config::parse("", "run.toml");
+  overridden.set_override("train.label_smoothing=nan");
+  expect_invalid([&] { overridden.get_double("train.label_smoothing", 0.0); },
+                 {"train.label_smoothing", "--set train.label_smoothing=nan", "finite"});
+  EXPECT_EQ(overridden.origin("train.label_smoothing"), "from --set train.label_smoothing=nan");
+  EXPECT_EQ(Config::parse("x = 1.5", "run.toml").get_double("x", 0.0), 1.5);
+}
+
 TEST(Duration, ParsesUnitsAndCombinations) {
   EXPECT_EQ(parse_duration_seconds("90s"), 90);
   EXPECT_EQ(parse_duration_seconds("10m"), 600);

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -15,6 +14,7 @@
 #include <sstream>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/file_check.h"
 
 namespace hg {
 
@@ -113,12 +113,13 @@ Config Config::parse(std::string_view text, std::string source_name) {
 }
 
 Config Config::load(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
+  const std::string kind = file_kind(path);
+  if (kind.empty())
     throw_invalid(fmt::format("config file {} does not exist", path),
                   "check the path given to --config");
-  if (std::filesystem::is_directory(path, ec))
-    throw_invalid(fmt::format("config file {} is a directory", path),
+  // Checked before opening: reading a FIFO would wait for a writer, perhaps forever.
+  if (kind != "a regular file")
+    throw_invalid(fmt::format("config file {} is {}, not a regular file", path, kind),
                   "pass the path of a .toml file");
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -199,8 +200,16 @@ int64_t as_int(const Config::Impl& impl, std::string_view key, const toml::node&
   throw_type(impl, key, n, "an integer");
 }
 
+// TOML has nan and inf (and --set parses them); no setting means either, and a NaN passes
+// every range check written as a comparison that fails, so they are refused here, for every key.
 double as_double(const Config::Impl& impl, std::string_view key, const toml::node& n) {
-  if (auto v = n.as_floating_point()) return v->get();
+  if (auto v = n.as_floating_point()) {
+    if (!std::isfinite(v->get()))
+      throw_invalid(fmt::format("config key '{}' {} must be a finite number, found {}", key,
+                                origin(impl, key, &n), value_text(n)),
+                    "write a finite number");
+    return v->get();
+  }
   if (auto v = n.as_integer()) return double(v->get());
   throw_type(impl, key, n, "a number");
 }
@@ -264,6 +273,10 @@ std::vector<double> as_double_list(const Config::Impl& impl, std::string_view ke
 }  // namespace
 
 bool Config::has(std::string_view key) const { return find_node(*impl_, key) != nullptr; }
+
+std::string Config::origin(std::string_view key) const {
+  return hg::origin(*impl_, key, find_node(*impl_, key));
+}
 
 int64_t Config::get_int(std::string_view key, int64_t default_value) const {
   return read_key(*impl_, key, &default_value, as_int);
@@ -359,7 +372,7 @@ void Config::set_override(const std::string& assignment) {
       const std::string above(
           std::string_view(key).substr(0, size_t(parts[i].data() + parts[i].size() - key.data())));
       throw_invalid(fmt::format("--set '{}': '{}' {} is {}, not a table", assignment, above,
-                                origin(*impl_, above, n), type_name(*n)),
+                                hg::origin(*impl_, above, n), type_name(*n)),
                     "check the key's spelling");
     }
   }

@@ -34,6 +34,9 @@ class Config {
 
   // Whether `key` holds a value (does not count as reading it).
   bool has(std::string_view key) const;
+  // Where the value of `key` came from, for messages: "in run.toml:12", "from --set k=v", or
+  // "in run.toml" for an absent key.
+  std::string origin(std::string_view key) const;
 
   // Typed reads with a default for an absent key.
   int64_t get_int(std::string_view key, int64_t default_value) const;
