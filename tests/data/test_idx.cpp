@@ -11,6 +11,7 @@
 
 #include "data/fixtures.h"
 #include "hourglass/data/dataset.h"
+#include "support/fifo.h"
 
 namespace hg::data {
 namespace {
@@ -288,6 +289,62 @@ TEST(IdxReader, MissingFashionMnistSuggestsThePackage) {
                           "apt-get install dataset-fashion-mnist"}));
   EXPECT_TRUE(fails_with([&] { load_mnist(where, Split::Test); },
                          {where + "/t10k-images-idx3-ubyte", "not found"}));
+}
+
+// A FIFO opened for reading blocks until a writer comes; the reader refuses it before opening.
+TEST(IdxReader, FifoAsADataFileIsRefusedWithoutBlocking) {
+  ScratchDir dir;
+  const IdxPair p = write_pair(dir, false);
+  const std::string fifo = dir.file("pipe-images");
+  hg::test::make_fifo(fifo);
+  const std::string text =
+      hg::test::error_text(hg::test::run_unblocking_fifo(fifo, [&] { read_idx(fifo, p.labels); }));
+  EXPECT_NE(text.find(fifo), std::string::npos) << text;
+  EXPECT_NE(text.find("FIFO"), std::string::npos) << text;
+}
+
+// In a dataset folder a FIFO under the expected name is reported as what it is, not as absent.
+TEST(IdxReader, FifoInADatasetFolderIsNamed) {
+  ScratchDir dir;
+  const std::string fifo = dir.file("t10k-images-idx3-ubyte");
+  hg::test::make_fifo(fifo);
+  test::write_file(dir.file("t10k-labels-idx1-ubyte"), idx_file({2}, idx_labels(2)));
+  const std::string text = hg::test::error_text(
+      hg::test::run_unblocking_fifo(fifo, [&] { load_dataset("mnist", dir.path(), Split::Test); }));
+  EXPECT_NE(text.find(fifo), std::string::npos) << text;
+  EXPECT_NE(text.find("FIFO (named pipe)"), std::string::npos) << text;
+}
+
+TEST(DatasetChecks, EmptySplitNamesItsFiles) {
+  ScratchDir dir;
+  test::write_file(dir.file("t10k-images-idx3-ubyte"), idx_file({0, kH, kW}, {}));
+  test::write_file(dir.file("t10k-labels-idx1-ubyte"), idx_file({0}, {}));
+  const ImageDataset empty = load_dataset("mnist", dir.path(), Split::Test);
+  ASSERT_EQ(empty.size(), 0);
+  EXPECT_TRUE(fails_with([&] { require_samples(empty, Split::Test); },
+                         {"test split", "no samples", dir.file("t10k-images-idx3-ubyte"),
+                          dir.file("t10k-labels-idx1-ubyte")}));
+  const IdxPair p = write_pair(dir, false);
+  EXPECT_NO_THROW(require_samples(read_idx(p.images, p.labels), Split::Train));
+}
+
+TEST(DatasetChecks, SplitsOfDifferentShapesNameBothFiles) {
+  ScratchDir dir;
+  const IdxPair train = write_pair(dir, false, "train");
+  const std::string images = dir.file("test-images"), labels = dir.file("test-labels");
+  test::write_file(images, idx_file({2, kH + 1, kW}, idx_pixels(2, kH + 1, kW)));
+  test::write_file(labels, idx_file({2}, idx_labels(2)));
+  const ImageDataset a = read_idx(train.images, train.labels);
+  const ImageDataset b = read_idx(images, labels);
+  EXPECT_TRUE(fails_with([&] { require_same_shape(a, b); },
+                         {train.images, images, "5x4x1", "6x4x1", "differ in shape"}));
+  ImageDataset fewer_classes = read_idx(train.images, train.labels);
+  fewer_classes.num_classes = 9;
+  EXPECT_TRUE(fails_with([&] { require_same_shape(a, fewer_classes); }, {"of 9 classes"}));
+  ImageDataset more_channels = a;
+  more_channels.channels = 3;
+  EXPECT_TRUE(fails_with([&] { require_same_shape(more_channels, a); }, {"5x4x3"}));
+  EXPECT_NO_THROW(require_same_shape(a, read_idx(train.images, train.labels, 10, 3)));
 }
 
 TEST(DatasetFactory, FactoryRejectsUnknownNamesAndListsValidOnes) {

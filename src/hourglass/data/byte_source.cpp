@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/file_check.h"
 
 namespace hg::data {
 
@@ -24,16 +24,11 @@ std::FILE* as_file(void* p) { return static_cast<std::FILE*>(p); }
 
 }  // namespace
 
-bool file_exists(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
-}
+bool file_exists(const std::string& path) { return !file_kind(path).empty(); }
 
 ByteSource::ByteSource(const std::string& path) : path_(path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw_invalid(fmt::format("{}: is a directory, expected a data file", path));
-  }
+  // Before fopen: opening a FIFO blocks until a writer appears, which may be never.
+  require_regular_file(path, "data file");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     const int err = errno;

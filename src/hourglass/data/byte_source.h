@@ -11,11 +11,15 @@
 
 namespace hg::data {
 
+// Whether anything (a file, a folder, a FIFO, ...) exists at `path`: readers pick their files
+// with it, and ByteSource then refuses a path that is not a regular file, saying what it is.
 bool file_exists(const std::string& path);
 
 class ByteSource {
  public:
-  // Opens `path`; a missing or unreadable file is an InvalidInput error naming it.
+  // Opens `path`; a missing or unreadable file, or one that is not a regular file (a folder,
+  // a FIFO, a device: checked with stat() before opening, which could block), is an
+  // InvalidInput error naming it.
   explicit ByteSource(const std::string& path);
   ~ByteSource();
   ByteSource(const ByteSource&) = delete;

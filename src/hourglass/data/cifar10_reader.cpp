@@ -92,6 +92,8 @@ ImageDataset load_cifar10(const std::string& dir, Split split, int64_t limit) {
   }
   ImageDataset ds;
   ds.name = "cifar10";
+  ds.source = files.size() == 1 ? root + "/" + files.front()
+                                : fmt::format("{}/{} .. {}", root, files.front(), files.back());
   ds.height = kSide;
   ds.width = kSide;
   ds.channels = kChannels;

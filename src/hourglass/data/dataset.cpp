@@ -17,6 +17,27 @@ Split parse_split(std::string_view text) {
   throw_invalid(fmt::format("unknown dataset split '{}'; valid splits: train, test", text));
 }
 
+void require_samples(const ImageDataset& ds, Split split) {
+  if (ds.size() > 0) return;
+  throw_invalid(fmt::format("the {} split of dataset '{}' holds no samples: {}", split_name(split),
+                            ds.name, ds.source.empty() ? "(no source recorded)" : ds.source),
+                "point data.path at files that hold samples (a limit of 0 keeps them all)");
+}
+
+void require_same_shape(const ImageDataset& train, const ImageDataset& test) {
+  auto shape = [](const ImageDataset& ds) {
+    return fmt::format("{}x{}x{} images of {} classes", ds.height, ds.width, ds.channels,
+                       ds.num_classes);
+  };
+  if (train.height == test.height && train.width == test.width && train.channels == test.channels &&
+      train.num_classes == test.num_classes)
+    return;
+  throw_invalid(
+      fmt::format("the train and test splits differ in shape: {} holds {}, but {} holds {}",
+                  train.source, shape(train), test.source, shape(test)),
+      "use train and test files of one dataset");
+}
+
 const std::vector<std::string>& dataset_names() {
   static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
   return names;

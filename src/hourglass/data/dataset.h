@@ -16,7 +16,8 @@
 namespace hg::data {
 
 struct ImageDataset {
-  std::string name;  // "fashion-mnist", "cifar10", ... (for messages and logs)
+  std::string name;    // "fashion-mnist", "cifar10", ... (for messages and logs)
+  std::string source;  // the files it was read from, or how it was made (for messages)
   int64_t height = 0;
   int64_t width = 0;
   int64_t channels = 0;
@@ -69,6 +70,15 @@ ImageDataset load_cifar10(const std::string& dir, Split split, int64_t limit = 0
 // templates survive small crops and flips, so augmented training can still fit them.
 ImageDataset make_synthetic(int64_t n, int64_t height, int64_t width, int64_t channels,
                             int64_t num_classes, uint64_t seed, Split split = Split::Train);
+
+// ---- checks a run makes before using a split ----
+
+// InvalidInput naming the split and ds.source when `ds` holds no samples: an empty test set
+// would otherwise report an accuracy of 0, and an empty train set train nothing.
+void require_samples(const ImageDataset& ds, Split split);
+// InvalidInput naming both splits' sources and shapes when train and test differ in height,
+// width, channels or number of classes: one model cannot take both.
+void require_same_shape(const ImageDataset& train, const ImageDataset& test);
 
 // ---- by name ----
 

@@ -133,6 +133,7 @@ ImageDataset read_idx(const std::string& images_path, const std::string& labels_
 
   ImageDataset ds;
   ds.name = "idx";
+  ds.source = images_path + " and " + labels_path;
   ds.height = int64_t(rows);
   ds.width = int64_t(cols);
   ds.channels = 1;

@@ -61,6 +61,7 @@ ImageDataset make_synthetic(int64_t n, int64_t height, int64_t width, int64_t ch
 
   ImageDataset ds;
   ds.name = "synthetic";
+  ds.source = fmt::format("synthetic {} split (seed {}, {} samples)", split_name(split), seed, n);
   ds.height = height;
   ds.width = width;
   ds.channels = channels;
