@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
+#include <thread>
 
 #include "hourglass/base/duration.h"
 
@@ -16,8 +18,45 @@ namespace hg::train {
 namespace {
 
 void check_range(bool ok, const Config& c, const char* key, const std::string& what) {
-  if (!ok) throw_invalid(fmt::format("{}: {} {}", c.source(), key, what));
+  if (!ok) throw_invalid(fmt::format("config key '{}' {} {}", key, c.origin(key), what));
 }
+
+// Bounds that keep every product of counts in int64: epochs x steps per epoch (at most one
+// step per sample, and a reader holds at most 2^40 samples) stays below 2^60, and so do the
+// warm-up and step-decay lengths in steps.
+constexpr int64_t kMaxEpochs = int64_t(1) << 20;
+constexpr int64_t kMaxBatch = int64_t(1) << 24;
+constexpr int64_t kMaxSyntheticSamples = int64_t(1) << 24;
+constexpr int64_t kMaxSyntheticSide = 4096;
+constexpr int64_t kMaxSyntheticChannels = 64;
+constexpr int64_t kMaxLoaderWorkers = 64;  // DataLoader's own limit
+
+// An integer key within [lo, hi], checked on the int64 before any narrowing (so 2^32 + 1 is
+// refused, not read as 1). `rule` says the range in words for the message.
+int64_t int_in(const Config& c, const char* key, int64_t default_value, int64_t lo, int64_t hi,
+               const std::string& rule) {
+  const int64_t v = c.get_int(key, default_value);
+  if (v < lo || v > hi)
+    throw_invalid(fmt::format("config key '{}' {} {}, found {}", key, c.origin(key), rule, v),
+                  fmt::format("set {} to a value in [{}, {}]", key, lo, hi));
+  return v;
+}
+
+enum class Upper { Closed, Open };
+
+// A float key within [lo, hi] or [lo, hi); Config's getter has refused NaN and inf already.
+// `rule` is the range in words ("in [0, 1)", "non-negative").
+double double_in(const Config& c, const char* key, double default_value, double lo, double hi,
+                 Upper upper, const std::string& rule) {
+  const double v = c.get_double(key, default_value);
+  if (v < lo || v > hi || (upper == Upper::Open && v == hi))
+    throw_invalid(
+        fmt::format("config key '{}' {} must be {}, found {}", key, c.origin(key), rule, v),
+        fmt::format("change {}: it must be {}", key, rule));
+  return v;
+}
+
+constexpr double kUnbounded = std::numeric_limits<double>::max();
 
 std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
@@ -68,15 +107,21 @@ RunConfig parse_run_config(const Config& c) {
     throw_invalid(fmt::format("{}: precision = \"{}\" needs a GPU, but device = \"cpu\"",
                               c.source(), optim::precision_name(r.precision)),
                   "set device = \"gpu:0\", or precision = \"fp32\" on the cpu");
-  r.threads = int(c.get_int("threads", 0));
-  check_range(r.threads >= 0, c, "threads", "must be 0 (all cores) or positive");
+  // Four threads per hardware thread is already far past any gain; more only thrashes.
+  const int64_t max_threads = 4 * int64_t(std::max(1u, std::thread::hardware_concurrency()));
+  r.threads = int(int_in(c, "threads", 0, 0, max_threads,
+                         fmt::format("must be 0 (all cores) or at most {} (4 x the machine's {} "
+                                     "hardware threads)",
+                                     max_threads, max_threads / 4)));
 
   // [model]
   r.model.name = c.get_string("model.name", "small_cnn");
   r.model.stem = c.get_string("model.stem", "cifar");
-  r.model.dropout = c.get_double("model.dropout", 0.0);
-  check_range(r.model.dropout >= 0 && r.model.dropout < 1, c, "model.dropout", "must be in [0, 1)");
+  r.model.dropout = double_in(c, "model.dropout", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
   r.model.hidden = c.get_int_list("model.hidden", {512, 512});
+  for (const int64_t width : r.model.hidden)
+    check_range(width >= 1 && width <= kMaxBatch, c, "model.hidden",
+                fmt::format("must hold layer widths in [1, {}], found {}", kMaxBatch, width));
   // Checked here, before any data is read, so a typo fails at once.
   const auto& models = nn::model_names();
   if (std::find(models.begin(), models.end(), r.model.name) == models.end())
@@ -90,24 +135,38 @@ RunConfig parse_run_config(const Config& c) {
   DataConfig& d = r.data;
   d.dataset = c.get_string("data.dataset", "fashion-mnist");
   d.path = c.get_string("data.path", "");
-  d.train_limit = c.get_int("data.train_limit", 0);
-  d.test_limit = c.get_int("data.test_limit", 0);
-  check_range(d.train_limit >= 0 && d.test_limit >= 0, c, "data.train_limit/test_limit",
-              "must be non-negative (0 = all)");
+  d.train_limit = int_in(c, "data.train_limit", 0, 0, std::numeric_limits<int64_t>::max(),
+                         "must be non-negative (0 = all)");
+  d.test_limit = int_in(c, "data.test_limit", 0, 0, std::numeric_limits<int64_t>::max(),
+                        "must be non-negative (0 = all)");
   d.transform = data::default_transform(d.dataset);
   d.augment = c.get_bool("data.augment", false);
-  d.transform.crop_padding = c.get_int("data.crop_padding", d.transform.crop_padding);
+  d.transform.crop_padding =
+      int_in(c, "data.crop_padding", d.transform.crop_padding, 0, kMaxSyntheticSide,
+             fmt::format("must be in [0, {}]", kMaxSyntheticSide));
   d.transform.flip = c.get_bool("data.flip", d.transform.flip);
   if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
   if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
-  d.workers = int(c.get_int("data.workers", 1));
-  d.synthetic.synthetic_train_size = c.get_int("data.synthetic.train_size", 10000);
-  d.synthetic.synthetic_test_size = c.get_int("data.synthetic.test_size", 2000);
-  d.synthetic.synthetic_height = c.get_int("data.synthetic.height", 32);
-  d.synthetic.synthetic_width = c.get_int("data.synthetic.width", 32);
-  d.synthetic.synthetic_channels = c.get_int("data.synthetic.channels", 3);
-  d.synthetic.synthetic_classes = c.get_int("data.synthetic.classes", 10);
-  d.synthetic.synthetic_seed = uint64_t(c.get_int("data.synthetic.seed", 1234));
+  const int64_t max_workers = std::min(kMaxLoaderWorkers, max_threads);
+  d.workers = int(int_in(c, "data.workers", 1, 0, max_workers,
+                         fmt::format("must be 0 (batches built by the training thread) or at "
+                                     "most {} (4 x the machine's hardware threads, and at most {})",
+                                     max_workers, kMaxLoaderWorkers)));
+  data::DatasetOptions& syn = d.synthetic;
+  syn.synthetic_train_size = int_in(c, "data.synthetic.train_size", 10000, 1, kMaxSyntheticSamples,
+                                    fmt::format("must be in [1, {}]", kMaxSyntheticSamples));
+  syn.synthetic_test_size = int_in(c, "data.synthetic.test_size", 2000, 1, kMaxSyntheticSamples,
+                                   fmt::format("must be in [1, {}]", kMaxSyntheticSamples));
+  const std::string side_rule = fmt::format("must be in [1, {}]", kMaxSyntheticSide);
+  syn.synthetic_height = int_in(c, "data.synthetic.height", 32, 1, kMaxSyntheticSide, side_rule);
+  syn.synthetic_width = int_in(c, "data.synthetic.width", 32, 1, kMaxSyntheticSide, side_rule);
+  syn.synthetic_channels = int_in(c, "data.synthetic.channels", 3, 1, kMaxSyntheticChannels,
+                                  fmt::format("must be in [1, {}]", kMaxSyntheticChannels));
+  syn.synthetic_classes =
+      int_in(c, "data.synthetic.classes", 10, 1, 256, "must be in [1, 256] (labels are bytes)");
+  syn.synthetic_seed =
+      uint64_t(int_in(c, "data.synthetic.seed", 1234, 0, std::numeric_limits<int64_t>::max(),
+                      "must be non-negative"));
 
   // [optim]
   OptimConfig& o = r.optim;
@@ -116,17 +175,20 @@ RunConfig parse_run_config(const Config& c) {
     throw_invalid(fmt::format("{}: optim.name: unknown optimizer '{}'", c.source(), o.name),
                   "use \"sgd\" or \"adamw\"");
   const double lr = c.get_double("optim.lr", o.name == "sgd" ? 0.1 : 1e-3);
-  check_range(lr > 0, c, "optim.lr", "must be positive");
-  const double wd = c.get_double("optim.weight_decay", o.name == "sgd" ? 0.0 : 0.01);
-  check_range(wd >= 0, c, "optim.weight_decay", "must be non-negative");
+  check_range(lr > 0, c, "optim.lr", fmt::format("must be positive, found {}", lr));
+  const double wd = double_in(c, "optim.weight_decay", o.name == "sgd" ? 0.0 : 0.01, 0.0,
+                              kUnbounded, Upper::Closed, "non-negative");
   o.sgd.lr = o.adamw.lr = lr;
   o.sgd.weight_decay = o.adamw.weight_decay = wd;
-  o.sgd.momentum = c.get_double("optim.momentum", 0.9);
-  o.sgd.dampening = c.get_double("optim.dampening", 0.0);
+  // A momentum or beta of 1 or more makes the running averages grow without bound.
+  o.sgd.momentum = double_in(c, "optim.momentum", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  o.sgd.dampening = double_in(c, "optim.dampening", 0.0, 0.0, 1.0, Upper::Closed, "in [0, 1]");
   o.sgd.nesterov = c.get_bool("optim.nesterov", false);
-  o.adamw.beta1 = c.get_double("optim.beta1", 0.9);
-  o.adamw.beta2 = c.get_double("optim.beta2", 0.999);
+  o.adamw.beta1 = double_in(c, "optim.beta1", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  o.adamw.beta2 = double_in(c, "optim.beta2", 0.999, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.adamw.eps = c.get_double("optim.eps", 1e-8);
+  check_range(o.adamw.eps > 0, c, "optim.eps",
+              fmt::format("must be positive, found {}", o.adamw.eps));
   const std::string scope = c.get_string("optim.decay", "all");
   if (scope == "all")
     o.decay_scope = nn::DecayScope::All;
@@ -143,39 +205,49 @@ RunConfig parse_run_config(const Config& c) {
   if (std::find(names.begin(), names.end(), s.name) == names.end())
     throw_invalid(fmt::format("{}: schedule.name: unknown schedule '{}'", c.source(), s.name),
                   "use one of constant, cosine, step, one_cycle");
-  s.warmup_epochs = c.get_double("schedule.warmup_epochs", 0.0);
-  s.min_lr = c.get_double("schedule.min_lr", 0.0);
-  s.step_epochs = c.get_double("schedule.step_epochs", 0.0);
-  s.gamma = c.get_double("schedule.gamma", 0.1);
-  s.pct_start = c.get_double("schedule.pct_start", 0.3);
-  s.div_factor = c.get_double("schedule.div_factor", 25.0);
-  s.final_div_factor = c.get_double("schedule.final_div_factor", 1e4);
-
-  // [train]
+  // [train] counts, read before the schedule's lengths in epochs, which train.epochs bounds
   TrainConfig& t = r.train;
-  t.epochs = c.get_int("train.epochs", 1);
-  check_range(t.epochs >= 1, c, "train.epochs", "must be at least 1");
-  t.batch_size = c.get_int("train.batch_size", 128);
-  check_range(t.batch_size >= 1, c, "train.batch_size", "must be at least 1");
-  t.eval_batch_size = c.get_int("train.eval_batch_size", 512);
-  check_range(t.eval_batch_size >= 1, c, "train.eval_batch_size", "must be at least 1");
+  t.epochs =
+      int_in(c, "train.epochs", 1, 1, kMaxEpochs, fmt::format("must be in [1, {}]", kMaxEpochs));
+  const std::string batch_rule = fmt::format("must be in [1, {}]", kMaxBatch);
+  t.batch_size = int_in(c, "train.batch_size", 128, 1, kMaxBatch, batch_rule);
+  t.eval_batch_size = int_in(c, "train.eval_batch_size", 512, 1, kMaxBatch, batch_rule);
+
+  const double epochs = double(t.epochs);
+  const std::string epochs_rule = fmt::format("in [0, train.epochs ({})]", t.epochs);
+  s.warmup_epochs =
+      double_in(c, "schedule.warmup_epochs", 0.0, 0.0, epochs, Upper::Closed, epochs_rule);
+  s.min_lr = double_in(c, "schedule.min_lr", 0.0, 0.0, kUnbounded, Upper::Closed, "non-negative");
+  s.step_epochs =
+      double_in(c, "schedule.step_epochs", 0.0, 0.0, epochs, Upper::Closed, epochs_rule);
+  s.gamma = c.get_double("schedule.gamma", 0.1);
+  check_range(s.gamma > 0, c, "schedule.gamma", fmt::format("must be positive, found {}", s.gamma));
+  s.pct_start = c.get_double("schedule.pct_start", 0.3);
+  check_range(s.pct_start > 0 && s.pct_start < 1, c, "schedule.pct_start",
+              fmt::format("must be in (0, 1), found {}", s.pct_start));
+  s.div_factor = c.get_double("schedule.div_factor", 25.0);
+  check_range(s.div_factor > 0, c, "schedule.div_factor",
+              fmt::format("must be positive, found {}", s.div_factor));
+  s.final_div_factor = c.get_double("schedule.final_div_factor", 1e4);
+  check_range(s.final_div_factor > 0, c, "schedule.final_div_factor",
+              fmt::format("must be positive, found {}", s.final_div_factor));
+
+  // [train], the rest
   t.grad_accum = c.get_int("train.grad_accum", 1);
   check_range(t.grad_accum >= 1 && t.grad_accum <= t.batch_size, c, "train.grad_accum",
               fmt::format("must be between 1 and train.batch_size ({})", t.batch_size));
   t.micro_batch = parse_micro_batch(c, t.batch_size, t.grad_accum);
-  t.clip_grad_norm = c.get_double("train.clip_grad_norm", 0.0);
-  check_range(t.clip_grad_norm >= 0, c, "train.clip_grad_norm", "must be non-negative (0 = off)");
-  t.label_smoothing = c.get_double("train.label_smoothing", 0.0);
-  check_range(t.label_smoothing >= 0 && t.label_smoothing < 1, c, "train.label_smoothing",
-              "must be in [0, 1)");
+  t.clip_grad_norm = double_in(c, "train.clip_grad_norm", 0.0, 0.0, kUnbounded, Upper::Closed,
+                               "non-negative (0 = off)");
+  t.label_smoothing =
+      double_in(c, "train.label_smoothing", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
 
   // [checkpoint]
   CheckpointConfig& k = r.checkpoint;
   k.every_seconds = read_every_seconds(c);
-  k.every_steps = c.get_int("checkpoint.every_steps", 0);
-  check_range(k.every_steps >= 0, c, "checkpoint.every_steps", "must be non-negative (0 = off)");
-  k.keep_last = c.get_int("checkpoint.keep_last", 3);
-  check_range(k.keep_last >= 1, c, "checkpoint.keep_last", "must be at least 1");
+  k.every_steps = int_in(c, "checkpoint.every_steps", 0, 0, std::numeric_limits<int64_t>::max(),
+                         "must be non-negative (0 = off)");
+  k.keep_last = int_in(c, "checkpoint.keep_last", 3, 1, 1 << 20, "must be in [1, 1048576]");
   return r;
 }
 

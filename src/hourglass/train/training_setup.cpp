@@ -13,11 +13,16 @@ RunParts build_run_parts(const RunConfig& run, bool with_train) {
   test_opts.limit = run.data.test_limit;
   parts.test_set = std::make_shared<const data::ImageDataset>(
       data::load_dataset(run.data.dataset, run.data.path, data::Split::Test, test_opts));
+  data::require_samples(*parts.test_set, data::Split::Test);
   if (with_train) {
     data::DatasetOptions train_opts = run.data.synthetic;
     train_opts.limit = run.data.train_limit;
     parts.train_set = std::make_shared<const data::ImageDataset>(
         data::load_dataset(run.data.dataset, run.data.path, data::Split::Train, train_opts));
+    data::require_samples(*parts.train_set, data::Split::Train);
+    // The model is built for the test split's shape; a train split of another shape would
+    // reach it only as wrong-sized batches (or, for some models, silently reshaped ones).
+    data::require_same_shape(*parts.train_set, *parts.test_set);
   }
   const data::ImageDataset& shape_source = *parts.test_set;
   nn::ModelSpec spec = run.model;

@@ -1,0 +1,195 @@
+// RunConfig's bounds: every integer key is range-checked on its int64 value before it is
+// narrowed, NaN and infinity never reach a setting, the optimizer's and schedule's ranges are
+// enforced, and each refusal names the key and where its value came from. Then what
+// build_run_parts refuses in the data itself: an empty split and splits of different shapes.
+#include "hourglass/train/run_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "data/fixtures.h"
+#include "hourglass/base/config.h"
+#include "hourglass/train/training_setup.h"
+#include "support/expect_error.h"
+
+namespace hg {
+namespace {
+
+using test::expect_invalid;
+
+Config base_config() {
+  return Config::parse(R"(
+    [model]
+    name = "mlp"
+    hidden = [8]
+    [data]
+    dataset = "synthetic"
+    synthetic = { train_size = 16, test_size = 8, height = 4, width = 4, channels = 1, classes = 3 }
+    workers = 0
+    [train]
+    epochs = 2
+    batch_size = 8
+  )",
+                       "bounds.toml");
+}
+
+// Parses the base config with `assignment` applied; expects a refusal naming the key and the
+// --set that gave the value, plus `parts`.
+void expect_refused(const std::string& assignment, std::vector<std::string> parts = {}) {
+  SCOPED_TRACE(assignment);
+  Config c = base_config();
+  c.set_override(assignment);
+  const std::string key = assignment.substr(0, assignment.find('='));
+  parts.push_back("'" + key + "'");
+  parts.push_back("--set " + assignment);
+  expect_invalid([&] { train::parse_run_config(c); }, parts);
+}
+
+train::RunConfig parsed_with(const std::string& assignment) {
+  Config c = base_config();
+  c.set_override(assignment);
+  return train::parse_run_config(c);
+}
+
+int64_t hardware_threads() { return std::max<int64_t>(1, std::thread::hardware_concurrency()); }
+
+TEST(RunConfigBounds, IntegersAreCheckedBeforeNarrowing) {
+  // 2^32 + 1 narrowed to int is 1: it must be refused as itself.
+  expect_refused("threads=4294967297", {"4294967297"});
+  expect_refused("data.workers=4294967297", {"4294967297"});
+  expect_refused("threads=-1");
+  // Four threads per hardware thread is the most accepted; 10000 spawned that many.
+  const int64_t most = 4 * hardware_threads();
+  expect_refused("threads=" + std::to_string(most + 1), {"hardware threads"});
+  if (most < 10000) expect_refused("threads=10000", {"10000"});
+  EXPECT_EQ(parsed_with("threads=" + std::to_string(most)).threads, most);
+  EXPECT_EQ(parsed_with("threads=0").threads, 0);
+  expect_refused("data.workers=" + std::to_string(std::min<int64_t>(most, 64) + 1));
+  EXPECT_EQ(parsed_with("data.workers=0").data.workers, 0);
+  expect_refused("data.synthetic.seed=-1");
+  expect_refused("data.synthetic.classes=300");
+  expect_refused("data.crop_padding=-2");
+  expect_refused("model.hidden=[8, 0]", {"0"});
+  expect_refused("checkpoint.keep_last=0");
+}
+
+TEST(RunConfigBounds, CountsCannotOverflowTheirProducts) {
+  expect_refused("train.epochs=1000000000000000", {"1000000000000000", "train.epochs"});
+  expect_refused("train.epochs=0");
+  expect_refused("train.batch_size=9223372036854775807");
+  expect_refused("train.eval_batch_size=0");
+  // Warm-up and step lengths are bounded by train.epochs, so epochs x steps per epoch bounds
+  // them in steps too.
+  expect_refused("schedule.warmup_epochs=1e300", {"train.epochs (2)"});
+  expect_refused("schedule.step_epochs=3", {"train.epochs (2)"});
+  expect_refused("schedule.warmup_epochs=-0.5");
+  EXPECT_EQ(parsed_with("schedule.warmup_epochs=2").schedule.warmup_epochs, 2.0);
+}
+
+TEST(RunConfigBounds, EmptySyntheticSplitsAreRefusedByKey) {
+  expect_refused("data.synthetic.test_size=0");
+  expect_refused("data.synthetic.train_size=0");
+  expect_refused("data.synthetic.height=0");
+}
+
+TEST(RunConfigBounds, NanAndInfinityAreRefusedForEveryFloatKey) {
+  for (const char* key :
+       {"schedule.warmup_epochs", "schedule.min_lr", "schedule.step_epochs", "schedule.gamma",
+        "schedule.pct_start", "schedule.div_factor", "schedule.final_div_factor", "optim.lr",
+        "optim.momentum", "optim.dampening", "optim.beta1", "optim.beta2", "optim.eps",
+        "optim.weight_decay", "train.clip_grad_norm", "train.label_smoothing", "model.dropout",
+        "checkpoint.every"})
+    for (const char* value : {"nan", "inf", "-inf"})
+      expect_refused(std::string(key) + "=" + value, {"finite"});
+}
+
+TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
+  expect_refused("optim.momentum=2", {"[0, 1)"});
+  expect_refused("optim.momentum=1", {"[0, 1)"});
+  expect_refused("optim.momentum=-0.1");
+  expect_refused("optim.beta1=1");
+  expect_refused("optim.beta2=1.5");
+  expect_refused("optim.dampening=1.5");
+  expect_refused("optim.eps=0");
+  expect_refused("optim.lr=0");
+  expect_refused("optim.weight_decay=-1");
+  expect_refused("train.label_smoothing=1");
+  expect_refused("train.clip_grad_norm=-1");
+  expect_refused("model.dropout=1");
+  expect_refused("schedule.gamma=0");
+  expect_refused("schedule.pct_start=1");
+  expect_refused("schedule.min_lr=-1");
+  const train::RunConfig ok = parsed_with("optim.momentum=0");
+  EXPECT_EQ(ok.optim.sgd.momentum, 0.0);
+  EXPECT_EQ(parsed_with("optim.momentum=0.99").optim.sgd.momentum, 0.99);
+  EXPECT_EQ(parsed_with("model.dropout=0.5").model.dropout, 0.5);
+}
+
+// Every shipped config still parses within the bounds.
+TEST(RunConfigBounds, ShippedConfigsParse) {
+  int parsed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(HG_SOURCE_DIR "/configs")) {
+    const std::string path = entry.path().string();
+    if (entry.path().extension() != ".toml" || path.find("prices") != std::string::npos) continue;
+    SCOPED_TRACE(path);
+    EXPECT_NO_THROW(train::parse_run_config(Config::load(path)));
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 4);
+}
+
+// An IDX dataset folder (mnist layout) with `train_n` 5x4 train images and `test_n` test
+// images of `test_h` rows.
+std::string idx_folder(const data::test::ScratchDir& dir, uint32_t train_n, uint32_t test_n,
+                       uint32_t test_h) {
+  using data::test::idx_file;
+  data::test::write_file(dir.file("train-images-idx3-ubyte"),
+                         idx_file({train_n, 5, 4}, data::test::idx_pixels(train_n, 5, 4)));
+  data::test::write_file(dir.file("train-labels-idx1-ubyte"),
+                         idx_file({train_n}, data::test::idx_labels(train_n)));
+  data::test::write_file(dir.file("t10k-images-idx3-ubyte"),
+                         idx_file({test_n, test_h, 4}, data::test::idx_pixels(test_n, test_h, 4)));
+  data::test::write_file(dir.file("t10k-labels-idx1-ubyte"),
+                         idx_file({test_n}, data::test::idx_labels(test_n)));
+  return dir.path();
+}
+
+train::RunConfig idx_run(const std::string& path, const std::string& model) {
+  Config c = base_config();
+  c.set_override("data.dataset=\"mnist\"");
+  c.set_override("data.path=\"" + path + "\"");
+  c.set_override("model.name=\"" + model + "\"");
+  return train::parse_run_config(c);
+}
+
+// An empty test set used to finish with exit 0 and an accuracy of 0.
+TEST(RunParts, EmptySplitsAreRefusedNamingTheFiles) {
+  data::test::ScratchDir dir;
+  const std::string path = idx_folder(dir, 6, 0, 5);
+  expect_invalid([&] { train::build_run_parts(idx_run(path, "mlp"), true); },
+                 {"test split", "no samples", dir.file("t10k-images-idx3-ubyte")});
+  expect_invalid([&] { train::build_run_parts(idx_run(path, "mlp"), false); },
+                 {"test split", "no samples"});
+  const std::string train_empty = idx_folder(dir, 0, 3, 5);
+  expect_invalid([&] { train::build_run_parts(idx_run(train_empty, "mlp"), true); },
+                 {"train split", "no samples", dir.file("train-images-idx3-ubyte")});
+  const std::string fine = idx_folder(dir, 6, 3, 5);
+  EXPECT_NO_THROW(train::build_run_parts(idx_run(fine, "mlp"), true));
+}
+
+// tiny_resnet and mlp used to train on 5x4 images and evaluate on 6x4 ones.
+TEST(RunParts, SplitsOfDifferentShapesAreRefused) {
+  data::test::ScratchDir dir;
+  const std::string path = idx_folder(dir, 6, 3, 6);
+  for (const char* model : {"mlp", "tiny_resnet"}) {
+    SCOPED_TRACE(model);
+    expect_invalid([&] { train::build_run_parts(idx_run(path, model), true); },
+                   {"differ in shape", dir.file("train-images-idx3-ubyte"),
+                    dir.file("t10k-images-idx3-ubyte"), "5x4x1", "6x4x1"});
+  }
+}
+
+}  // namespace
+}  // namespace hg
