@@ -6,6 +6,7 @@
 
 #include "data/fixtures.h"
 #include "hourglass/data/dataset.h"
+#include "support/fifo.h"
 
 namespace hg::data {
 namespace {
@@ -113,6 +114,25 @@ TEST(Cifar10Reader, MissingOrEmptyFiles) {
   test::write_file(dir.file("test_batch.bin"), {});
   EXPECT_TRUE(fails_with([&] { load_cifar10(dir.path(), Split::Test); },
                          {dir.file("test_batch.bin"), "empty"}));
+}
+
+// A batch file that is a FIFO is refused before it is opened (opening it would wait for a
+// writer); a folder in its place is named as one.
+TEST(Cifar10Reader, FifoOrFolderAsABatchFile) {
+  ScratchDir dir;
+  write_cifar(dir.path());
+  const std::string fifo = dir.file("test_batch.bin");
+  std::filesystem::remove(fifo);
+  hg::test::make_fifo(fifo);
+  const std::string text = hg::test::error_text(
+      hg::test::run_unblocking_fifo(fifo, [&] { load_cifar10(dir.path(), Split::Test); }));
+  EXPECT_NE(text.find(fifo), std::string::npos) << text;
+  EXPECT_NE(text.find("FIFO (named pipe)"), std::string::npos) << text;
+  const std::string folder = dir.file("data_batch_2.bin");
+  std::filesystem::remove(folder);
+  std::filesystem::create_directory(folder);
+  EXPECT_TRUE(
+      fails_with([&] { load_cifar10(dir.path(), Split::Train); }, {folder, "is a directory"}));
 }
 
 TEST(Cifar10Reader, CutShortGzipBatch) {
