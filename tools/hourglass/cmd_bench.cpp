@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "commands.h"
 #include "hourglass/autograd/tape.h"
@@ -71,7 +72,10 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--in-channels", a->in_channels, "input channels")->capture_default_str();
   sub->add_option("--steps", a->steps, "timed steps")->capture_default_str();
   sub->add_option("--warmup", a->warmup, "untimed steps first")->capture_default_str();
-  sub->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  // As the threads key: more than four per hardware thread only thrashes.
+  sub->add_option("--threads", a->threads, "CPU threads (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4 * int(std::max(1u, std::thread::hardware_concurrency()))));
   sub->add_option("--rounds", a->rounds, "timed rounds of --steps steps (the median round counts)")
       ->capture_default_str();
   sub->add_option("--device", a->device, "cpu or gpu:N")->capture_default_str();
