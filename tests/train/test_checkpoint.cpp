@@ -61,8 +61,8 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   for (auto& [name, t] : model->named_buffers()) Tensor(t).fill_(0.5);
 
   train::TrainingState s;
-  s.epoch = 2;
-  s.batch = 0;
+  s.epoch = 1;  // mid-epoch: step = epoch * steps_per_epoch + batch with one step per epoch
+  s.batch = 1;
   s.step = 2;
   s.loss_sum = 0.1f;  // an f32 value with no short decimal form
   s.correct = 17;
@@ -71,13 +71,11 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   s.checkpoint_seconds = 0.125;
   s.best_test_acc = 0.6875;
   s.best_checkpoint = "step-000000002.safetensors";
-  s.last_epoch_record = R"({"epoch":2,"train_loss":0.5})";
+  s.last_epoch_record = R"({"epoch":1,"train_loss":0.5})";
   s.seed = 7;
   s.threads = 3;
   s.config_text = train::trajectory_config_text(run);
   s.config_hash = train::config_hash(s.config_text);
-  // The steps-per-epoch check below needs step = epoch * steps + batch: one step per epoch.
-  s.epoch = 2;
   const std::string path = dir + "/step-000000002.safetensors";
   train::save_training_checkpoint(path, *model, sgd, config, s);
 
