@@ -173,12 +173,16 @@ SafetensorsFile read_checkpoint(const std::string& path, CheckpointTrust trust) 
   const bool allow = trust == CheckpointTrust::AllowUnverified;
   if (it == file.metadata.end()) {
     if (!allow)
-      throw_invalid(fmt::format("bad checkpoint {}: no '{}' metadata: not a resumable checkpoint "
-                                "written by hourglass train (and {})",
-                                path, kFormatMetadataKey, integrity_name(file.integrity)),
-                    "use a step-*.safetensors file of a run's checkpoints folder or a run's "
-                    "final.safetensors; to evaluate a file from an hourglass that did not record "
-                    "its format, pass --allow-unverified-checkpoint to hourglass eval");
+      throw_invalid(
+          fmt::format("bad checkpoint {}: no '{}'{} metadata: not a resumable checkpoint or final "
+                      "weights written by hourglass train",
+                      path, kFormatMetadataKey,
+                      file.metadata.count(kConfigMetadataKey)
+                          ? ""
+                          : fmt::format(" or '{}'", kConfigMetadataKey)),
+          "use a step-*.safetensors file of a run's checkpoints folder or a run's "
+          "final.safetensors; to evaluate a file from an hourglass that did not record its "
+          "format, pass --allow-unverified-checkpoint to hourglass eval");
   } else if (it->second == kCheckpointFormat) {
     if (file.integrity == Integrity::WholeFile) return file;
     throw_invalid(fmt::format("bad checkpoint {}: format '{}' must carry a whole-file checksum "
