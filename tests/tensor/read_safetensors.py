@@ -9,11 +9,19 @@ where shape is comma-separated (empty for a scalar), sum is the sum of the value
 weighted_sum is sum((i + 1) * value[i]) over the row-major element order (so a reordering of
 elements changes it), both as repr() of a Python float. Then one line per metadata entry:
     meta  key  value
-Exits with status 1 and a message on stderr when the file breaks the format.
+When the metadata holds hourglass's whole-file checksum ("hourglass.file_crc32": a CRC32 of the
+whole file with its own 8 hex digits read as zeros, written first in the header), it is checked
+independently and a last line says so:
+    file_crc32  ok
+Exits with status 1 and a message on stderr when the file breaks the format or the checksum.
 """
 import json
 import struct
 import sys
+import zlib
+
+CHECKSUM_KEY = "hourglass.file_crc32"
+CHECKSUM_START = b'{"__metadata__":{"' + CHECKSUM_KEY.encode() + b'":"'
 
 # dtype -> (struct format character, bytes per element); BF16 is decoded by hand.
 FORMATS = {
@@ -79,6 +87,16 @@ def main():
         fail("data section is %d bytes, tensors cover %d" % (len(data), position))
     for key in sorted(metadata):
         print("meta\t%s\t%s" % (key, metadata[key]))
+    if CHECKSUM_KEY in metadata:
+        header_bytes = blob[8:8 + header_len]
+        if not header_bytes.startswith(CHECKSUM_START):
+            fail("%s is not the first metadata entry" % CHECKSUM_KEY)
+        at = 8 + len(CHECKSUM_START)
+        zeroed = blob[:at] + b"00000000" + blob[at + 8:]
+        if "%08x" % zlib.crc32(zeroed) != metadata[CHECKSUM_KEY]:
+            fail("%s is %s but the file has %08x" % (CHECKSUM_KEY, metadata[CHECKSUM_KEY],
+                                                     zlib.crc32(zeroed)))
+        print("file_crc32\tok")
 
 
 if __name__ == "__main__":

@@ -131,10 +131,15 @@ TEST_F(Safetensors, IndependentPythonReaderAgrees) {
   std::string line;
   size_t index = 0;
   std::map<std::string, std::string> meta;
+  bool file_checksum_ok = false;
   while (std::getline(lines, line)) {
     std::vector<std::string> f;
     std::istringstream fields(line);
     for (std::string field; std::getline(fields, field, '\t');) f.push_back(field);
+    if (f[0] == "file_crc32") {
+      file_checksum_ok = f.size() == 2 && f[1] == "ok";
+      continue;
+    }
     if (f[0] == "meta") {
       meta[f[1]] = f[2];
       continue;
@@ -163,6 +168,18 @@ TEST_F(Safetensors, IndependentPythonReaderAgrees) {
   EXPECT_EQ(index, tensors.size());
   EXPECT_EQ(meta["epoch"], "12");
   EXPECT_EQ(meta.count(kSafetensorsChecksumKey), 1u);
+  EXPECT_TRUE(file_checksum_ok) << "the reader did not verify the whole-file checksum";
+
+  // The independent reader also refuses a file whose header was edited.
+  std::string edited = read_bytes(file("p.safetensors"));
+  const size_t at = edited.find("\"12\"");
+  ASSERT_NE(at, std::string::npos);
+  edited[at + 1] = '3';
+  write_bytes(file("edited.safetensors"), edited);
+  const std::string edited_cmd =
+      fmt::format("/usr/bin/python3 {}/tests/tensor/read_safetensors.py {} > /dev/null 2>&1",
+                  HG_SOURCE_DIR, file("edited.safetensors"));
+  EXPECT_NE(std::system(edited_cmd.c_str()), 0) << edited_cmd;
 }
 
 // Expects `fn` to throw an Error of `kind` whose message contains every one of `parts`.
@@ -240,9 +257,10 @@ TEST_F(Safetensors, TruncatedAndCorruptedCheckpointsAreDetected) {
   const auto meta = read_safetensors_metadata(file("good.safetensors"));
   expect_error([&] { load_safetensors(file("flip.safetensors")); }, ErrorKind::InvalidInput,
                {file("flip.safetensors"), "checksum mismatch",
-                "expects crc32 " + meta.at(kSafetensorsChecksumKey)});
+                "expects file crc32 " + meta.at(kSafetensorsChecksumKey)});
   // Skipping the check still loads the (damaged) values for inspection.
-  EXPECT_EQ(load_safetensors(file("flip.safetensors"), false).tensors.size(), tensors.size());
+  EXPECT_EQ(load_safetensors(file("flip.safetensors"), ChecksumCheck::Skip).tensors.size(),
+            tensors.size());
 
   // Files from other writers have no checksum and load without one.
   write_bytes(
@@ -321,6 +339,154 @@ TEST_F(Safetensors, FailedWritesLeaveTheOldFileIntact) {
   // A successful overwrite replaces the file.
   save_safetensors(path, bigger, {{"epoch", "2"}});
   EXPECT_EQ(load_safetensors(path).metadata.at("epoch"), "2");
+}
+
+// The header of `bytes` (a whole file) with `from` replaced by `to` (the first occurrence,
+// which must exist) and the length prefix updated: an edit by a tool that does not know the
+// checksum.
+std::string edit_header(const std::string& bytes, const std::string& from, const std::string& to) {
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  std::string header = bytes.substr(8, header_len);
+  const size_t at = header.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at == std::string::npos) return bytes;
+  header.replace(at, from.size(), to);
+  return raw_file(header, bytes.substr(8 + header_len));
+}
+
+TEST_F(Safetensors, TheChecksumCoversTheWholeFile) {
+  // Two tensors of the same size and shape whose dtypes have the same width.
+  const std::vector<NamedTensor> tensors = {
+      {"a", test::f32_tensor({1, 2, 3, 4}, {4})},
+      {"b", Tensor::from_vector<int32_t>({5, 6, 7, 8}, {4})},
+  };
+  save_safetensors(file("good.safetensors"), tensors, {{"epoch", "3"}});
+  const std::string good = read_bytes(file("good.safetensors"));
+  EXPECT_EQ(load_safetensors(file("good.safetensors")).integrity, Integrity::WholeFile);
+  // The checksum field is the header's first entry, where readers look for it.
+  EXPECT_EQ(good.substr(8, 41), R"({"__metadata__":{"hourglass.file_crc32":")");
+
+  const auto refused = [&](const std::string& name, const std::string& bytes,
+                           const std::vector<std::string>& parts) {
+    SCOPED_TRACE(name);
+    write_bytes(file(name), bytes);
+    auto all = parts;
+    all.push_back(file(name));
+    expect_error([&] { load_safetensors(file(name)); }, ErrorKind::InvalidInput, all);
+  };
+  // A dtype label changed (F32 read as I32 would be garbage): the data is untouched.
+  refused("dtype.safetensors", edit_header(good, R"("dtype":"F32")", R"("dtype":"I32")"),
+          {"checksum mismatch", "file crc32"});
+  // The byte ranges of two same-sized tensors swapped (names exchanged in the header).
+  std::string swapped = edit_header(good, R"("a":{)", R"("x":{)");
+  swapped = edit_header(swapped, R"("b":{)", R"("a":{)");
+  swapped = edit_header(swapped, R"("x":{)", R"("b":{)");
+  refused("swapped.safetensors", swapped, {"checksum mismatch"});
+  // Metadata rewritten.
+  refused("meta.safetensors", edit_header(good, R"("epoch":"3")", R"("epoch":"4")"),
+          {"checksum mismatch"});
+  // One flipped byte in the length prefix's neighbour, the header's last padding byte.
+  std::string padded = good;
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, good.data(), 8);
+  padded[8 + header_len - 1] = padded[8 + header_len - 1] == ' ' ? '\t' : ' ';
+  refused("padding.safetensors", padded, {"checksum mismatch"});
+  // The checksum field moved away from the start of the header.
+  const std::string digits =
+      load_safetensors(file("good.safetensors")).metadata.at(kSafetensorsChecksumKey);
+  std::string moved = edit_header(good, R"("hourglass.file_crc32":")" + digits + R"(",)", "");
+  moved = edit_header(moved, R"("epoch":"3")",
+                      R"("epoch":"3","hourglass.file_crc32":")" + digits + "\"");
+  refused("moved.safetensors", moved, {"not at the start of the header"});
+  refused("digits.safetensors", edit_header(good, digits, "xyz12345"),
+          {"not 8 hexadecimal digits"});
+
+  // Without the key the file is an ordinary safetensors file: it loads, marked unverified
+  // (checkpoints refuse such files: test_checkpoint.cpp).
+  write_bytes(file("deleted.safetensors"),
+              edit_header(good, R"("hourglass.file_crc32":")" + digits + R"(",)", ""));
+  const SafetensorsFile deleted = load_safetensors(file("deleted.safetensors"));
+  EXPECT_EQ(deleted.integrity, Integrity::None);
+  EXPECT_EQ(deleted.tensors.size(), 2u);
+  // Skipping the check loads an edited file and marks it unverified.
+  EXPECT_EQ(load_safetensors(file("meta.safetensors"), ChecksumCheck::Skip).integrity,
+            Integrity::None);
+}
+
+TEST_F(Safetensors, OlderDataOnlyChecksumIsStillVerified) {
+  // crc32 of the bytes 01 02 is b6cc4292 (zlib.crc32 in Python).
+  const std::string entry = R"("a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]})";
+  write_bytes(
+      file("old.safetensors"),
+      raw_file(R"({"__metadata__": {"hourglass.crc32": "b6cc4292"}, )" + entry + "}", "\x01\x02"));
+  EXPECT_EQ(load_safetensors(file("old.safetensors")).integrity, Integrity::DataOnly);
+  write_bytes(
+      file("old_bad.safetensors"),
+      raw_file(R"({"__metadata__": {"hourglass.crc32": "b6cc4292"}, )" + entry + "}", "\x01\x03"));
+  expect_error([&] { load_safetensors(file("old_bad.safetensors")); }, ErrorKind::InvalidInput,
+               {file("old_bad.safetensors"), "checksum mismatch", "expects crc32 b6cc4292"});
+}
+
+TEST_F(Safetensors, DeeplyNestedHeadersAreRefusedBeforeParsing) {
+  // Headers like these (60,000 levels) exhausted the stack: the error message printed the
+  // whole value, recursing once per level. 600,000 levels do so whatever the frame size.
+  const size_t depth = 600000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  for (const std::string& header :
+       {R"({"__metadata__": {"x": )" + nested + "}}",
+        R"({"t": {"dtype": "U8", "shape": )" + nested + R"(, "data_offsets": [0, 0]}})",
+        std::string(depth, '{')}) {
+    write_bytes(file("deep.safetensors"), raw_file(header, ""));
+    for (int reader = 0; reader < 2; ++reader)
+      expect_error(
+          [&] {
+            if (reader == 0)
+              load_safetensors(file("deep.safetensors"));
+            else
+              read_safetensors_metadata(file("deep.safetensors"));
+          },
+          ErrorKind::InvalidInput,
+          {file("deep.safetensors"), "more than 64 levels deep", "needs 3"});
+  }
+  // 64 levels are parsed (and the value refused for what it is); brackets inside strings
+  // do not count.
+  const std::string deep64 = std::string(62, '[') + std::string(62, ']');
+  write_bytes(file("d64.safetensors"),
+              raw_file(R"({"__metadata__": {"x": )" + deep64 + R"(, "y": "[[[[[[[["}})", ""));
+  expect_error([&] { load_safetensors(file("d64.safetensors")); }, ErrorKind::InvalidInput,
+               {"metadata 'x' is not a string"});
+  write_bytes(file("brackets.safetensors"),
+              raw_file(R"({"__metadata__": {"y": ")" + std::string(100, '[') + R"("}})", ""));
+  EXPECT_EQ(load_safetensors(file("brackets.safetensors")).metadata.at("y"), std::string(100, '['));
+}
+
+TEST_F(Safetensors, ErrorsQuoteOnlyAShortPrefixOfUntrustedValues) {
+  const std::string long_value = "[" + std::string(100000, '7') + "]";
+  const std::string long_name(5000, 'n');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"value", R"({"__metadata__": {"x": )" + long_value + "}}"},
+      {"dtype", R"({"t": {"dtype": ")" + long_name + R"(", "shape": [], "data_offsets": [0, 0]}})"},
+      {"name",
+       R"({")" + long_name + R"(": {"dtype": "U8", "shape": [1], "data_offsets": [0, 2]}})"},
+      {"shape", R"({"t": {"dtype": "U8", "shape": [-1, )" + std::string(5000, '1') +
+                    R"(], "data_offsets": [0, 0]}})"},
+      {"json", R"({"x": ")" + long_name},
+  };
+  for (const auto& [what, header] : cases) {
+    SCOPED_TRACE(what);
+    write_bytes(file("long.safetensors"), raw_file(header, std::string(2, '\0')));
+    try {
+      load_safetensors(file("long.safetensors"));
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+      EXPECT_NE(e.message().find(file("long.safetensors")), std::string::npos) << e.message();
+      EXPECT_LT(e.message().size(), 400u) << e.message().substr(0, 400);
+    }
+  }
+  EXPECT_EQ(untrusted_excerpt("ab\ncd\xff", 80), "ab\\x0acd\\xff");
+  EXPECT_EQ(untrusted_excerpt(std::string(100, 'z'), 10), "zzzzzzzzzz... (100 bytes)");
 }
 
 }  // namespace

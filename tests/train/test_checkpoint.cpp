@@ -1,9 +1,13 @@
 // Checkpoint files and the checkpoints folder: a resumable checkpoint round-trips every tensor
-// and every field of the training state; the folder names, lists, marks and prunes
-// checkpoints (never the best one); metrics.jsonl is reconciled with the checkpoint a run
-// resumes from; the config hash ignores keys that do not change the trajectory.
+// and every field of the training state; nothing corrupt is trusted (edited bytes, a deleted
+// checksum, an older format, tensors of the wrong dtype or shape, run-state values out of
+// range, a deeply nested header: --resume auto falls back past them); the folder names,
+// lists, marks and prunes checkpoints (never the best one); metrics.jsonl is reconciled with
+// the checkpoint a run resumes from; the config hash ignores keys that do not change the
+// trajectory.
 #include <gtest/gtest.h>
 
+#include "support/expect_error.h"
 #include "support/temp_dir.h"
 
 #include <cstring>
@@ -18,6 +22,7 @@
 #include "hourglass/train/checkpoint_dir.h"
 #include "hourglass/train/run_config.h"
 #include "hourglass/train/run_history.h"
+#include "hourglass/train/run_session.h"
 
 namespace hg {
 namespace {
@@ -61,8 +66,8 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   for (auto& [name, t] : model->named_buffers()) Tensor(t).fill_(0.5);
 
   train::TrainingState s;
-  s.epoch = 2;
-  s.batch = 0;
+  s.epoch = 1;  // mid-epoch: step = epoch * steps_per_epoch + batch with one step per epoch
+  s.batch = 1;
   s.step = 2;
   s.loss_sum = 0.1f;  // an f32 value with no short decimal form
   s.correct = 17;
@@ -71,13 +76,11 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   s.checkpoint_seconds = 0.125;
   s.best_test_acc = 0.6875;
   s.best_checkpoint = "step-000000002.safetensors";
-  s.last_epoch_record = R"({"epoch":2,"train_loss":0.5})";
+  s.last_epoch_record = R"({"epoch":1,"train_loss":0.5})";
   s.seed = 7;
   s.threads = 3;
   s.config_text = train::trajectory_config_text(run);
   s.config_hash = train::config_hash(s.config_text);
-  // The steps-per-epoch check below needs step = epoch * steps + batch: one step per epoch.
-  s.epoch = 2;
   const std::string path = dir + "/step-000000002.safetensors";
   train::save_training_checkpoint(path, *model, sgd, config, s);
 
@@ -194,6 +197,355 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRejectedNamingTheFault) {
   }
   std::ofstream(dir + "/short.safetensors") << "abc";
   EXPECT_THROW(train::read_training_checkpoint(dir + "/short.safetensors"), Error);
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// `bytes` (a whole safetensors file) with the first `from` in its header replaced by `to` and
+// the length prefix updated, as a tool that does not know the checksum would edit it.
+std::string edit_header(const std::string& bytes, const std::string& from, const std::string& to) {
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  std::string header = bytes.substr(8, header_len);
+  const size_t at = header.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at == std::string::npos) return bytes;
+  header.replace(at, from.size(), to);
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char(uint64_t(header.size()) >> (8 * i));
+  return out + header + bytes.substr(8 + header_len);
+}
+
+// A tiny ResNet with SGD state after two steps (one per epoch) and a consistent mid-epoch
+// TrainingState; write() saves it as a resumable checkpoint.
+struct TinyRun {
+  Config config = Config::parse(kConfig, "tiny.toml");
+  train::RunConfig run = train::parse_run_config(config);
+  std::shared_ptr<nn::Module> model;
+  FlatParameters flat;
+  std::unique_ptr<optim::Sgd> sgd;
+  train::TrainingState state;
+
+  TinyRun() {
+    nn::ModelSpec spec = run.model;
+    spec.in_channels = 3;
+    spec.height = spec.width = 8;
+    model = nn::make_model(spec);
+    nn::initialize(*model, 7);
+    flat = nn::build_parameter_arena(*model, nn::DecayScope::All);
+    sgd = std::make_unique<optim::Sgd>(flat, SgdOptions{.lr = 0.1, .momentum = 0.9});
+    flat.grads.fill_(0.25);
+    sgd->step();
+    sgd->step();
+    state.epoch = 1;
+    state.batch = 1;
+    state.step = 2;
+    state.loss_sum = 3.5;
+    state.correct = 9;
+    state.samples = 16;
+    state.best_test_acc = 0.5;
+    state.best_checkpoint = "step-000000001.safetensors";
+    state.last_epoch_record = R"({"epoch":1,"train_loss":0.5,"test_acc":0.5})";
+    state.seed = 7;
+    state.threads = 1;
+    state.config_text = train::trajectory_config_text(run);
+    state.config_hash = train::config_hash(state.config_text);
+  }
+  std::string write(const std::string& path) const {
+    train::save_training_checkpoint(path, *model, *sgd, config, state);
+    return path;
+  }
+  void check_resumable(const train::LoadedCheckpoint& c) const {
+    train::check_resumable(c, state.config_text, *model, *sgd, /*steps_per_epoch=*/1);
+  }
+};
+
+// The checkpoint at `in` rewritten to `out` by `edit` of its tensors and metadata, with a valid
+// checksum: what a bug in a writer, or someone who recomputes the checksum, would produce.
+template <typename Edit>
+std::string reseal(const std::string& in, const std::string& out, Edit edit) {
+  SafetensorsFile f = load_safetensors(in);
+  edit(f.tensors, f.metadata);
+  save_safetensors(out, f.tensors, f.metadata);
+  return out;
+}
+
+TEST(Checkpoint, EditedBytesAreRefusedByTheWholeFileChecksum) {
+  const std::string dir = fresh_dir("edited");
+  TinyRun t;
+  const std::string good = read_bytes(t.write(dir + "/good.safetensors"));
+  EXPECT_NO_THROW(train::read_training_checkpoint(dir + "/good.safetensors"));
+  EXPECT_EQ(load_safetensors(dir + "/good.safetensors").metadata.at(train::kFormatMetadataKey),
+            "checkpoint-v3");
+
+  // Two model tensors of the same dtype and shape (a batch norm's running statistics).
+  std::string mean, var;
+  for (const auto& [name, tensor] : t.model->state_dict())
+    if (mean.empty() && name.ends_with("running_mean")) {
+      mean = name;
+      var = name.substr(0, name.size() - 4) + "var";
+    }
+  ASSERT_FALSE(mean.empty());
+
+  const std::vector<std::pair<std::string, std::string>> edits = {
+      // A dtype label: F32 bytes read as I32 would be garbage of the right size.
+      {"dtype", edit_header(good, R"("dtype":"F32")", R"("dtype":"I32")")},
+      // The byte ranges of two same-sized tensors swapped (their names exchanged).
+      {"swap", edit_header(edit_header(edit_header(good, "\"" + mean + "\"", "\"tmp\""),
+                                       "\"" + var + "\"", "\"" + mean + "\""),
+                           "\"tmp\"", "\"" + var + "\"")},
+      // Run-state values rewritten.
+      {"loss", edit_header(good, R"("hourglass.epoch_loss_sum":"3.5")",
+                           R"("hourglass.epoch_loss_sum":"1.95e27")")},
+      {"best_acc", edit_header(good, R"("hourglass.best_test_acc":"0.5")",
+                               R"("hourglass.best_test_acc":"0.9")")},
+  };
+  for (const auto& [what, bytes] : edits) {
+    SCOPED_TRACE(what);
+    const std::string path = dir + "/" + what + ".safetensors";
+    write_bytes(path, bytes);
+    test::expect_invalid([&] { train::read_training_checkpoint(path); },
+                         {path, "checksum mismatch"});
+    test::expect_invalid([&] { train::read_checkpoint(path); }, {path, "checksum mismatch"});
+  }
+
+  // Deleting the checksum key does not turn verification off: a checkpoint-v3 file without it
+  // is refused, even when unverified files are allowed.
+  const std::string digits =
+      load_safetensors(dir + "/good.safetensors").metadata.at(kSafetensorsChecksumKey);
+  const std::string deleted = dir + "/deleted.safetensors";
+  write_bytes(
+      deleted,
+      edit_header(good, "\"" + std::string(kSafetensorsChecksumKey) + "\":\"" + digits + "\",",
+                  ""));
+  for (auto trust : {train::CheckpointTrust::VerifiedOnly, train::CheckpointTrust::AllowUnverified})
+    test::expect_invalid([&] { train::read_training_checkpoint(deleted, trust); },
+                         {deleted, "'checkpoint-v3' must carry a whole-file checksum",
+                          "no checksum", "edited or damaged"});
+}
+
+TEST(Checkpoint, OlderFormatWithoutTheWholeFileChecksumIsRefusedUnlessAllowed) {
+  const std::string dir = fresh_dir("older");
+  TinyRun t;
+  t.write(dir + "/v3.safetensors");
+  // A checkpoint-v2 file: the format label, and no whole-file checksum.
+  const std::string resealed =
+      reseal(dir + "/v3.safetensors", dir + "/v2_sealed.safetensors",
+             [](auto&, auto& meta) { meta[train::kFormatMetadataKey] = "checkpoint-v2"; });
+  const std::string bytes = read_bytes(resealed);
+  const std::string digits = load_safetensors(resealed).metadata.at(kSafetensorsChecksumKey);
+  const std::string v2 = dir + "/v2.safetensors";
+  write_bytes(
+      v2, edit_header(bytes, "\"" + std::string(kSafetensorsChecksumKey) + "\":\"" + digits + "\",",
+                      ""));
+  test::expect_invalid(
+      [&] { train::read_training_checkpoint(v2); },
+      {v2, "format 'checkpoint-v2'", "earlier hourglass", "no checksum", "only 'checkpoint-v3'",
+       "--allow-unverified-checkpoint", "the hourglass version that wrote it"});
+  test::expect_invalid([&] { train::read_checkpoint(v2); }, {"--allow-unverified-checkpoint"});
+  const train::LoadedCheckpoint c =
+      train::read_training_checkpoint(v2, train::CheckpointTrust::AllowUnverified);
+  EXPECT_EQ(c.state.loss_sum, t.state.loss_sum);
+  t.check_resumable(c);
+  EXPECT_NO_THROW(train::read_checkpoint(v2, train::CheckpointTrust::AllowUnverified));
+  // A format this version does not know is refused either way.
+  const std::string v9 =
+      reseal(dir + "/v3.safetensors", dir + "/v9.safetensors",
+             [](auto&, auto& meta) { meta[train::kFormatMetadataKey] = "checkpoint-v9"; });
+  test::expect_invalid([&] { train::read_checkpoint(v9, train::CheckpointTrust::AllowUnverified); },
+                       {v9, "'checkpoint-v9'", "does not know"});
+}
+
+TEST(Checkpoint, TensorDtypesAndShapesAreCheckedBeforeAnyByteIsCopied) {
+  const std::string dir = fresh_dir("dtypes");
+  TinyRun t;
+  t.write(dir + "/good.safetensors");
+  const std::string first = t.model->state_dict().front().first;
+  const auto retype = [&](const std::string& name, DType dtype) {
+    return reseal(dir + "/good.safetensors", dir + "/" + name + ".safetensors",
+                  [&](auto& tensors, auto&) {
+                    for (NamedTensor& nt : tensors)
+                      if (nt.name == name) nt.tensor = nt.tensor.to(dtype);
+                  });
+  };
+  TinyRun fresh;  // other weights
+  nn::initialize(*fresh.model, 99);
+  const int64_t steps_before = fresh.sgd->step_count();
+  const std::vector<float> weights_before = fresh.flat.params.to_vector<float>();
+  const std::vector<float> momentum_before = fresh.sgd->state()[0].second.to_vector<float>();
+  const auto unchanged = [&] {
+    EXPECT_EQ(fresh.flat.params.to_vector<float>(), weights_before);
+    EXPECT_EQ(fresh.sgd->state()[0].second.to_vector<float>(), momentum_before);
+    EXPECT_EQ(fresh.sgd->step_count(), steps_before);
+  };
+
+  // A model tensor stored as i32 (same size as f32).
+  const std::string i32 = retype(first, DType::I32);
+  const train::LoadedCheckpoint c = train::read_training_checkpoint(i32);
+  test::expect_invalid([&] { t.check_resumable(c); }, {i32, first, "is i32", "expects f32"});
+  test::expect_invalid([&] { train::load_model_state(*fresh.model, c.file); },
+                       {i32, first, "is i32"});
+  test::expect_invalid([&] { train::restore_training_checkpoint(c, *fresh.model, *fresh.sgd); },
+                       {i32, first, "is i32"});
+  unchanged();
+
+  // Optimizer state stored as f64.
+  const std::string optim_name = std::string(train::kOptimPrefix) + t.sgd->state()[0].first;
+  const std::string f64 = retype(optim_name, DType::F64);
+  const train::LoadedCheckpoint d = train::read_training_checkpoint(f64);
+  test::expect_invalid([&] { t.check_resumable(d); }, {f64, optim_name, "is f64"});
+  test::expect_invalid([&] { train::restore_training_checkpoint(d, *fresh.model, *fresh.sgd); },
+                       {f64, optim_name, "is f64"});
+  unchanged();
+
+  // A model tensor of another shape, and one the model does not have.
+  const std::string reshaped =
+      reseal(dir + "/good.safetensors", dir + "/reshaped.safetensors", [&](auto& tensors, auto&) {
+        for (NamedTensor& nt : tensors)
+          if (nt.name == first) nt.tensor = nt.tensor.reshape({-1});
+      });
+  test::expect_invalid(
+      [&] { train::load_model_state(*fresh.model, train::read_checkpoint(reshaped)); },
+      {reshaped, first, "shape"});
+  const std::string extra =
+      reseal(dir + "/good.safetensors", dir + "/extra.safetensors", [&](auto& tensors, auto&) {
+        tensors.push_back({"stray.weight", Tensor::zeros({2})});
+      });
+  test::expect_invalid(
+      [&] { train::load_model_state(*fresh.model, train::read_checkpoint(extra)); },
+      {extra, "'stray.weight'", "does not have"});
+  unchanged();
+}
+
+TEST(Checkpoint, RunStateOutOfRangeIsRefused) {
+  const std::string dir = fresh_dir("state");
+  TinyRun t;
+  t.write(dir + "/good.safetensors");
+  const std::string long_name(10000, 'x');
+  struct Case {
+    std::string key, value, expected;
+  };
+  const std::vector<Case> cases = {
+      {"epoch", "-1", "negative"},
+      {"batch", "-3", "negative"},
+      {"epoch_samples", "-16", "negative"},
+      {"micro_batch", "-4", "negative"},
+      {"threads", "-2", "negative"},
+      {"step", "3", "differs from the optimizer's step 2"},
+      {"batch", "5", "exceeds the global step"},
+      {"epoch_loss_sum", "nan", "not a finite non-negative number"},
+      {"epoch_loss_sum", "inf", "not a finite non-negative number"},
+      {"epoch_loss_sum", "-0.5", "not a finite non-negative number"},
+      {"epoch_loss_sum", "1e39", "f32 accumulator"},
+      {"epoch_correct", "17", "at most the epoch's 16 samples"},
+      {"epoch_correct", "2.5", "not a whole number"},
+      {"epoch_train_seconds", "-1", "not a finite non-negative number"},
+      {"best_test_acc", "nan", "neither an accuracy in [0, 1] nor -1"},
+      {"best_test_acc", "1.5", "neither an accuracy in [0, 1] nor -1"},
+      {"best_test_acc", "-0.5", "neither an accuracy in [0, 1] nor -1"},
+      {"best_checkpoint", "../../etc/passwd", "not a checkpoint file name"},
+      {"best_checkpoint", "step-000000001.safetensors/../x", "not a checkpoint file name"},
+      {"best_checkpoint", "step-1.safetensors", "not a checkpoint file name"},
+      {"best_checkpoint", "step-000000009.safetensors", "later than the checkpoint's own step"},
+      {"best_checkpoint", long_name, "not a checkpoint file name"},
+      {"last_epoch_record", R"({"epoch":7,"train_loss":0.5})", "not the line of epoch 1"},
+      {"last_epoch_record", R"({"epoch":1,"train_loss":[[1]]})", "not one flat JSON object"},
+      {"last_epoch_record", "{\"epoch\":1}\n{\"epoch\":2}", "not one flat JSON object"},
+      {"last_epoch_record", R"({"epoch":1,"train_loss":"x"})", "not a finite number"},
+      {"loss_scale", "inf 3", "not 'scale good_steps'"},
+      {"loss_scale", "65536 -1", "not 'scale good_steps'"},
+      {"loss_scale", "65536 3 junk", "not 'scale good_steps'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key + " = " + c.value.substr(0, 40));
+    const std::string path =
+        reseal(dir + "/good.safetensors", dir + "/bad.safetensors",
+               [&](auto&, auto& meta) { meta["hourglass." + c.key] = c.value; });
+    const Error e = test::expect_invalid([&] { train::read_training_checkpoint(path); },
+                                         {path, "hourglass." + c.key, c.expected});
+    EXPECT_LT(e.one_line().size(), 600u) << "an untrusted value was quoted whole";
+  }
+  // At batch 0 the epoch's sums are empty.
+  const std::string at_zero =
+      reseal(dir + "/good.safetensors", dir + "/zero.safetensors", [&](auto&, auto& meta) {
+        meta["hourglass.batch"] = "0";
+        meta["hourglass.step"] = meta["hourglass.optim.step"] = "2";
+        meta["hourglass.epoch"] = "2";
+        meta["hourglass.last_epoch_record"] = R"({"epoch":2})";
+      });
+  test::expect_invalid([&] { train::read_training_checkpoint(at_zero); },
+                       {"hourglass.epoch_samples", "at batch 0"});
+  // The -1 sentinel and the empty name: a run before its first evaluation.
+  const std::string before_eval =
+      reseal(dir + "/good.safetensors", dir + "/first.safetensors", [&](auto&, auto& meta) {
+        meta["hourglass.best_test_acc"] = "-1";
+        meta["hourglass.best_checkpoint"] = "";
+      });
+  EXPECT_EQ(train::read_training_checkpoint(before_eval).state.best_test_acc, -1);
+}
+
+// A checkpoints folder whose newest file is refused (a deeply nested header, a best name that
+// leaves the folder): --resume auto skips it and continues from the previous one, and the
+// `best` marker never holds a path.
+TEST(Checkpoint, ResumeAutoFallsBackPastAHostileNewestCheckpoint) {
+  TinyRun t;
+  const size_t depth = 600000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  const std::vector<std::pair<std::string, std::string>> hostile = {
+      {"deep", R"({"__metadata__": {"hourglass.format": )" + nested + "}}"},
+      {"best", ""},
+  };
+  for (const auto& [what, header] : hostile) {
+    SCOPED_TRACE(what);
+    const std::string run = fresh_dir("fallback_" + what);
+    const std::string ck = run + "/checkpoints/";
+    fs::create_directories(ck);
+    train::TrainingState first = t.state;
+    first.batch = 0;
+    first.epoch = 2;
+    first.step = 2;
+    first.loss_sum = first.correct = 0;
+    first.samples = 0;
+    first.last_epoch_record = R"({"epoch":2})";
+    first.best_checkpoint = "";
+    train::save_training_checkpoint(ck + "step-000000002.safetensors", *t.model, *t.sgd, t.config,
+                                    first);
+    const std::string newest = ck + "step-000000003.safetensors";
+    if (!header.empty()) {
+      std::string bytes(8, '\0');
+      for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char(uint64_t(header.size()) >> (8 * i));
+      write_bytes(newest, bytes + header);
+    } else {
+      t.sgd->step();
+      train::TrainingState s = first;
+      s.step = 3;
+      s.epoch = 3;
+      s.last_epoch_record = R"({"epoch":3})";
+      s.best_test_acc = 0.75;
+      s.best_checkpoint = "../../etc/passwd";
+      // save_training_checkpoint writes what it is given: the reader must refuse it.
+      train::save_training_checkpoint(newest, *t.model, *t.sgd, t.config, s);
+    }
+    train::CheckpointConfig every;
+    every.every_seconds = 0;
+    train::RunSession session(t.config, "tiny", t.state.config_text, every,
+                              {.run_dir = run, .progress = false, .resume = "auto"});
+    auto ckpt = session.find_resume_point([](const train::LoadedCheckpoint&) {});
+    ASSERT_TRUE(ckpt.has_value());
+    EXPECT_EQ(ckpt->state.step, 2);
+    session.adopt(*ckpt);
+    EXPECT_TRUE(fs::exists(ck + "discarded/step-000000003.safetensors"));
+    EXPECT_NE(read_bytes(ck + "last"), "");
+    EXPECT_EQ(read_bytes(ck + "best").find(".."), std::string::npos);
+  }
 }
 
 TEST(Checkpoint, ConfigHashIgnoresKeysThatDoNotChangeTheTrajectory) {

@@ -14,6 +14,7 @@ Runner add_eval(CLI::App& app) {
     std::vector<std::string> overrides;
     std::string split = "test";
     std::string device;
+    bool allow_unverified = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -27,8 +28,13 @@ Runner add_eval(CLI::App& app) {
   sub->add_option("--device", args->device,
                   "evaluate on this device instead of the stored one (cpu, gpu:N); on the cpu in "
                   "fp32 whatever precision the run trained in");
+  sub->add_flag("--allow-unverified-checkpoint", args->allow_unverified,
+                "also read a checkpoint written before checkpoint-v3, which has no whole-file "
+                "checksum (a warning says so)");
   return [args] {
-    SafetensorsFile file = load_safetensors(args->checkpoint);
+    SafetensorsFile file = train::read_checkpoint(
+        args->checkpoint, args->allow_unverified ? train::CheckpointTrust::AllowUnverified
+                                                 : train::CheckpointTrust::VerifiedOnly);
     auto it = file.metadata.find(train::kConfigMetadataKey);
     if (it == file.metadata.end())
       throw_invalid(fmt::format("{}: no '{}' metadata: not a checkpoint written by hourglass train",

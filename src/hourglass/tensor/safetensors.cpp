@@ -54,6 +54,21 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t bytes) {
   return uint32_t(crc32_z(crc, static_cast<const Bytef*>(data), bytes));
 }
 
+// Every file hourglass writes starts its header with these bytes, followed by the 8 hex
+// digits of the whole-file CRC32 and a closing quote.
+const std::string kChecksumHeaderStart =
+    std::string("{\"__metadata__\":{\"") + kSafetensorsChecksumKey + "\":\"";
+constexpr size_t kChecksumDigits = 8;
+
+// The CRC32 of the 8-byte length prefix and the header text with the checksum digits at
+// `digits_at` (an offset into `header`) read as zeros; the data section continues it.
+uint32_t crc32_of_prefix_and_header(const unsigned char (&prefix)[8], std::string header,
+                                    size_t digits_at) {
+  header.replace(digits_at, kChecksumDigits, kChecksumDigits, '0');
+  uint32_t crc = crc32_update(crc32_update(0, nullptr, 0), prefix, 8);
+  return crc32_update(crc, header.data(), header.size());
+}
+
 // A file descriptor closed on scope exit (errors on that path are moot: we are unwinding or
 // the file was only read).
 class Fd {
@@ -154,6 +169,8 @@ struct Header {
   uint64_t data_size = 0;      // end of the last tensor
   std::vector<Entry> entries;  // sorted by data offset
   std::map<std::string, std::string> metadata;
+  unsigned char prefix[8] = {};
+  std::string text;  // the header's bytes
 };
 
 [[noreturn]] void throw_bad_file(const std::string& path, const std::string& fault,
@@ -179,9 +196,37 @@ void read_exact(int fd, void* data, size_t bytes, uint64_t offset, const std::st
   }
 }
 
+// The byte offset in `text` where JSON nesting first exceeds `limit` levels, or npos. Brackets
+// inside strings do not count; the text need not be valid JSON (the parser judges that).
+size_t find_nesting_beyond(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > limit) return i;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// A JSON value quoted in an error: its text cut to a short prefix.
+std::string excerpt_json(const json& value) { return untrusted_excerpt(value.dump()); }
+
 Entry parse_entry(const std::string& path, const std::string& name, const json& value) {
   auto fault = [&](const std::string& what) {
-    throw_bad_file(path, fmt::format("tensor '{}': {}", name, what));
+    throw_bad_file(path, fmt::format("tensor '{}': {}", untrusted_excerpt(name), what));
   };
   if (!value.is_object()) fault("header entry is not a JSON object");
   Entry e;
@@ -192,7 +237,9 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   const std::string dtype_text = dtype_it->get<std::string>();
   const std::optional<DType> dtype = dtype_from_format_name(dtype_text);
   if (!dtype)
-    throw_bad_file(path, fmt::format("tensor '{}' has unknown dtype '{}'", name, dtype_text),
+    throw_bad_file(path,
+                   fmt::format("tensor '{}' has unknown dtype '{}'", untrusted_excerpt(name),
+                               untrusted_excerpt(dtype_text)),
                    "hourglass reads F32, F64, F16, BF16, I8, I32, I64 and U8; convert the "
                    "tensor to one of them");
   e.dtype = *dtype;
@@ -203,10 +250,10 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   for (const json& d : *shape_it) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
       fault(fmt::format("shape {} holds a value that is not a non-negative integer",
-                        shape_it->dump()));
+                        excerpt_json(*shape_it)));
     const uint64_t size = d.get<uint64_t>();
     if (__builtin_mul_overflow(bytes, size, &bytes))
-      fault(fmt::format("shape {} is too large", shape_it->dump()));
+      fault(fmt::format("shape {} is too large", excerpt_json(*shape_it)));
     e.shape.push_back(int64_t(size));
   }
 
@@ -239,24 +286,35 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
                                      "({} bytes)",
                                      header_len, file_size));
 
-  std::string text(header_len, '\0');
-  read_exact(fd, text.data(), header_len, 8, path);
+  Header h;
+  std::copy(prefix, prefix + 8, h.prefix);
+  h.text.assign(header_len, '\0');
+  read_exact(fd, h.text.data(), header_len, 8, path);
+  const std::string& text = h.text;
+  // Refused before parsing: printing or destroying a deeply nested value recurses once per
+  // level, and a header of a few hundred kilobytes can nest deep enough to exhaust the stack.
+  if (const size_t at = find_nesting_beyond(text, kSafetensorsMaxHeaderDepth);
+      at != std::string_view::npos)
+    throw_bad_file(path, fmt::format("the header nests JSON more than {} levels deep (at byte {} "
+                                     "of the header); a safetensors header needs 3",
+                                     kSafetensorsMaxHeaderDepth, at));
   json root;
   try {
     root = json::parse(text);
   } catch (const json::exception& e) {
-    throw_bad_file(path, fmt::format("the header is not valid JSON: {}", e.what()));
+    throw_bad_file(path,
+                   fmt::format("the header is not valid JSON: {}", untrusted_excerpt(e.what())));
   }
   if (!root.is_object()) throw_bad_file(path, "the header is not a JSON object");
 
-  Header h;
   h.data_start = 8 + header_len;
   for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) throw_bad_file(path, "'__metadata__' is not a JSON object");
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
-          throw_bad_file(path, fmt::format("metadata '{}' is not a string: {}", mk, mv.dump()));
+          throw_bad_file(path, fmt::format("metadata '{}' is not a string: {}",
+                                           untrusted_excerpt(mk), excerpt_json(mv)));
         h.metadata[mk] = mv.get<std::string>();
       }
       continue;
@@ -273,9 +331,9 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
   const Entry* previous = nullptr;
   for (const Entry& e : h.entries) {
     if (e.begin < expected)
-      throw_bad_file(path,
-                     fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", previous->name,
-                                 previous->begin, previous->end, e.name, e.begin, e.end));
+      throw_bad_file(path, fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap",
+                                       untrusted_excerpt(previous->name), previous->begin,
+                                       previous->end, untrusted_excerpt(e.name), e.begin, e.end));
     if (e.begin > expected)
       throw_bad_file(path, fmt::format("bytes [{}, {}) of the data section belong to no tensor",
                                        expected, e.begin));
@@ -341,16 +399,15 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   // Host contiguous copies, needed before the header because the header holds the checksum.
   std::vector<Tensor> host;
   host.reserve(tensors.size());
-  uint32_t crc = crc32_update(0, nullptr, 0);
-  for (const NamedTensor& nt : tensors) {
-    host.push_back(nt.tensor.to(Device::cpu()).contiguous());
-    crc = crc32_update(crc, host.back().data_ptr(), host.back().nbytes());
-  }
+  for (const NamedTensor& nt : tensors) host.push_back(nt.tensor.to(Device::cpu()).contiguous());
 
+  // The checksum key first, so that its digits sit at a fixed offset (kChecksumHeaderStart);
+  // given checksum keys (metadata copied from a loaded file) are replaced.
   ordered_json header = ordered_json::object();
   ordered_json meta = ordered_json::object();
-  for (const auto& [k, v] : metadata) meta[k] = v;
-  meta[kSafetensorsChecksumKey] = fmt::format("{:08x}", crc);
+  meta[kSafetensorsChecksumKey] = std::string(kChecksumDigits, '0');
+  for (const auto& [k, v] : metadata)
+    if (k != kSafetensorsChecksumKey && k != kSafetensorsDataChecksumKey) meta[k] = v;
   header["__metadata__"] = std::move(meta);
   uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -373,6 +430,12 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   unsigned char prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = uint8_t(uint64_t(header_text.size()) >> (8 * i));
+  HG_ASSERT(header_text.starts_with(kChecksumHeaderStart), "checksum field not first in {}", path);
+  const size_t digits_at = kChecksumHeaderStart.size();
+  uint32_t crc = crc32_of_prefix_and_header(prefix, header_text, digits_at);
+  for (const Tensor& t : host) crc = crc32_update(crc, t.data_ptr(), t.nbytes());
+  const std::string digits = fmt::format("{:08x}", crc);
+  header_text.replace(digits_at, kChecksumDigits, digits);
 
   TempFileGuard temp{fmt::format("{}.tmp.{}", path, ::getpid())};
   Fd fd(::open(temp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
@@ -398,13 +461,13 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   if (const Tensor* t = find(name)) return *t;
   std::string names;
   const size_t shown = std::min<size_t>(tensors.size(), 8);
-  for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + tensors[i].name;
+  for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + untrusted_excerpt(tensors[i].name);
   if (shown < tensors.size()) names += fmt::format(", ... ({} in all)", tensors.size());
-  throw_invalid(fmt::format("checkpoint {} has no tensor '{}'", path, name),
+  throw_invalid(fmt::format("checkpoint {} has no tensor '{}'", path, untrusted_excerpt(name)),
                 names.empty() ? "the file holds no tensors" : fmt::format("it holds: {}", names));
 }
 
-SafetensorsFile load_safetensors(const std::string& path, bool verify_checksum) {
+SafetensorsFile load_safetensors(const std::string& path, ChecksumCheck check) {
   std::optional<Fd> fd;
   const uint64_t file_size = open_for_reading(path, fd);
   Header h = read_header(fd->get(), path, file_size);
@@ -412,27 +475,64 @@ SafetensorsFile load_safetensors(const std::string& path, bool verify_checksum) 
   SafetensorsFile file;
   file.path = path;
   file.metadata = std::move(h.metadata);
-  uint32_t crc = crc32_update(0, nullptr, 0);
+  const auto stored_file_crc = file.metadata.find(kSafetensorsChecksumKey);
+  const bool whole_file = stored_file_crc != file.metadata.end();
+  std::optional<uint32_t> expected;
+  if (whole_file && check == ChecksumCheck::Verify) {
+    // The digits must be where the writer puts them; anywhere else the header was rewritten.
+    const size_t digits_at = kChecksumHeaderStart.size();
+    if (!h.text.starts_with(kChecksumHeaderStart) || h.text.size() <= digits_at + kChecksumDigits ||
+        h.text[digits_at + kChecksumDigits] != '"')
+      throw_bad_file(path,
+                     fmt::format("metadata '{}' is not at the start of the header, where hourglass "
+                                 "writes it; the header was rewritten or damaged",
+                                 kSafetensorsChecksumKey),
+                     "use an earlier checkpoint");
+    expected = parse_hex_crc(stored_file_crc->second);
+    if (!expected || stored_file_crc->second.size() != kChecksumDigits)
+      throw_bad_file(
+          path, fmt::format("metadata '{}' = '{}' is not 8 hexadecimal digits",
+                            kSafetensorsChecksumKey, untrusted_excerpt(stored_file_crc->second)));
+  }
+  // With the whole-file checksum the CRC runs on from the header (tensors are read in
+  // data-section order and tile it, so this is file order); without it, over the data only.
+  uint32_t crc = whole_file && check == ChecksumCheck::Verify
+                     ? crc32_of_prefix_and_header(h.prefix, h.text, kChecksumHeaderStart.size())
+                     : crc32_update(0, nullptr, 0);
   for (const Entry& e : h.entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
     read_exact(fd->get(), t.data_ptr(), t.nbytes(), h.data_start + e.begin, path);
     crc = crc32_update(crc, t.data_ptr(), t.nbytes());
     file.tensors.push_back({e.name, std::move(t)});
   }
+  if (check == ChecksumCheck::Skip) return file;
 
-  auto stored = file.metadata.find(kSafetensorsChecksumKey);
-  if (verify_checksum && stored != file.metadata.end()) {
-    const std::optional<uint32_t> expected = parse_hex_crc(stored->second);
-    if (!expected)
-      throw_bad_file(path, fmt::format("metadata '{}' = '{}' is not a hexadecimal CRC32",
-                                       kSafetensorsChecksumKey, stored->second));
+  const std::string remedy =
+      "use an earlier checkpoint, or load with ChecksumCheck::Skip to inspect the damaged file";
+  if (whole_file) {
     if (*expected != crc)
+      throw_bad_file(path,
+                     fmt::format("checksum mismatch: the header expects file crc32 {:08x} but the "
+                                 "file has {:08x}; the file is corrupted or was edited",
+                                 *expected, crc),
+                     remedy);
+    file.integrity = Integrity::WholeFile;
+    return file;
+  }
+  auto stored = file.metadata.find(kSafetensorsDataChecksumKey);
+  if (stored != file.metadata.end()) {
+    const std::optional<uint32_t> data_expected = parse_hex_crc(stored->second);
+    if (!data_expected)
+      throw_bad_file(path,
+                     fmt::format("metadata '{}' = '{}' is not a hexadecimal CRC32",
+                                 kSafetensorsDataChecksumKey, untrusted_excerpt(stored->second)));
+    if (*data_expected != crc)
       throw_bad_file(path,
                      fmt::format("checksum mismatch: the header expects crc32 {:08x} but the "
                                  "data has {:08x}; the file is corrupted",
-                                 *expected, crc),
-                     "use an earlier checkpoint, or load with verify_checksum = false to "
-                     "inspect the damaged file");
+                                 *data_expected, crc),
+                     remedy);
+    file.integrity = Integrity::DataOnly;
   }
   return file;
 }
@@ -441,6 +541,29 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
   std::optional<Fd> fd;
   const uint64_t file_size = open_for_reading(path, fd);
   return read_header(fd->get(), path, file_size).metadata;
+}
+
+const char* integrity_name(Integrity integrity) {
+  switch (integrity) {
+    case Integrity::WholeFile: return "a whole-file checksum";
+    case Integrity::DataOnly: return "a checksum of the tensor data only";
+    case Integrity::None: return "no checksum";
+  }
+  HG_ASSERT(false, "bad integrity {}", int(integrity));
+}
+
+std::string untrusted_excerpt(std::string_view text, size_t max_chars) {
+  std::string out;
+  size_t i = 0;
+  for (; i < text.size() && out.size() < max_chars; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f)
+      out += char(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
+  }
+  if (i < text.size()) out += fmt::format("... ({} bytes)", text.size());
+  return out;
 }
 
 namespace detail {

@@ -4,14 +4,23 @@
 // relative to the data section) plus an optional "__metadata__" object of string -> string.
 //
 // Files written here are readable by the reference implementation and vice versa. On top of
-// the format, the writer stores a CRC32 of the data section in metadata["hourglass.crc32"]
-// so that a checkpoint damaged on disk is reported instead of silently training from garbage;
-// files from other writers lack the key and load without the check.
+// the format, the writer stores a CRC32 of the whole file (length prefix, header and data) in
+// metadata["hourglass.file_crc32"], so that any damaged or edited byte is reported instead of
+// silently trusted. The checksum lives inside the header it covers, so it is written at a
+// fixed place: every file starts with the bytes
+//   <8-byte length>{"__metadata__":{"hourglass.file_crc32":"XXXXXXXX"
+// and the CRC32 is computed over the whole file with the 8 hex digits XXXXXXXX read as
+// "00000000". A reader that does not know the key sees an ordinary metadata string.
+// Files from earlier hourglass versions hold metadata["hourglass.crc32"], a CRC32 of the data
+// section only, which is still verified; files from other writers have neither and load
+// without a check. SafetensorsFile::integrity says which check a loaded file passed, so that
+// callers that must not trust unverified bytes (checkpoints) can refuse them.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hourglass/tensor/tensor.h"
@@ -23,8 +32,23 @@ struct NamedTensor {
   Tensor tensor;
 };
 
-// Metadata key holding the CRC32 of the data section as 8 lowercase hex digits.
-inline constexpr const char* kSafetensorsChecksumKey = "hourglass.crc32";
+// Metadata key holding the CRC32 of the whole file as 8 lowercase hex digits (see above).
+inline constexpr const char* kSafetensorsChecksumKey = "hourglass.file_crc32";
+// Metadata key of earlier hourglass versions: the CRC32 of the data section only.
+inline constexpr const char* kSafetensorsDataChecksumKey = "hourglass.crc32";
+// Deepest JSON nesting a header may have (hourglass writes 3: header, entry, shape); deeper
+// headers are refused before they are parsed.
+inline constexpr int kSafetensorsMaxHeaderDepth = 64;
+
+// What the checksum of a loaded file covered.
+enum class Integrity {
+  WholeFile,  // hourglass.file_crc32 matched: every byte of the file is as written
+  DataOnly,   // only the older hourglass.crc32 (tensor bytes) was present and matched
+  None,       // no checksum in the file, or the check was skipped
+};
+const char* integrity_name(Integrity integrity);
+
+enum class ChecksumCheck { Verify, Skip };
 
 // Writes `tensors` (any device, any strides: each is copied to a contiguous host buffer) in
 // the given order, with `metadata` (the checksum key is added, replacing any given value).
@@ -40,6 +64,7 @@ struct SafetensorsFile {
   std::string path;
   std::vector<NamedTensor> tensors;             // CPU, contiguous, in data-section order
   std::map<std::string, std::string> metadata;  // includes the checksum key when present
+  Integrity integrity = Integrity::None;
 
   // The tensor called `name`; throws InvalidInput naming the tensor and the file.
   const Tensor& at(const std::string& name) const;
@@ -48,14 +73,20 @@ struct SafetensorsFile {
 };
 
 // Reads a whole file. Every malformed file (missing, too short, bad header length, bad JSON,
-// unknown dtype, inconsistent offsets or shapes, truncated data, checksum mismatch) throws
-// InvalidInput naming the file and the fault. `verify_checksum` = false skips the CRC check
-// (for inspecting a damaged file).
-SafetensorsFile load_safetensors(const std::string& path, bool verify_checksum = true);
+// JSON nested deeper than kSafetensorsMaxHeaderDepth, unknown dtype, inconsistent offsets or
+// shapes, truncated data, checksum mismatch, a checksum field not where it is written) throws
+// InvalidInput naming the file and the fault; values quoted from the file are cut to a short
+// prefix. ChecksumCheck::Skip skips the CRC checks (for inspecting a damaged file).
+SafetensorsFile load_safetensors(const std::string& path,
+                                 ChecksumCheck check = ChecksumCheck::Verify);
 
 // Reads only the header's "__metadata__" (cheap: the data section is not read). The header
 // and the file size are validated as in load_safetensors; the checksum is not.
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+
+// `text` made safe to quote in an error message: bytes outside printable ASCII as \xNN and,
+// when longer than `max_chars`, cut to that prefix followed by "... (N bytes)".
+std::string untrusted_excerpt(std::string_view text, size_t max_chars = 80);
 
 namespace detail {
 // Test hook simulating a full disk: after `bytes` more bytes have been written by

@@ -1,16 +1,21 @@
 #include "hourglass/train/checkpoint.h"
 
 #include <charconv>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "hourglass/base/log.h"
+#include "hourglass/train/checkpoint_dir.h"
 #include "hourglass/train/run_config.h"
 
 namespace hg::train {
 
 namespace {
 
-constexpr const char* kFormat = "checkpoint-v2";
+constexpr const char* kPreviousFormat = "checkpoint-v2";  // no whole-file checksum
 constexpr const char* kPrefix = "hourglass.";
 
 std::string key(const char* field) { return std::string(kPrefix) + field; }
@@ -41,7 +46,7 @@ class MetadataReader {
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
     if (ec != std::errc() || end != s.data() + s.size())
       throw_invalid(fmt::format("bad checkpoint {}: metadata '{}' = '{}' is not a number",
-                                file_.path, key(field), s));
+                                file_.path, key(field), untrusted_excerpt(s)));
     return value;
   }
 
@@ -69,10 +74,12 @@ std::string describe_config_difference(const std::string& stored, const std::str
     if (it == a.end())
       diffs.push_back(fmt::format("{} = {} (absent in the checkpoint)", k, v));
     else if (it->second != v)
-      diffs.push_back(fmt::format("{} = {} (checkpoint: {})", k, v, it->second));
+      diffs.push_back(fmt::format("{} = {} (checkpoint: {})", k, v, untrusted_excerpt(it->second)));
   }
   for (const auto& [k, v] : a)
-    if (!b.count(k)) diffs.push_back(fmt::format("{} absent (checkpoint: {})", k, v));
+    if (!b.count(k))
+      diffs.push_back(
+          fmt::format("{} absent (checkpoint: {})", untrusted_excerpt(k), untrusted_excerpt(v)));
   if (diffs.empty()) return "the settings differ";
   std::string out;
   for (size_t i = 0; i < diffs.size() && i < 6; ++i) out += (i ? "; " : "") + diffs[i];
@@ -80,7 +87,130 @@ std::string describe_config_difference(const std::string& stored, const std::str
   return out;
 }
 
+[[noreturn]] void throw_bad_state(const std::string& path, const std::string& field,
+                                  const std::string& fault) {
+  throw_invalid(fmt::format("bad checkpoint {}: metadata '{}' {}", path, key(field.c_str()), fault),
+                "the checkpoint is damaged or was not written by hourglass; resume from an "
+                "earlier checkpoint");
+}
+
+// The step of a checkpoint file name as CheckpointDir::file_name writes it, or -1.
+int64_t checkpoint_name_step(const std::string& name) {
+  constexpr std::string_view prefix = "step-", suffix = ".safetensors";
+  if (!name.starts_with(prefix) || !name.ends_with(suffix) ||
+      name.size() > prefix.size() + suffix.size() + 18)
+    return -1;
+  const char* begin = name.data() + prefix.size();
+  const char* end = name.data() + name.size() - suffix.size();
+  int64_t step = -1;
+  auto [stop, ec] = std::from_chars(begin, end, step);
+  if (ec != std::errc() || stop != end || step < 0 || CheckpointDir::file_name(step) != name)
+    return -1;
+  return step;
+}
+
+// Checks that the model's tensors in `file` have the model's dtypes and shapes and that the
+// file holds nothing else besides optimizer state.
+void check_model_tensors(const SafetensorsFile& file, const nn::Module& model) {
+  const std::string& path = file.path;
+  const nn::NamedTensors mine = model.state_dict();
+  std::set<std::string> names;
+  for (const auto& [name, t] : mine) {
+    names.insert(name);
+    const Tensor* stored = file.find(name);
+    if (stored == nullptr)
+      throw_invalid(
+          fmt::format("checkpoint {} has no tensor '{}' for this {} model", path, name,
+                      model.type_name()),
+          "the checkpoint was made by a different model; check model.name and its options");
+    HG_CHECK(stored->dtype() == t.dtype(), "checkpoint {}: tensor '{}' is {}, the model expects {}",
+             path, name, dtype_name(stored->dtype()), dtype_name(t.dtype()));
+    HG_CHECK(stored->shape() == t.shape(),
+             "checkpoint {}: tensor '{}' has shape {}, the model expects {}", path, name,
+             shape_str(stored->shape()), shape_str(t.shape()));
+  }
+  for (const auto& nt : file.tensors)
+    HG_CHECK(names.count(nt.name) || nt.name.starts_with(kOptimPrefix),
+             "checkpoint {} holds tensor '{}', which this {} model does not have", path,
+             untrusted_excerpt(nt.name), model.type_name());
+}
+
+// Checks the optimizer state in `file` (written at optimizer step `step`) against `optimizer`:
+// its name, every entry present (or derivable from the step) with the optimizer's dtype and
+// shape, and no entry the optimizer does not have.
+void check_optimizer_tensors(const SafetensorsFile& file, const optim::Optimizer& optimizer,
+                             int64_t step) {
+  const std::string& path = file.path;
+  auto it = file.metadata.find("hourglass.optim.name");
+  HG_CHECK(it != file.metadata.end() && it->second == optimizer.name(),
+           "checkpoint {} holds state of optimizer '{}', this run uses '{}'", path,
+           it == file.metadata.end() ? "" : untrusted_excerpt(it->second), optimizer.name());
+  const optim::NamedTensors mine = optimizer.state();
+  std::set<std::string> names;
+  for (const auto& [name, t] : mine) {
+    names.insert(kOptimPrefix + name);
+    const Tensor* stored = file.find(kOptimPrefix + name);
+    // An entry newer than the checkpoint is derived from its step (Optimizer::missing_state).
+    if (stored == nullptr && optimizer.missing_state(name, step).defined()) continue;
+    HG_CHECK(stored != nullptr, "checkpoint {} has no optimizer state '{}{}' for {}", path,
+             kOptimPrefix, name, optimizer.name());
+    HG_CHECK(stored->dtype() == t.dtype() && stored->shape() == t.shape(),
+             "checkpoint {}: optimizer state '{}{}' is {}{}, {} expects {}{}", path, kOptimPrefix,
+             name, dtype_name(stored->dtype()), shape_str(stored->shape()), optimizer.name(),
+             dtype_name(t.dtype()), shape_str(t.shape()));
+  }
+  for (const auto& nt : file.tensors)
+    HG_CHECK(!nt.name.starts_with(kOptimPrefix) || names.count(nt.name),
+             "checkpoint {} holds optimizer state '{}', which {} does not have", path,
+             untrusted_excerpt(nt.name), optimizer.name());
+}
+
 }  // namespace
+
+SafetensorsFile read_checkpoint(const std::string& path, CheckpointTrust trust) {
+  SafetensorsFile file = load_safetensors(path);
+  auto it = file.metadata.find(kFormatMetadataKey);
+  const bool allow = trust == CheckpointTrust::AllowUnverified;
+  if (it == file.metadata.end()) {
+    if (!allow)
+      throw_invalid(
+          fmt::format("bad checkpoint {}: no '{}'{} metadata: not a resumable checkpoint or final "
+                      "weights written by hourglass train",
+                      path, kFormatMetadataKey,
+                      file.metadata.count(kConfigMetadataKey)
+                          ? ""
+                          : fmt::format(" or '{}'", kConfigMetadataKey)),
+          "use a step-*.safetensors file of a run's checkpoints folder or a run's "
+          "final.safetensors; to evaluate a file from an hourglass that did not record its "
+          "format, pass --allow-unverified-checkpoint to hourglass eval");
+  } else if (it->second == kCheckpointFormat) {
+    if (file.integrity == Integrity::WholeFile) return file;
+    throw_invalid(fmt::format("bad checkpoint {}: format '{}' must carry a whole-file checksum "
+                              "(metadata '{}') but the file has {}; it was edited or damaged",
+                              path, kCheckpointFormat, kSafetensorsChecksumKey,
+                              integrity_name(file.integrity)),
+                  "use an earlier checkpoint");
+  } else if (it->second != kPreviousFormat) {
+    throw_invalid(fmt::format("bad checkpoint {}: format '{}', which this version of hourglass "
+                              "does not know (it reads '{}')",
+                              path, untrusted_excerpt(it->second), kCheckpointFormat),
+                  "it was written by a newer hourglass, or damaged; use a matching hourglass");
+  } else if (!allow) {
+    throw_invalid(
+        fmt::format("checkpoint {} has format '{}', written by an earlier hourglass, "
+                    "with {}; this version reads only '{}' checkpoints, whose checksum "
+                    "covers every byte of the file",
+                    path, kPreviousFormat, integrity_name(file.integrity), kCheckpointFormat),
+        "to evaluate it anyway pass --allow-unverified-checkpoint to hourglass eval; "
+        "to continue its run, resume with the hourglass version that wrote it, or "
+        "start a new run with a new --run-dir");
+  }
+  HG_LOG_WARN(
+      "checkpoint {} has format '{}' and {}: read without whole-file verification, as "
+      "asked (--allow-unverified-checkpoint)",
+      path, it == file.metadata.end() ? "none" : kPreviousFormat, integrity_name(file.integrity));
+  return file;
+}
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer,
@@ -92,11 +222,12 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     metadata["hourglass.optim.name"] = optimizer->name();
     metadata["hourglass.optim.step"] = std::to_string(optimizer->step_count());
   }
-  metadata[kFormatMetadataKey] = kFormat;
+  metadata[kFormatMetadataKey] = kCheckpointFormat;
   save_safetensors(path, tensors, metadata);
 }
 
 void load_model_state(nn::Module& model, const SafetensorsFile& file) {
+  check_model_tensors(file, model);
   std::map<std::string, Tensor> state;
   for (const auto& t : file.tensors)
     if (t.name.rfind(kOptimPrefix, 0) != 0) state.emplace(t.name, t.tensor);
@@ -128,13 +259,10 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
   save_checkpoint(path, model, &optimizer, std::move(m));
 }
 
-LoadedCheckpoint read_training_checkpoint(const std::string& path) {
-  LoadedCheckpoint c{load_safetensors(path), {}};
+LoadedCheckpoint read_training_checkpoint(const std::string& path, CheckpointTrust trust) {
+  LoadedCheckpoint c{read_checkpoint(path, trust), {}};
   const MetadataReader r(c.file);
-  if (r.text("format") != kFormat)
-    throw_invalid(fmt::format("bad checkpoint {}: format '{}', expected '{}'", path,
-                              r.text("format"), kFormat),
-                  "it was written by another version of hourglass; start a new run");
+  r.text("format");  // a file without it is not a resumable checkpoint
   TrainingState& s = c.state;
   s.epoch = r.number<int64_t>("epoch");
   s.batch = r.number<int64_t>("batch");
@@ -153,12 +281,93 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path) {
   s.loss_scale = r.text_or_empty("loss_scale");
   s.config_text = r.text("trajectory_config");
   s.config_hash = r.text("config_hash");
-  const int64_t optim_step = r.number<int64_t>("optim.step");
-  HG_CHECK(optim_step == s.step && s.epoch >= 0 && s.batch >= 0 && s.samples >= 0,
-           "bad checkpoint {}: inconsistent position (epoch {}, batch {}, step {}, optimizer "
-           "step {})",
-           path, s.epoch, s.batch, s.step, optim_step);
+  check_training_state(path, s, r.number<int64_t>("optim.step"));
   return c;
+}
+
+void check_training_state(const std::string& path, const TrainingState& s, int64_t optim_step) {
+  auto bad = [&](const char* field, const std::string& fault) {
+    throw_bad_state(path, field, fault);
+  };
+  for (auto [field, value] :
+       {std::pair{"epoch", s.epoch}, std::pair{"batch", s.batch}, std::pair{"step", s.step},
+        std::pair{"epoch_samples", s.samples}, std::pair{"micro_batch", s.micro_batch}})
+    if (value < 0) bad(field, fmt::format("= {} is negative", value));
+  if (s.threads < 0) bad("threads", fmt::format("= {} is negative", s.threads));
+  if (optim_step != s.step)
+    bad("step", fmt::format("= {} differs from the optimizer's step {}", s.step, optim_step));
+  if (s.batch > s.step)
+    bad("batch", fmt::format("= {} exceeds the global step {}", s.batch, s.step));
+
+  // The epoch's partial sums: finite, within what `samples` samples can add up to.
+  auto finite_non_negative = [&](const char* field, double value) {
+    if (!std::isfinite(value) || value < 0)
+      bad(field, fmt::format("= {} is not a finite non-negative number", value));
+  };
+  finite_non_negative("epoch_loss_sum", s.loss_sum);
+  finite_non_negative("epoch_correct", s.correct);
+  finite_non_negative("epoch_train_seconds", s.train_seconds);
+  finite_non_negative("epoch_checkpoint_seconds", s.checkpoint_seconds);
+  if (s.loss_sum > double(std::numeric_limits<float>::max()))
+    bad("epoch_loss_sum", fmt::format("= {} exceeds the f32 accumulator's range", s.loss_sum));
+  if (s.correct != std::floor(s.correct) || s.correct > double(s.samples))
+    bad("epoch_correct", fmt::format("= {} is not a whole number of at most the epoch's {} samples",
+                                     s.correct, s.samples));
+  if (s.batch == 0 && (s.samples != 0 || s.loss_sum != 0 || s.correct != 0))
+    bad("epoch_samples", fmt::format("= {} (loss sum {}, correct {}) at batch 0, where the "
+                                     "epoch's sums are empty",
+                                     s.samples, s.loss_sum, s.correct));
+
+  if (s.best_test_acc != -1 && !(s.best_test_acc >= 0 && s.best_test_acc <= 1))
+    bad("best_test_acc",
+        fmt::format("= {} is neither an accuracy in [0, 1] nor -1 (none yet)", s.best_test_acc));
+  if (!s.best_checkpoint.empty()) {
+    const int64_t best_step = checkpoint_name_step(s.best_checkpoint);
+    if (best_step < 0)
+      bad("best_checkpoint",
+          fmt::format("= '{}' is not a checkpoint file name like {}",
+                      untrusted_excerpt(s.best_checkpoint), CheckpointDir::file_name(s.step)));
+    if (best_step > s.step)
+      bad("best_checkpoint", fmt::format("= '{}' is later than the checkpoint's own step {}",
+                                         s.best_checkpoint, s.step));
+    if (s.best_test_acc < 0)
+      bad("best_checkpoint", fmt::format("= '{}' but best_test_acc is {} (none yet)",
+                                         s.best_checkpoint, s.best_test_acc));
+  }
+
+  // The metrics line re-appended to metrics.jsonl on resume: a flat JSON object of finite
+  // numbers (null for non-finite ones) whose "epoch" is `epoch`.
+  if (!s.last_epoch_record.empty()) {
+    using json = nlohmann::json;
+    const std::string quoted = untrusted_excerpt(s.last_epoch_record);
+    // One line, and no bracket after the opening one: nothing nested reaches the parser.
+    const json j = s.last_epoch_record.find('\n') == std::string::npos &&
+                           s.last_epoch_record.find_first_of("[{", 1) == std::string::npos
+                       ? json::parse(s.last_epoch_record, nullptr, /*allow_exceptions=*/false)
+                       : json(json::value_t::discarded);
+    if (!j.is_object())
+      bad("last_epoch_record", fmt::format("= '{}' is not one flat JSON object", quoted));
+    for (const auto& [k, v] : j.items())
+      if (!v.is_null() && !(v.is_number() && std::isfinite(v.get<double>())))
+        bad("last_epoch_record",
+            fmt::format("= '{}': '{}' is not a finite number", quoted, untrusted_excerpt(k)));
+    auto epoch = j.find("epoch");
+    if (epoch == j.end() || !epoch->is_number_integer() || epoch->get<int64_t>() != s.epoch ||
+        s.epoch < 1)
+      bad("last_epoch_record",
+          fmt::format("= '{}' is not the line of epoch {} (the last completed)", quoted, s.epoch));
+  }
+
+  if (!s.loss_scale.empty()) {
+    double scale = 0, good = 0;
+    char rest = 0;
+    if (std::sscanf(s.loss_scale.c_str(), "%lf %lf %c", &scale, &good, &rest) != 2 ||
+        !std::isfinite(scale) || scale <= 0 || !std::isfinite(good) || good < 0 ||
+        good != std::floor(good))
+      bad("loss_scale", fmt::format("= '{}' is not 'scale good_steps' (a finite scale > 0 and a "
+                                    "whole number of steps)",
+                                    untrusted_excerpt(s.loss_scale)));
+  }
 }
 
 void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_text,
@@ -170,36 +379,8 @@ void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_tex
     throw_invalid(fmt::format("checkpoint {} belongs to a run with a different config: {}", path,
                               describe_config_difference(s.config_text, config_text)),
                   "resume with the config the run started with, or pass a new --run-dir");
-  // The model: every tensor present with its shape (load_state_dict would copy part of it
-  // before failing, so check first), and nothing else besides optimizer state.
-  const nn::NamedTensors mine = model.state_dict();
-  std::set<std::string> names;
-  for (const auto& [name, t] : mine) {
-    names.insert(name);
-    const Tensor* stored = ckpt.file.find(name);
-    HG_CHECK(stored != nullptr, "checkpoint {} has no tensor '{}' for this {} model", path, name,
-             model.type_name());
-    HG_CHECK(stored->shape() == t.shape(),
-             "checkpoint {}: tensor '{}' has shape {}, the model "
-             "expects {}",
-             path, name, shape_str(stored->shape()), shape_str(t.shape()));
-  }
-  for (const auto& nt : ckpt.file.tensors)
-    HG_CHECK(names.count(nt.name) || nt.name.rfind(kOptimPrefix, 0) == 0,
-             "checkpoint {} holds tensor '{}', which this {} model does not have", path, nt.name,
-             model.type_name());
-  auto it = ckpt.file.metadata.find("hourglass.optim.name");
-  HG_CHECK(it != ckpt.file.metadata.end() && it->second == optimizer.name(),
-           "checkpoint {} holds state of optimizer '{}', this run uses '{}'", path,
-           it == ckpt.file.metadata.end() ? "" : it->second, optimizer.name());
-  for (const auto& [name, t] : optimizer.state()) {
-    const Tensor* stored = ckpt.file.find(kOptimPrefix + name);
-    // An entry newer than the checkpoint is derived from its step (Optimizer::missing_state).
-    if (stored == nullptr && optimizer.missing_state(name, s.step).defined()) continue;
-    HG_CHECK(stored != nullptr && stored->shape() == t.shape(),
-             "checkpoint {}: optimizer state '{}{}' is missing or mis-shaped", path, kOptimPrefix,
-             name);
-  }
+  check_model_tensors(ckpt.file, model);
+  check_optimizer_tensors(ckpt.file, optimizer, s.step);
   HG_CHECK(s.batch <= steps_per_epoch && s.step == s.epoch * steps_per_epoch + s.batch,
            "checkpoint {}: position epoch {} batch {} step {} does not fit {} steps per epoch",
            path, s.epoch, s.batch, s.step, steps_per_epoch);
@@ -207,6 +388,7 @@ void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_tex
 
 void restore_training_checkpoint(const LoadedCheckpoint& ckpt, nn::Module& model,
                                  optim::Optimizer& optimizer) {
+  check_optimizer_tensors(ckpt.file, optimizer, ckpt.state.step);
   load_model_state(model, ckpt.file);
   optim::NamedTensors state;
   for (const auto& nt : ckpt.file.tensors)

@@ -2,6 +2,11 @@
 // reader sees "layer1.0.conv1.weight"), optimizer state under "optim.<name>", and in the
 // metadata (string values) the resolved config plus, for resumable checkpoints, where the run
 // stands (TrainingState).
+//
+// Nothing read from a checkpoint is trusted before it is checked: the whole-file checksum
+// (format checkpoint-v3, see safetensors.h) before any field is read, every tensor's dtype and
+// shape against the model and optimizer before a byte is copied, and every TrainingState field
+// against its range when the file is read.
 #pragma once
 
 #include <map>
@@ -15,32 +20,51 @@
 namespace hg::train {
 
 inline constexpr const char* kConfigMetadataKey = "hourglass.config";  // resolved TOML
-inline constexpr const char* kFormatMetadataKey = "hourglass.format";  // "checkpoint-v2"
+inline constexpr const char* kFormatMetadataKey = "hourglass.format";
+// The format written: checkpoint-v2 plus the mandatory whole-file checksum.
+inline constexpr const char* kCheckpointFormat = "checkpoint-v3";
 inline constexpr const char* kOptimPrefix = "optim.";
+
+// Whether a checkpoint without the whole-file checksum, written before checkpoint-v3, is read.
+enum class CheckpointTrust {
+  VerifiedOnly,     // refused, with a message naming its format and what to do
+  AllowUnverified,  // read after a warning (hourglass eval --allow-unverified-checkpoint)
+};
+
+// Reads a checkpoint written by hourglass (a run's step-*.safetensors or final.safetensors) and
+// checks its integrity: a checkpoint-v3 file must carry a matching whole-file checksum (one
+// without it was edited: always refused); an older one is refused unless `trust` allows it.
+// Throws InvalidInput naming the file, its format and the remedy.
+SafetensorsFile read_checkpoint(const std::string& path,
+                                CheckpointTrust trust = CheckpointTrust::VerifiedOnly);
 
 // Writes atomically (see save_safetensors). `optimizer` may be null (weights only).
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer,
                      std::map<std::string, std::string> metadata);
 
-// Copies the model's tensors from `file` into `model`; errors name the file and the tensor.
+// Copies the model's tensors from `file` into `model` after checking all of them first: every
+// tensor of the model present with the model's dtype and shape, and no other tensor besides
+// optimizer state. Errors (InvalidInput) name the file and the tensor; the model is unchanged.
 void load_model_state(nn::Module& model, const SafetensorsFile& file);
 
 // Everything besides the model and optimizer tensors that continuing a run exactly needs.
 // Stored as "hourglass.<field>" metadata; doubles in their shortest exact decimal form.
+// read_training_checkpoint refuses values out of range (check_training_state).
 struct TrainingState {
   int64_t epoch = 0;  // 0-based epoch in progress (train.epochs once all are done)
   int64_t batch = 0;  // index of that epoch's next batch
   int64_t step = 0;   // optimizer steps so far (the global step)
   // The epoch's partial sums: the device accumulators' values (loss sum, correct count),
   // samples seen, and the training and checkpoint seconds spent in it so far.
-  double loss_sum = 0;
-  double correct = 0;
-  int64_t samples = 0;
+  double loss_sum = 0;  // finite, >= 0 (the losses trained are cross-entropies)
+  double correct = 0;   // an integer in [0, samples]
+  int64_t samples = 0;  // >= 0; 0 (with the sums) when batch is 0
   double train_seconds = 0;
   double checkpoint_seconds = 0;
-  double best_test_acc = -1;      // over completed epochs; < 0 before the first
-  std::string best_checkpoint;    // file name of the checkpoint that reached it
+  double best_test_acc = -1;      // over completed epochs, in [0, 1]; -1 before the first
+  std::string best_checkpoint;    // file name (step-<9 digits>.safetensors, no later than `step`)
+                                  // of the checkpoint that reached it, or ""
   std::string last_epoch_record;  // metrics.jsonl line of epoch `epoch` (1-based), if any
   uint64_t seed = 0;
   int threads = 0;  // compute threads of the run that wrote it
@@ -61,20 +85,30 @@ struct LoadedCheckpoint {
   SafetensorsFile file;
   TrainingState state;
 };
-// Reads a resumable checkpoint. Throws InvalidInput naming the file and the fault for a
-// missing, truncated or corrupted (checksum) file and for one without resume metadata.
-LoadedCheckpoint read_training_checkpoint(const std::string& path);
+// Reads a resumable checkpoint (read_checkpoint, then the state, range-checked). Throws
+// InvalidInput naming the file and the fault for a missing, truncated, corrupted (checksum) or
+// unverified (older format) file, for one without resume metadata and for a field out of range.
+LoadedCheckpoint read_training_checkpoint(const std::string& path,
+                                          CheckpointTrust trust = CheckpointTrust::VerifiedOnly);
+
+// Throws InvalidInput naming `path` and the field when a field of `state` is out of range:
+// counts negative, epoch/batch/step inconsistent with the optimizer step `optim_step`, sums
+// not finite or impossible, best_test_acc outside [0, 1] and not -1, best_checkpoint not a
+// checkpoint file name, last_epoch_record not the metrics line of epoch `epoch`, loss_scale
+// not "scale good_steps".
+void check_training_state(const std::string& path, const TrainingState& state, int64_t optim_step);
 
 // Checks that `ckpt` continues this run: the same trajectory config (the message names each
-// differing key with both values), the model's tensors (names and shapes), the optimizer
-// (name and state shapes) and a position consistent with `steps_per_epoch`. Throws
-// InvalidInput naming the file and the first difference.
+// differing key with both values), the model's tensors (names, dtypes and shapes), the
+// optimizer (name, state dtypes and shapes) and a position consistent with `steps_per_epoch`.
+// Throws InvalidInput naming the file and the first difference.
 void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_text,
                      const nn::Module& model, const optim::Optimizer& optimizer,
                      int64_t steps_per_epoch);
 
-// Copies the checkpoint's model tensors and optimizer state (and step count) in place. Call
-// after check_resumable.
+// Copies the checkpoint's model tensors and optimizer state (and step count) in place, after
+// checking every tensor's dtype and shape (nothing is copied when one is wrong). Call after
+// check_resumable.
 void restore_training_checkpoint(const LoadedCheckpoint& ckpt, nn::Module& model,
                                  optim::Optimizer& optimizer);
 
