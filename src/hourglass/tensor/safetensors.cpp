@@ -15,6 +15,8 @@
 #include <optional>
 #include <set>
 
+#include "hourglass/base/file_check.h"
+
 namespace hg {
 
 // The format is little-endian; we write host memory as is.
@@ -357,6 +359,11 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
 
 // Opens `path` for reading and returns its size; errors name the file.
 uint64_t open_for_reading(const std::string& path, std::optional<Fd>& fd) {
+  // A FIFO or a device would block or stream forever in open() and read(): refuse it by stat()
+  // first, naming what it is.
+  struct stat before {};
+  if (::stat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode))
+    require_regular_file(path, "checkpoint");
   fd.emplace(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd->get() < 0) {
     if (errno == ENOENT)
