@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "support/compare.h"
+#include "support/fifo.h"
 
 namespace hg {
 namespace {
@@ -487,6 +488,16 @@ TEST_F(Safetensors, ErrorsQuoteOnlyAShortPrefixOfUntrustedValues) {
   }
   EXPECT_EQ(untrusted_excerpt("ab\ncd\xff", 80), "ab\\x0acd\\xff");
   EXPECT_EQ(untrusted_excerpt(std::string(100, 'z'), 10), "zzzzzzzzzz... (100 bytes)");
+}
+
+TEST_F(Safetensors, AFifoIsRefusedWithoutBlocking) {
+  // `eval pipe.safetensors` used to block forever in open().
+  const std::string fifo = file("pipe.safetensors");
+  test::make_fifo(fifo);
+  const std::string text =
+      test::error_text(test::run_unblocking_fifo(fifo, [&] { load_safetensors(fifo); }));
+  EXPECT_NE(text.find("FIFO"), std::string::npos) << text;
+  EXPECT_NE(text.find(fifo), std::string::npos) << text;
 }
 
 }  // namespace
