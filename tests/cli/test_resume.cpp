@@ -8,6 +8,7 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "support/temp_dir.h"
@@ -501,6 +502,32 @@ TEST(CliResume, ASignalBeforeMainIsHandledAndEndsWith75NothingWritten) {
       run_to_end(train_args(config, run_dir, {"--resume", "auto", "--stop-after", "1"}), p.log), 75)
       << read_file(p.log);
   EXPECT_NE(read_file(p.log).find("no checkpoint in"), std::string::npos);
+}
+
+TEST(CliResume, ASignalWhileTheConfigIsReadEndsAtOnceWith75NothingWritten) {
+  const std::string dir = fresh_dir("setup");
+  const std::string config = dir + "/fifo.toml";
+  ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0) << std::strerror(errno);
+  const std::string run_dir = dir + "/run";
+  Process p = spawn(train_args(config, run_dir), dir + "/log.txt");
+  // Opening the FIFO for writing returns once the child opened it for reading: it is then in
+  // Config::load, past argument parsing and before anything of the run is written.
+  const int fd = ::open(config.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ::kill(p.pid, SIGTERM);
+  std::optional<int> status = wait_for(p, 300);  // nothing is ever written to the FIFO
+  ::close(fd);
+  if (!status) {
+    ::kill(p.pid, SIGKILL);
+    ::waitpid(p.pid, nullptr, 0);
+  }
+  ASSERT_TRUE(status.has_value()) << "the signal did not end the process: " << read_file(p.log);
+  const std::string log = read_file(p.log);
+  EXPECT_EQ(exit_code(*status), 75) << log;
+  EXPECT_NE(log.find("SIGTERM before the run directory was touched: nothing written, exit 75"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(run_dir));
 }
 
 TEST(CliResume, ALedgerCorruptedMidRunStopsWithACheckpointAndResumesOnceRepaired) {

@@ -223,11 +223,6 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
 }
 
 std::vector<EpochMetrics> Trainer::run() {
-  HG_LOG_INFO(
-      "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {} test images, {} steps",
-      run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
-      optim::precision_name(run_.precision), num_threads(), setup_.parts.train_set->size(),
-      setup_.parts.test_set->size(), setup_.total_steps);
   std::vector<EpochMetrics> history = history_;
   auto stop = [&] {
     HG_LOG_INFO("stopped ({}) at step {} of {}; checkpoint {}", stop_reason_, global_step(),
@@ -239,6 +234,12 @@ std::vector<EpochMetrics> Trainer::run() {
   // trained, so there is nothing to checkpoint (a resumed run keeps the one it started from).
   stop_reason_ = session_->start_steps();
   if (stopped()) return stop();
+  // From this line on a stop request is honoured after a step, with a checkpoint.
+  HG_LOG_INFO(
+      "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {} test images, {} steps",
+      run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
+      optim::precision_name(run_.precision), num_threads(), setup_.parts.train_set->size(),
+      setup_.parts.test_set->size(), setup_.total_steps);
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch)
     if (!train_epoch(epoch, history)) return stop();
   // A request that arrived during the last evaluation or its checkpoint is honoured too: that
