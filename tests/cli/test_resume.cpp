@@ -1,8 +1,11 @@
 // Interrupting and resuming the hourglass binary: kill -9 at random times (some during
 // checkpoint writes) with --resume auto after each ends bit-identical to an uninterrupted run;
-// SIGTERM and the STOP file checkpoint and exit 75; a second SIGINT aborts; truncated and
-// corrupted checkpoints are skipped with a warning; a changed config is refused naming the
-// difference; flags that cannot work are one-line errors.
+// SIGTERM and the STOP file checkpoint and exit 75; a second SIGINT aborts; a signal pending
+// before main() or arriving while the config is read exits 75 with nothing written (other
+// subcommands keep the default action); a shared ledger corrupted mid-run stops with a
+// checkpoint and resumes once repaired; a SIGTERM after the last evaluation ends as its message
+// says; truncated and corrupted checkpoints are skipped with a warning; a changed config is
+// refused naming the difference; flags that cannot work are one-line errors.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
@@ -502,6 +505,17 @@ TEST(CliResume, ASignalBeforeMainIsHandledAndEndsWith75NothingWritten) {
       run_to_end(train_args(config, run_dir, {"--resume", "auto", "--stop-after", "1"}), p.log), 75)
       << read_file(p.log);
   EXPECT_NE(read_file(p.log).find("no checkpoint in"), std::string::npos);
+}
+
+TEST(CliResume, OtherSubcommandsKeepTheSignalsDefaultAction) {
+  // Pending before main() as above: `info` has nothing to stop cleanly, so the signal ends it
+  // as it would without handlers.
+  const std::string dir = fresh_dir("info_signal");
+  Process p = spawn({"info"}, dir + "/log.txt", {SIGTERM});
+  ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
+  std::optional<int> status = wait_for(p, 300);
+  ASSERT_TRUE(status.has_value()) << read_file(p.log);
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGTERM) << read_file(p.log);
 }
 
 TEST(CliResume, ASignalWhileTheConfigIsReadEndsAtOnceWith75NothingWritten) {
