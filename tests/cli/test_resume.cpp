@@ -524,10 +524,13 @@ TEST(CliResume, ASignalWhileTheConfigIsReadEndsAtOnceWith75NothingWritten) {
   ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0) << std::strerror(errno);
   const std::string run_dir = dir + "/run";
   Process p = spawn(train_args(config, run_dir), dir + "/log.txt");
-  // Opening the FIFO for writing returns once the child opened it for reading: it is then in
-  // Config::load, past argument parsing and before anything of the run is written.
-  const int fd = ::open(config.c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0) << std::strerror(errno);
+  // Opening the FIFO for writing succeeds once the child opened it for reading: it is then in
+  // Config::load, past argument parsing and before anything of the run is written. (Without a
+  // reader the non-blocking open fails with ENXIO; a child that ends first fails the test.)
+  int fd = -1;
+  ASSERT_TRUE(wait_for_progress(
+      p, [&] { return (fd = ::open(config.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }, false))
+      << "the child never read its config: " << read_file(p.log);
   ::kill(p.pid, SIGTERM);
   std::optional<int> status = wait_for(p, 300);  // nothing is ever written to the FIFO
   ::close(fd);
