@@ -1,13 +1,17 @@
 // Interrupting and resuming the hourglass binary: kill -9 at random times (some during
 // checkpoint writes) with --resume auto after each ends bit-identical to an uninterrupted run;
-// SIGTERM and the STOP file checkpoint and exit 75; a second SIGINT aborts; truncated and
-// corrupted checkpoints are skipped with a warning; a changed config is refused naming the
-// difference; flags that cannot work are one-line errors.
+// SIGTERM and the STOP file checkpoint and exit 75; a second SIGINT aborts; a signal pending
+// before main() or arriving while the config is read exits 75 with nothing written (other
+// subcommands keep the default action); a shared ledger corrupted mid-run stops with a
+// checkpoint and resumes once repaired; a SIGTERM after the last evaluation ends as its message
+// says; truncated and corrupted checkpoints are skipped with a warning; a changed config is
+// refused naming the difference; flags that cannot work are one-line errors.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "support/temp_dir.h"
@@ -23,6 +27,7 @@
 #include <random>
 #include <thread>
 
+#include "hourglass/base/atomic_file.h"
 #include "hourglass/tensor/safetensors.h"
 
 extern char** environ;
@@ -88,7 +93,9 @@ struct Process {
   std::string log;
 };
 
-Process spawn(const std::vector<std::string>& args, const std::string& log) {
+// `blocked`: signals the child starts with blocked (as a supervisor may start it).
+Process spawn(const std::vector<std::string>& args, const std::string& log,
+              const std::vector<int>& blocked = {}) {
   std::vector<std::string> argv_s = {kBinary};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -99,9 +106,19 @@ Process spawn(const std::vector<std::string>& args, const std::string& log) {
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
                                    O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (!blocked.empty()) {
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int signo : blocked) sigaddset(&mask, signo);
+    posix_spawnattr_setsigmask(&attr, &mask);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  }
   Process p;
   p.log = log;
-  const int rc = posix_spawn(&p.pid, kBinary.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&p.pid, kBinary.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   EXPECT_EQ(rc, 0) << "cannot start " << kBinary << ": " << std::strerror(rc);
   return p;
@@ -465,6 +482,166 @@ TEST(CliResume, ResumeFlagsThatCannotWorkAreOneLineErrors) {
   EXPECT_EQ(run_to_end(train_args(config, run_dir, {"--resume", "auto"}), log), 2);
   EXPECT_NE(last_line().find("none of the"), std::string::npos) << last_line();
   EXPECT_NE(last_line().find("can continue this run"), std::string::npos) << last_line();
+}
+
+TEST(CliResume, ASignalBeforeMainIsHandledAndEndsWith75NothingWritten) {
+  const std::string dir = fresh_dir("early");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  // The child starts with SIGTERM blocked and the signal is pending before its first
+  // instruction: it is delivered when main() unblocks it, once handled, before anything else.
+  Process p = spawn(train_args(config, run_dir), dir + "/log.txt", {SIGTERM});
+  ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
+  std::optional<int> status = wait_for(p, 300);
+  ASSERT_TRUE(status.has_value());
+  const std::string log = read_file(p.log);
+  EXPECT_TRUE(WIFEXITED(*status)) << "ended by the signal's default action: " << log;
+  EXPECT_EQ(exit_code(*status), 75) << log;
+  EXPECT_NE(log.find("before training started: nothing written, exit 75"), std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(run_dir)) << "a stop before the run started wrote " << run_dir;
+  // Nothing to continue from: --resume auto starts the run.
+  EXPECT_EQ(
+      run_to_end(train_args(config, run_dir, {"--resume", "auto", "--stop-after", "1"}), p.log), 75)
+      << read_file(p.log);
+  EXPECT_NE(read_file(p.log).find("no checkpoint in"), std::string::npos);
+}
+
+TEST(CliResume, OtherSubcommandsKeepTheSignalsDefaultAction) {
+  // Pending before main() as above: `info` has nothing to stop cleanly, so the signal ends it
+  // as it would without handlers.
+  const std::string dir = fresh_dir("info_signal");
+  Process p = spawn({"info"}, dir + "/log.txt", {SIGTERM});
+  ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
+  std::optional<int> status = wait_for(p, 300);
+  ASSERT_TRUE(status.has_value()) << read_file(p.log);
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGTERM) << read_file(p.log);
+}
+
+TEST(CliResume, ASignalWhileTheConfigIsReadEndsAtOnceWith75NothingWritten) {
+  const std::string dir = fresh_dir("setup");
+  const std::string config = dir + "/fifo.toml";
+  ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0) << std::strerror(errno);
+  const std::string run_dir = dir + "/run";
+  Process p = spawn(train_args(config, run_dir), dir + "/log.txt");
+  // Opening the FIFO for writing succeeds once the child opened it for reading: it is then in
+  // Config::load, past argument parsing and before anything of the run is written. (Without a
+  // reader the non-blocking open fails with ENXIO; a child that ends first fails the test.)
+  int fd = -1;
+  ASSERT_TRUE(wait_for_progress(
+      p, [&] { return (fd = ::open(config.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }, false))
+      << "the child never read its config: " << read_file(p.log);
+  ::kill(p.pid, SIGTERM);
+  std::optional<int> status = wait_for(p, 300);  // nothing is ever written to the FIFO
+  ::close(fd);
+  if (!status) {
+    ::kill(p.pid, SIGKILL);
+    ::waitpid(p.pid, nullptr, 0);
+  }
+  ASSERT_TRUE(status.has_value()) << "the signal did not end the process: " << read_file(p.log);
+  const std::string log = read_file(p.log);
+  EXPECT_EQ(exit_code(*status), 75) << log;
+  EXPECT_NE(log.find("SIGTERM before the run directory was touched: nothing written, exit 75"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(run_dir));
+}
+
+TEST(CliResume, ALedgerCorruptedMidRunStopsWithACheckpointAndResumesOnceRepaired) {
+  const std::string dir = fresh_dir("ledger");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  const std::string ledger = dir + "/shared/ledger.json";
+  // The ledger is written at every step (budget.flush_every = 0), so the step after the damage
+  // meets it.
+  const auto args =
+      train_args(config, run_dir, {"--ledger", ledger, "--set", "budget.flush_every=\"0s\""});
+  Process p = spawn(args, dir + "/log.txt");
+  ASSERT_TRUE(wait_for_progress(
+      p, [&] { return last_step(run_dir) >= 2; }, false))
+      << read_file(p.log);
+  // Another process replaces the shared file with garbage, under the ledger's lock (so that
+  // no write of the run in flight replaces the garbage in turn).
+  const std::string garbage = "{\"format\": \"hourglass-budget-ledger\", \"sessi";
+  {
+    FileLock lock(ledger);
+    std::ofstream(ledger + ".edit") << garbage;
+    fs::rename(ledger + ".edit", ledger);
+  }
+  std::optional<int> status = wait_for(p, 300);
+  ASSERT_TRUE(status.has_value());
+  const std::string log = read_file(p.log);
+  ASSERT_EQ(exit_code(*status), 75) << log;
+  const auto stopped = log.find("stopped (budget ledger " + ledger + " is corrupted");
+  ASSERT_NE(stopped, std::string::npos) << log;
+  EXPECT_NE(log.find("--resume auto", stopped), std::string::npos) << log;
+  EXPECT_NE(log.find("cp " + ledger + ".bak " + ledger), std::string::npos) << log;
+  EXPECT_EQ(read_file(ledger), garbage) << "the damaged ledger was overwritten";
+  EXPECT_FALSE(fs::exists(run_dir + "/final.safetensors"));
+  const int64_t checkpointed = last_step(run_dir);
+  EXPECT_GT(checkpointed, 2) << "no checkpoint at the stop";
+  // Still damaged: resuming is a one-line error naming the file.
+  const std::string refused = dir + "/refused.txt";
+  EXPECT_EQ(
+      run_to_end(train_args(config, run_dir, {"--resume", "auto", "--ledger", ledger}), refused),
+      2);
+  EXPECT_NE(read_file(refused).find(ledger), std::string::npos) << read_file(refused);
+  // Repaired as the remedy says: the run continues from its checkpoint to the end.
+  fs::copy_file(ledger + ".bak", ledger, fs::copy_options::overwrite_existing);
+  const std::string resumed = dir + "/resumed.txt";
+  EXPECT_EQ(
+      run_to_end(train_args(config, run_dir, {"--resume", "auto", "--ledger", ledger}), resumed), 0)
+      << read_file(resumed);
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(checkpointed));
+  EXPECT_NE(
+      read_file(resumed).find(std::string("resuming from ") + run_dir + "/checkpoints/" + name),
+      std::string::npos)
+      << read_file(resumed);
+  EXPECT_TRUE(fs::exists(run_dir + "/final.safetensors"));
+  const nlohmann::json l = nlohmann::json::parse(read_file(ledger));
+  EXPECT_EQ(l["sessions"].size(), 2u) << l.dump(2);
+}
+
+TEST(CliResume, AStopAfterTheLastEvaluationEndsAsItsMessageSays) {
+  const std::string dir = fresh_dir("lasteval");
+  const std::string config = write_config(dir);
+  const std::string run_dir = dir + "/run";
+  // One epoch of 24 steps; its epoch-end checkpoint (step 24) follows the last evaluation.
+  // SIGTERM once that checkpoint is marked lands after the evaluation, before or after the run
+  // turns to its final weights; either way the message and the exit code must agree.
+  Process p = spawn(train_args(config, run_dir, {"--set", "train.epochs=1"}), dir + "/log.txt");
+  ASSERT_TRUE(wait_for_progress(
+      p, [&] { return last_step(run_dir) >= 24; }, true))
+      << read_file(p.log);
+  ::kill(p.pid, SIGTERM);
+  std::optional<int> status = wait_for(p, 300);
+  ASSERT_TRUE(status.has_value());
+  const std::string log = read_file(p.log);
+  const bool promised_75 = log.find("then exit 75") != std::string::npos;
+  const bool promised_0 = log.find("it ends with exit 0") != std::string::npos;
+  EXPECT_FALSE(promised_75 && promised_0) << log;
+  if (exit_code(*status) == 75) {
+    EXPECT_TRUE(promised_75) << log;
+    EXPECT_NE(log.find("stopped (SIGTERM) at step 24"), std::string::npos) << log;
+    EXPECT_FALSE(fs::exists(run_dir + "/final.safetensors"));
+    // The epoch-end checkpoint covers the whole run: resuming writes the final weights.
+    const std::string resumed = dir + "/resumed.txt";
+    EXPECT_EQ(
+        run_to_end(train_args(config, run_dir, {"--resume", "auto", "--set", "train.epochs=1"}),
+                   resumed),
+        0)
+        << read_file(resumed);
+    EXPECT_NE(read_file(resumed).find("test accuracy"), std::string::npos) << read_file(resumed);
+  } else {  // finished (no message at all: the signal came after the process ended)
+    EXPECT_EQ(exit_code(*status), 0) << log;
+    EXPECT_FALSE(promised_75) << "announced exit 75, exited 0: " << log;
+  }
+  EXPECT_TRUE(fs::exists(run_dir + "/final.safetensors"));
+  std::ifstream metrics(run_dir + "/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  EXPECT_EQ(lines, 1);
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ price_per_hour = 0.85
 reserve = "2m"
 ledger = "shared/ledger.json"
 phase = "prototype"
+flush_every = "1m"
 )",
                                  "run.toml");
   BudgetSettings s = resolve_budget_settings(c, {});
@@ -64,6 +65,7 @@ phase = "prototype"
   EXPECT_DOUBLE_EQ(s.limits.reserve_seconds, 120);
   EXPECT_EQ(s.ledger_path, "shared/ledger.json");
   EXPECT_EQ(s.phase, "prototype");
+  EXPECT_DOUBLE_EQ(s.flush_every_seconds, 60);
   EXPECT_TRUE(c.unused_keys().empty());  // every [budget] key counts as read
 
   BudgetFlags f;
@@ -83,6 +85,7 @@ phase = "prototype"
   s = resolve_budget_settings(Config::parse("", "empty.toml"), {});
   EXPECT_FALSE(s.limits.has_limit());
   EXPECT_DOUBLE_EQ(s.limits.reserve_seconds, BudgetLimits{}.reserve_seconds);
+  EXPECT_DOUBLE_EQ(s.flush_every_seconds, LedgerOptions{}.flush_every_seconds);
   f = {};
   f.budget = "1h30m";
   EXPECT_DOUBLE_EQ(resolve_budget_settings(Config::parse("", "e.toml"), f).limits.device_hours,
@@ -117,6 +120,11 @@ TEST(BudgetSettings, BadFlagsAndKeysAreNamed) {
         resolve_budget_settings(Config::parse("[budget]\nreserve = \"later\"\n", "r.toml"), {});
       },
       {"r.toml", "budget.reserve", "later"});
+  expect_invalid(
+      [] {
+        resolve_budget_settings(Config::parse("[budget]\nflush_every = \"often\"\n", "f.toml"), {});
+      },
+      {"f.toml", "budget.flush_every", "often"});
   expect_invalid(
       [] { resolve_budget_settings(Config::parse("[budget]\nusd = 5\n", "u.toml"), {}); },
       {"u.toml", "budget.usd", "price"});
@@ -234,6 +242,16 @@ TEST(BudgetLedger, CorruptedFileIsAnErrorNamingItAndIsNeverReset) {
   expect_invalid([&] { read_ledger(path); }, {path, "object"});
   write_text(path, R"({"format": "something-else", "version": 1})");
   expect_invalid([&] { read_ledger(path); }, {path, "format"});
+
+  // A ledger damaged under an open session: close() throws once, naming the file, and the
+  // destructor does not write over the damage.
+  const std::string other = dir + "/other.json";
+  {
+    BudgetLedger open_one(other, hours(1), "r", "");
+    write_text(other, "not a ledger");
+    expect_invalid([&] { open_one.close(); }, {other, "corrupted"});
+  }
+  EXPECT_EQ(read_text(other), "not a ledger");
 
   // The remedy works: restoring the backup makes the ledger usable again.
   fs::copy_file(path + ".bak", path, fs::copy_options::overwrite_existing);

@@ -168,22 +168,23 @@ TEST(Resume, StopAndResumeInTheSameDirectoryKeepsOneMetricsLinePerEpoch) {
   const Outcome ref = run(c, {fresh_dir("stop_ref")});
   const std::string dir = fresh_dir("stop");
   // Stops mid-epoch 1 (step 4), at the last step of epoch 2 before its evaluation (step 12),
-  // by request after that evaluation (a run resumed at an epoch's end has no step left in it;
-  // the epoch-end checkpoint serves), by request after the first step of epoch 3 (13), then
-  // finishes.
+  // by a request made before run() (before the first step: nothing trained, the checkpoint
+  // resumed from stays the last), after the evaluation of epoch 2 and the first step of epoch 3
+  // (13; a run resumed at an epoch's last step has no step left in it), then finishes.
   std::vector<int64_t> stopped_at;
-  for (int64_t limit : {4, 8, 0, 0}) {
+  for (int64_t limit : {4, 8, 0, 1}) {
     train::TrainerOptions o{dir, false};
     o.resume = stopped_at.empty() ? "" : "auto";
     o.stop_after_steps = limit;
     train::Trainer t(c, o);
-    if (limit == 0) train::request_stop();  // pending before run(): honoured at the first check
+    if (limit == 0) train::request_stop();  // pending before run(): honoured before any step
     t.run();
     ASSERT_TRUE(t.stopped());
     stopped_at.push_back(t.global_step());
     EXPECT_FALSE(fs::exists(dir + "/final.safetensors"));
     EXPECT_EQ(t.last_checkpoint(),
               dir + "/checkpoints/" + train::CheckpointDir::file_name(t.global_step()));
+    if (limit == 0) EXPECT_EQ(t.last_checkpoint(), t.resumed_from());
   }
   EXPECT_EQ(stopped_at, (std::vector<int64_t>{4, 12, 12, 13}));
   EXPECT_FALSE(train::stop_requested());  // consumed

@@ -16,6 +16,7 @@
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"
+#include "hourglass/train/budget.h"
 #include "hourglass/train/run_session.h"
 #include "hourglass/train/stop_request.h"
 
@@ -202,6 +203,91 @@ TEST(RunSession, StopFileIsHonouredOnceAndANewRunRefusesAFolderWithCheckpoints) 
                             {.run_dir = dir, .progress = false});
   test::expect_invalid([&] { session.find_resume_point([](const train::LoadedCheckpoint&) {}); },
                        {dir, "--resume auto"});
+}
+
+TEST(RunSession, StopRequestsBeforeTheFirstStepAndAfterTheLastEvaluationAreReported) {
+  const std::string dir = test::fresh_temp_dir("hourglass_session_phases");
+  train::clear_stop_request();
+  train::set_stop_phase(train::StopPhase::Setup);
+  train::RunSession session(loop_config(), "loop", "seed = 3\n", every(0),
+                            {.run_dir = dir, .progress = false});
+  EXPECT_EQ(train::stop_phase(), train::StopPhase::Starting);
+  session.start_new();
+  session.open_ledger();
+  // A request made while the run was set up: reported before the first step.
+  train::request_stop();
+  EXPECT_EQ(session.start_steps(), "a stop request");
+  EXPECT_EQ(train::stop_phase(), train::StopPhase::Training);
+  EXPECT_FALSE(train::stop_requested());
+  EXPECT_EQ(session.start_steps(), "");
+  // One made during the last evaluation: the run stops instead of finishing...
+  train::request_stop();
+  EXPECT_EQ(session.start_finishing(), "a stop request");
+  EXPECT_EQ(train::stop_phase(), train::StopPhase::Training);
+  // ...and without one it finishes; later requests are not honoured (a handler says so).
+  EXPECT_EQ(session.start_finishing(), "");
+  EXPECT_EQ(train::stop_phase(), train::StopPhase::Finishing);
+  session.finish("");
+}
+
+TEST(RunSession, ALedgerCorruptedMidRunStopsTheLoopNamingItAndResumesOnceRepaired) {
+  const std::string dir = test::fresh_temp_dir("hourglass_session_ledger");
+  const std::string ledger = dir + "/shared/ledger.json";
+  // Written at every charge, so the first poll after the damage meets it.
+  const Config config = Config::parse(
+      "name = \"loop\"\nseed = 3\n[budget]\nflush_every = \"0s\"\nledger = \"" + ledger + "\"\n",
+      "loop.toml");
+  train::clear_stop_request();
+  Learner l;
+  const std::string garbage = "{\"format\": \"hourglass-budget-ledger\", \"sessi";
+  {
+    train::RunSession session(config, "loop", "seed = 3\n", every(0),
+                              {.run_dir = dir, .progress = false});
+    session.start_new();
+    session.open_ledger();
+    EXPECT_EQ(session.start_steps(), "");
+    std::string stop;
+    int64_t i = 0;
+    for (; i < 10 && stop.empty(); ++i) {
+      l.iterate(i);
+      if (i == 3) std::ofstream(ledger, std::ios::trunc) << garbage;  // another process's fault
+      stop = session.poll_stop(i + 1, 0.0, 0.0);
+    }
+    EXPECT_EQ(i, 4) << "the loop went on past the damaged ledger";
+    EXPECT_NE(stop.find(ledger), std::string::npos) << stop;
+    EXPECT_NE(stop.find("corrupted"), std::string::npos) << stop;
+    session.write_checkpoint(state_at(l.sgd->step_count()), *l.model, *l.sgd, false);
+    session.finish(stop);  // logs what it could not record; never throws, never resets
+  }
+  std::ifstream in(ledger);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), garbage)
+      << "the damaged ledger was overwritten";
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step-000000004.safetensors"));
+
+  {  // Not repaired: resuming is refused naming the file and the remedy.
+    train::RunSession refused(config, "loop", "seed = 3\n", every(0),
+                              {.run_dir = dir, .progress = false, .resume = "auto"});
+    ASSERT_TRUE(refused.find_resume_point([](const train::LoadedCheckpoint&) {}).has_value());
+    test::expect_invalid([&] { refused.open_ledger(); }, {ledger, "corrupted", ledger + ".bak"});
+  }
+
+  // Repaired from the backup: the run continues from its checkpoint.
+  fs::copy_file(ledger + ".bak", ledger, fs::copy_options::overwrite_existing);
+  Learner resumed;
+  train::RunSession session(config, "loop", "seed = 3\n", every(0),
+                            {.run_dir = dir, .progress = false, .resume = "auto"});
+  auto ckpt = session.find_resume_point([](const train::LoadedCheckpoint&) {});
+  ASSERT_TRUE(ckpt.has_value());
+  EXPECT_EQ(ckpt->state.step, 4);
+  train::restore_training_checkpoint(*ckpt, *resumed.model, *resumed.sgd);
+  session.adopt(*ckpt);
+  session.open_ledger();
+  EXPECT_EQ(drive(session, resumed, 4, 10), "");
+  Learner uninterrupted;
+  for (int64_t i = 0; i < 10; ++i) uninterrupted.iterate(i);
+  EXPECT_EQ(resumed.params(), uninterrupted.params()) << "the resumed loop differs";
+  EXPECT_TRUE(fs::exists(dir + "/final.safetensors"));
+  EXPECT_EQ(train::read_ledger(ledger).sessions.size(), 2u);
 }
 
 }  // namespace

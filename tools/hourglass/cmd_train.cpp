@@ -1,11 +1,10 @@
 // hourglass train CONFIG.toml [--set key=value ...] [--run-dir DIR] [--resume auto|PATH]
 //   [--checkpoint-every DURATION] [--checkpoint-every-steps N] [--stop-after N]
 //
-// SIGTERM, SIGINT and SIGUSR1 (and --stop-after, and a file named STOP in the run directory)
-// make the run finish its current step, write a checkpoint and exit with kExitStopped; a second
-// SIGINT ends the process at once.
-#include <signal.h>
-#include <unistd.h>
+// SIGTERM, SIGINT and SIGUSR1 (stop_signals.h), --stop-after, a file named STOP in the run
+// directory and a budget ledger that cannot be updated make the run finish its current step
+// (or evaluation), write a checkpoint and exit with kExitStopped; a second SIGINT ends the
+// process at once.
 
 #include <chrono>
 #include <ctime>
@@ -16,7 +15,6 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
-#include "hourglass/train/stop_request.h"
 #include "hourglass/train/trainer.h"
 
 namespace hg::cli {
@@ -28,30 +26,6 @@ std::string default_run_dir(const std::string& name) {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
   return "runs/" + name + "-" + stamp;
-}
-
-extern "C" void on_stop_signal(int signo) {
-  // Only async-signal-safe calls here: an atomic store and write().
-  train::request_stop_from_signal(signo);
-  static const char kInt[] =
-      "\nhourglass: stopping after this step (checkpoint, then exit 75); Ctrl-C again aborts\n";
-  static const char kOther[] = "\nhourglass: stopping after this step (checkpoint, then exit 75)\n";
-  const char* msg = signo == SIGINT ? kInt : kOther;
-  const size_t len = signo == SIGINT ? sizeof kInt - 1 : sizeof kOther - 1;
-  if (::write(STDERR_FILENO, msg, len) < 0) {
-    // Nothing to do about a failed message.
-  }
-}
-
-// SIGINT resets to the default action once caught (SA_RESETHAND), so a second Ctrl-C aborts.
-void install_stop_handlers() {
-  for (int signo : {SIGTERM, SIGINT, SIGUSR1}) {
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | (signo == SIGINT ? SA_RESETHAND : 0);
-    ::sigaction(signo, &sa, nullptr);
-  }
 }
 
 // The run directory: --run-dir; for --resume PATH without it, the run directory PATH's
@@ -94,9 +68,11 @@ Runner add_train(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "train",
       "Train a model from a TOML config. Writes config.toml, metrics.jsonl, checkpoints/ and "
-      "final.safetensors to the run directory.\nSIGTERM, SIGINT, SIGUSR1, --stop-after and a "
-      "file <run-dir>/STOP make the run finish its step, write a checkpoint and exit with code "
-      "75 (stopped, resumable: continue with --resume auto); a second SIGINT aborts at once.");
+      "final.safetensors to the run directory.\nSIGTERM, SIGINT, SIGUSR1, --stop-after, a "
+      "file <run-dir>/STOP and a budget ledger that cannot be updated make the run finish its "
+      "step or evaluation, write a checkpoint and exit with code 75 (stopped, resumable: "
+      "continue with --resume auto); a signal before the run directory is touched exits 75 "
+      "at once with nothing written; a second SIGINT aborts at once.");
   sub->add_option("config", args->config, "run configuration (see configs/)")->required();
   sub->add_option("--set", args->overrides,
                   "override a config key, e.g. --set train.epochs=3 (repeatable)");
@@ -120,7 +96,6 @@ Runner add_train(CLI::App& app) {
   sub->add_flag("--no-progress", args->no_progress, "no progress bar, only per-epoch lines");
   add_budget_flags(sub, args->budget, /*with_session=*/true);
   return [args] {
-    install_stop_handlers();
     Config config = Config::load(args->config);
     for (const auto& o : args->overrides) config.set_override(o);
     if (!args->checkpoint_every.empty()) {
@@ -148,11 +123,14 @@ Runner add_train(CLI::App& app) {
     train::Trainer trainer(config, options);
     const auto history = trainer.run();
     if (trainer.stopped()) {
+      const std::string checkpoint = trainer.last_checkpoint().empty()
+                                         ? "none (stopped before the first step)"
+                                         : trainer.last_checkpoint();
       std::printf(
           "stopped (%s) at step %lld; checkpoint %s; continue with: hourglass train %s "
           "--run-dir %s --resume auto%s\n",
           trainer.stop_reason().c_str(), static_cast<long long>(trainer.global_step()),
-          trainer.last_checkpoint().c_str(), args->config.c_str(), trainer.run_dir().c_str(),
+          checkpoint.c_str(), args->config.c_str(), trainer.run_dir().c_str(),
           args->overrides.empty() ? "" : " (and the same --set flags)");
       return kExitStopped;
     }

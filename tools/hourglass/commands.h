@@ -1,7 +1,8 @@
 // The subcommands of the hourglass CLI: each registers its options on a CLI11 app and returns
 // the function that runs it. Exit codes: 0 success, 2 bad input (config, flags, files),
 // 1 any other failure (I/O, out of memory), 70 an internal error, 75 (kExitStopped) training
-// stopped on request with a checkpoint written (resume with --resume auto).
+// stopped on request or by a ledger that cannot be updated, with a checkpoint written (none
+// when it stopped before its first step; resume with --resume auto).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,8 +13,8 @@ namespace hg::cli {
 
 using Runner = std::function<int()>;
 
-// "Stopped, resumable" (EX_TEMPFAIL): a signal, --stop-after or the STOP file ended the run
-// after a checkpoint.
+// "Stopped, resumable" (EX_TEMPFAIL): a signal, --stop-after, the STOP file or the budget
+// ledger ended the run after a checkpoint, or a signal ended it before it trained.
 inline constexpr int kExitStopped = 75;
 
 Runner add_train(CLI::App& app);

@@ -1,10 +1,12 @@
 // hourglass: train and evaluate image classifiers within a fixed compute budget.
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "commands.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "stop_signals.h"
 
 namespace {
 
@@ -19,11 +21,14 @@ int exit_code(hg::ErrorKind kind) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else: no stop signal may find the default action (stop_signals.h).
+  hg::cli::install_stop_handlers();
   CLI::App app{"hourglass " HOURGLASS_VERSION
                ": a deep-learning training engine that gets the most out of a fixed compute "
                "budget.\nExit codes: 0 success, 2 bad input (config, flags, data files), 1 other "
-               "failure, 70 internal error, 75 training stopped by a signal, --stop-after or a "
-               "STOP file after writing a checkpoint (continue with --resume auto)."};
+               "failure, 70 internal error, 75 training stopped by a signal, --stop-after, a STOP "
+               "file or a budget ledger that cannot be updated, after writing a checkpoint "
+               "(none when stopped before the first step; continue with --resume auto)."};
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")
@@ -39,10 +44,18 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  const std::string command = app.get_subcommands().front()->get_name();
+  if (const int signo = hg::cli::settle_stop_handlers(command == "train"); signo != 0) {
+    std::fprintf(stderr,
+                 "hourglass: stopped by signal %d (%s) before training started: nothing "
+                 "written, exit 75\n",
+                 signo, strsignal(signo));
+    return hg::cli::kExitStopped;
+  }
   try {
     spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
     hg::set_log_level(log_level);
-    return runners.at(app.get_subcommands().front()->get_name())();
+    return runners.at(command)();
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "hourglass: error: %s\n", e.one_line().c_str());
     return exit_code(e.kind());

@@ -200,6 +200,9 @@ BudgetSettings resolve_budget_settings(const Config& c, const BudgetFlags& flags
   if (c.has("budget.reserve"))
     l.reserve_seconds =
         parse_duration_for(c.get_string("budget.reserve", ""), c.source() + ": budget.reserve");
+  if (c.has("budget.flush_every"))
+    s.flush_every_seconds = parse_duration_for(c.get_string("budget.flush_every", ""),
+                                               c.source() + ": budget.flush_every");
   s.ledger_path = c.get_string("budget.ledger", "");
   s.phase = c.get_string("budget.phase", "");
 
@@ -373,6 +376,7 @@ void BudgetLedger::set_stop_reason(std::string reason) {
 
 void BudgetLedger::close() {
   if (closed_) return;
+  closed_ = true;  // a failed final write is the caller's to report; the destructor skips it
   LedgerSession& s = data_.sessions[self_];
   s.closed = true;
   s.ended = utc_now();

@@ -12,9 +12,9 @@
 // appends one session (start, end, wall and device seconds, devices, price, run, phase) and
 // the totals are the sum over every session ever recorded. It is written atomically (temporary
 // file, fsync, rename, directory fsync) at least every `flush_every_seconds` of charged time
-// and at close, so a kill -9 loses at most that much accounting; the version replaced by each
-// write is kept as <file>.bak. A ledger that cannot be parsed is an error naming the file:
-// resetting it would forget money already spent.
+// (budget.flush_every, default 5 s) and at close, so a kill -9 loses at most that much accounting;
+// the version replaced by each write is kept as <file>.bak. A ledger that cannot be parsed is an
+// error naming the file: resetting it would forget money already spent.
 #pragma once
 
 #include <cstdint>
@@ -51,15 +51,16 @@ struct BudgetFlags {
 // Limits plus where to record them.
 struct BudgetSettings {
   BudgetLimits limits;
-  std::string ledger_path;  // empty: the caller's default, <run_dir>/budget.json
-  std::string phase;        // a label for the session: "prototype", "full", "tuning", ...
+  std::string ledger_path;         // empty: the caller's default, <run_dir>/budget.json
+  std::string phase;               // a label for the session: "prototype", "full", "tuning", ...
+  double flush_every_seconds = 5;  // budget.flush_every: LedgerOptions::flush_every_seconds
 };
 
-// Reads the [budget] keys of `config` (hours, usd, price_per_hour, reserve, ledger, phase),
-// then applies the flags that were given over them, each replacing its own key only. Checks
-// every value (non-negative, finite) and throws InvalidInput naming the flag or the key and its
-// config file. With `usd_needs_price` a money budget without a price is an error too (training
-// must turn money into time; `hourglass plan` takes prices from its price table instead).
+// Reads the [budget] keys of `config` (hours, usd, price_per_hour, reserve, ledger, phase,
+// flush_every), then applies the flags that were given over them, each replacing its own key
+// only. Checks every value (non-negative, finite) and throws InvalidInput naming the flag or the
+// key and its config file. With `usd_needs_price` a money budget without a price is an error too
+// (training must turn money into time; `hourglass plan` takes prices from its price table instead).
 BudgetSettings resolve_budget_settings(const Config& config, const BudgetFlags& flags,
                                        bool usd_needs_price = true);
 
@@ -142,7 +143,8 @@ class BudgetLedger {
   void flush();
   // Records why the session ends early ("budget", "interrupted", ...); written at close.
   void set_stop_reason(std::string reason);
-  // Marks the session ended and writes the file. Further charges are a bug.
+  // Marks the session ended and writes the file. Further charges are a bug. A failed write
+  // throws once; the session counts as closed all the same (the destructor does not retry).
   void close();
 
   double spent_device_seconds() const;  // every session, this one's unwritten time included

@@ -33,6 +33,7 @@ RunSession::RunSession(const Config& config, std::string run_name, std::string t
       policy_(checkpoints),
       options_(std::move(options)),
       last_checkpoint_time_(Clock::now()) {
+  set_stop_phase(StopPhase::Starting);
   HG_CHECK(!options_.run_dir.empty(), "a run session needs a run directory");
   HG_CHECK(options_.stop_after_steps >= 0, "--stop-after must be non-negative, got {}",
            options_.stop_after_steps);
@@ -116,7 +117,7 @@ void RunSession::open_ledger() {
   budget_.limits.devices = 1;
   ledger_ = std::make_unique<BudgetLedger>(
       budget_.ledger_path.empty() ? options_.run_dir + "/budget.json" : budget_.ledger_path,
-      budget_.limits, run_name_, budget_.phase);
+      budget_.limits, run_name_, budget_.phase, LedgerOptions{budget_.flush_every_seconds});
   if (budget_.limits.has_limit() || ledger_->limits().has_limit())
     HG_LOG_INFO("budget: {}", ledger_->summary());
   if (ledger_->must_stop(0, 0))
@@ -129,7 +130,17 @@ void RunSession::open_ledger() {
 std::string RunSession::poll_stop(int64_t steps_this_run, double step_seconds,
                                   double final_seconds) {
   HG_ASSERT(ledger_ != nullptr, "poll_stop before open_ledger");
-  ledger_->charge_elapsed();
+  try {
+    ledger_->charge_elapsed();
+  } catch (const Error& e) {
+    // The ledger's periodic write re-reads the shared file: one replaced by garbage or that
+    // can no longer be written stops the run (checkpointed by the caller), never resets it.
+    if (e.kind() == ErrorKind::Internal) throw;
+    HG_LOG_ERROR("{}; {}; then continue the run with --resume auto", e.message(), e.remedy());
+    const bool names_it = e.message().find(ledger_->path()) != std::string::npos;
+    return names_it ? e.message()
+                    : fmt::format("budget ledger {}: {}", ledger_->path(), e.message());
+  }
   if (ledger_->should_warn()) HG_LOG_WARN("budget: {}", ledger_->summary());
   if (ledger_->must_stop(step_seconds, final_seconds)) return "the budget";
   if (stop_requested()) {
@@ -198,10 +209,34 @@ void RunSession::save_final(const nn::Module& model, const optim::Optimizer& opt
   save_checkpoint(options_.run_dir + "/final.safetensors", model, &optimizer, std::move(metadata));
 }
 
+std::string RunSession::start_steps() {
+  set_stop_phase(StopPhase::Training);
+  return consume_stop_request();
+}
+
+std::string RunSession::start_finishing() {
+  set_stop_phase(StopPhase::Finishing);
+  std::string reason = consume_stop_request();
+  if (!reason.empty()) set_stop_phase(StopPhase::Training);  // the run stops after all
+  return reason;
+}
+
 void RunSession::finish(const std::string& stop_reason) {
   if (!ledger_) return;
   if (!stop_reason.empty()) ledger_->set_stop_reason(stop_reason);
-  ledger_->close();
+  try {
+    ledger_->close();
+  } catch (const Error& e) {
+    // The run's own outputs are written; what is lost is this session's last accounting, so
+    // it is reported with what a person needs to add it back.
+    if (e.kind() == ErrorKind::Internal) throw;
+    const LedgerSession& s = ledger_->session();
+    HG_LOG_ERROR(
+        "budget ledger {}: the final state of session {} (run {}, {:.1f} wall s, {:.1f} "
+        "device-seconds) could not be recorded: {}; {}",
+        ledger_->path(), s.id, s.run, s.wall_seconds, s.device_seconds, e.message(), e.remedy());
+    return;
+  }
   if (ledger_->limits().has_limit()) HG_LOG_INFO("budget: {}", ledger_->summary());
 }
 

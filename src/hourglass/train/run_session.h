@@ -8,7 +8,9 @@
 //   if (auto ckpt = session.find_resume_point(validate)) { restore(*ckpt); session.adopt(*ckpt); }
 //   else session.start_new();
 //   session.open_ledger();
+//   session.start_steps() (a stop requested during setup)
 //   ... each step: session.poll_stop(...), session.checkpoint_due(step) -> write_checkpoint
+//   session.start_finishing() (a stop requested during the last evaluation), save_final
 //   session.finish(stop_reason);
 #pragma once
 
@@ -68,11 +70,21 @@ class RunSession {
   // nothing) and writes config.toml. Throws InvalidInput when the budget is already spent.
   void open_ledger();
 
+  // Before the first step (StopPhase::Training from now on): returns the signal or
+  // request_stop() that arrived while the run was set up ("" to go on). The caller then stops
+  // without a checkpoint: nothing is trained yet.
+  std::string start_steps();
   // Between steps: charges the ledger, then returns why the run must stop ("" to go on): the
-  // budget (one more step of `step_seconds` plus `final_seconds` of final work would overrun
-  // it), a signal or request_stop(), --stop-after (after `steps_this_run` steps), or a STOP file
-  // in the run directory (removed, so that resuming continues).
+  // ledger cannot be updated (a corrupted or unwritable file, named with its fault; logged with
+  // the remedy), the budget (one more step of `step_seconds` plus `final_seconds` of final work
+  // would overrun it), a signal or request_stop(), --stop-after (after `steps_this_run`
+  // steps), or a STOP file in the run directory (removed, so that resuming continues).
   std::string poll_stop(int64_t steps_this_run, double step_seconds, double final_seconds);
+  // After the last step and evaluation, before the final weights (StopPhase::Finishing from
+  // now on: later requests are not honoured): returns a signal or request_stop() that arrived
+  // before, "" to go on. The caller then stops instead of finishing; its last checkpoint must
+  // already cover the whole run.
+  std::string start_finishing();
   // Whether an interval checkpoint is due after optimizer step `step` (every_steps, or
   // every_seconds since the last checkpoint).
   bool checkpoint_due(int64_t step) const;
@@ -92,7 +104,9 @@ class RunSession {
   // final.safetensors: the weights (and optimizer state) with `metadata` plus the config.
   void save_final(const nn::Module& model, const optim::Optimizer& optimizer,
                   std::map<std::string, std::string> metadata);
-  // Closes the ledger, recording `stop_reason` ("" for a finished run).
+  // Closes the ledger, recording `stop_reason` ("" for a finished run). A ledger that cannot be
+  // written then is logged as an error naming it and the unrecorded time, not thrown: the run's
+  // outputs are complete.
   void finish(const std::string& stop_reason);
 
   const std::string& run_dir() const { return options_.run_dir; }

@@ -13,6 +13,7 @@ namespace {
 // 0: none; > 0: the signal number; -1: requested from code.
 std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free, "signal handlers need a lock-free flag");
+std::atomic<int> g_phase{int(StopPhase::Setup)};
 
 }  // namespace
 
@@ -35,5 +36,9 @@ std::string consume_stop_request() {
 }
 
 void clear_stop_request() noexcept { g_stop.store(0); }
+
+void set_stop_phase(StopPhase phase) noexcept { g_phase.store(int(phase)); }
+
+StopPhase stop_phase() noexcept { return StopPhase(g_phase.load()); }
 
 }  // namespace hg::train

@@ -210,7 +210,9 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
       "loss {:.4f} train_acc {:.4f} test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s)",
       m.train_loss, m.train_acc, m.test_acc, m.images_per_s, m.epoch_seconds,
       m.checkpoint_seconds));
-  // A stop requested during the evaluation: the epoch-end checkpoint is already written.
+  // A stop requested during the evaluation: the epoch-end checkpoint is already written. After
+  // the last epoch run() asks the session instead (start_finishing: signals and requests only;
+  // the budget left is enough for the final weights).
   if (epoch + 1 < run_.train.epochs) {
     if (std::string stop = poll_stop(); !stop.empty()) {
       stop_reason_ = stop;
@@ -221,19 +223,29 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
 }
 
 std::vector<EpochMetrics> Trainer::run() {
+  std::vector<EpochMetrics> history = history_;
+  auto stop = [&] {
+    HG_LOG_INFO("stopped ({}) at step {} of {}; checkpoint {}", stop_reason_, global_step(),
+                setup_.total_steps, last_checkpoint().empty() ? "none" : last_checkpoint());
+    session_->finish(stop_reason_);
+    return history;
+  };
+  // A request that arrived while the run was set up stops it before its first step: nothing is
+  // trained, so there is nothing to checkpoint (a resumed run keeps the one it started from).
+  stop_reason_ = session_->start_steps();
+  if (stopped()) return stop();
+  // From this line on a stop request is honoured after a step, with a checkpoint.
   HG_LOG_INFO(
       "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {} test images, {} steps",
       run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
       optim::precision_name(run_.precision), num_threads(), setup_.parts.train_set->size(),
       setup_.parts.test_set->size(), setup_.total_steps);
-  std::vector<EpochMetrics> history = history_;
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch)
-    if (!train_epoch(epoch, history)) {
-      HG_LOG_INFO("stopped ({}) at step {} of {}; checkpoint {}", stop_reason_, global_step(),
-                  setup_.total_steps, last_checkpoint());
-      session_->finish(stop_reason_);
-      return history;
-    }
+    if (!train_epoch(epoch, history)) return stop();
+  // A request that arrived during the last evaluation or its checkpoint is honoured too: that
+  // checkpoint covers the whole run, and resuming from it writes the final weights.
+  stop_reason_ = session_->start_finishing();
+  if (stopped()) return stop();
   session_->save_final(model(), *setup_.optimizer,
                        {{"hourglass.epochs", std::to_string(run_.train.epochs)},
                         {"hourglass.test_acc",

@@ -43,8 +43,10 @@ class Trainer {
   ~Trainer();
 
   // Trains the remaining epochs; returns the metrics of every epoch of the run so far
-  // (including those before a resume). When a stop is requested it returns early, after
-  // writing a checkpoint, with stopped() true and without final.safetensors.
+  // (including those before a resume). When a stop is requested (before the first step,
+  // after a step, or during any epoch's evaluation, the last included) it returns early with
+  // stopped() true and without final.safetensors, after writing a checkpoint (none before the
+  // first step: last_checkpoint() is then the one resumed from, or "").
   std::vector<EpochMetrics> run();
 
   bool stopped() const { return !stop_reason_.empty(); }
