@@ -518,21 +518,26 @@ TEST(CliResume, OtherSubcommandsKeepTheSignalsDefaultAction) {
   EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGTERM) << read_file(p.log);
 }
 
-TEST(CliResume, ASignalWhileTheConfigIsReadEndsAtOnceWith75NothingWritten) {
+TEST(CliResume, ASignalDuringSetupEndsAtOnceWith75NothingWritten) {
   const std::string dir = fresh_dir("setup");
-  const std::string config = dir + "/fifo.toml";
-  ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0) << std::strerror(errno);
+  const std::string config = write_config(dir);
+  const std::string hold = dir + "/hold";
+  ASSERT_EQ(::mkfifo(hold.c_str(), 0600), 0) << std::strerror(errno);
   const std::string run_dir = dir + "/run";
+  // The train command opens HOURGLASS_TEST_HOLD_IN_SETUP for reading before it loads its
+  // config and reads it until the writer closes; opening the FIFO for writing succeeds once it
+  // opened it, and it then waits in read() while this end stays open: past argument parsing
+  // and before anything of the run is written. (Without a reader the non-blocking open fails
+  // with ENXIO; a child that ends first fails the test.)
+  ::setenv("HOURGLASS_TEST_HOLD_IN_SETUP", hold.c_str(), 1);
   Process p = spawn(train_args(config, run_dir), dir + "/log.txt");
-  // Opening the FIFO for writing succeeds once the child opened it for reading: it is then in
-  // Config::load, past argument parsing and before anything of the run is written. (Without a
-  // reader the non-blocking open fails with ENXIO; a child that ends first fails the test.)
+  ::unsetenv("HOURGLASS_TEST_HOLD_IN_SETUP");
   int fd = -1;
   ASSERT_TRUE(wait_for_progress(
-      p, [&] { return (fd = ::open(config.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }, false))
-      << "the child never read its config: " << read_file(p.log);
+      p, [&] { return (fd = ::open(hold.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }, false))
+      << "the child never reached its setup: " << read_file(p.log);
   ::kill(p.pid, SIGTERM);
-  std::optional<int> status = wait_for(p, 300);  // nothing is ever written to the FIFO
+  std::optional<int> status = wait_for(p, 300);
   ::close(fd);
   if (!status) {
     ::kill(p.pid, SIGKILL);

@@ -6,7 +6,11 @@
 // (or evaluation), write a checkpoint and exit with kExitStopped; a second SIGINT ends the
 // process at once.
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 
@@ -96,6 +100,16 @@ Runner add_train(CLI::App& app) {
   sub->add_flag("--no-progress", args->no_progress, "no progress bar, only per-epoch lines");
   add_budget_flags(sub, args->budget, /*with_session=*/true);
   return [args] {
+    // Tests hold the command here, in its setup phase, on a FIFO nobody writes to, so that a
+    // signal provably arrives before the run directory exists (tests/cli/test_resume.cpp).
+    // It reads until the test closes its end.
+    if (const char* hold = std::getenv("HOURGLASS_TEST_HOLD_IN_SETUP")) {
+      const int fd = ::open(hold, O_RDONLY | O_CLOEXEC);
+      char byte = 0;
+      while (fd >= 0 && ::read(fd, &byte, 1) > 0) {
+      }
+      if (fd >= 0) ::close(fd);
+    }
     Config config = Config::load(args->config);
     for (const auto& o : args->overrides) config.set_override(o);
     if (!args->checkpoint_every.empty()) {
