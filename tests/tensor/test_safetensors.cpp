@@ -12,6 +12,7 @@
 
 #include "support/compare.h"
 #include "support/fifo.h"
+#include "support/safetensors_edit.h"
 
 namespace hg {
 namespace {
@@ -342,20 +343,6 @@ TEST_F(Safetensors, FailedWritesLeaveTheOldFileIntact) {
   EXPECT_EQ(load_safetensors(path).metadata.at("epoch"), "2");
 }
 
-// The header of `bytes` (a whole file) with `from` replaced by `to` (the first occurrence,
-// which must exist) and the length prefix updated: an edit by a tool that does not know the
-// checksum.
-std::string edit_header(const std::string& bytes, const std::string& from, const std::string& to) {
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  std::string header = bytes.substr(8, header_len);
-  const size_t at = header.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at == std::string::npos) return bytes;
-  header.replace(at, from.size(), to);
-  return raw_file(header, bytes.substr(8 + header_len));
-}
-
 TEST_F(Safetensors, TheChecksumCoversTheWholeFile) {
   // Two tensors of the same size and shape whose dtypes have the same width.
   const std::vector<NamedTensor> tensors = {
@@ -377,15 +364,15 @@ TEST_F(Safetensors, TheChecksumCoversTheWholeFile) {
     expect_error([&] { load_safetensors(file(name)); }, ErrorKind::InvalidInput, all);
   };
   // A dtype label changed (F32 read as I32 would be garbage): the data is untouched.
-  refused("dtype.safetensors", edit_header(good, R"("dtype":"F32")", R"("dtype":"I32")"),
+  refused("dtype.safetensors", test::edit_header(good, R"("dtype":"F32")", R"("dtype":"I32")"),
           {"checksum mismatch", "file crc32"});
   // The byte ranges of two same-sized tensors swapped (names exchanged in the header).
-  std::string swapped = edit_header(good, R"("a":{)", R"("x":{)");
-  swapped = edit_header(swapped, R"("b":{)", R"("a":{)");
-  swapped = edit_header(swapped, R"("x":{)", R"("b":{)");
+  std::string swapped = test::edit_header(good, R"("a":{)", R"("x":{)");
+  swapped = test::edit_header(swapped, R"("b":{)", R"("a":{)");
+  swapped = test::edit_header(swapped, R"("x":{)", R"("b":{)");
   refused("swapped.safetensors", swapped, {"checksum mismatch"});
   // Metadata rewritten.
-  refused("meta.safetensors", edit_header(good, R"("epoch":"3")", R"("epoch":"4")"),
+  refused("meta.safetensors", test::edit_header(good, R"("epoch":"3")", R"("epoch":"4")"),
           {"checksum mismatch"});
   // One flipped byte in the length prefix's neighbour, the header's last padding byte.
   std::string padded = good;
@@ -396,17 +383,17 @@ TEST_F(Safetensors, TheChecksumCoversTheWholeFile) {
   // The checksum field moved away from the start of the header.
   const std::string digits =
       load_safetensors(file("good.safetensors")).metadata.at(kSafetensorsChecksumKey);
-  std::string moved = edit_header(good, R"("hourglass.file_crc32":")" + digits + R"(",)", "");
-  moved = edit_header(moved, R"("epoch":"3")",
-                      R"("epoch":"3","hourglass.file_crc32":")" + digits + "\"");
+  std::string moved = test::edit_header(good, R"("hourglass.file_crc32":")" + digits + R"(",)", "");
+  moved = test::edit_header(moved, R"("epoch":"3")",
+                            R"("epoch":"3","hourglass.file_crc32":")" + digits + "\"");
   refused("moved.safetensors", moved, {"not at the start of the header"});
-  refused("digits.safetensors", edit_header(good, digits, "xyz12345"),
+  refused("digits.safetensors", test::edit_header(good, digits, "xyz12345"),
           {"not 8 hexadecimal digits"});
 
   // Without the key the file is an ordinary safetensors file: it loads, marked unverified
   // (checkpoints refuse such files: test_checkpoint.cpp).
   write_bytes(file("deleted.safetensors"),
-              edit_header(good, R"("hourglass.file_crc32":")" + digits + R"(",)", ""));
+              test::edit_header(good, R"("hourglass.file_crc32":")" + digits + R"(",)", ""));
   const SafetensorsFile deleted = load_safetensors(file("deleted.safetensors"));
   EXPECT_EQ(deleted.integrity, Integrity::None);
   EXPECT_EQ(deleted.tensors.size(), 2u);

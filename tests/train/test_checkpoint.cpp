@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "support/expect_error.h"
+#include "support/safetensors_edit.h"
 #include "support/temp_dir.h"
 
 #include <cstring>
@@ -209,21 +210,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
       .write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-// `bytes` (a whole safetensors file) with the first `from` in its header replaced by `to` and
-// the length prefix updated, as a tool that does not know the checksum would edit it.
-std::string edit_header(const std::string& bytes, const std::string& from, const std::string& to) {
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  std::string header = bytes.substr(8, header_len);
-  const size_t at = header.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at == std::string::npos) return bytes;
-  header.replace(at, from.size(), to);
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[size_t(i)] = char(uint64_t(header.size()) >> (8 * i));
-  return out + header + bytes.substr(8 + header_len);
-}
-
 // A tiny ResNet with SGD state after two steps (one per epoch) and a consistent mid-epoch
 // TrainingState; write() saves it as a resumable checkpoint.
 struct TinyRun {
@@ -297,16 +283,17 @@ TEST(Checkpoint, EditedBytesAreRefusedByTheWholeFileChecksum) {
 
   const std::vector<std::pair<std::string, std::string>> edits = {
       // A dtype label: F32 bytes read as I32 would be garbage of the right size.
-      {"dtype", edit_header(good, R"("dtype":"F32")", R"("dtype":"I32")")},
+      {"dtype", test::edit_header(good, R"("dtype":"F32")", R"("dtype":"I32")")},
       // The byte ranges of two same-sized tensors swapped (their names exchanged).
-      {"swap", edit_header(edit_header(edit_header(good, "\"" + mean + "\"", "\"tmp\""),
-                                       "\"" + var + "\"", "\"" + mean + "\""),
-                           "\"tmp\"", "\"" + var + "\"")},
+      {"swap",
+       test::edit_header(test::edit_header(test::edit_header(good, "\"" + mean + "\"", "\"tmp\""),
+                                           "\"" + var + "\"", "\"" + mean + "\""),
+                         "\"tmp\"", "\"" + var + "\"")},
       // Run-state values rewritten.
-      {"loss", edit_header(good, R"("hourglass.epoch_loss_sum":"3.5")",
-                           R"("hourglass.epoch_loss_sum":"1.95e27")")},
-      {"best_acc", edit_header(good, R"("hourglass.best_test_acc":"0.5")",
-                               R"("hourglass.best_test_acc":"0.9")")},
+      {"loss", test::edit_header(good, R"("hourglass.epoch_loss_sum":"3.5")",
+                                 R"("hourglass.epoch_loss_sum":"1.95e27")")},
+      {"best_acc", test::edit_header(good, R"("hourglass.best_test_acc":"0.5")",
+                                     R"("hourglass.best_test_acc":"0.9")")},
   };
   for (const auto& [what, bytes] : edits) {
     SCOPED_TRACE(what);
@@ -324,8 +311,8 @@ TEST(Checkpoint, EditedBytesAreRefusedByTheWholeFileChecksum) {
   const std::string deleted = dir + "/deleted.safetensors";
   write_bytes(
       deleted,
-      edit_header(good, "\"" + std::string(kSafetensorsChecksumKey) + "\":\"" + digits + "\",",
-                  ""));
+      test::edit_header(
+          good, "\"" + std::string(kSafetensorsChecksumKey) + "\":\"" + digits + "\",", ""));
   for (auto trust : {train::CheckpointTrust::VerifiedOnly, train::CheckpointTrust::AllowUnverified})
     test::expect_invalid([&] { train::read_training_checkpoint(deleted, trust); },
                          {deleted, "'checkpoint-v3' must carry a whole-file checksum",
@@ -344,8 +331,8 @@ TEST(Checkpoint, OlderFormatWithoutTheWholeFileChecksumIsRefusedUnlessAllowed) {
   const std::string digits = load_safetensors(resealed).metadata.at(kSafetensorsChecksumKey);
   const std::string v2 = dir + "/v2.safetensors";
   write_bytes(
-      v2, edit_header(bytes, "\"" + std::string(kSafetensorsChecksumKey) + "\":\"" + digits + "\",",
-                      ""));
+      v2, test::edit_header(
+              bytes, "\"" + std::string(kSafetensorsChecksumKey) + "\":\"" + digits + "\",", ""));
   test::expect_invalid(
       [&] { train::read_training_checkpoint(v2); },
       {v2, "format 'checkpoint-v2'", "earlier hourglass", "no checksum", "only 'checkpoint-v3'",
