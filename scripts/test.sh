@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fresh Debian 12 machine -> every test run: installs the dependencies, builds hourglass with
-# its tests and benchmarks, and runs the whole suite through CTest.
+# Fresh Debian 12 machine -> every test run: installs the dependencies, checks the formatting,
+# builds hourglass with its tests and benchmarks, runs the whole suite through CTest, and runs
+# the CPU suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -9,6 +10,10 @@ bash scripts/check-format.sh
 bash scripts/build.sh -DHOURGLASS_BUILD_TESTS=ON -DHOURGLASS_BUILD_BENCH=ON
 # The GPU backend compiled for AMD GPUs (HIP) as well: the CUDA build above covers NVIDIA.
 bash scripts/hip-check.sh
-cd build
-# One test at a time: each uses both cores through the OpenMP pool.
-ctest --output-on-failure --timeout 900
+(
+  cd build
+  # One test at a time: each uses both cores through the OpenMP pool.
+  ctest --output-on-failure --timeout 900
+)
+# The CPU suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+bash scripts/sanitize-check.sh
