@@ -31,11 +31,15 @@ autograd::AutocastPolicy autocast_policy(Precision p) {
   }
 }
 
-autograd::AutocastPolicy apply_precision(Precision p, Device device) {
+void require_device_for(Precision p, Device device) {
   if (device.is_cpu() && p != Precision::FP32)
     throw_invalid(fmt::format("precision = \"{}\" needs a GPU, but the device is {}",
                               precision_name(p), device.str()),
                   "use precision = \"fp32\" on the cpu, or device = \"gpu:0\"");
+}
+
+autograd::AutocastPolicy apply_precision(Precision p, Device device) {
+  require_device_for(p, device);
   ops::set_allow_tf32(p == Precision::TF32);
   return autocast_policy(p);
 }

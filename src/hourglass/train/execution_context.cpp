@@ -15,10 +15,7 @@ ExecutionContext ExecutionContext::from_run(const RunConfig& run) {
 }
 
 const ExecutionContext& ExecutionContext::validated() const {
-  if (device.is_cpu() && precision != optim::Precision::FP32)
-    throw_invalid(fmt::format("precision = \"{}\" needs a GPU, but the device is {}",
-                              optim::precision_name(precision), device.str()),
-                  "use precision = \"fp32\" on the cpu, or device = \"gpu:0\"");
+  optim::require_device_for(precision, device);
   return *this;
 }
 
