@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine -> every test run: installs the dependencies, checks the formatting,
 # builds hourglass with its tests and benchmarks, runs the whole suite through CTest, and runs
-# the CPU suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# the CPU suite again under AddressSanitizer and UndefinedBehaviorSanitizer, then fuzzes each file
+# reader for a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -17,3 +18,5 @@ bash scripts/hip-check.sh
 )
 # The CPU suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
 bash scripts/sanitize-check.sh
+# Each libFuzzer target (safetensors, IDX, CIFAR-10, config, ledger) for 60 s from its seeds.
+bash scripts/fuzz.sh -t 60

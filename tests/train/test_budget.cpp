@@ -242,6 +242,20 @@ TEST(BudgetLedger, CorruptedFileIsAnErrorNamingItAndIsNeverReset) {
   expect_invalid([&] { read_ledger(path); }, {path, "object"});
   write_text(path, R"({"format": "something-else", "version": 1})");
   expect_invalid([&] { read_ledger(path); }, {path, "format"});
+  // Found by fuzz/fuzz_ledger: a number beyond a double's range escaped as the JSON library's
+  // own exception and ended the process; a deeply nested value overflowed the stack.
+  write_text(path, "\n3E8452\n");
+  expect_invalid([&] { read_ledger(path); }, {path, "not valid JSON"});
+  write_text(path, std::string(100000, '[') + std::string(100000, ']'));
+  expect_invalid([&] { read_ledger(path); }, {path, "nests deeper than 16"});
+  // ... and a syntax error quoted the JSON library's whole "last read" text from the file.
+  write_text(path, "\"" + std::string(5000, 'x') + "\n");
+  try {
+    read_ledger(path);
+    ADD_FAILURE() << "an unterminated string was read as a ledger";
+  } catch (const Error& e) {
+    EXPECT_LT(e.message().size(), 600u) << e.message();
+  }
 
   // A ledger damaged under an open session: close() throws once, naming the file, and the
   // destructor does not write over the damage.

@@ -105,6 +105,21 @@ TEST(RunConfigBounds, NanAndInfinityAreRefusedForEveryFloatKey) {
       expect_refused(std::string(key) + "=" + value, {"finite"});
 }
 
+// Found by fuzz/fuzz_config: the device error named neither the key nor the file, and quoted
+// the whole value.
+TEST(RunConfigBounds, UnknownDeviceNamesTheKeyAndQuotesAShortPrefix) {
+  expect_refused("device=cvu", {"unknown device 'cvu'", "gpu:N"});
+  Config c = base_config();
+  c.set_override("device=" + std::string(5000, 'x'));
+  try {
+    train::parse_run_config(c);
+    FAIL() << "a 5000-character device was accepted";
+  } catch (const Error& e) {
+    EXPECT_LT(e.message().size(), 400u) << e.message();
+    EXPECT_NE(e.message().find("(5000 bytes)"), std::string::npos) << e.message();
+  }
+}
+
 TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
   expect_refused("optim.momentum=2", {"[0, 1)"});
   expect_refused("optim.momentum=1", {"[0, 1)"});

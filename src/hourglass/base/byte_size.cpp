@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg {
 
@@ -33,7 +34,7 @@ size_t parse_byte_size(const std::string& text, const std::string& what) {
   else if (unit == "TB")
     scale = 1e12;
   if (end == begin || scale == 0 || !std::isfinite(value) || value < 0)
-    throw_invalid(fmt::format("{}: '{}' is not a size", what, text),
+    throw_invalid(fmt::format("{}: '{}' is not a size", what, untrusted_excerpt(text)),
                   "write a number with a unit, e.g. 4GiB, 512MiB or 2GB");
   return size_t(std::llround(value * scale));
 }

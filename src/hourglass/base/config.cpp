@@ -15,6 +15,7 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg {
 
@@ -139,7 +140,8 @@ std::string origin(const Config::Impl& impl, std::string_view key, const toml::n
   std::string_view prefix = key;
   while (true) {
     auto it = impl.overrides.find(prefix);
-    if (it != impl.overrides.end()) return fmt::format("from --set {}", it->second);
+    if (it != impl.overrides.end())
+      return fmt::format("from --set {}", untrusted_excerpt(it->second));
     const size_t dot = prefix.rfind('.');
     if (dot == std::string_view::npos) break;
     prefix = prefix.substr(0, dot);

@@ -1,6 +1,7 @@
 #include "hourglass/base/dtype.h"
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg {
 
@@ -36,7 +37,7 @@ DType dtype_from_name(std::string_view name) {
   for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8, DType::I32,
                   DType::I64, DType::U8})
     if (dtype_name(d) == name) return d;
-  throw_invalid(fmt::format("unknown dtype '{}'", name),
+  throw_invalid(fmt::format("unknown dtype '{}'", untrusted_excerpt(name)),
                 "use one of f32, f64, f16, bf16, i8, i32, i64, u8");
 }
 

@@ -5,13 +5,14 @@
 #include <cmath>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg {
 
 namespace {
 
 [[noreturn]] void bad_duration(std::string_view text, std::string_view why) {
-  throw_invalid(fmt::format("invalid duration '{}': {}", text, why),
+  throw_invalid(fmt::format("invalid duration '{}': {}", untrusted_excerpt(text), why),
                 "write a number followed by d, h, m, s or ms, such as 90s, 10m, 1h30m or 1.5h; "
                 "a plain number means seconds");
 }
@@ -37,11 +38,13 @@ double parse_duration_seconds(std::string_view text) {
     const size_t start = i;
     while (i < body.size() && (is_digit(body[i]) || body[i] == '.')) ++i;
     if (i == start)
-      bad_duration(text, fmt::format("expected a number at '{}'", body.substr(start)));
+      bad_duration(text,
+                   fmt::format("expected a number at '{}'", untrusted_excerpt(body.substr(start))));
     double value = 0;
     const auto [end, ec] = std::from_chars(body.data() + start, body.data() + i, value);
     if (ec != std::errc() || end != body.data() + i)
-      bad_duration(text, fmt::format("'{}' is not a number", body.substr(start, i - start)));
+      bad_duration(text, fmt::format("'{}' is not a number",
+                                     untrusted_excerpt(body.substr(start, i - start))));
     // The unit; none allowed only for a lone plain number.
     const size_t unit_start = i;
     while (i < body.size() && std::isalpha(static_cast<unsigned char>(body[i]))) ++i;
@@ -62,7 +65,7 @@ double parse_duration_seconds(std::string_view text) {
     } else if (unit == "ms") {
       scale = 1e-3;
     } else {
-      bad_duration(text, fmt::format("unknown unit '{}'", unit));
+      bad_duration(text, fmt::format("unknown unit '{}'", untrusted_excerpt(unit)));
     }
     total += value * scale;
     ++components;

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg {
 
@@ -19,7 +20,8 @@ Device Device::parse(const std::string& text) {
       if (ec == std::errc() && ptr == last && index >= 0) return gpu(index);
     }
   }
-  throw_invalid(fmt::format("unknown device '{}'", text), "use \"cpu\", \"gpu\" or \"gpu:N\"");
+  throw_invalid(fmt::format("unknown device '{}'", untrusted_excerpt(text)),
+                "use \"cpu\", \"gpu\" or \"gpu:N\"");
 }
 
 std::string Device::str() const { return is_cpu() ? "cpu" : fmt::format("gpu:{}", index); }

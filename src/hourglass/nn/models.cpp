@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "hourglass/base/untrusted_text.h"
 #include "hourglass/nn/init.h"
 
 namespace hg::nn {
@@ -62,7 +63,7 @@ std::shared_ptr<Module> make_model(const ModelSpec& spec) {
   if (spec.stem == "imagenet")
     stem = Stem::ImageNet;
   else if (spec.stem != "cifar")
-    throw_invalid(fmt::format("model.stem: unknown stem '{}'", spec.stem),
+    throw_invalid(fmt::format("model.stem: unknown stem '{}'", untrusted_excerpt(spec.stem)),
                   "use \"cifar\" (3x3 conv, no max-pool) or \"imagenet\" (7x7/2 conv + max-pool)");
   ResNetOptions r;
   r.stem = stem;
@@ -92,7 +93,7 @@ std::shared_ptr<Module> make_model(const ModelSpec& spec) {
   if (spec.name == "mlp")
     return make_mlp(spec.in_channels * spec.height * spec.width, spec.hidden, spec.num_classes,
                     spec.dropout);
-  throw_invalid(fmt::format("model.name: unknown model '{}'", spec.name),
+  throw_invalid(fmt::format("model.name: unknown model '{}'", untrusted_excerpt(spec.name)),
                 "use one of " + joined(model_names()));
 }
 

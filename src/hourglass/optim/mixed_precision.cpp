@@ -1,5 +1,6 @@
 #include "hourglass/optim/mixed_precision.h"
 
+#include "hourglass/base/untrusted_text.h"
 #include "hourglass/ops/ops.h"
 
 namespace hg::optim {
@@ -9,7 +10,7 @@ Precision parse_precision(const std::string& text, const std::string& what) {
   if (text == "tf32") return Precision::TF32;
   if (text == "bf16") return Precision::BF16;
   if (text == "fp16") return Precision::FP16;
-  throw_invalid(fmt::format("{} = \"{}\" is not a precision", what, text),
+  throw_invalid(fmt::format("{} = \"{}\" is not a precision", what, untrusted_excerpt(text)),
                 "use \"fp32\", \"tf32\", \"bf16\" or \"fp16\"");
 }
 

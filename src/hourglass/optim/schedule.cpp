@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg::optim {
 
@@ -141,7 +142,7 @@ std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const Schedul
   if (name == "one_cycle")
     return std::make_unique<OneCycleSchedule>(p.base_lr, p.total_steps, p.pct_start, p.div_factor,
                                               p.final_div_factor, p.cosine_anneal);
-  throw_invalid(fmt::format("unknown lr schedule '{}'", name),
+  throw_invalid(fmt::format("unknown lr schedule '{}'", untrusted_excerpt(name)),
                 fmt::format("valid schedules: {}", fmt::join(schedule_names(), ", ")));
 }
 

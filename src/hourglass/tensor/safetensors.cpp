@@ -198,31 +198,6 @@ void read_exact(int fd, void* data, size_t bytes, uint64_t offset, const std::st
   }
 }
 
-// The byte offset in `text` where JSON nesting first exceeds `limit` levels, or npos. Brackets
-// inside strings do not count; the text need not be valid JSON (the parser judges that).
-size_t find_nesting_beyond(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > limit) return i;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return std::string_view::npos;
-}
-
 // A JSON value quoted in an error: its text cut to a short prefix.
 std::string excerpt_json(const json& value) { return untrusted_excerpt(value.dump()); }
 
@@ -295,7 +270,7 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
   const std::string& text = h.text;
   // Refused before parsing: printing or destroying a deeply nested value recurses once per
   // level, and a header of a few hundred kilobytes can nest deep enough to exhaust the stack.
-  if (const size_t at = find_nesting_beyond(text, kSafetensorsMaxHeaderDepth);
+  if (const size_t at = find_json_nesting_beyond(text, kSafetensorsMaxHeaderDepth);
       at != std::string_view::npos)
     throw_bad_file(path, fmt::format("the header nests JSON more than {} levels deep (at byte {} "
                                      "of the header); a safetensors header needs 3",
@@ -557,20 +532,6 @@ const char* integrity_name(Integrity integrity) {
     case Integrity::None: return "no checksum";
   }
   HG_ASSERT(false, "bad integrity {}", int(integrity));
-}
-
-std::string untrusted_excerpt(std::string_view text, size_t max_chars) {
-  std::string out;
-  size_t i = 0;
-  for (; i < text.size() && out.size() < max_chars; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f)
-      out += char(c);
-    else
-      out += fmt::format("\\x{:02x}", c);
-  }
-  if (i < text.size()) out += fmt::format("... ({} bytes)", text.size());
-  return out;
 }
 
 namespace detail {

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hourglass/base/untrusted_text.h"  // untrusted_excerpt, used with the loaders
 #include "hourglass/tensor/tensor.h"
 
 namespace hg {
@@ -83,10 +84,6 @@ SafetensorsFile load_safetensors(const std::string& path,
 // Reads only the header's "__metadata__" (cheap: the data section is not read). The header
 // and the file size are validated as in load_safetensors; the checksum is not.
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
-
-// `text` made safe to quote in an error message: bytes outside printable ASCII as \xNN and,
-// when longer than `max_chars`, cut to that prefix followed by "... (N bytes)".
-std::string untrusted_excerpt(std::string_view text, size_t max_chars = 80);
 
 namespace detail {
 // Test hook simulating a full disk: after `bytes` more bytes have been written by

@@ -16,6 +16,7 @@
 #include "hourglass/base/duration.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg::train {
 
@@ -25,6 +26,7 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kLedgerFormat = "hourglass-budget-ledger";
 constexpr int kLedgerVersion = 1;
+constexpr int kLedgerMaxDepth = 16;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- parsing the limits ----
@@ -40,7 +42,8 @@ double parse_amount(std::string_view text, const std::string& where, const std::
   const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), value);
   if (body.empty() || ec != std::errc() || end != body.data() + body.size() ||
       !std::isfinite(value) || value < 0)
-    throw_invalid(fmt::format("{}: '{}' is not a non-negative amount of {}", where, text, unit),
+    throw_invalid(fmt::format("{}: '{}' is not a non-negative amount of {}", where,
+                              untrusted_excerpt(text), unit),
                   fmt::format("write a plain number such as 170 or 0.85 ({})", unit));
   return value;
 }
@@ -152,13 +155,18 @@ LedgerSession parse_session(const json& s, const std::string& where, const std::
 
 LedgerData parse_ledger(const std::string& text, const std::string& path) {
   if (text.empty()) bad_ledger(path, "the file is empty");
+  // A ledger nests 3 deep; far deeper text would overflow the stack in the parser's tree.
+  if (const size_t at = find_json_nesting_beyond(text, kLedgerMaxDepth); at != std::string::npos)
+    bad_ledger(path, fmt::format("its JSON nests deeper than {} levels (at byte {})",
+                                 kLedgerMaxDepth, at));
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Syntax errors, and numbers too large for a double (out_of_range.406).
     std::string why = e.what();  // "[json.exception.parse_error.101] parse error at ..."
     if (const auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
-    bad_ledger(path, "it is not valid JSON (" + why + ")");
+    bad_ledger(path, "it is not valid JSON (" + untrusted_excerpt(why, 200) + ")");
   }
   if (!j.is_object()) bad_ledger(path, "the top level must be a JSON object");
   if (!j.contains("format") || j["format"] != kLedgerFormat)

@@ -8,6 +8,7 @@
 #include "hourglass/autograd/tape.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/log.h"
+#include "hourglass/base/untrusted_text.h"
 #include "hourglass/train/train_step.h"
 
 namespace hg::train {
@@ -58,7 +59,7 @@ MicroBatchPlan MicroBatchPlan::restore(std::string_view saved, const MicroBatchP
   const auto [end, ec] = std::from_chars(saved.data(), saved.data() + saved.size(), value);
   if (ec != std::errc() || end != saved.data() + saved.size() || value < 1)
     throw_invalid(fmt::format("{}: metadata '{}' must be a positive integer, found '{}'", source,
-                              kMicroBatchMetadataKey, saved),
+                              kMicroBatchMetadataKey, untrusted_excerpt(saved)),
                   "the checkpoint is damaged or was not written by hourglass");
   if (value < configured.micro_batch_size())
     HG_LOG_INFO(
@@ -183,9 +184,9 @@ int64_t parse_micro_batch(const Config& c, int64_t batch_size, int64_t grad_accu
                     "write micro_batch = \"auto\" or micro_batch = 32 under [train]");
     }
     if (text == "auto") return kAutoMicroBatch;
-    throw_invalid(
-        fmt::format("{}: train.micro_batch must be {}, found \"{}\"", c.source(), expected, text),
-        "write micro_batch = \"auto\" or a number without quotes");
+    throw_invalid(fmt::format("{}: train.micro_batch must be {}, found \"{}\"", c.source(),
+                              expected, untrusted_excerpt(text)),
+                  "write micro_batch = \"auto\" or a number without quotes");
   }
   if (value < 1 || value > batch_size)
     throw_invalid(

@@ -12,6 +12,7 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/error.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg::train {
 
@@ -59,7 +60,7 @@ double csv_number(std::string_view field, const std::string& where, const char* 
   double v = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
   if (field.empty() || ec != std::errc() || end != field.data() + field.size())
-    bad_table(where, fmt::format("{} '{}' is not a number", column, field));
+    bad_table(where, fmt::format("{} '{}' is not a number", column, untrusted_excerpt(field)));
   return v;
 }
 

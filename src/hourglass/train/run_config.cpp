@@ -1,5 +1,6 @@
 #include "hourglass/train/run_config.h"
 
+#include "hourglass/base/untrusted_text.h"
 #include "hourglass/train/oom_policy.h"
 
 #include <fmt/ranges.h>
@@ -97,7 +98,12 @@ RunConfig parse_run_config(const Config& c) {
   const int64_t seed = c.get_int("seed", 0);
   check_range(seed >= 0, c, "seed", "must be non-negative");
   r.seed = uint64_t(seed);
-  r.device = Device::parse(c.get_string("device", "cpu"));
+  try {
+    r.device = Device::parse(c.get_string("device", "cpu"));
+  } catch (const Error& e) {
+    throw_invalid(fmt::format("config key 'device' {}: {}", c.origin("device"), e.message()),
+                  e.remedy());
+  }
   // Without a precision key a GPU run uses TF32 tensor cores for f32 convolutions and matrix
   // products, as PyTorch lets cuDNN do by default; the CPU computes in f32.
   r.precision = optim::parse_precision(c.get_string("precision", default_precision(r.device)),
@@ -125,10 +131,12 @@ RunConfig parse_run_config(const Config& c) {
   // Checked here, before any data is read, so a typo fails at once.
   const auto& models = nn::model_names();
   if (std::find(models.begin(), models.end(), r.model.name) == models.end())
-    throw_invalid(fmt::format("{}: model.name: unknown model '{}'", c.source(), r.model.name),
+    throw_invalid(fmt::format("{}: model.name: unknown model '{}'", c.source(),
+                              untrusted_excerpt(r.model.name)),
                   "use one of resnet18, resnet34, resnet50, small_cnn, mlp, tiny_resnet");
   if (r.model.stem != "cifar" && r.model.stem != "imagenet")
-    throw_invalid(fmt::format("{}: model.stem: unknown stem '{}'", c.source(), r.model.stem),
+    throw_invalid(fmt::format("{}: model.stem: unknown stem '{}'", c.source(),
+                              untrusted_excerpt(r.model.stem)),
                   "use \"cifar\" (3x3 conv, no max-pool) or \"imagenet\" (7x7/2 conv + max-pool)");
 
   // [data]
@@ -172,7 +180,8 @@ RunConfig parse_run_config(const Config& c) {
   OptimConfig& o = r.optim;
   o.name = c.get_string("optim.name", "sgd");
   if (o.name != "sgd" && o.name != "adamw")
-    throw_invalid(fmt::format("{}: optim.name: unknown optimizer '{}'", c.source(), o.name),
+    throw_invalid(fmt::format("{}: optim.name: unknown optimizer '{}'", c.source(),
+                              untrusted_excerpt(o.name)),
                   "use \"sgd\" or \"adamw\"");
   const double lr = c.get_double("optim.lr", o.name == "sgd" ? 0.1 : 1e-3);
   check_range(lr > 0, c, "optim.lr", fmt::format("must be positive, found {}", lr));
@@ -195,15 +204,17 @@ RunConfig parse_run_config(const Config& c) {
   else if (scope == "weights")
     o.decay_scope = nn::DecayScope::WeightsOnly;
   else
-    throw_invalid(fmt::format("{}: optim.decay: unknown value '{}'", c.source(), scope),
-                  "use \"all\" or \"weights\" (exempts batch-norm parameters and biases)");
+    throw_invalid(
+        fmt::format("{}: optim.decay: unknown value '{}'", c.source(), untrusted_excerpt(scope)),
+        "use \"all\" or \"weights\" (exempts batch-norm parameters and biases)");
 
   // [schedule]
   ScheduleConfig& s = r.schedule;
   s.name = c.get_string("schedule.name", "constant");
   const auto& names = optim::schedule_names();
   if (std::find(names.begin(), names.end(), s.name) == names.end())
-    throw_invalid(fmt::format("{}: schedule.name: unknown schedule '{}'", c.source(), s.name),
+    throw_invalid(fmt::format("{}: schedule.name: unknown schedule '{}'", c.source(),
+                              untrusted_excerpt(s.name)),
                   "use one of constant, cosine, step, one_cycle");
   // [train] counts, read before the schedule's lengths in epochs, which train.epochs bounds
   TrainConfig& t = r.train;

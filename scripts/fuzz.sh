@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, clang with AddressSanitizer and UndefinedBehaviorSanitizer)
+# into build-fuzz/ and runs each for a bounded time, starting from its seed corpus in
+# fuzz/corpus/<target>/. Any finding (crash, sanitizer report, hang over 10 s, memory over
+# 2 GiB, failed check) fails the script; the input that caused it is left in
+# build-fuzz/findings/ with the reproducer command printed.
+#
+#   scripts/fuzz.sh [-t SECONDS] [-j JOBS] [TARGET...]
+#     -t  seconds per target (default 60; CI's run)     -j  targets run at once (default 1)
+#     TARGET: safetensors idx cifar10 config ledger (default: all)
+# e.g. an hour each, all five at once:  scripts/fuzz.sh -t 3600 -j 5
+# The corpus each run grows is kept in build-fuzz/corpus/<target>/, so a later run goes on
+# from it; fuzz/corpus/ (the committed seeds) is never written.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=60
+jobs=1
+while getopts "t:j:" opt; do
+  case $opt in
+    t) seconds=$OPTARG ;;
+    j) jobs=$OPTARG ;;
+    *) echo "usage: scripts/fuzz.sh [-t SECONDS] [-j JOBS] [TARGET...]" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then targets=(safetensors idx cifar10 config ledger); fi
+for t in "${targets[@]}"; do
+  if [ ! -f "fuzz/fuzz_$t.cpp" ]; then
+    echo "fuzz.sh: no target '$t' (fuzz/fuzz_$t.cpp); targets: safetensors idx cifar10 config ledger" >&2
+    exit 2
+  fi
+done
+
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ -DHOURGLASS_GPU=off -DHOURGLASS_FUZZ=ON \
+  -DHOURGLASS_BUILD_TESTS=OFF -DHOURGLASS_BUILD_BENCH=OFF >/dev/null
+ninja -C build-fuzz "${targets[@]/#/fuzz_}"
+mkdir -p build-fuzz/findings build-fuzz/logs
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+run_one() {
+  local t=$1
+  mkdir -p "build-fuzz/corpus/$t"
+  # One worker thread for the readers' OpenMP pool: the fuzzer measures the reader, not the pool.
+  if OMP_NUM_THREADS=1 "build-fuzz/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t-" \
+      "build-fuzz/corpus/$t" "fuzz/corpus/$t" >"build-fuzz/logs/$t.log" 2>&1; then
+    echo "fuzz $t: clean, $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' \
+      "build-fuzz/logs/$t.log" | grep -o '[0-9]*$') inputs in ${seconds}s"
+  else
+    echo "fuzz $t: FINDING (log: build-fuzz/logs/$t.log)" >&2
+    grep -m1 -A12 "ERROR\|fuzz check failed\|Test unit written" "build-fuzz/logs/$t.log" >&2 || true
+    echo "reproduce: build-fuzz/fuzz/fuzz_$t build-fuzz/findings/$t-<crash file>" >&2
+    return 1
+  fi
+}
+
+failed=0
+running=0
+for t in "${targets[@]}"; do
+  run_one "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+exit $failed
