@@ -95,6 +95,9 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="after timing, profile STEPS steps and print each kernel's time per "
+                        "step (microseconds, one per line: us<TAB>calls<TAB>name) to stderr")
     a = p.parse_args()
 
     dev = torch.device("cuda")
@@ -141,6 +144,19 @@ def main():
         torch.cuda.synchronize()
         per_step.append((time.perf_counter() - t0) / a.steps)
     ms = statistics.median(per_step) * 1e3
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.profile):
+                step()
+            torch.cuda.synchronize()
+        kernels = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                us, calls = kernels.get(e.name, (0.0, 0))
+                kernels[e.name] = (us + e.time_range.elapsed_us() / a.profile, calls + 1)
+        for name, (us, calls) in sorted(kernels.items(), key=lambda kv: -kv[1][0]):
+            print(f"{us:.1f}\t{calls // a.profile}\t{name}", file=sys.stderr)
     r = {
         "framework": "pytorch" + ("-compile" if a.compile else "-eager"),
         "version": torch.__version__,

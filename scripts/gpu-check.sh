@@ -56,6 +56,12 @@ for stage in "${stages[@]}"; do
         if timeout 600 "$t" --gtest_brief=1 >> "$out/gputest.log" 2>&1; then
           passed=$((passed + 1)); else fails=$((fails + 1)); echo "FAILED binary: $t" >> "$out/gputest.log"; fi
       done
+      # The convolutions again with cuDNN's NCHW path forced (CTest's gpu_conv_linear_nchw_only).
+      t=build-device/tests/test_ops_gpu_conv_linear
+      if [ -x "$t" ] && { [ -z "${GPU_TESTS:-}" ] || [[ " $GPU_TESTS " == *" test_ops_gpu_conv_linear "* ]]; }; then
+        if HOURGLASS_CUDNN_LAYOUT=nchw timeout 600 "$t" --gtest_brief=1 >> "$out/gputest.log" 2>&1; then
+          passed=$((passed + 1)); else fails=$((fails + 1)); echo "FAILED binary: $t (nchw)" >> "$out/gputest.log"; fi
+      fi
       row gputest $fails "$passed binaries passed, $fails failed, $(( $(date +%s) - t0 )) s"
       grep -E "FAILED|Failure|Expected|Which is|actual|error:|SEGFAULT|exception" "$out/gputest.log" | head -80
       ;;

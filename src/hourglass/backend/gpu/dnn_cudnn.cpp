@@ -24,6 +24,14 @@
 // per-device state is never destroyed: handles outlive every tensor and are reclaimed with the
 // process (destroying them after the CUDA runtime has shut down would crash at exit).
 //
+// For f32 without TF32 the search also tries each pass in NCHW: some of cuDNN's fastest f32
+// engines (FFT, Winograd, the NCHW implicit GEMMs) exist only for NCHW tensors. Such a
+// candidate runs on NCHW copies of the operands kept in the call's workspace after the engine's
+// own bytes: the pass's inputs are transposed in, its output transposed back
+// (layout_kernels.h), and its timing includes those transposes, so it wins only where it wins
+// whole. HOURGLASS_CUDNN_LAYOUT=nhwc or =nchw restricts the search to one layout (nchw only
+// where it is tried: tests and comparisons).
+//
 // HOURGLASS_CUDNN_LOG=1 prints each pass's choice (engine, time, workspace) to stderr; =2 also
 // every timed candidate.
 #include <cudnn.h>
@@ -42,6 +50,7 @@
 #include <vector>
 
 #include "hourglass/backend/gpu/dnn.h"
+#include "hourglass/backend/gpu/layout_kernels.h"
 #include "hourglass/backend/gpu/libraries.h"
 #include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/base/error.h"
@@ -119,6 +128,11 @@ void log_if_failed(cudnnStatus_t status, const char* what) {
 enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
 constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
 
+// How cuDNN sees a pass's operands: the call's own channels-last buffers, or channels-first
+// copies of them (see the top of the file).
+enum Layout : int { kChannelsLast = 0, kChannelsFirst = 1, kLayouts = 2 };
+constexpr const char* kLayoutNames[kLayouts] = {"NHWC", "NCHW"};
+
 // How many acceptable engine configurations the search times at most (the heuristics list
 // about 5 for a convolution, the other engines about as many again).
 constexpr int kTimedCandidates = 24;
@@ -178,12 +192,17 @@ cudnnDataType_t cudnn_dtype(DType dtype) {
 }
 
 // A finalized tensor of logical dimensions [n, c, h, w] stored channels-last (NHWC
-// activations; KRSC weights as [K, C/groups, R, S]).
-Descriptor channels_last_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h,
-                                int64_t w, int64_t alignment, const CallContext& ctx) {
+// activations; KRSC weights as [K, C/groups, R, S]) or channels-first (NCHW; KCRS).
+Descriptor tensor_4d(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w,
+                     Layout layout, int64_t alignment, const CallContext& ctx) {
   Descriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR, ctx);
   const int64_t dims[4] = {n, c, h, w};
-  const int64_t strides[4] = {h * w * c, 1, w * c, c};
+  int64_t strides[4] = {h * w * c, 1, w * c, c};
+  if (layout == kChannelsFirst) {
+    strides[1] = h * w;
+    strides[2] = w;
+    strides[3] = 1;
+  }
   HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, ctx);
   HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, ctx);
   HG_CUDNN_SET(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, ctx);
@@ -238,8 +257,10 @@ ConvKey make_key(const ConvGeometry& g, DType dtype, MathMode math, dnn::Determi
 // it).
 struct PassPlan {
   bool found = false;
-  Descriptor operation, graph, engine, config, plan;
-  size_t workspace = 0;  // bytes
+  std::array<Descriptor, kLayouts> operation, graph;  // per layout, made when searched
+  Descriptor engine, config, plan;
+  Layout layout = kChannelsLast;  // of the chosen plan
+  size_t workspace = 0;           // bytes, the engine's own (NCHW copies come on top)
   // Variant packs by their pointers (x, w, y, workspace): a training step repeats its
   // addresses, so steady-state calls reuse them instead of building one per call.
   std::unordered_map<PlanKey<4>, Descriptor, PlanKeyHash> packs;
@@ -254,7 +275,12 @@ struct ConvPlan {
   MathMode math = MathMode::Exact;
   dnn::Determinism determinism = dnn::Determinism::Any;
   int64_t alignment = 16;
-  Descriptor x, w, y, conv;
+  struct Operands {
+    Descriptor x, w, y;
+  };
+  std::array<Operands, kLayouts> operands;  // [kChannelsFirst] only when it is searched
+  std::array<bool, kLayouts> searched{true, false};
+  Descriptor conv;
   std::array<PassPlan, kPasses> pass;
 
   CallContext context() const { return CallContext{&geometry, dtype}; }
@@ -270,24 +296,119 @@ void check_sizes(const ConvGeometry& g, DType dtype) {
            dtype_name(dtype), g.describe(), largest);
 }
 
+// HOURGLASS_CUDNN_LAYOUT: "nhwc" or "nchw" searches only that layout (where it is searched at
+// all); unset or anything else, both.
+bool layout_allowed(Layout layout) {
+  static const std::string only = [] {
+    const char* v = std::getenv("HOURGLASS_CUDNN_LAYOUT");
+    return std::string(v ? v : "");
+  }();
+  if (only == "nhwc") return layout == kChannelsLast;
+  if (only == "nchw") return layout == kChannelsFirst;
+  return true;
+}
+
 void init_plan(ConvPlan& plan) {
   const ConvGeometry& g = plan.geometry;
   const CallContext ctx = plan.context();
   const cudnnDataType_t type = cudnn_dtype(plan.dtype);
-  plan.x = channels_last_tensor(kUidX, type, g.n, g.c, g.h, g.w, plan.alignment, ctx);
-  plan.y = channels_last_tensor(kUidY, type, g.n, g.k, g.p, g.q, plan.alignment, ctx);
-  plan.w =
-      channels_last_tensor(kUidW, type, g.k, g.c / g.params.groups, g.r, g.s, plan.alignment, ctx);
+  // NCHW for f32 without TF32 (where NCHW-only engines win; with tensor cores NHWC is their
+  // native layout), and not in deterministic mode, which times nothing and keeps one choice.
+  const bool channels_first = plan.dtype == DType::F32 && plan.math == MathMode::Exact &&
+                              plan.determinism != dnn::Determinism::Required &&
+                              layout_allowed(kChannelsFirst);
+  plan.searched = {!channels_first || layout_allowed(kChannelsLast), channels_first};
+  for (const Layout layout : {kChannelsLast, kChannelsFirst}) {
+    if (!plan.searched[layout]) continue;
+    ConvPlan::Operands& o = plan.operands[layout];
+    o.x = tensor_4d(kUidX, type, g.n, g.c, g.h, g.w, layout, plan.alignment, ctx);
+    o.y = tensor_4d(kUidY, type, g.n, g.k, g.p, g.q, layout, plan.alignment, ctx);
+    o.w = tensor_4d(kUidW, type, g.k, g.c / g.params.groups, g.r, g.s, layout, plan.alignment, ctx);
+  }
   plan.conv = convolution(g.params, ctx);
+}
+
+// ---- NCHW copies
+
+// Byte offsets of the NCHW copies of x, w and y in a call's workspace, after the engine's own
+// `engine_bytes`; `end` is the workspace size the call needs. Each starts 256-byte aligned.
+struct ChannelsFirstCopies {
+  size_t x = 0, w = 0, y = 0, end = 0;
+};
+
+size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+ChannelsFirstCopies channels_first_copies(const ConvPlan& plan, size_t engine_bytes) {
+  const ConvGeometry& g = plan.geometry;
+  const size_t es = dtype_size(plan.dtype);
+  ChannelsFirstCopies c;
+  c.x = align_up(engine_bytes);
+  c.w = c.x + align_up(size_t(g.n * g.c * g.h * g.w) * es);
+  c.y = c.w + align_up(size_t(g.k * (g.c / g.params.groups) * g.r * g.s) * es);
+  c.end = c.y + align_up(size_t(g.n * g.k * g.p * g.q) * es);
+  return c;
+}
+
+// The workspace bytes a plan of `engine_bytes` needs in `layout`.
+size_t call_bytes(const ConvPlan& plan, Layout layout, size_t engine_bytes) {
+  return layout == kChannelsFirst ? channels_first_copies(plan, engine_bytes).end : engine_bytes;
+}
+
+// The pointers cuDNN is given for a call: the call's own (NHWC), or the copies (NCHW).
+struct Operands {
+  void *x, *w, *y;
+};
+
+// [n, c, h*w] <-> [n, h*w, c] for x and y; [k, c/groups, r*s] <-> [k, r*s, c/groups] for w.
+void to_channels_first(const void* in, void* out, int64_t n, int64_t c, int64_t spatial,
+                       DType dtype, gpuStream_t s) {
+  launch_batched_transpose(in, out, n, spatial, c, dtype, s);
+}
+void to_channels_last(const void* in, void* out, int64_t n, int64_t c, int64_t spatial, DType dtype,
+                      gpuStream_t s) {
+  launch_batched_transpose(in, out, n, c, spatial, dtype, s);
+}
+
+// Before a pass in `layout`: in NCHW, the pass's inputs are transposed into their copies in
+// `workspace` (forward: x and w; backward data: dy and w; backward filter: x and dy).
+Operands prepare(const ConvPlan& plan, Pass pass, Layout layout, const Operands& call,
+                 void* workspace, size_t engine_bytes, gpuStream_t s) {
+  if (layout == kChannelsLast) return call;
+  const ConvGeometry& g = plan.geometry;
+  const ChannelsFirstCopies c = channels_first_copies(plan, engine_bytes);
+  char* base = static_cast<char*>(workspace);
+  const Operands copies{base + c.x, base + c.w, base + c.y};
+  const int64_t cg = g.c / g.params.groups;
+  if (pass != kBackwardData)
+    to_channels_first(call.x, copies.x, g.n, g.c, g.h * g.w, plan.dtype, s);
+  if (pass != kBackwardFilter)
+    to_channels_first(call.w, copies.w, g.k, cg, g.r * g.s, plan.dtype, s);
+  if (pass != kForward) to_channels_first(call.y, copies.y, g.n, g.k, g.p * g.q, plan.dtype, s);
+  return copies;
+}
+
+// After a pass in `layout`: in NCHW, its output is transposed back into the call's buffer.
+void finish(const ConvPlan& plan, Pass pass, Layout layout, const Operands& used,
+            const Operands& call, gpuStream_t s) {
+  if (layout == kChannelsLast) return;
+  const ConvGeometry& g = plan.geometry;
+  switch (pass) {
+    case kForward: to_channels_last(used.y, call.y, g.n, g.k, g.p * g.q, plan.dtype, s); break;
+    case kBackwardData: to_channels_last(used.x, call.x, g.n, g.c, g.h * g.w, plan.dtype, s); break;
+    default:
+      to_channels_last(used.w, call.w, g.k, g.c / g.params.groups, g.r * g.s, plan.dtype, s);
+      break;
+  }
 }
 
 // The one-operation graph of a pass: y = conv(x, w), dx = conv_data(dy, w) or
 // dw = conv_filter(x, dy), each with alpha 1 and beta 0 (the output is overwritten).
-void init_graph(const ConvPlan& plan, Pass pass, PassPlan& pp, cudnnHandle_t handle) {
+void init_graph(const ConvPlan& plan, Pass pass, Layout layout, PassPlan& pp,
+                cudnnHandle_t handle) {
   const CallContext ctx = plan.context();
   const float alpha = 1.0f, beta = 0.0f;
-  cudnnBackendDescriptor_t x = plan.x.get(), w = plan.w.get(), y = plan.y.get(),
-                           conv = plan.conv.get();
+  const ConvPlan::Operands& o = plan.operands[layout];
+  cudnnBackendDescriptor_t x = o.x.get(), w = o.w.get(), y = o.y.get(), conv = plan.conv.get();
   constexpr auto kDesc = CUDNN_TYPE_BACKEND_DESCRIPTOR;
   switch (pass) {
     case kForward: {
@@ -300,7 +421,7 @@ void init_graph(const ConvPlan& plan, Pass pass, PassPlan& pp, cudnnHandle_t han
                    ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
                    ctx);
-      pp.operation = std::move(op);
+      pp.operation[layout] = std::move(op);
       break;
     }
     case kBackwardData: {
@@ -313,7 +434,7 @@ void init_graph(const ConvPlan& plan, Pass pass, PassPlan& pp, cudnnHandle_t han
                    ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
                    ctx);
-      pp.operation = std::move(op);
+      pp.operation[layout] = std::move(op);
       break;
     }
     default: {
@@ -326,17 +447,17 @@ void init_graph(const ConvPlan& plan, Pass pass, PassPlan& pp, cudnnHandle_t han
                    &alpha, ctx);
       HG_CUDNN_SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta,
                    ctx);
-      pp.operation = std::move(op);
+      pp.operation[layout] = std::move(op);
       break;
     }
   }
-  HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(pp.operation.get()), ctx);
+  HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(pp.operation[layout].get()), ctx);
   Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, ctx);
-  cudnnBackendDescriptor_t op = pp.operation.get();
+  cudnnBackendDescriptor_t op = pp.operation[layout].get();
   HG_CUDNN_SET(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, kDesc, 1, &op, ctx);
   HG_CUDNN_SET(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, ctx);
   HG_CUDNN_CHECK_FOR(cudnnBackendFinalize(graph.get()), ctx);
-  pp.graph = std::move(graph);
+  pp.graph[layout] = std::move(graph);
 }
 
 // ---- per-device state
@@ -548,20 +669,21 @@ bool acceptable(const Candidate& c, const ConvPlan& plan) {
 // every other engine with its default knobs unless `heuristics_only` (deterministic mode,
 // which takes the heuristics' first). Engines compiled at run time come from the heuristics
 // only, and last: they cost seconds to build.
-std::vector<Candidate> candidates(const ConvPlan& plan, const PassPlan& pp, bool heuristics_only) {
+std::vector<Candidate> candidates(const ConvPlan& plan, const Descriptor& graph,
+                                  bool heuristics_only) {
   const CallContext ctx = plan.context();
   std::vector<Candidate> out;
   std::unordered_set<std::string> seen;
   std::unordered_set<int64_t> engines;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK})
-    for (Descriptor& config : heuristic_configs(pp.graph, mode, ctx)) {
+    for (Descriptor& config : heuristic_configs(graph, mode, ctx)) {
       Candidate c = describe_config(std::move(config), ctx);
       engines.insert(c.engine_index);
       if (!acceptable(c, plan) || !seen.insert(c.name).second) continue;
       out.push_back(std::move(c));
     }
   if (!heuristics_only)
-    for (auto& [engine, config] : all_engine_configs(pp.graph, ctx)) {
+    for (auto& [engine, config] : all_engine_configs(graph, ctx)) {
       Candidate c = describe_config(std::move(config), ctx);
       if (engines.count(c.engine_index) != 0 || c.runtime_compiled || !acceptable(c, plan))
         continue;
@@ -672,50 +794,64 @@ class PlanTimer {
 };
 
 // Chooses pass `pass`'s execution plan (see the top of the file) on the call's own buffers.
-void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, void* x, void* w, void* y) {
+void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const Operands& call) {
   PassPlan& pp = plan.pass[size_t(pass)];
   const CallContext ctx = plan.context();
-  if (!pp.graph) init_graph(plan, pass, pp, st.handle);
   const bool deterministic = plan.determinism == dnn::Determinism::Required;
-  std::vector<Candidate> cands = candidates(plan, pp, deterministic);
+  const gpuStream_t s = stream(device);
 
-  // Build plans in that order: the first acceptable one in deterministic mode, else up to
-  // kTimedCandidates.
+  // Build plans in the candidates' order, per layout: the first acceptable one in
+  // deterministic mode, else up to kTimedCandidates.
   const size_t wanted = deterministic ? 1 : kTimedCandidates;
   struct Built {
-    Candidate* candidate;
+    Candidate candidate;
+    Layout layout;
     Descriptor plan;
     size_t workspace;
     float ms = 0;
   };
   std::vector<Built> built;
-  for (Candidate& c : cands) {
-    if (built.size() >= wanted) break;
-    size_t workspace = 0;
-    Descriptor p = build_plan(st.handle, c, workspace, ctx);
-    if (!p || workspace > dnn::kMaxWorkspaceBytes) continue;
-    built.push_back(Built{&c, std::move(p), workspace});
+  size_t listed = 0;
+  for (const Layout layout : {kChannelsLast, kChannelsFirst}) {
+    if (!plan.searched[layout]) continue;
+    if (!pp.graph[layout]) init_graph(plan, pass, layout, pp, st.handle);
+    std::vector<Candidate> cands = candidates(plan, pp.graph[layout], deterministic);
+    listed += cands.size();
+    size_t kept = 0;
+    for (Candidate& c : cands) {
+      if (kept >= wanted) break;
+      size_t workspace = 0;
+      Descriptor p = build_plan(st.handle, c, workspace, ctx);
+      if (!p || workspace > dnn::kMaxWorkspaceBytes) continue;
+      built.push_back(Built{std::move(c), layout, std::move(p), workspace});
+      ++kept;
+    }
   }
 
   size_t chosen = 0;
   int timed = 0;
   if (built.size() > 1) {
     size_t bytes = 0;
-    for (const Built& b : built) bytes = std::max(bytes, b.workspace);
+    for (const Built& b : built) bytes = std::max(bytes, call_bytes(plan, b.layout, b.workspace));
     Tensor workspace = search_workspace(bytes, device);
     void* ws = workspace.defined() ? workspace.data_ptr() : nullptr;
     PlanTimer timer(device);
     float best = -1.0f;
     for (size_t i = 0; i < built.size(); ++i) {
       Built& b = built[i];
-      b.ms = b.workspace > bytes
-                 ? -1.0f
-                 : timer.time([&] { return execute(st.handle, b.plan, x, w, y, ws, ctx); }, best);
+      const auto run = [&] {
+        const Operands used = prepare(plan, pass, b.layout, call, ws, b.workspace, s);
+        const cudnnStatus_t status = execute(st.handle, b.plan, used.x, used.w, used.y, ws, ctx);
+        finish(plan, pass, b.layout, used, call, s);
+        return status;
+      };
+      b.ms = call_bytes(plan, b.layout, b.workspace) > bytes ? -1.0f : timer.time(run, best);
       if (b.ms < 0) continue;
       ++timed;
       if (log_level() >= 2)
-        fmt::print(stderr, "cuDNN {} {}: {} {:.3f} ms, {} bytes of workspace\n", kPassNames[pass],
-                   plan.geometry.describe(), b.candidate->name, b.ms, b.workspace);
+        fmt::print(stderr, "cuDNN {} {}: {} {} {:.3f} ms, {} bytes of workspace\n",
+                   kPassNames[pass], plan.geometry.describe(), kLayoutNames[b.layout],
+                   b.candidate.name, b.ms, b.workspace);
       if (best < 0 || b.ms < best) {
         best = b.ms;
         chosen = i;
@@ -731,19 +867,20 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, void* x, voi
                     kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
                     plan.dtype == DType::F32 && plan.math == MathMode::Exact ? " without TF32" : "",
                     plan.determinism == dnn::Determinism::Required ? " that is deterministic" : "",
-                    cands.size()),
+                    listed),
         "change the convolution's shape, padding, dilation or groups, use another "
         "precision, or device = \"cpu\"");
   Built& b = built[chosen];
   if (log_level() >= 1)
     fmt::print(stderr,
-               "cuDNN {} {} {}: {} ({:.3f} ms, fastest of {} timed; {} bytes of "
+               "cuDNN {} {} {}: {} {} ({:.3f} ms, fastest of {} timed; {} bytes of "
                "workspace)\n",
                kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
-               b.candidate->name, b.ms, timed, b.workspace);
-  pp.engine = std::move(b.candidate->engine);
-  pp.config = std::move(b.candidate->config);
+               kLayoutNames[b.layout], b.candidate.name, b.ms, timed, b.workspace);
+  pp.engine = std::move(b.candidate.engine);
+  pp.config = std::move(b.candidate.config);
   pp.plan = std::move(b.plan);
+  pp.layout = b.layout;
   pp.workspace = b.workspace;
   pp.found = true;
 }
@@ -768,19 +905,24 @@ void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int 
   void* yp = y.data_ptr();
   ConvPlan& plan = plan_for(st, g, dtype, math, common_alignment({xp, wp, yp}));
   PassPlan& pp = plan.pass[size_t(pass)];
-  if (!pp.found) search(st, plan, pass, device, xp, wp, yp);
-  const Tensor workspace = call_workspace(pp.workspace, device);
+  const Operands call{xp, wp, yp};
+  if (!pp.found) search(st, plan, pass, device, call);
+  const Tensor workspace = call_workspace(call_bytes(plan, pp.layout, pp.workspace), device);
   void* wsp = pointer_of(workspace);
+  const gpuStream_t s = stream(device);
+  const Operands used = prepare(plan, pass, pp.layout, call, wsp, pp.workspace, s);
   const PlanKey<4> pointers{
-      {int64_t(reinterpret_cast<intptr_t>(xp)), int64_t(reinterpret_cast<intptr_t>(wp)),
-       int64_t(reinterpret_cast<intptr_t>(yp)), int64_t(reinterpret_cast<intptr_t>(wsp))}};
+      {int64_t(reinterpret_cast<intptr_t>(used.x)), int64_t(reinterpret_cast<intptr_t>(used.w)),
+       int64_t(reinterpret_cast<intptr_t>(used.y)), int64_t(reinterpret_cast<intptr_t>(wsp))}};
   auto pack = pp.packs.find(pointers);
   if (pack == pp.packs.end()) {
     if (pp.packs.size() >= kMaxPacksPerPass) pp.packs.clear();
-    pack = pp.packs.emplace(pointers, variant_pack(xp, wp, yp, wsp, plan.context())).first;
+    pack =
+        pp.packs.emplace(pointers, variant_pack(used.x, used.w, used.y, wsp, plan.context())).first;
   }
   HG_CUDNN_CHECK_FOR(cudnnBackendExecute(st.handle, pp.plan.get(), pack->second.get()),
                      plan.context());
+  finish(plan, pass, pp.layout, used, call, s);
 }
 
 }  // namespace
