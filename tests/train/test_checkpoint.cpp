@@ -75,7 +75,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   s.samples = 33;
   s.train_seconds = 1.0 / 3.0;
   s.checkpoint_seconds = 0.125;
-  s.best_test_acc = 0.6875;
+  s.best_acc = 0.6875;
   s.best_checkpoint = "step-000000002.safetensors";
   s.last_epoch_record = R"({"epoch":1,"train_loss":0.5})";
   s.seed = 7;
@@ -95,7 +95,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   EXPECT_EQ(r.samples, s.samples);
   EXPECT_EQ(r.train_seconds, s.train_seconds);
   EXPECT_EQ(r.checkpoint_seconds, s.checkpoint_seconds);
-  EXPECT_EQ(r.best_test_acc, s.best_test_acc);
+  EXPECT_EQ(r.best_acc, s.best_acc);
   EXPECT_EQ(r.best_checkpoint, s.best_checkpoint);
   EXPECT_EQ(r.last_epoch_record, s.last_epoch_record);
   EXPECT_EQ(r.seed, s.seed);
@@ -237,7 +237,7 @@ struct TinyRun {
     state.loss_sum = 3.5;
     state.correct = 9;
     state.samples = 16;
-    state.best_test_acc = 0.5;
+    state.best_acc = 0.5;
     state.best_checkpoint = "step-000000001.safetensors";
     state.last_epoch_record = R"({"epoch":1,"train_loss":0.5,"test_acc":0.5})";
     state.seed = 7;
@@ -476,7 +476,7 @@ TEST(Checkpoint, RunStateOutOfRangeIsRefused) {
         meta["hourglass.best_test_acc"] = "-1";
         meta["hourglass.best_checkpoint"] = "";
       });
-  EXPECT_EQ(train::read_training_checkpoint(before_eval).state.best_test_acc, -1);
+  EXPECT_EQ(train::read_training_checkpoint(before_eval).state.best_acc, -1);
 }
 
 // A checkpoints folder whose newest file is refused (a deeply nested header, a best name that
@@ -516,7 +516,7 @@ TEST(Checkpoint, ResumeAutoFallsBackPastAHostileNewestCheckpoint) {
       s.step = 3;
       s.epoch = 3;
       s.last_epoch_record = R"({"epoch":3})";
-      s.best_test_acc = 0.75;
+      s.best_acc = 0.75;
       s.best_checkpoint = "../../etc/passwd";
       // save_training_checkpoint writes what it is given: the reader must refuse it.
       train::save_training_checkpoint(newest, *t.model, *t.sgd, t.config, s);

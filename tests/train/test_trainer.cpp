@@ -5,9 +5,11 @@
 #include "support/temp_dir.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include "hourglass/device/allocator.h"
 #include "hourglass/tensor/safetensors.h"
+#include "hourglass/train/checkpoint_dir.h"
 #include "hourglass/train/trainer.h"
 
 namespace hg {
@@ -66,6 +68,57 @@ TEST(Trainer, GradientAccumulationKeepsTheEffectiveBatch) {
   EXPECT_LT(max_diff, 1e-5);
   EXPECT_NEAR(ha.back().train_loss, hb.back().train_loss, 1e-5);
   EXPECT_LT(ha.back().train_loss, ha.front().train_loss);
+}
+
+TEST(Trainer, AValidationSplitIsHeldOutAndChoosesTheBestCheckpoint) {
+  Config c = synthetic_mlp_config();
+  c.set_override("data.val_fraction=0.25");
+  c.set_override("train.epochs=6");
+  c.set_override("optim.lr=0.02");
+  const std::string dir = run_dir("validation");
+  train::Trainer t(c, {dir, false});
+  const std::vector<train::EpochMetrics> history = t.run();
+  ASSERT_EQ(history.size(), 6u);
+  // 192 training samples of 4 classes: a quarter of each class held out.
+  const train::TrainingSetup& setup = t.setup();
+  ASSERT_TRUE(setup.parts.validation_set);
+  EXPECT_EQ(setup.parts.train_set->size() + setup.parts.validation_set->size(), 192);
+  EXPECT_NEAR(double(setup.parts.validation_set->size()), 48.0, 2.0);
+  EXPECT_EQ(setup.parts.test_set->size(), 64);
+  size_t best_epoch = 0, best_test_epoch = 0;
+  for (size_t e = 0; e < history.size(); ++e) {
+    EXPECT_TRUE(history[e].has_validation);
+    EXPECT_GE(history[e].val_acc, 0.0);
+    EXPECT_LE(history[e].val_acc, 1.0);
+    if (history[e].val_acc > history[best_epoch].val_acc) best_epoch = e;
+    if (history[e].test_acc > history[best_test_epoch].test_acc) best_test_epoch = e;
+  }
+  // `best` is the epoch-end checkpoint of the best validation accuracy, whatever the test says.
+  const int64_t steps_per_epoch = t.global_step() / 6;
+  std::ifstream best(dir + "/checkpoints/best");
+  std::string best_name;
+  std::getline(best, best_name);
+  EXPECT_EQ(best_name, train::CheckpointDir::file_name(steps_per_epoch * int64_t(best_epoch + 1)))
+      << "best validation epoch " << best_epoch + 1 << ", best test epoch " << best_test_epoch + 1;
+  // metrics.jsonl carries both accuracies on every line.
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line); ++lines) {
+    EXPECT_NE(line.find("\"val_acc\""), std::string::npos) << line;
+    EXPECT_NE(line.find("\"test_acc\""), std::string::npos) << line;
+  }
+  EXPECT_EQ(lines, 6);
+}
+
+TEST(Trainer, AValidationFractionThatLeavesNothingIsRefusedNamingTheKey) {
+  Config c = synthetic_mlp_config();
+  c.set_override("data.val_fraction=0.001");  // round(0.001 x 48) = 0 per class
+  try {
+    train::Trainer t(c, {run_dir("validation_empty"), false});
+    FAIL() << "a validation split of no samples was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("data.val_fraction"), std::string::npos) << e.message();
+  }
 }
 
 TEST(Trainer, OutOfMemoryHalvesTheMicroBatchAndKeepsTheTrajectory) {

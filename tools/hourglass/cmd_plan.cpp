@@ -75,7 +75,9 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
 
   Measured m;
   m.train_images = setup.parts.train_set->size();
-  m.eval_images = setup.parts.test_set->size();
+  // An epoch evaluates the validation set (when held out) and the test set at the same rate.
+  m.eval_images = setup.parts.test_set->size() +
+                  (setup.parts.validation_set ? setup.parts.validation_set->size() : 0);
   m.train_images_per_s = double(images) / train_seconds;
 
   // Evaluation as each epoch runs it (train::evaluate over the whole test set), the second of
@@ -134,6 +136,15 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
 }
 
 // Training and test images per epoch without loading the data, for a given throughput.
+// Moves the share data.val_fraction holds out (about: the hold-out rounds per class) from the
+// training images to the evaluated ones.
+Measured with_validation(const train::RunConfig& run, Measured m) {
+  const auto held = int64_t(std::llround(run.data.val_fraction * double(m.train_images)));
+  m.train_images -= held;
+  m.eval_images += held;
+  return m;
+}
+
 Measured sizes_without_loading(const train::RunConfig& run) {
   Measured m;
   if (run.data.dataset == "synthetic") {
@@ -141,16 +152,18 @@ Measured sizes_without_loading(const train::RunConfig& run) {
     m.eval_images = run.data.synthetic.synthetic_test_size;
     if (run.data.train_limit > 0) m.train_images = std::min(m.train_images, run.data.train_limit);
     if (run.data.test_limit > 0) m.eval_images = std::min(m.eval_images, run.data.test_limit);
-    return m;
+    return with_validation(run, m);
   }
   m.train_images = train::standard_split_size(run.data.dataset, true, run.data.train_limit);
   m.eval_images = train::standard_split_size(run.data.dataset, false, run.data.test_limit);
   if (m.train_images == 0 || m.eval_images == 0) {  // an unknown size: load to count
     const train::RunParts parts = train::build_run_parts(run, true);
     m.train_images = parts.train_set->size();
-    m.eval_images = parts.test_set->size();
+    m.eval_images =
+        parts.test_set->size() + (parts.validation_set ? parts.validation_set->size() : 0);
+    return m;
   }
-  return m;
+  return with_validation(run, m);
 }
 
 std::string limits_text(const train::BudgetLimits& l) {

@@ -247,7 +247,7 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
   m[key("epoch_samples")] = std::to_string(s.samples);
   m[key("epoch_train_seconds")] = fmt::format("{}", s.train_seconds);
   m[key("epoch_checkpoint_seconds")] = fmt::format("{}", s.checkpoint_seconds);
-  m[key("best_test_acc")] = fmt::format("{}", s.best_test_acc);
+  m[key("best_test_acc")] = fmt::format("{}", s.best_acc);
   m[key("best_checkpoint")] = s.best_checkpoint;
   m[key("last_epoch_record")] = s.last_epoch_record;
   m[key("seed")] = std::to_string(s.seed);
@@ -272,7 +272,7 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path, CheckpointTru
   s.samples = r.number<int64_t>("epoch_samples");
   s.train_seconds = r.number<double>("epoch_train_seconds");
   s.checkpoint_seconds = r.number<double>("epoch_checkpoint_seconds");
-  s.best_test_acc = r.number<double>("best_test_acc");
+  s.best_acc = r.number<double>("best_test_acc");
   s.best_checkpoint = r.text("best_checkpoint");
   s.last_epoch_record = r.text("last_epoch_record");
   s.seed = r.number<uint64_t>("seed");
@@ -318,9 +318,9 @@ void check_training_state(const std::string& path, const TrainingState& s, int64
                                      "epoch's sums are empty",
                                      s.samples, s.loss_sum, s.correct));
 
-  if (s.best_test_acc != -1 && !(s.best_test_acc >= 0 && s.best_test_acc <= 1))
+  if (s.best_acc != -1 && !(s.best_acc >= 0 && s.best_acc <= 1))
     bad("best_test_acc",
-        fmt::format("= {} is neither an accuracy in [0, 1] nor -1 (none yet)", s.best_test_acc));
+        fmt::format("= {} is neither an accuracy in [0, 1] nor -1 (none yet)", s.best_acc));
   if (!s.best_checkpoint.empty()) {
     const int64_t best_step = checkpoint_name_step(s.best_checkpoint);
     if (best_step < 0)
@@ -330,9 +330,9 @@ void check_training_state(const std::string& path, const TrainingState& s, int64
     if (best_step > s.step)
       bad("best_checkpoint", fmt::format("= '{}' is later than the checkpoint's own step {}",
                                          s.best_checkpoint, s.step));
-    if (s.best_test_acc < 0)
-      bad("best_checkpoint", fmt::format("= '{}' but best_test_acc is {} (none yet)",
-                                         s.best_checkpoint, s.best_test_acc));
+    if (s.best_acc < 0)
+      bad("best_checkpoint",
+          fmt::format("= '{}' but best_test_acc is {} (none yet)", s.best_checkpoint, s.best_acc));
   }
 
   // The metrics line re-appended to metrics.jsonl on resume: a flat JSON object of finite

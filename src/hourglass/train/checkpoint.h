@@ -62,7 +62,10 @@ struct TrainingState {
   int64_t samples = 0;  // >= 0; 0 (with the sums) when batch is 0
   double train_seconds = 0;
   double checkpoint_seconds = 0;
-  double best_test_acc = -1;      // over completed epochs, in [0, 1]; -1 before the first
+  // The best accuracy `best` was chosen on over completed epochs (validation when the run holds
+  // one out, else test), in [0, 1]; -1 before the first. Stored as metadata "best_test_acc",
+  // the key's name since the checkpoint-v3 format began.
+  double best_acc = -1;
   std::string best_checkpoint;    // file name (step-<9 digits>.safetensors, no later than `step`)
                                   // of the checkpoint that reached it, or ""
   std::string last_epoch_record;  // metrics.jsonl line of epoch `epoch` (1-based), if any
@@ -93,7 +96,7 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path,
 
 // Throws InvalidInput naming `path` and the field when a field of `state` is out of range:
 // counts negative, epoch/batch/step inconsistent with the optimizer step `optim_step`, sums
-// not finite or impossible, best_test_acc outside [0, 1] and not -1, best_checkpoint not a
+// not finite or impossible, best_acc outside [0, 1] and not -1, best_checkpoint not a
 // checkpoint file name, last_epoch_record not the metrics line of epoch `epoch`, loss_scale
 // not "scale good_steps".
 void check_training_state(const std::string& path, const TrainingState& state, int64_t optim_step);

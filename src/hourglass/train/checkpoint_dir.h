@@ -5,7 +5,8 @@
 //                                           optimizer step zero-padded to 9 digits
 //   <run_dir>/checkpoints/last              text: the file name of the newest checkpoint
 //   <run_dir>/checkpoints/best              text: the file name of the epoch-end checkpoint
-//                                           with the best test accuracy so far
+//                                           with the best accuracy so far (validation
+//                                           when the run holds it out, else test)
 //   <run_dir>/checkpoints/discarded/        checkpoints newer than the one a run resumed from
 //                                           (invalid ones, or ones a --resume PATH went back
 //                                           past), moved out of the rotation for inspection

@@ -147,6 +147,8 @@ RunConfig parse_run_config(const Config& c) {
                          "must be non-negative (0 = all)");
   d.test_limit = int_in(c, "data.test_limit", 0, 0, std::numeric_limits<int64_t>::max(),
                         "must be non-negative (0 = all)");
+  d.val_fraction = double_in(c, "data.val_fraction", 0.0, 0.0, 0.5, Upper::Closed,
+                             "in [0, 0.5] (the share of each class held out for validation)");
   d.transform = data::default_transform(d.dataset);
   d.augment = c.get_bool("data.augment", false);
   d.transform.crop_padding =
@@ -282,6 +284,8 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("data.dataset", quoted(d.dataset));
   line("data.train_limit", d.train_limit);
   line("data.test_limit", d.test_limit);
+  // Only when set, so that runs without validation keep the text (and hash) they had.
+  if (d.val_fraction > 0) line("data.val_fraction", d.val_fraction);
   line("data.augment", d.augment);
   line("data.crop_padding", d.transform.crop_padding);
   line("data.flip", d.transform.flip);

@@ -22,6 +22,9 @@ struct DataConfig {
   std::string path;         // empty: the dataset's default location
   int64_t train_limit = 0;  // > 0: first N training samples only
   int64_t test_limit = 0;
+  // > 0: this share of each class of the training set is held out for validation (seeded by
+  // the run's seed); the `best` checkpoint is then chosen on it, never on the test set.
+  double val_fraction = 0;
   bool augment = false;
   data::TransformOptions transform;  // normalisation, crop padding, flip
   int workers = 1;

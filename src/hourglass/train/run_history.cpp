@@ -35,6 +35,9 @@ EpochMetrics from_json(const ordered_json& j) {
   m.train_acc = number(j, "train_acc");
   m.test_loss = number(j, "test_loss");
   m.test_acc = number(j, "test_acc");
+  m.has_validation = j.contains("val_acc");
+  m.val_loss = number(j, "val_loss");
+  m.val_acc = number(j, "val_acc");
   m.images_per_s = number(j, "images_per_s");
   m.epoch_seconds = number(j, "epoch_seconds");
   m.lr = number(j, "lr");
@@ -45,15 +48,19 @@ EpochMetrics from_json(const ordered_json& j) {
 }  // namespace
 
 std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) {
-  return {{"epoch", double(m.epoch)},
-          {"train_loss", m.train_loss},
-          {"train_acc", m.train_acc},
-          {"test_loss", m.test_loss},
-          {"test_acc", m.test_acc},
-          {"images_per_s", m.images_per_s},
-          {"epoch_seconds", m.epoch_seconds},
-          {"lr", m.lr},
-          {"checkpoint_seconds", m.checkpoint_seconds}};
+  std::vector<std::pair<std::string, double>> r = {
+      {"epoch", double(m.epoch)}, {"train_loss", m.train_loss}, {"train_acc", m.train_acc}};
+  if (m.has_validation) {
+    r.emplace_back("val_loss", m.val_loss);
+    r.emplace_back("val_acc", m.val_acc);
+  }
+  r.insert(r.end(), {{"test_loss", m.test_loss},
+                     {"test_acc", m.test_acc},
+                     {"images_per_s", m.images_per_s},
+                     {"epoch_seconds", m.epoch_seconds},
+                     {"lr", m.lr},
+                     {"checkpoint_seconds", m.checkpoint_seconds}});
+  return r;
 }
 
 std::string epoch_record_json(const EpochMetrics& m) {

@@ -18,7 +18,10 @@ struct EpochMetrics {
   double train_loss = 0;  // mean over the epoch's samples (with label smoothing)
   double train_acc = 0;   // fraction
   double test_loss = 0;
-  double test_acc = 0;      // fraction
+  double test_acc = 0;          // fraction
+  bool has_validation = false;  // the run holds out a validation set (data.val_fraction)
+  double val_loss = 0;
+  double val_acc = 0;       // fraction; what `best` is chosen on when has_validation
   double images_per_s = 0;  // training throughput (excludes evaluation)
   double epoch_seconds = 0;
   double lr = 0;                  // at the end of the epoch

@@ -1,6 +1,7 @@
 #include "hourglass/train/trainer.h"
 
 #include <cstdio>
+#include <map>
 
 #include "hourglass/autograd/tape.h"
 #include "hourglass/base/log.h"
@@ -83,7 +84,7 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
              ckpt.file.path, s.loss_scale);
     scaler->load_state(Tensor::from_vector<float>({float(scale), 0.0f, float(good)}, {3}));
   }
-  best_test_acc_ = s.best_test_acc;
+  best_acc_ = s.best_acc;
   last_epoch_record_ = s.last_epoch_record;
   history_ = session_->adopt(ckpt);
 }
@@ -106,7 +107,7 @@ double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t 
     s.train_seconds = p->train_seconds();
     s.checkpoint_seconds = p->checkpoint_seconds;
   }
-  s.best_test_acc = best_test_acc_;
+  s.best_acc = best_acc_;
   s.last_epoch_record = last_epoch_record_;
   s.seed = run_.seed;
   TrainStep& step = *setup_.step;
@@ -185,17 +186,28 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   m.images_per_s = train_seconds > 0 ? double(p.samples) / train_seconds : 0;
   HG_CHECK(std::isfinite(m.train_loss), "training diverged in epoch {}: the loss is {}", m.epoch,
            m.train_loss);
-  EvalResult eval = evaluate(net, *setup_.test_loader, step.context());
-  last_eval_seconds_ = eval.seconds;
+  // Validation (when held out) decides which checkpoint is `best`; the test set is reported only.
+  double eval_seconds = 0;
+  if (setup_.validation_loader) {
+    const EvalResult val = evaluate(net, *setup_.validation_loader, step.context());
+    m.has_validation = true;
+    m.val_loss = val.loss;
+    m.val_acc = val.accuracy;
+    eval_seconds += val.seconds;
+  }
+  const EvalResult eval = evaluate(net, *setup_.test_loader, step.context());
+  eval_seconds += eval.seconds;
+  last_eval_seconds_ = eval_seconds;
   m.test_loss = eval.loss;
   m.test_acc = eval.accuracy;
   // The rate of the epoch's last step (from the schedule: a run resumed at the epoch's end
   // has not set it).
   m.lr = global_step() > 0 ? setup_.schedule->lr(global_step() - 1) : setup_.optimizer->lr();
   m.checkpoint_seconds = p.checkpoint_seconds;
-  m.epoch_seconds = train_seconds + eval.seconds;
-  if (m.test_acc > best_test_acc_) {
-    best_test_acc_ = m.test_acc;
+  m.epoch_seconds = train_seconds + eval_seconds;
+  const double selection_acc = m.has_validation ? m.val_acc : m.test_acc;
+  if (selection_acc > best_acc_) {
+    best_acc_ = selection_acc;
     session_->set_best_checkpoint(CheckpointDir::file_name(global_step()));
   }
   // The epoch-end checkpoint carries this epoch's metrics line, which a resume restores if a
@@ -207,9 +219,10 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   session_->append_metrics(epoch_record(m));
   history.push_back(m);
   progress.finish(fmt::format(
-      "loss {:.4f} train_acc {:.4f} test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s)",
-      m.train_loss, m.train_acc, m.test_acc, m.images_per_s, m.epoch_seconds,
-      m.checkpoint_seconds));
+      "loss {:.4f} train_acc {:.4f} {}test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s)",
+      m.train_loss, m.train_acc,
+      m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
+      m.images_per_s, m.epoch_seconds, m.checkpoint_seconds));
   // A stop requested during the evaluation: the epoch-end checkpoint is already written. After
   // the last epoch run() asks the session instead (start_finishing: signals and requests only;
   // the budget left is enough for the final weights).
@@ -236,9 +249,13 @@ std::vector<EpochMetrics> Trainer::run() {
   if (stopped()) return stop();
   // From this line on a stop request is honoured after a step, with a checkpoint.
   HG_LOG_INFO(
-      "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {} test images, {} steps",
+      "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {}{} test images, {} "
+      "steps",
       run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
       optim::precision_name(run_.precision), num_threads(), setup_.parts.train_set->size(),
+      setup_.parts.validation_set
+          ? fmt::format("{} validation / ", setup_.parts.validation_set->size())
+          : std::string(),
       setup_.parts.test_set->size(), setup_.total_steps);
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch)
     if (!train_epoch(epoch, history)) return stop();
@@ -246,10 +263,13 @@ std::vector<EpochMetrics> Trainer::run() {
   // checkpoint covers the whole run, and resuming from it writes the final weights.
   stop_reason_ = session_->start_finishing();
   if (stopped()) return stop();
-  session_->save_final(model(), *setup_.optimizer,
-                       {{"hourglass.epochs", std::to_string(run_.train.epochs)},
-                        {"hourglass.test_acc",
-                         fmt::format("{:.6f}", history.empty() ? 0.0 : history.back().test_acc)}});
+  std::map<std::string, std::string> final_metadata = {
+      {"hourglass.epochs", std::to_string(run_.train.epochs)},
+      {"hourglass.test_acc",
+       fmt::format("{:.6f}", history.empty() ? 0.0 : history.back().test_acc)}};
+  if (!history.empty() && history.back().has_validation)
+    final_metadata["hourglass.val_acc"] = fmt::format("{:.6f}", history.back().val_acc);
+  session_->save_final(model(), *setup_.optimizer, final_metadata);
   session_->finish("");
   return history;
 }

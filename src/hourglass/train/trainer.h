@@ -61,6 +61,8 @@ class Trainer {
   const std::string& run_dir() const { return session_->run_dir(); }
   nn::Module& model() { return *setup_.parts.model; }
   const FlatParameters& parameters() const { return setup_.flat; }
+  // What the run trains with: datasets (the validation split included), loaders, step.
+  const TrainingSetup& setup() const { return setup_; }
   TrainStep& step() { return *setup_.step; }
 
  private:
@@ -80,7 +82,7 @@ class Trainer {
 
   TrainingState start_;                // where run() begins (a new run: all zero)
   std::vector<EpochMetrics> history_;  // epochs completed before run()
-  double best_test_acc_ = -1;
+  double best_acc_ = -1;
   std::string last_epoch_record_;
   int64_t steps_this_run_ = 0;
   MovingAverage step_seconds_{20};

@@ -1,6 +1,7 @@
 #include "hourglass/train/training_setup.h"
 
 #include "hourglass/base/log.h"
+#include "hourglass/data/holdout.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/adamw.h"
 #include "hourglass/optim/sgd.h"
@@ -23,6 +24,19 @@ RunParts build_run_parts(const RunConfig& run, bool with_train) {
     // The model is built for the test split's shape; a train split of another shape would
     // reach it only as wrong-sized batches (or, for some models, silently reshaped ones).
     data::require_same_shape(*parts.train_set, *parts.test_set);
+    if (run.data.val_fraction > 0) {
+      data::HeldOut split = data::hold_out(*parts.train_set, run.data.val_fraction, run.seed);
+      if (split.validation.size() == 0 || split.train.size() == 0)
+        throw_invalid(
+            fmt::format("data.val_fraction = {} of the {} training samples in {} "
+                        "leaves {} for validation and {} for training",
+                        run.data.val_fraction, parts.train_set->size(), parts.train_set->source,
+                        split.validation.size(), split.train.size()),
+            "raise data.val_fraction, or use more training samples (data.train_limit)");
+      parts.train_set = std::make_shared<const data::ImageDataset>(std::move(split.train));
+      parts.validation_set =
+          std::make_shared<const data::ImageDataset>(std::move(split.validation));
+    }
   }
   const data::ImageDataset& shape_source = *parts.test_set;
   nn::ModelSpec spec = run.model;
@@ -75,6 +89,7 @@ TrainingSetup build_training(const RunConfig& run) {
   s.optimizer = make_optimizer(run, s.flat);
   s.train_loader = make_train_loader(run, s.parts.train_set);
   s.test_loader = make_eval_loader(run, s.parts.test_set);
+  if (s.parts.validation_set) s.validation_loader = make_eval_loader(run, s.parts.validation_set);
   s.steps_per_epoch = s.train_loader->batches_per_epoch();
   s.total_steps = s.steps_per_epoch * run.train.epochs;
   s.schedule = make_run_schedule(run, s.steps_per_epoch, s.total_steps);

@@ -18,10 +18,12 @@ namespace hg::train {
 // The datasets and model a run's config describes (shared by train and eval).
 struct RunParts {
   std::shared_ptr<const data::ImageDataset> train_set, test_set;
+  // Held out of the training set (data.val_fraction > 0); null without validation.
+  std::shared_ptr<const data::ImageDataset> validation_set;
   std::shared_ptr<nn::Module> model;
 };
-// Loads the datasets (the train set only when `with_train`) and builds the model, initialised
-// from the run's seed, on the run's device.
+// Loads the datasets (the train set, and the validation set held out of it, only when
+// `with_train`) and builds the model, initialised from the run's seed, on the run's device.
 RunParts build_run_parts(const RunConfig& run, bool with_train);
 // The training loader over `set`: shuffled, augmented as configured.
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
@@ -38,6 +40,7 @@ struct TrainingSetup {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<data::DataLoader> train_loader, test_loader;
+  std::unique_ptr<data::DataLoader> validation_loader;  // null without validation
   std::unique_ptr<TrainStep> step;
   int64_t steps_per_epoch = 0, total_steps = 0;
 };
