@@ -37,16 +37,72 @@ function(_hg_find_cuda required)
   set(HOURGLASS_GPU_BACKEND cuda PARENT_SCOPE)
 endfunction()
 
+# The HIP build compiles its kernels (.cu) with `-x hip --offload-arch=...` (src/CMakeLists.txt),
+# which only Clang knows: ROCm's clang++ (/opt/rocm/llvm/bin/clang++). With g++ the configure
+# would pass and the build fail, so this is checked first, before any package is looked for.
+set(_HG_HIP_CMAKE_LINE
+    "cmake -S . -B build -G Ninja -DHOURGLASS_GPU=hip -DCMAKE_CXX_COMPILER=/opt/rocm/llvm/bin/clang++ -DCMAKE_PREFIX_PATH=/opt/rocm")
+
+# Oldest versions of ROCm 6.0's packages: the wrappers use ROCm 6 APIs (with ROCm 5.x headers
+# blas_hipblaslt.cpp does not compile). MIOpen and hipBLASLt have their own numbering: ROCm 6.0
+# ships hip 6.0, MIOpen 3.0 and hipBLASLt 0.6 (ROCm 6.2: 6.2, 3.2, 0.8).
+set(_HG_HIP_MIN_VERSION 6.0)
+set(_HG_MIOPEN_MIN_VERSION 3.0)
+set(_HG_HIPBLASLT_MIN_VERSION 0.6)
+
+# _hg_hip_too_old(<var>): sets <var> to "" when the found hip, MIOpen and hipBLASLt are recent
+# enough, else to a text naming each package found older than its minimum. A package found
+# without a version (no *-config-version.cmake) is not judged.
+function(_hg_hip_too_old var)
+  set(old "")
+  foreach(pkg hip miopen hipblaslt)
+    string(TOUPPER "${pkg}" upper)
+    set(minimum ${_HG_${upper}_MIN_VERSION})
+    if(${pkg}_FOUND AND NOT "${${pkg}_VERSION}" STREQUAL ""
+       AND "${${pkg}_VERSION}" VERSION_LESS minimum)
+      list(APPEND old "${pkg} ${${pkg}_VERSION} (needs >= ${minimum}, in ${${pkg}_DIR})")
+    endif()
+  endforeach()
+  list(JOIN old ", " text)
+  set(${var} "${text}" PARENT_SCOPE)
+endfunction()
+
 function(_hg_find_hip required)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    if(required)
+      message(FATAL_ERROR "HOURGLASS_GPU=hip: the C++ compiler is ${CMAKE_CXX_COMPILER_ID} "
+                          "(${CMAKE_CXX_COMPILER}); the HIP build needs ROCm's clang++, which "
+                          "compiles the kernels (-x hip --offload-arch). Configure a new build "
+                          "folder with: ${_HG_HIP_CMAKE_LINE}")
+    endif()
+    message(STATUS "hourglass: HIP needs ROCm's clang++ as the C++ compiler, not "
+                   "${CMAKE_CXX_COMPILER_ID}; HIP not looked for")
+    return()
+  endif()
+  # hip's config reads GPU_TARGETS (for hip::device, which the build does not link; set for the
+  # libraries that might read it too).
+  if(NOT DEFINED GPU_TARGETS)
+    set(GPU_TARGETS "${HOURGLASS_HIP_ARCHITECTURES}")
+  endif()
   find_package(hip CONFIG QUIET)
   find_package(miopen CONFIG QUIET)
   find_package(hipblaslt CONFIG QUIET)
+  _hg_hip_too_old(too_old)
+  if(too_old)
+    if(required)
+      message(FATAL_ERROR "HOURGLASS_GPU=hip: ROCm >= 6.0 is needed (hip >= "
+                          "${_HG_HIP_MIN_VERSION}, MIOpen >= ${_HG_MIOPEN_MIN_VERSION}, "
+                          "hipBLASLt >= ${_HG_HIPBLASLT_MIN_VERSION}); found ${too_old}. Install "
+                          "ROCm 6 and point CMAKE_PREFIX_PATH at it: ${_HG_HIP_CMAKE_LINE}")
+    endif()
+    message(STATUS "hourglass: ROCm older than 6.0 (${too_old}); GPU backend off")
+    return()
+  endif()
   if(NOT hip_FOUND OR NOT miopen_FOUND OR NOT hipblaslt_FOUND)
     if(required)
       message(FATAL_ERROR "HOURGLASS_GPU=hip: needs hip, MIOpen and hipBLASLt CMake packages "
                           "(ROCm >= 6; found hip=${hip_FOUND} miopen=${miopen_FOUND} "
-                          "hipblaslt=${hipblaslt_FOUND}); configure with "
-                          "-DCMAKE_CXX_COMPILER=<ROCm clang++> -DCMAKE_PREFIX_PATH=/opt/rocm")
+                          "hipblaslt=${hipblaslt_FOUND}); configure with: ${_HG_HIP_CMAKE_LINE}")
     endif()
     return()
   endif()

@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# Compiles the GPU backend for AMD GPUs with Debian's hipcc (HIP 5.2, clang 15): every kernel
-# file (.cu, as HIP) and every host file of the GPU tree except the vendor-library wrappers
-# (*_cudnn, *_cublaslt, *_nvml for CUDA; *_miopen, *_hipblaslt, *_rocm need ROCm >= 6 headers
-# that Debian 12 does not package). Targets gfx90a (MI200) and gfx940 (MI300; Debian's clang
-# predates gfx942). Objects go to a scratch folder and are discarded: this checks that the one
-# source tree stays valid HIP. Each file compiles against its layer's include root, as in the
-# CMake build (cmake/layers.cmake): a folder holding links to its own and the lower layers
-# only, so an upward #include fails here too. Usage: scripts/hip-check.sh [ARCH...]
+# Compiles every file of the HIP build (-DHOURGLASS_GPU=hip) for AMD GPUs with Debian's hipcc
+# (clang 15): each kernel file (.cu, as HIP) and each host file of the GPU tree, the MIOpen,
+# hipBLASLt and ROCm wrappers (*_miopen, *_hipblaslt, *_rocm*) included; only the CUDA wrappers
+# (*_cudnn, *_cublaslt, *_nvml) are left out. The headers are ROCm 6.2's public ones from
+# ../shared/rocm-6.2/include (see its README), put ahead of Debian's HIP 5.2 headers, which lack
+# MIOpen and hipBLASLt. They are a system include root (-isystem), so warnings in them do not
+# count; warnings in project code are errors (-Wall -Wextra -Wno-unused-parameter, as in the
+# C++ build, and -Werror). Targets gfx90a (MI200) and gfx940 (MI300; Debian's clang predates
+# gfx942). Objects go to a scratch folder and are discarded: this checks that the one source
+# tree stays valid HIP against ROCm 6. Each file compiles against its layer's include root, as
+# in the CMake build (cmake/layers.cmake): a folder holding links to its own and the lower
+# layers only, so an upward #include fails here too.
+# Usage: scripts/hip-check.sh [ARCH...]   (HOURGLASS_ROCM_INCLUDE overrides the header tree)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v hipcc >/dev/null; then
   echo "hip-check: hipcc not found (apt-get install hipcc libamdhip64-dev rocm-device-libs)" >&2
   exit 1
 fi
+rocm_include=${HOURGLASS_ROCM_INCLUDE:-$PWD/../shared/rocm-6.2/include}
+for header in hip/hip_runtime.h miopen/miopen.h hipblaslt/hipblaslt.h; do
+  if [ ! -f "$rocm_include/$header" ]; then
+    echo "hip-check: $rocm_include/$header not found: the ROCm 6.2 headers are expected in" \
+      "../shared/rocm-6.2/include beside this clone (or set HOURGLASS_ROCM_INCLUDE to a ROCm" \
+      "6 include folder)" >&2
+    exit 1
+  fi
+done
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(gfx90a gfx940)
-flags=(-std=c++20 -O2 -DHOURGLASS_HAS_GPU=1 -DHOURGLASS_GPU_HIP=1 -Wno-unused-result)
+# hipcc passes its link flags (-lamdhip64, ...) to every compile: not a warning about the code.
+flags=(-std=c++20 -O2 -D__HIP_PLATFORM_AMD__=1 -DHOURGLASS_HAS_GPU=1 -DHOURGLASS_GPU_HIP=1
+  -isystem "$rocm_include" -Wall -Wextra -Wno-unused-parameter -Werror
+  -Wno-unused-command-line-argument)
 for a in "${archs[@]}"; do flags+=(--offload-arch="$a"); done
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -30,9 +47,12 @@ for layer in "${layers[@]}"; do
     ln -s "$PWD/src/hourglass/$l" "$scratch/layers/$layer/hourglass/$l"
   done
 done
+# The same selection as src/CMakeLists.txt makes for HOURGLASS_GPU_BACKEND=hip.
 mapfile -t files < <(find src/hourglass -path '*/gpu/*' \( -name '*.cu' -o -name '*.cpp' \) |
-  grep -Ev '_(cudnn|cublaslt|nvml|miopen|hipblaslt|rocm)\.cpp$' | sort)
-echo "hip-check: ${#files[@]} files for ${archs[*]}"
+  grep -Ev '_(cudnn|cublaslt|nvml)\.cpp$' | sort)
+wrappers=$(printf '%s\n' "${files[@]}" | grep -cE '_(miopen|hipblaslt|rocm[a-z_]*)\.cpp$' || true)
+echo "hip-check: ${#files[@]} files ($wrappers ROCm library wrappers) for ${archs[*]}" \
+  "against $rocm_include"
 export scratch
 printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -I{} bash -c '
   f="$1"; shift
@@ -43,3 +63,31 @@ printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -I{} bash -c '
     exit 255
   fi' _ {} "${flags[@]}"
 echo "hip-check: all ${#files[@]} files compiled for ${archs[*]}"
+
+# The CMake build compiles only the .cu files as HIP; the GPU host files (.cpp) and the CLI
+# files that include the runtime header are plain C++ there (hip::host: __HIP_PLATFORM_AMD__
+# and the headers, no -x hip). Checked again that way, syntax only, with Debian's clang++ (14;
+# OpenMP from libomp-dev, as scripts/fuzz.sh uses), with the definitions the build gives them.
+host_cxx=${HOURGLASS_HOST_CXX:-clang++}
+if ! command -v "$host_cxx" >/dev/null; then
+  echo "hip-check: $host_cxx not found (apt-get install clang libomp-dev, or set HOURGLASS_HOST_CXX)" >&2
+  exit 1
+fi
+mapfile -t host_files < <(printf '%s\n' "${files[@]}" | grep '\.cpp$'
+  grep -l 'HOURGLASS_HAS_GPU' tools/hourglass/*.cpp | sort)
+host_flags=(-std=c++20 -fsyntax-only -fopenmp -DHOURGLASS_VERSION='"hip-check"' -D__HIP_PLATFORM_AMD__=1 -D__HIP_PLATFORM_HCC__=1
+  -DHOURGLASS_HAS_GPU=1 -DHOURGLASS_GPU_HIP=1 -isystem "$rocm_include" -Wall -Wextra
+  -Wno-unused-parameter -Werror)
+echo "hip-check: ${#host_files[@]} host files as C++ with $host_cxx"
+export host_cxx
+printf '%s\n' "${host_files[@]}" | xargs -P "$(nproc)" -I{} bash -c '
+  f="$1"; shift
+  case "$f" in
+    tools/*) roots=(-I"$scratch/layers/train" -I"$(dirname "$f")") ;;
+    *) roots=(-I"$scratch/layers/$(echo "$f" | cut -d/ -f3)") ;;
+  esac
+  if ! "$host_cxx" "$@" "${roots[@]}" "$f" 2> "$scratch/host.$(echo "$f" | tr / _).log"; then
+    echo "hip-check: FAILED (as C++) $f"; head -40 "$scratch/host.$(echo "$f" | tr / _).log"
+    exit 255
+  fi' _ {} "${host_flags[@]}"
+echo "hip-check: all ${#host_files[@]} host files compiled as C++"

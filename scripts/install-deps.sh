@@ -12,7 +12,7 @@ packages=(
   clang-format                              # scripts/check-format.sh (clang-format 14)
   python3                                   # the independent safetensors reader in the tests
   hipcc libamdhip64-dev rocm-device-libs    # scripts/hip-check.sh: the GPU tree compiled for AMD
-  clang libclang-rt-14-dev libomp-dev       # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
+  clang libclang-rt-14-dev libomp-dev       # fuzz.sh (libFuzzer, sanitizer runtimes); hip-check.sh (host files)
   dataset-fashion-mnist                     # /usr/share/datasets/fashion-mnist
 )
 if [ "${1:-}" = "--bench" ]; then packages+=(python3-torch); fi

@@ -14,6 +14,7 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
+#include "hourglass/device/amdgpu_probe.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/tensor/tensor.h"
 #ifdef HOURGLASS_HAS_GPU
@@ -216,6 +217,15 @@ int run_doctor() {
   const gpu::GpuRuntimeInfo rt = gpu::runtime_info();
   checks.run("build has a GPU backend",
              [&] { return fmt::format("{} (built with runtime {})", rt.backend, rt.runtime); });
+  if (rt.backend == "hip") {
+    // The kernel's view of the AMD GPUs (sysfs, /dev), before the runtime's.
+    for (const gpu::AmdgpuCheck& c : gpu::amdgpu_checks(gpu::probe_amdgpu())) {
+      if (c.passed)
+        checks.run(c.name, [&] { return c.detail; });
+      else
+        checks.fail(c.name, c.detail, c.remedy);
+    }
+  }
   const bool runtime_ok = checks.run("runtime loads and the driver is new enough", [&] {
     const std::string release = rt.driver_release.empty() ? "" : ", release " + rt.driver_release;
     if (rt.driver_version == 0)

@@ -43,6 +43,7 @@ void add_gpu_info(nlohmann::json& info) {
                          {"driver", rt.driver},
                          {"driver_release", rt.driver_release},
                          {"device_query_error", rt.device_query_error}};
+  info["gpu_runtime"]["kernel_gpus"] = rt.kernel_gpus;
   info["gpu_libraries"] = {{"dnn", library_version(gpu::dnn_library_version)},
                            {"blas", library_version(gpu::blas_library_version)}};
   info["gpus"] = nlohmann::json::array();
@@ -88,6 +89,12 @@ void print_gpu_info(const nlohmann::json& info) {
     driver += ", release " + rt["driver_release"].get<std::string>();
   std::printf("gpu backend: %s (runtime %s; %s)\n", rt["backend"].get<std::string>().c_str(),
               rt["runtime"].get<std::string>().c_str(), driver.c_str());
+  if (!rt["kernel_gpus"].empty()) {
+    std::string gpus;
+    for (const auto& g : rt["kernel_gpus"])
+      gpus += (gpus.empty() ? "" : ", ") + g.get<std::string>();
+    std::printf("gpus the kernel driver lists: %s\n", gpus.c_str());
+  }
   std::printf("gpu libraries: %s, %s\n", info["gpu_libraries"]["dnn"].get<std::string>().c_str(),
               info["gpu_libraries"]["blas"].get<std::string>().c_str());
   for (const auto& g : info["gpus"]) {

@@ -2,9 +2,8 @@
 // which CUDA 13 removed), and the runtime/driver versions.
 #include "hourglass/device/gpu/device_info.h"
 
-#include <fstream>
-
 #include "hourglass/base/error.h"
+#include "hourglass/device/amdgpu_probe.h"
 #include "hourglass/device/gpu/runtime.h"
 
 namespace hg::gpu {
@@ -47,6 +46,14 @@ GpuRuntimeInfo runtime_info() {
   if (gpuRuntimeGetVersion(&info.runtime_version) != gpuSuccess) info.runtime_version = 0;
   if (gpuDriverGetVersion(&info.driver_version) != gpuSuccess) info.driver_version = 0;
   (void)gpuGetLastError();
+#ifdef HOURGLASS_GPU_HIP
+  // hipDriverGetVersion reports the runtime's own version even when no driver is loaded: the
+  // driver is the amdgpu kernel module, and its GPUs are the KFD topology's.
+  const AmdgpuProbe probe = probe_amdgpu();
+  if (!probe.module_loaded) info.driver_version = 0;
+  for (const KfdGpuNode& g : probe.gpus)
+    info.kernel_gpus.push_back(fmt::format("node {} {}", g.node, g.gfx_target));
+#endif
   info.runtime = version_text(info.runtime_version);
   info.driver = info.driver_version ? version_text(info.driver_version) : std::string("none");
   int n = 0;
@@ -101,12 +108,7 @@ std::vector<GpuDeviceInfo> list_devices() {
 #ifdef HOURGLASS_GPU_HIP
 // No NVML on AMD; the amdgpu kernel module reports its version in sysfs (absent for the
 // in-tree module of a distribution kernel).
-std::string detail::kernel_driver_release() {
-  std::ifstream in("/sys/module/amdgpu/version");
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
+std::string detail::kernel_driver_release() { return probe_amdgpu().module_version; }
 #endif
 
 }  // namespace hg::gpu

@@ -30,15 +30,20 @@ struct GpuDeviceInfo {
 std::vector<GpuDeviceInfo> list_devices();
 
 struct GpuRuntimeInfo {
-  std::string backend;             // "cuda" or "hip"
-  int runtime_version = 0;         // as reported: CUDA 1000*major + 10*minor, HIP 10^7*major + ...
-  int driver_version = 0;          // newest runtime the installed driver supports; 0: no driver
-  std::string runtime;             // "13.0"
-  std::string driver;              // "13.0", or "none" without a driver
-  std::string driver_release;      // the kernel driver's release ("580.65.06") read through NVML
-                                   // at run time; "" when it cannot be read (AMD, no NVML)
-  std::string device_query_error;  // gpuGetDeviceCount's error ("" when it succeeded)
-  bool driver_too_old = false;     // the runtime refused the driver as older than itself
+  std::string backend;         // "cuda" or "hip"
+  int runtime_version = 0;     // as reported: CUDA 1000*major + 10*minor, HIP 10^7*major + ...
+  int driver_version = 0;      // newest runtime the installed driver supports; 0: no driver
+                               // (AMD: 0 when the amdgpu module is not loaded, since
+                               // hipDriverGetVersion reports the runtime's version anyway)
+  std::string runtime;         // "13.0"
+  std::string driver;          // "13.0", or "none" without a driver
+  std::string driver_release;  // the kernel driver's release ("580.65.06") read through NVML
+                               // at run time, or the amdgpu module's version from sysfs; ""
+                               // when it cannot be read (no NVML, in-tree amdgpu)
+  std::vector<std::string> kernel_gpus;  // AMD: the GPUs of the KFD topology ("node 1 gfx90a",
+                                         // amdgpu_probe.h); empty on NVIDIA
+  std::string device_query_error;        // gpuGetDeviceCount's error ("" when it succeeded)
+  bool driver_too_old = false;           // the runtime refused the driver as older than itself
 };
 
 // The runtime this build uses and the driver the machine has. Never throws.
