@@ -5,8 +5,10 @@
 # 2 GiB, failed check) fails the script; the input that caused it is left in
 # build-fuzz/findings/ with the reproducer command printed.
 #
-#   scripts/fuzz.sh [-t SECONDS] [-j JOBS] [TARGET...]
+#   scripts/fuzz.sh [-t SECONDS] [-j JOBS] [-s SEED] [TARGET...]
 #     -t  seconds per target (default 60; CI's run)     -j  targets run at once (default 1)
+#     -s  libFuzzer's random seed (default: a new one each run). CI passes one, so that its run
+#         is repeatable: the same code explores the same inputs, a slower machine a prefix of them
 #     TARGET: safetensors idx cifar10 config ledger (default: all)
 # e.g. an hour each, all five at once:  scripts/fuzz.sh -t 3600 -j 5
 # The corpus each run grows is kept in build-fuzz/corpus/<target>/, so a later run goes on
@@ -15,11 +17,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=60
 jobs=1
-while getopts "t:j:" opt; do
+seed=0
+while getopts "t:j:s:" opt; do
   case $opt in
     t) seconds=$OPTARG ;;
     j) jobs=$OPTARG ;;
-    *) echo "usage: scripts/fuzz.sh [-t SECONDS] [-j JOBS] [TARGET...]" >&2; exit 2 ;;
+    s) seed=$OPTARG ;;
+    *) echo "usage: scripts/fuzz.sh [-t SECONDS] [-j JOBS] [-s SEED] [TARGET...]" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -45,7 +49,7 @@ run_one() {
   mkdir -p "build-fuzz/corpus/$t"
   # One worker thread for the readers' OpenMP pool: the fuzzer measures the reader, not the pool.
   if OMP_NUM_THREADS=1 "build-fuzz/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
-      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t-" \
+      -rss_limit_mb=2048 -seed="$seed" -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t-" \
       "build-fuzz/corpus/$t" "fuzz/corpus/$t" >"build-fuzz/logs/$t.log" 2>&1; then
     echo "fuzz $t: clean, $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' \
       "build-fuzz/logs/$t.log" | grep -o '[0-9]*$') inputs in ${seconds}s"

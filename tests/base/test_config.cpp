@@ -98,6 +98,19 @@ TEST(Config, SyntaxAndFileErrorsNameTheLocation) {
   std::filesystem::remove(path);
 }
 
+// Found by fuzz/fuzz_config: a quoted key with spaces ("\t\tseed" = 1) was accepted and printed
+// unquoted by to_toml, so the resolved config read back as another key. Keys must be bare
+// names, in files as on the command line.
+TEST(Config, QuotedKeysThatAreNotPlainNamesAreRefused) {
+  expect_invalid([] { Config::parse("\"\t\tseed4m\"= \"x\"\n", "odd.toml"); },
+                 {"'\\x09\\x09seed4m'", "odd.toml:1", "not a plain name"});
+  expect_invalid([] { Config::parse("[train]\n\"batch size\" = 3\n", "odd.toml"); },
+                 {"'train.batch size'", "odd.toml:2"});
+  expect_invalid([] { Config::parse("[[runs]]\n\"a.b\" = 1\n", "odd.toml"); }, {"'runs.a.b'"});
+  // Quoting a plain name is fine.
+  EXPECT_EQ(Config::parse("[train]\n\"epochs\" = 3\n", "ok.toml").get_int("train.epochs", 0), 3);
+}
+
 TEST(Config, OverridesParseTomlValuesAndCreateTables) {
   Config c = Config::parse(kRunToml, "run.toml");
   c.set_override("train.lr=0.01");

@@ -86,6 +86,28 @@ bool is_bare_key_part(std::string_view part) {
   return true;
 }
 
+// Refuses keys that are not bare names at any depth of `table` (tables inside arrays too).
+// hourglass's keys are all bare; a quoted key with spaces, dots or other characters can only be
+// a mistake, and toml++ would print it unquoted, so the resolved config.toml would not read back.
+void check_bare_keys(const toml::table& table, const std::string& prefix,
+                     const std::string& source) {
+  for (const auto& [key, node] : table) {
+    const std::string name =
+        prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+    if (!is_bare_key_part(key.str())) {
+      const auto line = key.source().begin.line;
+      throw_invalid(
+          fmt::format("config key '{}' in {}{} is not a plain name", untrusted_excerpt(name),
+                      source, line > 0 ? fmt::format(":{}", line) : std::string()),
+          "keys are names of letters, digits, '_' and '-', such as lr in [optim]");
+    }
+    if (const toml::table* sub = node.as_table()) check_bare_keys(*sub, name, source);
+    if (const toml::array* arr = node.as_array())
+      for (const toml::node& element : *arr)
+        if (const toml::table* sub = element.as_table()) check_bare_keys(*sub, name, source);
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- lifetime
@@ -110,6 +132,7 @@ Config Config::parse(std::string_view text, std::string source_name) {
                               e.source().begin.line, e.source().begin.column, e.description()),
                   "fix the TOML syntax there; the format is described at https://toml.io");
   }
+  check_bare_keys(config.impl_->root, "", config.impl_->source);
   return config;
 }
 
