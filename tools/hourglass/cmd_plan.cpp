@@ -45,6 +45,11 @@ struct Measured {
 // steps, then the evaluation, then writes one checkpoint as an epoch's end does.
 // Reading a loss value at each end of the timed window waits for the device, so the window
 // holds exactly the timed steps.
+// The images an epoch evaluates: the validation set (when held out) and the test set.
+int64_t evaluated_images(const train::RunParts& parts) {
+  return parts.test_set->size() + (parts.validation_set ? parts.validation_set->size() : 0);
+}
+
 Measured calibrate(const train::RunConfig& run, const Config& config, int warmup, int steps) {
   train::TrainingSetup setup = train::build_training(run);
   train::TrainStep& step = *setup.step;
@@ -75,9 +80,7 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
 
   Measured m;
   m.train_images = setup.parts.train_set->size();
-  // An epoch evaluates the validation set (when held out) and the test set at the same rate.
-  m.eval_images = setup.parts.test_set->size() +
-                  (setup.parts.validation_set ? setup.parts.validation_set->size() : 0);
+  m.eval_images = evaluated_images(setup.parts);
   m.train_images_per_s = double(images) / train_seconds;
 
   // Evaluation as each epoch runs it (train::evaluate over the whole test set), the second of
@@ -159,8 +162,7 @@ Measured sizes_without_loading(const train::RunConfig& run) {
   if (m.train_images == 0 || m.eval_images == 0) {  // an unknown size: load to count
     const train::RunParts parts = train::build_run_parts(run, true);
     m.train_images = parts.train_set->size();
-    m.eval_images =
-        parts.test_set->size() + (parts.validation_set ? parts.validation_set->size() : 0);
+    m.eval_images = evaluated_images(parts);
     return m;
   }
   return with_validation(run, m);

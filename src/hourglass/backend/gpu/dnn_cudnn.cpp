@@ -355,7 +355,7 @@ size_t call_bytes(const ConvPlan& plan, Layout layout, size_t engine_bytes) {
 }
 
 // The pointers cuDNN is given for a call: the call's own (NHWC), or the copies (NCHW).
-struct Operands {
+struct CallPointers {
   void *x, *w, *y;
 };
 
@@ -371,13 +371,13 @@ void to_channels_last(const void* in, void* out, int64_t n, int64_t c, int64_t s
 
 // Before a pass in `layout`: in NCHW, the pass's inputs are transposed into their copies in
 // `workspace` (forward: x and w; backward data: dy and w; backward filter: x and dy).
-Operands prepare(const ConvPlan& plan, Pass pass, Layout layout, const Operands& call,
-                 void* workspace, size_t engine_bytes, gpuStream_t s) {
+CallPointers prepare(const ConvPlan& plan, Pass pass, Layout layout, const CallPointers& call,
+                     void* workspace, size_t engine_bytes, gpuStream_t s) {
   if (layout == kChannelsLast) return call;
   const ConvGeometry& g = plan.geometry;
   const ChannelsFirstCopies c = channels_first_copies(plan, engine_bytes);
   char* base = static_cast<char*>(workspace);
-  const Operands copies{base + c.x, base + c.w, base + c.y};
+  const CallPointers copies{base + c.x, base + c.w, base + c.y};
   const int64_t cg = g.c / g.params.groups;
   if (pass != kBackwardData)
     to_channels_first(call.x, copies.x, g.n, g.c, g.h * g.w, plan.dtype, s);
@@ -388,8 +388,8 @@ Operands prepare(const ConvPlan& plan, Pass pass, Layout layout, const Operands&
 }
 
 // After a pass in `layout`: in NCHW, its output is transposed back into the call's buffer.
-void finish(const ConvPlan& plan, Pass pass, Layout layout, const Operands& used,
-            const Operands& call, gpuStream_t s) {
+void finish(const ConvPlan& plan, Pass pass, Layout layout, const CallPointers& used,
+            const CallPointers& call, gpuStream_t s) {
   if (layout == kChannelsLast) return;
   const ConvGeometry& g = plan.geometry;
   switch (pass) {
@@ -794,7 +794,7 @@ class PlanTimer {
 };
 
 // Chooses pass `pass`'s execution plan (see the top of the file) on the call's own buffers.
-void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const Operands& call) {
+void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPointers& call) {
   PassPlan& pp = plan.pass[size_t(pass)];
   const CallContext ctx = plan.context();
   const bool deterministic = plan.determinism == dnn::Determinism::Required;
@@ -840,7 +840,7 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const Operan
     for (size_t i = 0; i < built.size(); ++i) {
       Built& b = built[i];
       const auto run = [&] {
-        const Operands used = prepare(plan, pass, b.layout, call, ws, b.workspace, s);
+        const CallPointers used = prepare(plan, pass, b.layout, call, ws, b.workspace, s);
         const cudnnStatus_t status = execute(st.handle, b.plan, used.x, used.w, used.y, ws, ctx);
         finish(plan, pass, b.layout, used, call, s);
         return status;
@@ -905,12 +905,12 @@ void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int 
   void* yp = y.data_ptr();
   ConvPlan& plan = plan_for(st, g, dtype, math, common_alignment({xp, wp, yp}));
   PassPlan& pp = plan.pass[size_t(pass)];
-  const Operands call{xp, wp, yp};
+  const CallPointers call{xp, wp, yp};
   if (!pp.found) search(st, plan, pass, device, call);
   const Tensor workspace = call_workspace(call_bytes(plan, pp.layout, pp.workspace), device);
   void* wsp = pointer_of(workspace);
   const gpuStream_t s = stream(device);
-  const Operands used = prepare(plan, pass, pp.layout, call, wsp, pp.workspace, s);
+  const CallPointers used = prepare(plan, pass, pp.layout, call, wsp, pp.workspace, s);
   const PlanKey<4> pointers{
       {int64_t(reinterpret_cast<intptr_t>(used.x)), int64_t(reinterpret_cast<intptr_t>(used.w)),
        int64_t(reinterpret_cast<intptr_t>(used.y)), int64_t(reinterpret_cast<intptr_t>(wsp))}};
