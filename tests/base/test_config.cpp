@@ -111,6 +111,16 @@ TEST(Config, QuotedKeysThatAreNotPlainNamesAreRefused) {
   EXPECT_EQ(Config::parse("[train]\n\"epochs\" = 3\n", "ok.toml").get_int("train.epochs", 0), 3);
 }
 
+// Found by fuzz/fuzz_config: a string starting with a newline was printed by to_toml as a
+// multi-line literal whose first newline TOML drops, so the resolved config read back changed.
+TEST(Config, StringsWithControlCharactersAreRefused) {
+  expect_invalid([] { Config::parse("[schedule]\nname = \"\\ne\"\n", "odd.toml"); },
+                 {"'schedule.name'", "odd.toml:2", "control character", "\\x0ae"});
+  expect_invalid([] { Config::parse("list = [\"a\", \"b\\tc\"]\n", "odd.toml"); }, {"'list'"});
+  EXPECT_EQ(Config::parse("name = \"plain text\"\n", "ok.toml").get_string("name", ""),
+            "plain text");
+}
+
 TEST(Config, OverridesParseTomlValuesAndCreateTables) {
   Config c = Config::parse(kRunToml, "run.toml");
   c.set_override("train.lr=0.01");

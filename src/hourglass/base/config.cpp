@@ -86,6 +86,24 @@ bool is_bare_key_part(std::string_view part) {
   return true;
 }
 
+// Refuses a string value holding a control character (a newline, a tab, ...): no hourglass key
+// takes one, and toml++ prints a string that starts with a newline as a multi-line literal whose
+// first newline TOML drops, so the resolved config.toml would read back as another value.
+void check_string(const toml::node& node, const std::string& name, const std::string& source) {
+  const auto* str = node.as_string();
+  if (str == nullptr) return;
+  for (const char c : str->get())
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      const auto line = node.source().begin.line;
+      throw_invalid(fmt::format("config key '{}' in {}{} holds a string with a control "
+                                "character: \"{}\"",
+                                untrusted_excerpt(name), source,
+                                line > 0 ? fmt::format(":{}", line) : std::string(),
+                                untrusted_excerpt(str->get())),
+                    "write the value on one line, without tabs or other control characters");
+    }
+}
+
 // Refuses keys that are not bare names at any depth of `table` (tables inside arrays too).
 // hourglass's keys are all bare; a quoted key with spaces, dots or other characters can only be
 // a mistake, and toml++ would print it unquoted, so the resolved config.toml would not read back.
@@ -101,10 +119,14 @@ void check_bare_keys(const toml::table& table, const std::string& prefix,
                       source, line > 0 ? fmt::format(":{}", line) : std::string()),
           "keys are names of letters, digits, '_' and '-', such as lr in [optim]");
     }
+    check_string(node, name, source);
     if (const toml::table* sub = node.as_table()) check_bare_keys(*sub, name, source);
     if (const toml::array* arr = node.as_array())
       for (const toml::node& element : *arr)
-        if (const toml::table* sub = element.as_table()) check_bare_keys(*sub, name, source);
+        if (const toml::table* sub = element.as_table())
+          check_bare_keys(*sub, name, source);
+        else
+          check_string(element, name, source);
   }
 }
 
