@@ -82,6 +82,8 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   s.threads = 3;
   s.config_text = train::trajectory_config_text(run);
   s.config_hash = train::config_hash(s.config_text);
+  s.algorithm_choices = {{"MIOpen 3.2.0 forward bf16 2,5,5,3,4,3,3,1,1,1,1,1,1,1", "12"},
+                         {"MIOpen 3.2.0 backward data bf16 2,5,5,3,4,3,3,1,1,1,1,1,1,1", "7"}};
   const std::string path = dir + "/step-000000002.safetensors";
   train::save_training_checkpoint(path, *model, sgd, config, s);
 
@@ -102,6 +104,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   EXPECT_EQ(r.threads, s.threads);
   EXPECT_EQ(r.config_text, s.config_text);
   EXPECT_EQ(r.config_hash, s.config_hash);
+  EXPECT_EQ(r.algorithm_choices, s.algorithm_choices);
   train::check_resumable(c, s.config_text, *model, sgd, /*steps_per_epoch=*/1);
 
   // Restoring into a freshly initialised model and optimizer reproduces every byte.
@@ -153,6 +156,8 @@ TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
   s.threads = 1;
   s.config_text = train::trajectory_config_text(run);
   s.config_hash = train::config_hash(s.config_text);
+  s.algorithm_choices = {{"MIOpen 3.2.0 forward bf16 2,5,5,3,4,3,3,1,1,1,1,1,1,1", "12"},
+                         {"MIOpen 3.2.0 backward data bf16 2,5,5,3,4,3,3,1,1,1,1,1,1,1", "7"}};
   const std::string path = dir + "/step-000000002.safetensors";
   train::save_training_checkpoint(path, *model, adamw, config, s);
 
@@ -450,6 +455,13 @@ TEST(Checkpoint, RunStateOutOfRangeIsRefused) {
       {"loss_scale", "inf 3", "not 'scale good_steps'"},
       {"loss_scale", "65536 -1", "not 'scale good_steps'"},
       {"loss_scale", "65536 3 junk", "not 'scale good_steps'"},
+      {"algorithm_choices", "no tab here\n", "is not 'key<TAB>choice'"},
+      {"algorithm_choices", "MIOpen 3.2.0 forward\t12", "does not end in a newline"},
+      {"algorithm_choices", "MIOpen 3.2.0 forward\t1 2\n", "the choice holds a space"},
+      {"algorithm_choices", "k\t1\nk\t2\n", "repeats the key 'k'"},
+      {"algorithm_choices", long_name + "\t1\n", "1 to 256 allowed"},
+      {"algorithm_choices", "\t1\n", "1 to 256 allowed"},
+      {"algorithm_choices", "k\x01\t1\n", "other than printable ASCII"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key + " = " + c.value.substr(0, 40));

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/stop_request.h"
 #include "hourglass/train/trainer.h"
@@ -197,6 +198,35 @@ TEST(Resume, StopAndResumeInTheSameDirectoryKeepsOneMetricsLinePerEpoch) {
   int lines = 0;
   for (std::string line; std::getline(in, line);) ++lines;
   EXPECT_EQ(lines, 3);
+}
+
+// The GPU libraries' deterministic algorithm choices (ops/algorithm_choices.h) are saved in
+// every checkpoint and adopted when a run resumes from it, before its first step.
+TEST(Resume, AlgorithmChoicesTravelInCheckpointsAndAreAdoptedOnResume) {
+  train::clear_stop_request();
+  ops::clear_algorithm_choices();
+  const std::string key = "MIOpen 3.2.0 forward f32 16,8,8,3,8,3,3,1,1,1,1,1,1,1";
+  ops::record_algorithm_choice(key, "42");
+  const Config c = resnet_config();
+  const std::string dir = fresh_dir("choices");
+  std::string checkpoint;
+  {
+    train::TrainerOptions o{dir, false};
+    o.stop_after_steps = 2;
+    train::Trainer t(c, o);
+    t.run();
+    ASSERT_TRUE(t.stopped());
+    checkpoint = t.last_checkpoint();
+  }
+  EXPECT_EQ(train::read_training_checkpoint(checkpoint).state.algorithm_choices,
+            (ops::AlgorithmChoices{{key, "42"}}));
+  ops::clear_algorithm_choices();
+  train::TrainerOptions o{dir, false};
+  o.resume = "auto";
+  train::Trainer resumed(c, o);
+  EXPECT_EQ(resumed.resumed_from(), checkpoint);
+  EXPECT_EQ(ops::algorithm_choice(key), "42");
+  ops::clear_algorithm_choices();
 }
 
 TEST(Resume, FullDiskKeepsThePreviousCheckpointAndNamesIt) {

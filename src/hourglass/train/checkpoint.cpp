@@ -256,6 +256,8 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
   if (!s.loss_scale.empty()) m[key("loss_scale")] = s.loss_scale;
   m[key("trajectory_config")] = s.config_text;
   m[key("config_hash")] = s.config_hash;
+  if (!s.algorithm_choices.empty())
+    m[key("algorithm_choices")] = ops::encode_algorithm_choices(s.algorithm_choices);
   save_checkpoint(path, model, &optimizer, std::move(m));
 }
 
@@ -281,6 +283,9 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path, CheckpointTru
   s.loss_scale = r.text_or_empty("loss_scale");
   s.config_text = r.text("trajectory_config");
   s.config_hash = r.text("config_hash");
+  s.algorithm_choices = ops::decode_algorithm_choices(
+      r.text_or_empty("algorithm_choices"),
+      fmt::format("checkpoint {}: metadata {}algorithm_choices", path, kPrefix));
   check_training_state(path, s, r.number<int64_t>("optim.step"));
   return c;
 }

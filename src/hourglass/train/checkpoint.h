@@ -14,6 +14,7 @@
 
 #include "hourglass/base/config.h"
 #include "hourglass/nn/module.h"
+#include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/tensor/safetensors.h"
 
@@ -77,6 +78,10 @@ struct TrainingState {
   std::string loss_scale;
   std::string config_text;  // trajectory_config_text of the run
   std::string config_hash;  // config_hash(config_text)
+  // The GPU libraries' deterministic algorithm choices (ops/algorithm_choices.h), adopted on
+  // resume so the continued run launches the same algorithms. Stored in their text form as
+  // "algorithm_choices" when there are any; every record's bounds checked on reading.
+  ops::AlgorithmChoices algorithm_choices;
 };
 
 // A resumable checkpoint: model, optimizer, `config` as TOML and `state`.

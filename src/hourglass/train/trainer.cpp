@@ -7,6 +7,7 @@
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/obs/progress.h"
+#include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/train/evaluate.h"
 
@@ -86,6 +87,7 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
   }
   best_acc_ = s.best_acc;
   last_epoch_record_ = s.last_epoch_record;
+  ops::adopt_algorithm_choices(s.algorithm_choices);
   history_ = session_->adopt(ckpt);
 }
 
@@ -116,6 +118,7 @@ double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t 
     const std::vector<float> st = scaler->state().to_vector<float>();
     s.loss_scale = fmt::format("{} {}", st[0], st[2]);
   }
+  s.algorithm_choices = ops::algorithm_choices();
   return session_->write_checkpoint(s, model(), *setup_.optimizer, /*quiet=*/p != nullptr);
 }
 

@@ -11,8 +11,9 @@
 // API whose numerics suit the call; MIOpen: miopenFindConvolution*Algorithm) — this
 // synchronises, which is acceptable only then — and the fastest is cached with its
 // descriptors and workspace size in a per-device map. With determinism Required nothing is
-// timed where the library offers heuristics (cuDNN): the heuristics' first deterministic
-// choice is kept, so another process makes the same one. Later calls look the plan up, take a
+// timed: cuDNN keeps its heuristics' first deterministic choice, so another process makes the
+// same one; MIOpen takes its immediate mode's first deterministic solution, or the one a
+// resumed run's checkpoint recorded (ops/algorithm_choices.h). Later calls look the plan up, take a
 // workspace from the caching allocator and launch: nothing synchronises. One library handle
 // per device, created lazily and bound to gpu::stream().
 #pragma once

@@ -9,12 +9,14 @@
 // workspace of up to dnn::kMaxWorkspaceBytes, as large as the pass's GetWorkSpaceSize asks:
 // on cuDNN, a 256 MiB bound left f32 NHWC only its slowest kernels, and MIOpen's transposing
 // solvers need the same room. Later calls are a lookup, a workspace from the caching allocator
-// and the launch. In deterministic mode nothing is timed: MIOpen's immediate mode lists the
-// deterministic solutions sorted by expected time (from its find-db where a Find of an earlier
-// run filled it, else from its heuristics) and the first whose workspace fits is compiled and
-// kept, so a resumed process makes the same choice (keep the runs in between deterministic
-// too: a Find refreshes the find-db). MIOpen has no TF32 mode for f32 convolutions, so
-// MathMode only keys the cache. The per-device state is never destroyed (see dnn_cudnn.cpp).
+// and the launch. In deterministic mode nothing is timed (no Find call): MIOpen's immediate
+// mode lists the deterministic solutions sorted by expected time (from its find-db where a
+// Find of an earlier run filled it, else from its heuristics), and the first whose workspace
+// fits is compiled and kept. That order can change between processes (any non-deterministic
+// run refreshes the find-db), so each choice is recorded (ops/algorithm_choices.h, saved in
+// checkpoints) and a resumed run takes its checkpoint's choice while MIOpen still lists it.
+// MIOpen has no TF32 mode for f32 convolutions, so MathMode only keys the cache. The
+// per-device state is never destroyed (see dnn_cudnn.cpp).
 #include <miopen/miopen.h>
 
 #include <algorithm>
@@ -23,6 +25,8 @@
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +36,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
+#include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
 
 namespace hg::gpu {
@@ -265,8 +270,23 @@ void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, size_t ma
                pa.workspace);
 }
 
-// Deterministic mode: the first of MIOpen's immediate-mode solutions (sorted by expected time)
-// whose workspace fits, compiled now so that the first launch does not compile.
+// The key a deterministic choice is recorded under (ops/algorithm_choices.h): "MIOpen 3.2.0
+// forward bf16 n,h,w,c,k,r,s,stride,pad,dilation,groups". A solution id names a solver of
+// one MIOpen version; another version's records are never looked up.
+std::string choice_key(const ConvPlan& plan, Pass pass) {
+  static const std::string library = dnn_library_version();
+  const ConvGeometry& g = plan.geometry;
+  const Conv2dParams& p = g.params;
+  return fmt::format("{} {} {} {},{},{},{},{},{},{},{},{},{},{},{},{},{}", library,
+                     kPassNames[pass], dtype_name(plan.dtype), g.n, g.h, g.w, g.c, g.k, g.r, g.s,
+                     p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w,
+                     p.groups);
+}
+
+// Deterministic mode: the solution recorded for this pass when MIOpen lists it (a resumed run
+// adopts its checkpoint's records), else the first of MIOpen's immediate-mode solutions
+// (sorted by expected time) whose workspace fits; compiled now so that the first launch does
+// not compile, and recorded. Nothing is timed.
 //   count(&n): the pass's Get*SolutionCount; list(max, &n, solutions): its Get*Solution;
 //   compile(id): its *CompileSolution.
 template <typename Count, typename List, typename Compile>
@@ -278,12 +298,23 @@ void choose_solution(const ConvPlan& plan, Pass pass, PassAlgo& pa, Count count,
   size_t returned = 0;
   if (available > 0)
     HG_MIOPEN_CHECK_FOR(list(available, &returned, solutions.data()), plan.context());
+  returned = std::min(returned, available);
+  const std::string key = choice_key(plan, pass);
+  const std::optional<std::string> recorded = ops::algorithm_choice(key);
   const miopenConvSolution_t* chosen = nullptr;
-  for (size_t i = 0; i < std::min(returned, available); ++i)
-    if (solutions[i].workspace_size <= dnn::kMaxWorkspaceBytes) {
-      chosen = &solutions[i];
-      break;
-    }
+  if (recorded) {
+    for (size_t i = 0; i < returned; ++i)
+      if (std::to_string(solutions[i].solution_id) == *recorded &&
+          solutions[i].workspace_size <= dnn::kMaxWorkspaceBytes)
+        chosen = &solutions[i];
+    if (chosen == nullptr)
+      HG_LOG_WARN(
+          "MIOpen no longer lists the recorded deterministic {} solution {} for the {} "
+          "convolution {}: choosing again, so results may differ from the run that recorded it",
+          kPassNames[pass], *recorded, dtype_name(plan.dtype), plan.geometry.describe());
+  }
+  for (size_t i = 0; i < returned && chosen == nullptr; ++i)
+    if (solutions[i].workspace_size <= dnn::kMaxWorkspaceBytes) chosen = &solutions[i];
   if (chosen == nullptr)
     throw Error(
         ErrorKind::InvalidInput,
@@ -293,6 +324,7 @@ void choose_solution(const ConvPlan& plan, Pass pass, PassAlgo& pa, Count count,
         "set deterministic = false, change the convolution's shape, padding, dilation "
         "or groups, use another precision, or device = \"cpu\"");
   HG_MIOPEN_CHECK_FOR(compile(chosen->solution_id), plan.context());
+  ops::record_algorithm_choice(key, std::to_string(chosen->solution_id));
   pa.immediate = true;
   pa.solution = chosen->solution_id;
   pa.workspace = chosen->workspace_size;
