@@ -122,11 +122,12 @@ void check_bare_keys(const toml::table& table, const std::string& prefix,
     check_string(node, name, source);
     if (const toml::table* sub = node.as_table()) check_bare_keys(*sub, name, source);
     if (const toml::array* arr = node.as_array())
-      for (const toml::node& element : *arr)
+      for (const toml::node& element : *arr) {
         if (const toml::table* sub = element.as_table())
           check_bare_keys(*sub, name, source);
         else
           check_string(element, name, source);
+      }
   }
 }
 
