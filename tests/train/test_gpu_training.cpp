@@ -216,6 +216,25 @@ TEST(GpuTraining, DeterministicResumeIsBitIdentical) {
   ops::set_deterministic(false);
 }
 
+// The dataset on the GPU (data.placement = "device") gives the batches of the host loader bit
+// for bit, so a deterministic run trains the same weights and metrics with either placement.
+TEST(GpuTraining, DevicePlacementTrainsTheHostPlacementsWeights) {
+  HG_REQUIRE_GPU();
+  auto run = [](const std::string& placement) {
+    Config c = gpu_config("bf16");
+    c.set_override("deterministic=true");
+    c.set_override("data.augment=true");
+    c.set_override("data.placement=\"" + placement + "\"");
+    train::Trainer t(c, {test::fresh_temp_dir("hourglass_gpu_place_" + placement), false});
+    const std::vector<train::EpochMetrics> history = t.run();
+    return std::pair{t.parameters().params.to_vector<float>(), history.back().test_acc};
+  };
+  const auto host = run("host"), device = run("device");
+  EXPECT_EQ(device.first, host.first) << "the placements trained different weights";
+  EXPECT_EQ(device.second, host.second);
+  ops::set_deterministic(false);
+}
+
 TEST(GpuTrainingConfig, LowPrecisionNeedsAGpuDevice) {
   Config c = gpu_config("bf16");
   c.set_override("device=\"cpu\"");

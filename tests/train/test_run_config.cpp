@@ -136,6 +136,10 @@ TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
   expect_refused("schedule.gamma=0");
   expect_refused("schedule.pct_start=1");
   expect_refused("schedule.min_lr=-1");
+  expect_refused("data.placement=\"gpu\"", {"unknown placement 'gpu'"});
+  expect_refused("data.placement=\"device\"", {"needs a GPU"});
+  EXPECT_EQ(parsed_with("data.placement=\"host\"").data.placement, "host");
+  EXPECT_EQ(parsed_with("data.workers=1").data.placement, "auto");
   const train::RunConfig ok = parsed_with("optim.momentum=0");
   EXPECT_EQ(ok.optim.sgd.momentum, 0.0);
   EXPECT_EQ(parsed_with("optim.momentum=0.99").optim.sgd.momentum, 0.99);

@@ -65,6 +65,8 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOption
              dataset_->name, int(dataset_->labels[size_t(i)]), i, dataset_->num_classes);
   }
   window_ = int64_t(options_.prefetch) * std::max(options_.workers, 1);
+  if (options_.placement.is_gpu())
+    resident_ = std::make_unique<DeviceResidentSet>(*dataset_, transform_, options_.placement);
 }
 
 DataLoader::~DataLoader() { stop_workers(); }
@@ -79,6 +81,7 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   const int64_t begin = index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, ds.size() - begin);
   HG_ASSERT(index >= 0 && count > 0, "batch {} is outside the epoch", index);
+  if (resident_) return resident_->batch(epoch, index, begin, count);
   const int64_t image_floats = ds.image_bytes();
 
   Batch batch;
@@ -108,6 +111,8 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
 Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {
   HG_CHECK(index >= 0 && index < batches_per_epoch(),
            "DataLoader: batch {} is outside the epoch's {} batches", index, batches_per_epoch());
+  HG_CHECK(!resident_, "DataLoader: make_batch builds host batches; this loader's are on {}",
+           options_.placement.str());
   return build(epoch, epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch), index);
 }
 
@@ -126,6 +131,10 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   next_emit_ = first_batch;
   failed_ = nullptr;
   ready_.clear();
+  if (resident_) {  // batches are gathered on the device, by next() on the caller's thread
+    resident_->start_epoch(order_, transform_, options_.augment, options_.seed, epoch);
+    return;
+  }
   if (options_.workers == 0 || first_batch == end_) return;
   const int threads = int(std::min<int64_t>(options_.workers, end_ - first_batch));
   try {
@@ -172,7 +181,7 @@ void DataLoader::worker_loop() {
 std::optional<Batch> DataLoader::next() {
   HG_CHECK(started_, "DataLoader: next() called before start_epoch()");
   if (failed_) std::rethrow_exception(failed_);
-  if (options_.workers == 0) {
+  if (options_.workers == 0 || resident_) {
     if (next_emit_ >= end_) return std::nullopt;
     Batch batch = build(epoch_, order_, next_emit_);
     ++next_emit_;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "hourglass/data/dataset.h"
+#include "hourglass/data/device_resident.h"
 #include "hourglass/data/transforms.h"
 #include "hourglass/tensor/tensor.h"
 
@@ -38,11 +39,14 @@ struct LoaderOptions {
   bool augment = false;  // apply crop and flip (training); normalisation always applies
   int workers = 1;       // background threads; 0 builds each batch inside next()
   int prefetch = 2;      // batches each worker may prepare ahead of the consumer
+  // Where batches are built. A GPU: the dataset is uploaded there once and each batch is
+  // gathered, augmented and normalised on it (device_resident.h); workers are not used.
+  Device placement = Device::cpu();
 };
 
 struct Batch {
-  Tensor images;  // f32 [B, H, W, C] on the cpu
-  Tensor labels;  // i64 [B]
+  Tensor images;  // f32 [B, H, W, C] on the loader's placement device
+  Tensor labels;  // i64 [B], on the same device
   int64_t epoch = 0;
   int64_t index = 0;  // batch index within the epoch
 };
@@ -70,8 +74,10 @@ class DataLoader {
 
   int64_t batches_per_epoch() const;
   // Builds batch `index` of epoch `epoch` on the calling thread, independent of any epoch in
-  // progress; next() returns exactly this.
+  // progress; next() returns exactly this. Host placement only.
   Batch make_batch(int64_t epoch, int64_t index) const;
+  // Bytes of the dataset held on the placement device (0 on the host).
+  int64_t device_bytes() const { return resident_ ? resident_->bytes() : 0; }
 
   const ImageDataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
@@ -90,6 +96,7 @@ class DataLoader {
   std::shared_ptr<const ImageDataset> dataset_;
   LoaderOptions options_;
   ImageTransform transform_;
+  std::unique_ptr<DeviceResidentSet> resident_;  // device placement only
 
   // The current epoch; written only by start_epoch while no worker runs.
   bool started_ = false;

@@ -62,8 +62,9 @@ ImageTransform::ImageTransform(const TransformOptions& options, int64_t height, 
     HG_CHECK(std::isfinite(mean[size_t(c)]), "transform: mean[{}] is {}", c, mean[size_t(c)]);
     HG_CHECK(std::isfinite(stdev[size_t(c)]) && stdev[size_t(c)] > 0.0f,
              "transform: std[{}] must be positive and finite, got {}", c, stdev[size_t(c)]);
-    scale_.push_back(1.0f / (255.0f * stdev[size_t(c)]));
-    bias_.push_back(-mean[size_t(c)] / stdev[size_t(c)]);
+    const float scale = 1.0f / (255.0f * stdev[size_t(c)]);
+    const float bias = -mean[size_t(c)] / stdev[size_t(c)];
+    for (int v = 0; v < 256; ++v) table_.push_back(float(v) * scale + bias);
   }
 }
 
@@ -82,14 +83,13 @@ Augmentation ImageTransform::draw(uint64_t seed, int64_t epoch, int64_t sample) 
 
 void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float* out) const {
   const int64_t h = height_, w = width_, c = channels_;
-  const float* scale = scale_.data();
-  const float* bias = bias_.data();
+  const float* table = table_.data();
   for (int64_t y = 0; y < h; ++y) {
     float* row = out + y * w * c;
     const int64_t sy = y + aug.shift_y;
     if (sy < 0 || sy >= h) {  // entirely in the padding: zero pixels
       for (int64_t x = 0; x < w; ++x) {
-        for (int64_t ch = 0; ch < c; ++ch) row[x * c + ch] = bias[ch];
+        for (int64_t ch = 0; ch < c; ++ch) row[x * c + ch] = table[ch * 256];
       }
       continue;
     }
@@ -100,10 +100,10 @@ void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float*
       const int64_t sx = cx + aug.shift_x;
       float* px = row + x * c;
       if (sx < 0 || sx >= w) {
-        for (int64_t ch = 0; ch < c; ++ch) px[ch] = bias[ch];
+        for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256];
       } else {
         const uint8_t* sp = src_row + sx * c;
-        for (int64_t ch = 0; ch < c; ++ch) px[ch] = float(sp[ch]) * scale[ch] + bias[ch];
+        for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256 + sp[ch]];
       }
     }
   }

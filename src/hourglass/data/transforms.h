@@ -53,12 +53,15 @@ class ImageTransform {
   int64_t width() const { return width_; }
   int64_t channels() const { return channels_; }
   const TransformOptions& options() const { return options_; }
+  // The normalisation as a table: entry c * 256 + v is the f32 value of value v in channel c,
+  // v * scale[c] + bias[c] computed once here, so every path (this class, ops::gather_batch on
+  // any device) gives the same bits. A padding pixel is value 0.
+  const std::vector<float>& table() const { return table_; }
 
  private:
   TransformOptions options_;
   int64_t height_, width_, channels_;
-  std::vector<float> scale_;  // per channel: 1 / (255 * std)
-  std::vector<float> bias_;   // per channel: -mean / std (the value of a zero pixel)
+  std::vector<float> table_;  // [channels, 256]: v / (255 std[c]) - mean[c] / std[c]
 };
 
 }  // namespace hg::data

@@ -347,6 +347,46 @@ HG_OP(Tensor, dropout_backward, (const Tensor& dy, const Tensor& mask, double p)
   return backend_for(dy.device()).dropout_backward(dy.contiguous(), mask, p);
 })
 
+// ---- data: a training batch gathered from a dataset held on the device it trains on ----
+
+// images u8 [N,H,W,C] and labels u8 [N] (the dataset), indices i64 [B] (the batch's samples,
+// each in [0, N): the CPU refuses others, the GPU writes zeros and label -1 for them), augment
+// i32 [B,3] (per sample shift_y, shift_x, flip as data::Augmentation) or undefined (none),
+// table f32 [C,256] (channel c's value of each pixel value: the normalisation) -> images f32
+// [B,H,W,C], labels i64 [B] where, for sample i = indices[b] with shifts (dy, dx) and
+// cx = flip ? W-1-x : x, out(b,y,x,c) = table(c, images(i, y+dy, cx+dx, c)), and table(c, 0)
+// (a zero pixel) where (y+dy, cx+dx) falls outside the image: data::ImageTransform::apply for
+// a whole batch, bit for bit.
+HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& labels,
+                                         const Tensor& indices, const Tensor& augment,
+                                         const Tensor& table), {
+  check_dtype(op, "images", images, DType::U8);
+  check_dim(op, "images", images, 4);
+  check_dtype(op, "labels", labels, DType::U8);
+  check_dim(op, "labels", labels, 1);
+  HG_CHECK(labels.size(0) == images.size(0), "{}: {} labels for {} images", op, labels.size(0),
+           images.size(0));
+  check_dtype(op, "indices", indices, DType::I64);
+  check_dim(op, "indices", indices, 1);
+  if (augment.defined()) {
+    check_dtype(op, "augment", augment, DType::I32);
+    HG_CHECK(augment.dim() == 2 && augment.size(0) == indices.size(0) && augment.size(1) == 3,
+             "{}: augment must be [{},3] (shift_y, shift_x, flip per sample), got {}", op,
+             indices.size(0), augment.describe());
+    check_same_device(op, images, augment);
+  }
+  check_dtype(op, "table", table, DType::F32);
+  HG_CHECK(table.dim() == 2 && table.size(0) == images.size(3) && table.size(1) == 256,
+           "{}: table must be [{},256] (a value per channel and pixel value), got {}", op,
+           images.size(3), table.describe());
+  check_same_device(op, images, table);
+  check_same_device(op, images, labels);
+  check_same_device(op, images, indices);
+  return backend_for(images.device()).gather_batch(
+      images.contiguous(), labels.contiguous(), indices.contiguous(),
+      augment.defined() ? augment.contiguous() : augment, table.contiguous());
+})
+
 // ---- optimizer updates over flat f32 tensors of equal shape ----
 // `skip`, when defined, is a one-element f32 tensor on the parameters' device; the update does
 // nothing when it is nonzero (the loss scaler's found-inf flag). The decision is taken on the

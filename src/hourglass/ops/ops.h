@@ -41,6 +41,10 @@ struct DropoutForward {
   Tensor y;
   Tensor mask;  // u8, 1 where kept
 };
+struct GatheredBatch {
+  Tensor images;  // f32 [B,H,W,C], normalised
+  Tensor labels;  // i64 [B]
+};
 
 // Elements of the dynamic loss scaler's f32 state tensor (unscale_grads_, update_loss_scale_).
 inline constexpr int64_t kLossScaleState = 3;

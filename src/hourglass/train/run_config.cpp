@@ -162,6 +162,16 @@ RunConfig parse_run_config(const Config& c) {
                          fmt::format("must be 0 (batches built by the training thread) or at "
                                      "most {} (4 x the machine's hardware threads, and at most {})",
                                      max_workers, kMaxLoaderWorkers)));
+  d.placement = c.get_string("data.placement", "auto");
+  if (d.placement != "auto" && d.placement != "device" && d.placement != "host")
+    throw_invalid(fmt::format("config key 'data.placement' {}: unknown placement '{}'",
+                              c.origin("data.placement"), untrusted_excerpt(d.placement)),
+                  "use \"auto\", \"device\" (the dataset on the GPU) or \"host\"");
+  if (d.placement == "device" && r.device.is_cpu())
+    throw_invalid(fmt::format("config key 'data.placement' {}: \"device\" needs a GPU, but "
+                              "device = \"cpu\"",
+                              c.origin("data.placement")),
+                  "set device = \"gpu:0\", or data.placement = \"host\" or \"auto\"");
   data::DatasetOptions& syn = d.synthetic;
   syn.synthetic_train_size = int_in(c, "data.synthetic.train_size", 10000, 1, kMaxSyntheticSamples,
                                     fmt::format("must be in [1, {}]", kMaxSyntheticSamples));

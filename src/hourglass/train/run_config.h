@@ -28,8 +28,15 @@ struct DataConfig {
   bool augment = false;
   data::TransformOptions transform;  // normalisation, crop padding, flip
   int workers = 1;
+  // Where batches are built (data.placement): "host" (the loader's threads), "device" (the
+  // dataset uploaded to the run's GPU once, batches gathered and augmented there) or "auto"
+  // (device on a GPU run when the dataset's pixels take at most kAutoDevicePlacementBytes).
+  std::string placement = "auto";
   data::DatasetOptions synthetic;  // sizes for dataset = "synthetic"
 };
+
+// The largest dataset data.placement = "auto" puts on the GPU (pixels, per split).
+inline constexpr int64_t kAutoDevicePlacementBytes = int64_t(2) << 30;
 
 struct OptimConfig {
   std::string name = "sgd";  // sgd | adamw
@@ -93,11 +100,11 @@ const char* default_precision(Device device);
 RunConfig parse_run_config(const Config& config);
 
 // The settings that decide a run's trajectory, resolved (defaults filled in), one
-// "key = value" line each in a fixed order: seed, device, [model], [data] (without path and
-// workers), [optim], [schedule], [train] (without eval_batch_size). Two configs with equal
+// "key = value" line each in a fixed order: seed, device, [model], [data] (without path, placement
+// and workers), [optim], [schedule], [train] (without eval_batch_size). Two configs with equal
 // texts train the same weights, so a checkpoint of one can continue the other. The run's name,
-// threads, data.path, data.workers, train.eval_batch_size and [checkpoint] are left out: they
-// change where and how fast a run goes, not what it computes.
+// threads, data.path, data.workers, data.placement, train.eval_batch_size and [checkpoint] are left
+// out: they change where and how fast a run goes, not what it computes.
 std::string trajectory_config_text(const RunConfig& run);
 // A 16-hex-digit hash (FNV-1a, 64 bits) of `text`.
 std::string config_hash(const std::string& text);

@@ -42,6 +42,7 @@ EpochMetrics from_json(const ordered_json& j) {
   m.epoch_seconds = number(j, "epoch_seconds");
   m.lr = number(j, "lr");
   m.checkpoint_seconds = number(j, "checkpoint_seconds");
+  m.data_wait_seconds = number(j, "data_wait_seconds");
   return m;
 }
 
@@ -59,7 +60,8 @@ std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) 
                      {"images_per_s", m.images_per_s},
                      {"epoch_seconds", m.epoch_seconds},
                      {"lr", m.lr},
-                     {"checkpoint_seconds", m.checkpoint_seconds}});
+                     {"checkpoint_seconds", m.checkpoint_seconds},
+                     {"data_wait_seconds", m.data_wait_seconds}});
   return r;
 }
 

@@ -26,6 +26,9 @@ struct EpochMetrics {
   double epoch_seconds = 0;
   double lr = 0;                  // at the end of the epoch
   double checkpoint_seconds = 0;  // time the step loop waited for checkpoints this epoch
+  // Time the step loop waited for the loader's batches this epoch (since the resume, for an
+  // epoch resumed mid-way): the upper bound of the GPU's data stall.
+  double data_wait_seconds = 0;
 };
 
 // The metrics as the name/value pairs of one metrics.jsonl line, in the documented order.

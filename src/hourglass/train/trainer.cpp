@@ -47,6 +47,7 @@ struct Trainer::EpochProgress {
   double train_seconds_before = 0;  // spent in this epoch before a resume
   Clock::time_point segment_start = Clock::now();
   double checkpoint_seconds = 0;
+  double data_wait_seconds = 0;  // in loader.next(), this process
   double train_seconds() const { return train_seconds_before + seconds_since(segment_start); }
 };
 
@@ -144,7 +145,14 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   int64_t segment_samples = 0;
   loader.start_epoch(epoch, first_batch);
   int64_t index = first_batch;
-  while (auto batch = loader.next()) {
+  // Waiting for the loader counts as data wait: next() blocks only when no batch is ready.
+  auto next_batch = [&] {
+    const auto wait_start = Clock::now();
+    auto b = loader.next();
+    p.data_wait_seconds += seconds_since(wait_start);
+    return b;
+  };
+  while (auto batch = next_batch()) {
     Tensor images = batch->images.to(device);
     Tensor labels = batch->labels.to(device);
     const int64_t n = labels.size(0);
@@ -207,6 +215,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   // has not set it).
   m.lr = global_step() > 0 ? setup_.schedule->lr(global_step() - 1) : setup_.optimizer->lr();
   m.checkpoint_seconds = p.checkpoint_seconds;
+  m.data_wait_seconds = p.data_wait_seconds;
   m.epoch_seconds = train_seconds + eval_seconds;
   const double selection_acc = m.has_validation ? m.val_acc : m.test_acc;
   if (selection_acc > best_acc_) {
@@ -222,10 +231,11 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   session_->append_metrics(epoch_record(m));
   history.push_back(m);
   progress.finish(fmt::format(
-      "loss {:.4f} train_acc {:.4f} {}test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s)",
+      "loss {:.4f} train_acc {:.4f} {}test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s, "
+      "data wait {:.2f}s)",
       m.train_loss, m.train_acc,
       m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
-      m.images_per_s, m.epoch_seconds, m.checkpoint_seconds));
+      m.images_per_s, m.epoch_seconds, m.checkpoint_seconds, m.data_wait_seconds));
   // A stop requested during the evaluation: the epoch-end checkpoint is already written. After
   // the last epoch run() asks the session instead (start_finishing: signals and requests only;
   // the budget left is enough for the final weights).

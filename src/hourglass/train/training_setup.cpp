@@ -51,7 +51,15 @@ RunParts build_run_parts(const RunConfig& run, bool with_train) {
 }
 
 namespace {
-data::LoaderOptions loader_options(const RunConfig& run, int64_t batch_size, bool training) {
+// data.placement resolved for one dataset.
+Device placement_for(const RunConfig& run, const data::ImageDataset& set) {
+  if (run.device.is_cpu() || run.data.placement == "host") return Device::cpu();
+  if (run.data.placement == "device") return run.device;
+  return int64_t(set.pixels.size()) <= kAutoDevicePlacementBytes ? run.device : Device::cpu();
+}
+
+data::LoaderOptions loader_options(const RunConfig& run, const data::ImageDataset& set,
+                                   int64_t batch_size, bool training) {
   data::LoaderOptions o;
   o.batch_size = batch_size;
   o.shuffle = training;
@@ -60,20 +68,23 @@ data::LoaderOptions loader_options(const RunConfig& run, int64_t batch_size, boo
   o.seed = run.seed;
   o.transform = run.data.transform;
   o.workers = run.data.workers;
+  o.placement = placement_for(run, set);
   return o;
 }
 }  // namespace
 
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
                                                     std::shared_ptr<const data::ImageDataset> set) {
-  return std::make_unique<data::DataLoader>(std::move(set),
-                                            loader_options(run, run.train.batch_size, true));
+  HG_CHECK(set != nullptr, "make_train_loader: no dataset");
+  data::LoaderOptions o = loader_options(run, *set, run.train.batch_size, true);
+  return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
 
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
                                                    std::shared_ptr<const data::ImageDataset> set) {
-  return std::make_unique<data::DataLoader>(std::move(set),
-                                            loader_options(run, run.train.eval_batch_size, false));
+  HG_CHECK(set != nullptr, "make_eval_loader: no dataset");
+  data::LoaderOptions o = loader_options(run, *set, run.train.eval_batch_size, false);
+  return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat) {

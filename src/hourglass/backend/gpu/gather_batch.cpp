@@ -1,0 +1,28 @@
+// gather_batch on the GPU: a batch of a device-resident dataset gathered, augmented and
+// normalised by one kernel (gather_batch_kernels.h), with no host work but the launch.
+#include "hourglass/backend/gpu/gather_batch_kernels.h"
+#include "hourglass/backend/gpu/gpu_backend.h"
+#include "hourglass/backend/gpu/host_util.h"
+
+namespace hg {
+
+ops::GatheredBatch GpuBackend::gather_batch(const Tensor& images, const Tensor& labels,
+                                            const Tensor& indices, const Tensor& augment,
+                                            const Tensor& table) {
+  const int64_t batch = indices.size(0);
+  ops::GatheredBatch out;
+  out.images = Tensor::empty({batch, images.size(1), images.size(2), images.size(3)}, DType::F32,
+                             images.device());
+  out.labels = Tensor::empty({batch}, DType::I64, images.device());
+  gpu::launch_gather_batch(
+      static_cast<const uint8_t*>(images.data_ptr()),
+      static_cast<const uint8_t*>(labels.data_ptr()),
+      static_cast<const int64_t*>(indices.data_ptr()),
+      augment.defined() ? static_cast<const int32_t*>(augment.data_ptr()) : nullptr,
+      static_cast<const float*>(table.data_ptr()), images.size(0), images.size(1), images.size(2),
+      images.size(3), batch, static_cast<float*>(out.images.data_ptr()),
+      static_cast<int64_t*>(out.labels.data_ptr()), gpu::stream_for(images));
+  return out;
+}
+
+}  // namespace hg

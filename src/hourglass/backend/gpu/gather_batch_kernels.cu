@@ -1,0 +1,58 @@
+// Batch gathering: one thread per output pixel (all its channels), in a grid-stride loop. Values
+// are looked up in the normalisation table (a few KiB, cached), so they are the CPU's bits.
+#include <cstdint>
+
+#include "hourglass/backend/gpu/gather_batch_kernels.h"
+#include "hourglass/backend/gpu/kernel_util.cuh"
+
+namespace hg::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads)
+    gather_batch_kernel(const uint8_t* __restrict__ images, const uint8_t* __restrict__ labels,
+                        const int64_t* __restrict__ indices, const int32_t* __restrict__ augment,
+                        const float* __restrict__ table, int64_t n, int64_t h, int64_t w, int64_t c,
+                        int64_t pixels, float* __restrict__ out, int64_t* __restrict__ out_labels) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels; p += stride) {
+    const int64_t x = p % w, y = (p / w) % h, b = p / (w * h);
+    const int64_t index = indices[b];
+    const bool valid = index >= 0 && index < n;
+    if (x == 0 && y == 0) out_labels[b] = valid ? int64_t(labels[index]) : -1;
+    float* px = out + p * c;
+    if (!valid) {
+      for (int64_t ch = 0; ch < c; ++ch) px[ch] = 0.0f;
+      continue;
+    }
+    int64_t sy = y, sx = x;
+    if (augment != nullptr) {
+      const int32_t* a = augment + 3 * b;
+      sy = y + a[0];
+      sx = (a[2] != 0 ? w - 1 - x : x) + a[1];
+    }
+    if (sy < 0 || sy >= h || sx < 0 || sx >= w) {  // in the padding: a zero pixel
+      for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256];
+      continue;
+    }
+    const uint8_t* sp = images + ((index * h + sy) * w + sx) * c;
+    for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256 + sp[ch]];
+  }
+}
+
+}  // namespace
+
+void launch_gather_batch(const uint8_t* images, const uint8_t* labels, const int64_t* indices,
+                         const int32_t* augment, const float* table, int64_t n, int64_t h,
+                         int64_t w, int64_t c, int64_t batch, float* out_images,
+                         int64_t* out_labels, gpuStream_t stream) {
+  const int64_t pixels = batch * h * w;
+  if (pixels == 0) return;
+  gather_batch_kernel<<<grid_for(pixels, kThreads), kThreads, 0, stream>>>(
+      images, labels, indices, augment, table, n, h, w, c, pixels, out_images, out_labels);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace hg::gpu

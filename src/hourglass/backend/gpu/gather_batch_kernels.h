@@ -1,0 +1,20 @@
+// Launcher of the batch-gathering kernel (gather_batch_kernels.cu), called by gather_batch.cpp.
+// images: n u8 images of h*w*c (HWC); labels: n u8; indices: `batch` i64; augment: `batch`
+// triples (shift_y, shift_x, flip) of i32, or null; table: c*256 f32. Writes batch*h*w*c f32
+// to out_images and `batch` i64 to out_labels, as CpuBackend::gather_batch does; an index
+// outside [0, n) gives a zero image and label -1 (the device cannot throw). Nothing is
+// launched for an empty batch.
+#pragma once
+
+#include <cstdint>
+
+#include "hourglass/device/gpu/runtime.h"
+
+namespace hg::gpu {
+
+void launch_gather_batch(const uint8_t* images, const uint8_t* labels, const int64_t* indices,
+                         const int32_t* augment, const float* table, int64_t n, int64_t h,
+                         int64_t w, int64_t c, int64_t batch, float* out_images,
+                         int64_t* out_labels, gpuStream_t stream);
+
+}  // namespace hg::gpu

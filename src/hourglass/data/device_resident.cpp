@@ -1,0 +1,49 @@
+#include "hourglass/data/device_resident.h"
+
+#include "hourglass/base/error.h"
+#include "hourglass/data/loader.h"
+#include "hourglass/ops/ops.h"
+
+namespace hg::data {
+
+DeviceResidentSet::DeviceResidentSet(const ImageDataset& ds, const ImageTransform& transform,
+                                     Device device) {
+  images_ =
+      Tensor::from_vector(ds.pixels, {ds.size(), ds.height, ds.width, ds.channels}).to(device);
+  labels_ = Tensor::from_vector(ds.labels, {ds.size()}).to(device);
+  table_ = Tensor::from_vector(transform.table(), {ds.channels, 256}).to(device);
+}
+
+void DeviceResidentSet::start_epoch(const std::vector<int64_t>& order,
+                                    const ImageTransform& transform, bool augment, uint64_t seed,
+                                    int64_t epoch) {
+  const auto n = int64_t(order.size());
+  order_ = Tensor::from_vector(order, {n}).to(images_.device());
+  augment_ = Tensor();
+  if (!augment) return;
+  std::vector<int32_t> draws(size_t(3 * n));
+  for (int64_t j = 0; j < n; ++j) {
+    const Augmentation a = transform.draw(seed, epoch, order[size_t(j)]);
+    draws[size_t(3 * j)] = int32_t(a.shift_y);
+    draws[size_t(3 * j + 1)] = int32_t(a.shift_x);
+    draws[size_t(3 * j + 2)] = a.flip ? 1 : 0;
+  }
+  augment_ = Tensor::from_vector(draws, {n, 3}).to(images_.device());
+}
+
+Batch DeviceResidentSet::batch(int64_t epoch, int64_t index, int64_t begin, int64_t count) const {
+  HG_ASSERT(order_.defined() && begin >= 0 && count > 0 && begin + count <= order_.size(0),
+            "device batch [{}, {}) outside the epoch's {} samples", begin, begin + count,
+            order_.defined() ? order_.size(0) : 0);
+  const Tensor augment = augment_.defined() ? augment_.narrow(0, begin, count) : Tensor();
+  ops::GatheredBatch g =
+      ops::gather_batch(images_, labels_, order_.narrow(0, begin, count), augment, table_);
+  Batch b;
+  b.images = std::move(g.images);
+  b.labels = std::move(g.labels);
+  b.epoch = epoch;
+  b.index = index;
+  return b;
+}
+
+}  // namespace hg::data

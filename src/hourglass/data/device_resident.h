@@ -1,0 +1,42 @@
+// A dataset held on the device it trains on: its uint8 pixels and labels uploaded once, and
+// each batch gathered, augmented and normalised there by one kernel (ops::gather_batch) from
+// the epoch's sample order and augmentations, which are drawn on the host once per epoch
+// (ImageTransform::draw: the same crops and flips as the host path, for the same seed) and
+// uploaded with it. No per-step host work but the launch; the loader's worker threads are not
+// used. CIFAR-10's training set takes 150 MB of device memory this way.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hourglass/data/dataset.h"
+#include "hourglass/data/transforms.h"
+#include "hourglass/tensor/tensor.h"
+
+namespace hg::data {
+
+struct Batch;
+
+class DeviceResidentSet {
+ public:
+  // Uploads `ds` and the normalisation of `transform` to `device`.
+  DeviceResidentSet(const ImageDataset& ds, const ImageTransform& transform, Device device);
+
+  // Uploads epoch `epoch`'s sample order and, when `augment`, the augmentation of each
+  // position's sample (transform.draw(seed, epoch, sample)).
+  void start_epoch(const std::vector<int64_t>& order, const ImageTransform& transform, bool augment,
+                   uint64_t seed, int64_t epoch);
+  // Positions [begin, begin + count) of the current epoch's order as batch `index`, on the
+  // device (images f32 [count,H,W,C], labels i64 [count]).
+  Batch batch(int64_t epoch, int64_t index, int64_t begin, int64_t count) const;
+
+  // Bytes the dataset takes on the device (pixels and labels).
+  int64_t bytes() const { return int64_t(images_.nbytes() + labels_.nbytes()); }
+  Device device() const { return images_.device(); }
+
+ private:
+  Tensor images_, labels_, table_;
+  Tensor order_, augment_;  // the current epoch's; augment_ undefined when not augmenting
+};
+
+}  // namespace hg::data

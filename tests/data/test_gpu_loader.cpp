@@ -1,0 +1,60 @@
+// A DataLoader with the dataset on the GPU (placement = gpu) hands out the very batches of the
+// host loader, bit for bit: the same samples in the same order and the same crops and flips for
+// the same seed, every epoch, from any resume point; only their device differs.
+#include <gtest/gtest.h>
+
+#include "hourglass/data/loader.h"
+#include "support/gpu.h"
+
+namespace hg::data {
+namespace {
+
+LoaderOptions options(Device placement, bool augment) {
+  LoaderOptions o;
+  o.batch_size = 48;
+  o.seed = 21;
+  o.augment = augment;
+  o.transform = default_transform("cifar10");  // mean/std, crop padding 4, flip
+  o.workers = 2;
+  o.placement = placement;
+  return o;
+}
+
+void expect_same_epoch(DataLoader& host, DataLoader& device, int64_t epoch, int64_t first) {
+  host.start_epoch(epoch, first);
+  device.start_epoch(epoch, first);
+  int64_t batches = 0;
+  while (auto h = host.next()) {
+    auto d = device.next();
+    ASSERT_TRUE(d.has_value()) << "the device loader ended early at batch " << h->index;
+    ASSERT_EQ(d->images.device(), device.options().placement);
+    ASSERT_EQ(d->labels.device(), device.options().placement);
+    EXPECT_EQ(d->index, h->index);
+    ASSERT_EQ(d->images.shape(), h->images.shape());
+    ASSERT_EQ(d->labels.to_vector<int64_t>(), h->labels.to_vector<int64_t>());
+    ASSERT_EQ(d->images.to_vector<float>(), h->images.to_vector<float>())
+        << "epoch " << epoch << " batch " << h->index;
+    ++batches;
+  }
+  EXPECT_FALSE(device.next().has_value());
+  EXPECT_EQ(batches, host.batches_per_epoch() - first);
+}
+
+TEST(GpuLoader, DeviceResidentBatchesAreTheHostBatches) {
+  HG_REQUIRE_GPU();
+  // 203 samples: a partial last batch.
+  auto ds = std::make_shared<const ImageDataset>(
+      make_synthetic(203, 32, 32, 3, 10, /*seed=*/4, Split::Train));
+  for (bool augment : {false, true}) {
+    SCOPED_TRACE(augment ? "augmented" : "plain");
+    DataLoader host(ds, options(Device::cpu(), augment));
+    DataLoader device(ds, options(Device::gpu(0), augment));
+    EXPECT_EQ(device.device_bytes(), 203 * 32 * 32 * 3 + 203);
+    EXPECT_EQ(host.device_bytes(), 0);
+    for (int64_t epoch : {0, 1, 5}) expect_same_epoch(host, device, epoch, 0);
+    expect_same_epoch(host, device, 3, 2);  // resumed mid-epoch
+  }
+}
+
+}  // namespace
+}  // namespace hg::data

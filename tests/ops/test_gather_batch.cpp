@@ -1,0 +1,114 @@
+// gather_batch on the CPU against a reference written from the op's documentation: samples
+// picked by index, shifted with zero padding, mirrored after the shift, each value looked up in
+// its channel's table (exactly: the op computes nothing); labels widened to i64. Bad operands
+// are refused naming the operand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "hourglass/base/error.h"
+#include "hourglass/ops/ops.h"
+#include "support/compare.h"
+#include "support/expect_error.h"
+
+namespace hg {
+namespace {
+
+struct Data {
+  int64_t n = 7, h = 5, w = 6, c = 3;
+  std::vector<uint8_t> pixels, labels;
+  std::vector<float> table;  // [c, 256], distinct values
+  Data() {
+    std::mt19937 rng(5);
+    for (int64_t i = 0; i < n * h * w * c; ++i) pixels.push_back(uint8_t(rng() % 256));
+    for (int64_t i = 0; i < n; ++i) labels.push_back(uint8_t(rng() % 10));
+    for (int64_t i = 0; i < c * 256; ++i) table.push_back(float(i) * 0.01f - 3.0f);
+  }
+  Tensor images() const { return Tensor::from_vector(pixels, {n, h, w, c}); }
+  Tensor label_tensor() const { return Tensor::from_vector(labels, {n}); }
+  Tensor table_tensor() const { return Tensor::from_vector(table, {c, 256}); }
+
+  // out(b, y, x, ch), from the documentation.
+  float reference(int64_t index, int32_t dy, int32_t dx, bool flip, int64_t y, int64_t x,
+                  int64_t ch) const {
+    const int64_t sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+    if (sy < 0 || sy >= h || sx < 0 || sx >= w) return table[size_t(ch * 256)];
+    return table[size_t(ch * 256 + pixels[size_t(((index * h + sy) * w + sx) * c + ch)])];
+  }
+};
+
+TEST(GatherBatch, MatchesTheFloat64ReferenceWithAndWithoutAugmentation) {
+  const Data d;
+  const std::vector<int64_t> indices = {3, 0, 6, 3, 1};
+  // Shifts within and beyond the image (a sample wholly in the padding), flips on and off.
+  const std::vector<int32_t> augment = {0, 0, 0, 1, -2, 1, -3, 2, 0, 5, 0, 1, -1, 6, 1};
+  const int64_t b = int64_t(indices.size());
+  for (bool augmented : {false, true}) {
+    SCOPED_TRACE(augmented ? "augmented" : "plain");
+    const Tensor aug = augmented ? Tensor::from_vector(augment, {b, 3}) : Tensor();
+    const auto out = ops::gather_batch(d.images(), d.label_tensor(),
+                                       Tensor::from_vector(indices, {b}), aug, d.table_tensor());
+    ASSERT_EQ(out.images.shape(), (Shape{b, d.h, d.w, d.c}));
+    ASSERT_EQ(out.images.dtype(), DType::F32);
+    ASSERT_EQ(out.labels.dtype(), DType::I64);
+    const std::vector<float> got = out.images.to_vector<float>();
+    const std::vector<int64_t> labels = out.labels.to_vector<int64_t>();
+    for (int64_t i = 0; i < b; ++i) {
+      EXPECT_EQ(labels[size_t(i)], d.labels[size_t(indices[size_t(i)])]);
+      const int32_t dy = augmented ? augment[size_t(3 * i)] : 0;
+      const int32_t dx = augmented ? augment[size_t(3 * i + 1)] : 0;
+      const bool flip = augmented && augment[size_t(3 * i + 2)] != 0;
+      for (int64_t y = 0; y < d.h; ++y)
+        for (int64_t x = 0; x < d.w; ++x)
+          for (int64_t ch = 0; ch < d.c; ++ch) {
+            const float want = d.reference(indices[size_t(i)], dy, dx, flip, y, x, ch);
+            ASSERT_EQ(got[size_t(((i * d.h + y) * d.w + x) * d.c + ch)], want)
+                << "sample " << i << " y " << y << " x " << x << " channel " << ch;
+          }
+    }
+  }
+}
+
+TEST(GatherBatch, AnEmptyBatchIsEmpty) {
+  const Data d;
+  const auto out = ops::gather_batch(d.images(), d.label_tensor(), Tensor::empty({0}, DType::I64),
+                                     Tensor(), d.table_tensor());
+  EXPECT_EQ(out.images.shape(), (Shape{0, d.h, d.w, d.c}));
+  EXPECT_EQ(out.labels.numel(), 0);
+}
+
+TEST(GatherBatch, BadOperandsAreRefusedNamingThem) {
+  const Data d;
+  const Tensor idx = Tensor::from_vector<int64_t>({0, 1}, {2});
+  auto call = [&](const Tensor& images, const Tensor& labels, const Tensor& indices,
+                  const Tensor& augment, const Tensor& table) {
+    ops::gather_batch(images, labels, indices, augment, table);
+  };
+  test::expect_invalid(
+      [&] { call(d.images().to(DType::F32), d.label_tensor(), idx, {}, d.table_tensor()); },
+      {"gather_batch", "images"});
+  test::expect_invalid(
+      [&] { call(d.images(), Tensor::from_vector<uint8_t>({1}, {1}), idx, {}, d.table_tensor()); },
+      {"gather_batch", "1 labels for 7 images"});
+  test::expect_invalid(
+      [&] {
+        call(d.images(), d.label_tensor(), Tensor::from_vector<int64_t>({0, 7}, {2}), {},
+             d.table_tensor());
+      },
+      {"gather_batch", "indices[1] = 7", "7 samples"});
+  test::expect_invalid(
+      [&] {
+        call(d.images(), d.label_tensor(), idx, Tensor::zeros({2, 2}, DType::I32),
+             d.table_tensor());
+      },
+      {"gather_batch", "augment must be [2,3]"});
+  test::expect_invalid(
+      [&] {
+        call(d.images(), d.label_tensor(), idx, {}, Tensor::zeros({3, 255}));
+      },
+      {"gather_batch", "table must be [3,256]"});
+}
+
+}  // namespace
+}  // namespace hg
