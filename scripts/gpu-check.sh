@@ -12,6 +12,8 @@
 #   fp32    bench/gpu_vs_pytorch.sh --fp32 (only the fp32 rows, TF32 off)
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
+#   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
+#           GPU and through the host loader, against hourglass bench's rate
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -92,6 +94,11 @@ for stage in "${stages[@]}"; do
         --set data.path="$data" > "$out/eval-cpu.txt" 2>&1
       row eval-on-cpu $? "$(tail -1 "$out/eval-cpu.txt")"
       row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
+      ;;
+    data)
+      bash bench/data_e2e.sh ./build-device/hourglass "$out/data" "${DATA_EPOCHS:-4}" > "$out/data.md" 2>&1
+      row data $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/data.md"
       ;;
     runtime)
       # ResNet-50 checkpoint stall, then the out-of-memory recovery under a device memory limit.
