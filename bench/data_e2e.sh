@@ -5,14 +5,16 @@
 # dataset on the GPU (data.placement = "device") and once through the host loader
 # (data.placement = "host", 8 workers). Prints, per placement, the training rate of the epochs
 # after the first (images/s, as metrics.jsonl reports it), its ratio to the bench rate, and the
-# share of training time the step loop waited for batches (data_wait_seconds).
-#   bench/data_e2e.sh HOURGLASS OUT_DIR [EPOCHS]     (default 4 epochs)
+# share of training time the step loop waited for batches (data_wait_seconds). Then PyTorch on
+# the same files and settings through torchvision and a DataLoader (torch_data_e2e.py).
+#   bench/data_e2e.sh HOURGLASS OUT_DIR [EPOCHS] [DATA_DIR]
+#     default 4 epochs; the CIFAR files (180 MB) are written to DATA_DIR (default OUT_DIR)
 set -euo pipefail
 hg=$1
 out=$2
 epochs=${3:-4}
 mkdir -p "$out"
-data="$out/cifar-10-batches-bin"
+data="${4:-$out}/cifar-10-batches-bin"
 python3 - "$data" <<'PY'
 import os, sys
 d = sys.argv[1]
@@ -29,7 +31,7 @@ for k in range(1, 6):
 write("test_batch.bin", 10000)
 PY
 
-"$hg" bench resnet18-cifar --batch 512 --precision bf16 --steps 50 --rounds 3 --warmup 10 \
+"$hg" bench resnet18-cifar --device gpu:0 --batch 512 --precision bf16 --steps 50 --rounds 3 --warmup 10 \
   > "$out/bench.txt" 2>&1
 bench_rate=$(grep -oE 'train [0-9.]+ images/s' "$out/bench.txt" | grep -oE '[0-9.]+' | sort -n | tail -1)
 echo "hourglass bench resnet18-cifar bf16 b512 (device-resident synthetic data): $bench_rate images/s"
@@ -55,3 +57,12 @@ print(f"train, data.placement = {sys.argv[2]:6s}: {rate:,.0f} images/s over epoc
       f"first epoch {lines[0]['epoch_seconds']:.2f} s, later {sum(l['epoch_seconds'] for l in later) / len(later):.2f} s/epoch")
 PY
 done
+
+# PyTorch as a user writes it: torchvision's CIFAR10 and transforms, a DataLoader with 0 and 8
+# workers (bench/torch_data_e2e.py), on the same files and settings.
+here=$(dirname "$0")
+for workers in 8 0; do
+  python3 "$here/torch_data_e2e.py" --data "${4:-$out}" --workers "$workers" --epochs "$epochs" \
+    2> "$out/torch-workers-$workers.log" || tail -5 "$out/torch-workers-$workers.log"
+done
+

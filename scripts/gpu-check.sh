@@ -96,7 +96,8 @@ for stage in "${stages[@]}"; do
       row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
       ;;
     data)
-      bash bench/data_e2e.sh ./build-device/hourglass "$out/data" "${DATA_EPOCHS:-4}" > "$out/data.md" 2>&1
+      bash bench/data_e2e.sh ./build-device/hourglass "$out/data" "${DATA_EPOCHS:-4}" build-device \
+        > "$out/data.md" 2>&1
       row data $? "$(( $(date +%s) - t0 )) s"
       cat "$out/data.md"
       ;;
