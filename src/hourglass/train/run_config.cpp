@@ -264,6 +264,17 @@ RunConfig parse_run_config(const Config& c) {
                                "non-negative (0 = off)");
   t.label_smoothing =
       double_in(c, "train.label_smoothing", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  t.early_stop_patience = int_in(c, "train.early_stop_patience", 0, 0, t.epochs,
+                                 "must be in [0, train.epochs] (0 = off)");
+  t.early_stop_min_delta = double_in(c, "train.early_stop_min_delta", 0.0, 0.0, 1.0, Upper::Closed,
+                                     "an accuracy difference in [0, 1]");
+  if (t.early_stop_patience > 0 && r.data.val_fraction == 0)
+    throw_invalid(
+        fmt::format("config key 'train.early_stop_patience' {}: early stopping decides on the "
+                    "validation set, and the run holds none",
+                    c.origin("train.early_stop_patience")),
+        "set data.val_fraction (e.g. 0.1) to hold one out of the training set: the test set is "
+        "never used for a decision");
 
   // [checkpoint]
   CheckpointConfig& k = r.checkpoint;
@@ -342,6 +353,10 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("train.grad_accum", t.grad_accum);
   line("train.clip_grad_norm", t.clip_grad_norm);
   line("train.label_smoothing", t.label_smoothing);
+  if (t.early_stop_patience > 0) {
+    line("train.early_stop_patience", t.early_stop_patience);
+    line("train.early_stop_min_delta", t.early_stop_min_delta);
+  }
   return out;
 }
 
