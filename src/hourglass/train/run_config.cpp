@@ -205,6 +205,12 @@ RunConfig parse_run_config(const Config& c) {
   o.sgd.momentum = double_in(c, "optim.momentum", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.sgd.dampening = double_in(c, "optim.dampening", 0.0, 0.0, 1.0, Upper::Closed, "in [0, 1]");
   o.sgd.nesterov = c.get_bool("optim.nesterov", false);
+  if (o.name == "sgd" && o.sgd.nesterov && (o.sgd.momentum == 0 || o.sgd.dampening != 0))
+    throw_invalid(fmt::format("config key 'optim.nesterov' {}: Nesterov momentum needs "
+                              "optim.momentum > 0 and optim.dampening = 0 (momentum {}, "
+                              "dampening {})",
+                              c.origin("optim.nesterov"), o.sgd.momentum, o.sgd.dampening),
+                  "set optim.nesterov = false, or a momentum such as 0.9 with no dampening");
   o.adamw.beta1 = double_in(c, "optim.beta1", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.adamw.beta2 = double_in(c, "optim.beta2", 0.999, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.adamw.eps = c.get_double("optim.eps", 1e-8);
