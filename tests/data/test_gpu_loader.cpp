@@ -53,6 +53,14 @@ TEST(GpuLoader, DeviceResidentBatchesAreTheHostBatches) {
     EXPECT_EQ(host.device_bytes(), 0);
     for (int64_t epoch : {0, 1, 5}) expect_same_epoch(host, device, epoch, 0);
     expect_same_epoch(host, device, 3, 2);  // resumed mid-epoch
+    // A rank's shard (data-parallel training), the last batch's part empty for rank 7 of 8.
+    LoaderOptions host_shard = options(Device::cpu(), augment),
+                  device_shard = options(Device::gpu(0), augment);
+    host_shard.shard_count = device_shard.shard_count = 8;
+    host_shard.shard_rank = device_shard.shard_rank = 7;
+    host_shard.batch_size = device_shard.batch_size = 100;  // last batch: 3 rows
+    DataLoader host_part(ds, host_shard), device_part(ds, device_shard);
+    expect_same_epoch(host_part, device_part, 2, 0);
   }
 }
 

@@ -32,7 +32,7 @@ void DeviceResidentSet::start_epoch(const std::vector<int64_t>& order,
 }
 
 Batch DeviceResidentSet::batch(int64_t epoch, int64_t index, int64_t begin, int64_t count) const {
-  HG_ASSERT(order_.defined() && begin >= 0 && count > 0 && begin + count <= order_.size(0),
+  HG_ASSERT(order_.defined() && begin >= 0 && count >= 0 && begin + count <= order_.size(0),
             "device batch [{}, {}) outside the epoch's {} samples", begin, begin + count,
             order_.defined() ? order_.size(0) : 0);
   const Tensor augment = augment_.defined() ? augment_.narrow(0, begin, count) : Tensor();

@@ -57,6 +57,10 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOption
   HG_CHECK(options_.workers >= 0 && options_.workers <= kMaxWorkers,
            "DataLoader: workers must be in [0, {}], got {}", kMaxWorkers, options_.workers);
   HG_CHECK(options_.prefetch >= 1, "DataLoader: prefetch must be >= 1, got {}", options_.prefetch);
+  HG_CHECK(options_.shard_count >= 1 && options_.shard_rank >= 0 &&
+               options_.shard_rank < options_.shard_count,
+           "DataLoader: shard {} of {} is not a rank in [0, shard_count)", options_.shard_rank,
+           options_.shard_count);
   // Labels are checked by the readers, but a dataset built by hand is checked here once, so a
   // bad label is an input error now rather than an out-of-range class in the loss later.
   for (int64_t i = 0; i < dataset_->size(); ++i) {
@@ -78,9 +82,13 @@ int64_t DataLoader::batches_per_epoch() const {
 
 Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const {
   const ImageDataset& ds = *dataset_;
-  const int64_t begin = index * options_.batch_size;
-  const int64_t count = std::min(options_.batch_size, ds.size() - begin);
-  HG_ASSERT(index >= 0 && count > 0, "batch {} is outside the epoch", index);
+  const int64_t global_begin = index * options_.batch_size;
+  const int64_t global_count = std::min(options_.batch_size, ds.size() - global_begin);
+  HG_ASSERT(index >= 0 && global_count > 0, "batch {} is outside the epoch", index);
+  // This rank's part of the global batch (all of it without sharding).
+  const int64_t ranks = options_.shard_count, rank = options_.shard_rank;
+  const int64_t begin = global_begin + global_count * rank / ranks;
+  const int64_t count = global_begin + global_count * (rank + 1) / ranks - begin;
   if (resident_) return resident_->batch(epoch, index, begin, count);
   const int64_t image_floats = ds.image_bytes();
 

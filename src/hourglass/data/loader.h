@@ -42,6 +42,13 @@ struct LoaderOptions {
   // Where batches are built. A GPU: the dataset is uploaded there once and each batch is
   // gathered, augmented and normalised on it (device_resident.h); workers are not used.
   Device placement = Device::cpu();
+  // Sharding for data-parallel training: rank `shard_rank` of `shard_count` takes rows
+  // [count * rank / N, count * (rank + 1) / N) of each global batch of `count` rows, so the ranks
+  // see every sample of an epoch exactly once between them, in the same number of batches, with
+  // the augmentations the unsharded loader draws. A part is empty when a (last) batch has fewer
+  // rows than there are ranks.
+  int shard_rank = 0;
+  int shard_count = 1;
 };
 
 struct Batch {
@@ -58,7 +65,8 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 class DataLoader {
  public:
   // InvalidInput for a null or inconsistent dataset, batch_size < 1, workers outside [0, 64],
-  // prefetch < 1, or transform options that do not fit the images.
+  // prefetch < 1, a shard outside [0, shard_count), or transform options that do not fit the
+  // images.
   DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOptions options);
   ~DataLoader();  // stops and joins the workers
   DataLoader(const DataLoader&) = delete;
