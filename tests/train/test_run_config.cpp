@@ -143,6 +143,8 @@ TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
     expect_invalid([&] { train::parse_run_config(c); },
                    {"'optim.nesterov'", "--set optim.nesterov=true", "optim.momentum > 0"});
   }
+  expect_refused("model.channels=8", {"applies to resnet18", "not mlp"});
+  expect_refused("model.channels=-1", {"[1, 4096]"});
   expect_refused("data.placement=\"gpu\"", {"unknown placement 'gpu'"});
   expect_refused("data.placement=\"device\"", {"needs a GPU"});
   EXPECT_EQ(parsed_with("data.placement=\"host\"").data.placement, "host");

@@ -128,12 +128,21 @@ RunConfig parse_run_config(const Config& c) {
   for (const int64_t width : r.model.hidden)
     check_range(width >= 1 && width <= kMaxBatch, c, "model.hidden",
                 fmt::format("must hold layer widths in [1, {}], found {}", kMaxBatch, width));
+  r.model.base_channels = int_in(c, "model.channels", 0, 0, 4096,
+                                 "must be in [1, 4096] (the first stage's channels), or 0 for the "
+                                 "model's own");
   // Checked here, before any data is read, so a typo fails at once.
   const auto& models = nn::model_names();
   if (std::find(models.begin(), models.end(), r.model.name) == models.end())
     throw_invalid(fmt::format("{}: model.name: unknown model '{}'", c.source(),
                               untrusted_excerpt(r.model.name)),
                   "use one of resnet18, resnet34, resnet50, small_cnn, mlp, tiny_resnet");
+  if (r.model.base_channels > 0 && r.model.name != "resnet18" && r.model.name != "resnet34" &&
+      r.model.name != "resnet50")
+    throw_invalid(fmt::format("config key 'model.channels' {}: applies to resnet18, resnet34 "
+                              "and resnet50, not {}",
+                              c.origin("model.channels"), r.model.name),
+                  "remove model.channels, or choose a resnet");
   if (r.model.stem != "cifar" && r.model.stem != "imagenet")
     throw_invalid(fmt::format("{}: model.stem: unknown stem '{}'", c.source(),
                               untrusted_excerpt(r.model.stem)),
@@ -307,6 +316,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("model.stem", quoted(r.model.stem));
   line("model.dropout", r.model.dropout);
   line("model.hidden", list_text(r.model.hidden));
+  if (r.model.base_channels > 0) line("model.channels", r.model.base_channels);
   const DataConfig& d = r.data;
   line("data.dataset", quoted(d.dataset));
   line("data.train_limit", d.train_limit);
