@@ -126,6 +126,53 @@ TEST(DataLoader, ShardsSplitEachBatchAndSeeEverySampleOnce) {
   EXPECT_THROW(DataLoader(ds, bad), Error);
 }
 
+// LoaderOptions::mirror: each batch also carries its images with the flip toggled and the crop
+// kept: for an unaugmented loader the images reversed along the width, for an augmented one
+// the mirror of each augmented image.
+TEST(DataLoader, MirroredBatchesAreTheImagesWithTheFlipToggled) {
+  auto ds = indexed_dataset(37);
+  for (bool augment : {false, true}) {
+    SCOPED_TRACE(augment ? "augmented" : "plain");
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.seed = 3;
+    o.augment = augment;
+    o.transform.crop_padding = 1;
+    o.transform.flip = true;
+    o.mirror = true;
+    o.workers = 1;
+    DataLoader loader(ds, o);
+    const ImageTransform t(o.transform, kH, kW, kC);
+    for (const Batch& b : epoch(loader, 1)) {
+      ASSERT_TRUE(b.mirrored.defined());
+      ASSERT_EQ(b.mirrored.shape(), b.images.shape());
+      const std::vector<float> images = b.images.to_vector<float>();
+      const std::vector<float> mirrored = b.mirrored.to_vector<float>();
+      const std::vector<int64_t> order = epoch_order(37, true, 3, 1);
+      for (int64_t j = 0; j < b.images.size(0); ++j) {
+        const int64_t sample = order[size_t(b.index * 8 + j)];
+        Augmentation a = augment ? t.draw(3, 1, sample) : Augmentation{};
+        a.flip = !a.flip;
+        std::vector<float> want(size_t(kH * kW * kC));
+        t.apply(ds->image(sample), a, want.data());
+        const auto* got = mirrored.data() + j * kH * kW * kC;
+        EXPECT_EQ(std::vector<float>(got, got + kH * kW * kC), want) << "sample " << sample;
+        if (!augment)  // the plain image read right to left
+          for (int64_t y = 0; y < kH; ++y)
+            for (int64_t x = 0; x < kW; ++x)
+              for (int64_t c = 0; c < kC; ++c)
+                EXPECT_EQ(got[(y * kW + x) * kC + c],
+                          images[size_t(((j * kH + y) * kW + (kW - 1 - x)) * kC + c)]);
+      }
+    }
+  }
+  LoaderOptions plain;
+  plain.workers = 0;
+  DataLoader without(ds, plain);
+  without.start_epoch(0);
+  EXPECT_FALSE(without.next()->mirrored.defined());
+}
+
 TEST(DataLoader, BatchShapesAndPartialLastBatch) {
   DataLoader loader(indexed_dataset(100), {.batch_size = 32, .shuffle = false});
   EXPECT_EQ(loader.batches_per_epoch(), 4);

@@ -89,7 +89,7 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   const int64_t ranks = options_.shard_count, rank = options_.shard_rank;
   const int64_t begin = global_begin + global_count * rank / ranks;
   const int64_t count = global_begin + global_count * (rank + 1) / ranks - begin;
-  if (resident_) return resident_->batch(epoch, index, begin, count);
+  if (resident_) return resident_->batch(epoch, index, begin, count, options_.mirror);
   const int64_t image_floats = ds.image_bytes();
 
   Batch batch;
@@ -98,6 +98,11 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   batch.images = Tensor::empty({count, ds.height, ds.width, ds.channels}, DType::F32);
   batch.labels = Tensor::empty({count}, DType::I64);
   float* images = batch.images.data<float>();
+  float* mirrored = nullptr;
+  if (options_.mirror) {
+    batch.mirrored = Tensor::empty(batch.images.shape(), DType::F32);
+    mirrored = batch.mirrored.data<float>();
+  }
   int64_t* labels = batch.labels.data<int64_t>();
   auto body = [&](int64_t b0, int64_t b1) {
     for (int64_t j = b0; j < b1; ++j) {
@@ -105,6 +110,11 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
       const Augmentation aug =
           options_.augment ? transform_.draw(options_.seed, epoch, sample) : Augmentation{};
       transform_.apply(ds.image(sample), aug, images + j * image_floats);
+      if (mirrored != nullptr) {
+        Augmentation m = aug;
+        m.flip = !aug.flip;
+        transform_.apply(ds.image(sample), m, mirrored + j * image_floats);
+      }
       labels[j] = ds.labels[size_t(sample)];
     }
   };
@@ -140,7 +150,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   failed_ = nullptr;
   ready_.clear();
   if (resident_) {  // batches are gathered on the device, by next() on the caller's thread
-    resident_->start_epoch(order_, transform_, options_.augment, options_.seed, epoch);
+    resident_->start_epoch(order_, transform_, options_.augment, options_.mirror, options_.seed,
+                           epoch);
     return;
   }
   if (options_.workers == 0 || first_batch == end_) return;

@@ -37,8 +37,11 @@ struct LoaderOptions {
   uint64_t seed = 0;
   TransformOptions transform;
   bool augment = false;  // apply crop and flip (training); normalisation always applies
-  int workers = 1;       // background threads; 0 builds each batch inside next()
-  int prefetch = 2;      // batches each worker may prepare ahead of the consumer
+  // Each batch also carries its images mirrored (Batch::mirrored: the same crop, the flip
+  // toggled), for test-time flip averaging.
+  bool mirror = false;
+  int workers = 1;   // background threads; 0 builds each batch inside next()
+  int prefetch = 2;  // batches each worker may prepare ahead of the consumer
   // Where batches are built. A GPU: the dataset is uploaded there once and each batch is
   // gathered, augmented and normalised on it (device_resident.h); workers are not used.
   Device placement = Device::cpu();
@@ -52,8 +55,9 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  Tensor images;  // f32 [B, H, W, C] on the loader's placement device
-  Tensor labels;  // i64 [B], on the same device
+  Tensor images;    // f32 [B, H, W, C] on the loader's placement device
+  Tensor labels;    // i64 [B], on the same device
+  Tensor mirrored;  // LoaderOptions::mirror: `images` mirrored horizontally; else undefined
   int64_t epoch = 0;
   int64_t index = 0;  // batch index within the epoch
 };

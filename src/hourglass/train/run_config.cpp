@@ -279,6 +279,7 @@ RunConfig parse_run_config(const Config& c) {
                                "non-negative (0 = off)");
   t.label_smoothing =
       double_in(c, "train.label_smoothing", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  t.eval_flip = c.get_bool("train.eval_flip", false);
   t.early_stop_patience = int_in(c, "train.early_stop_patience", 0, 0, t.epochs,
                                  "must be in [0, train.epochs] (0 = off)");
   t.early_stop_min_delta = double_in(c, "train.early_stop_min_delta", 0.0, 0.0, 1.0, Upper::Closed,
@@ -369,6 +370,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("train.grad_accum", t.grad_accum);
   line("train.clip_grad_norm", t.clip_grad_norm);
   line("train.label_smoothing", t.label_smoothing);
+  if (t.eval_flip) line("train.eval_flip", "true");
   if (t.early_stop_patience > 0) {
     line("train.early_stop_patience", t.early_stop_patience);
     line("train.early_stop_min_delta", t.early_stop_min_delta);
