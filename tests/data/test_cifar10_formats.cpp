@@ -8,6 +8,7 @@
 #include "data/cifar10_fixtures.h"
 #include "data/fixtures.h"
 #include "hourglass/data/dataset.h"
+#include "support/fifo.h"
 
 namespace hg::data {
 namespace {
@@ -317,6 +318,24 @@ TEST(Cifar10Formats, DamagedArchives) {
   test::write_gz(path, test::tar_archive(members));
   EXPECT_TRUE(fails_with([&] { load_cifar10(dir.path(), Split::Test); },
                          {path + ": member cifar-10-batches-py/test_batch: pickle: truncated"}));
+}
+
+// An archive that is a FIFO is refused before it is opened (opening it would wait for a
+// writer); one that is a folder is named as one.
+TEST(Cifar10Formats, ArchiveThatIsNotAFile) {
+  ScratchDir dir;
+  const std::string fifo = dir.file("cifar-10-python.tar.gz");
+  hg::test::make_fifo(fifo);
+  for (const std::string& path : {dir.path(), fifo}) {
+    const std::string text = hg::test::error_text(
+        hg::test::run_unblocking_fifo(fifo, [&] { load_cifar10(path, Split::Test); }));
+    EXPECT_NE(text.find(fifo), std::string::npos) << text;
+    EXPECT_NE(text.find("FIFO (named pipe)"), std::string::npos) << text;
+  }
+  std::filesystem::remove(fifo);
+  std::filesystem::create_directory(dir.file("cifar-10-binary.tar.gz"));
+  EXPECT_TRUE(fails_with([&] { load_cifar10(dir.path(), Split::Test); },
+                         {dir.file("cifar-10-binary.tar.gz"), "is a directory"}));
 }
 
 // A member larger than any CIFAR-10 batch is refused while it is read, not allocated.

@@ -208,10 +208,10 @@ void read_archive(const Location& at, const std::vector<std::string>& batches, i
 
 }  // namespace
 
-ImageDataset load_cifar10(const std::string& dir, Split split, int64_t limit) {
+ImageDataset load_cifar10(const std::string& path, Split split, int64_t limit) {
   HG_CHECK(limit >= 0, "load_cifar10: limit must be >= 0 (0 keeps all samples), got {}", limit);
   const std::vector<std::string> batches = batch_names(split);
-  const Location at = locate(dir, batches.front());
+  const Location at = locate(path, batches.front());
   ImageDataset ds = empty_dataset();
   if (at.archive) {
     read_archive(at, batches, limit, ds);
