@@ -94,10 +94,19 @@ int64_t still_wanted(const ImageDataset& ds, int64_t limit) {
   return limit > 0 ? limit - ds.size() : INT64_MAX;
 }
 
+// The whole of src, or at least max_bytes + 1 bytes when it holds more. Read in 1 MiB steps, so
+// that a small file costs a small buffer (read_append's own growth step is 16 MiB).
+std::vector<uint8_t> read_whole(ByteSource& src, size_t max_bytes) {
+  constexpr size_t kStep = size_t(1) << 20;
+  std::vector<uint8_t> bytes;
+  while (bytes.size() <= max_bytes && src.read_append(bytes, kStep) == kStep) {
+  }
+  return bytes;
+}
+
 void read_binary_file(const std::string& path, int64_t want, ImageDataset& ds) {
   ByteSource src(path);
-  std::vector<uint8_t> bytes;
-  src.read_append(bytes, SIZE_MAX);  // whole file (about 30 MB); read_append grows in chunks
+  const std::vector<uint8_t> bytes = read_whole(src, SIZE_MAX - 1);  // about 30 MB
   if (src.truncated() && !bytes.empty() && bytes.size() % size_t(kRecordBytes) == 0) {
     throw_invalid(fmt::format("{}: truncated data: the gzip stream ends before its trailer", path));
   }
@@ -106,8 +115,8 @@ void read_binary_file(const std::string& path, int64_t want, ImageDataset& ds) {
 
 void read_python_file(const std::string& path, int64_t want, ImageDataset& ds) {
   ByteSource src(path);
-  std::vector<uint8_t> bytes;
-  if (src.read_append(bytes, kMaxPythonBatchBytes + 1) > kMaxPythonBatchBytes) {
+  const std::vector<uint8_t> bytes = read_whole(src, kMaxPythonBatchBytes);
+  if (bytes.size() > kMaxPythonBatchBytes) {
     throw_invalid(fmt::format("{}: larger than {} bytes, more than a CIFAR-10 python batch holds",
                               path, kMaxPythonBatchBytes),
                   "point the path at the cifar-10-batches-py folder of cifar-10-python.tar.gz");
