@@ -6,10 +6,12 @@ numbers and checksums. The seeds are committed; rerun this only to change them:
     python3 fuzz/make_seeds.py
 """
 import gzip
+import io
 import json
 import os
 import shutil
 import struct
+import tarfile
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -147,6 +149,30 @@ for style in ("py2", "p3", "p4"):
 put("cifar10_pickle", "empty_py2", cifar_pickle([], b""))
 put("cifar10_pickle", "label_out_of_range", cifar_pickle([10], one_image))
 put("cifar10_pickle", "refused_global", cifar_pickle([1], one_image, "py2", ("os", "system")))
+
+# ---- CIFAR-10 archives given as the path: tar files, plain (to reach the headers) or gzip ----
+def tar(members):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                t.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+binary_tar = tar([("cifar-10-batches-bin/", None), ("cifar-10-batches-bin/readme.html", b"hi"),
+                  ("cifar-10-batches-bin/test_batch.bin", record(3, 1) + record(9, 2))])
+python_tar = tar([("cifar-10-batches-py/", None), ("cifar-10-batches-py/batches.meta", b"\x80\x02}."),
+                  ("cifar-10-batches-py/test_batch", cifar_pickle([7], one_image))])
+put("cifar10_archive", "binary.tar", binary_tar)
+put("cifar10_archive", "python.tar", python_tar)
+put("cifar10_archive", "python.tar.gz", gzip.compress(python_tar, mtime=0))
+put("cifar10_archive", "no_batch.tar", tar([("other/file", b"abc")]))
 
 # ---- config: the shipped configs, and keys at their edges ----
 configs = os.path.join(HERE, "..", "configs")

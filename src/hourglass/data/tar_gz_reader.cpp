@@ -17,21 +17,21 @@ constexpr size_t kDataChunk = size_t(1) << 20;  // growth step of a member's buf
 
 }  // namespace
 
+void TarGzReader::Free::operator()(archive* a) const { archive_read_free(a); }
+
 TarGzReader::TarGzReader(const std::string& path) : path_(path) {
   require_regular_file(path, "archive");
-  archive_ = archive_read_new();
+  archive_.reset(archive_read_new());
   if (archive_ == nullptr) throw_runtime(fmt::format("{}: libarchive: out of memory", path));
-  archive_read_support_filter_gzip(archive_);
-  archive_read_support_format_tar(archive_);
-  if (archive_read_open_filename(archive_, path.c_str(), kReadBlock) != ARCHIVE_OK) fail("");
-}
-
-TarGzReader::~TarGzReader() {
-  if (archive_ != nullptr) archive_read_free(archive_);
+  archive_read_support_filter_gzip(archive_.get());
+  archive_read_support_format_tar(archive_.get());
+  if (archive_read_open_filename(archive_.get(), path.c_str(), kReadBlock) != ARCHIVE_OK) {
+    fail("");
+  }
 }
 
 void TarGzReader::fail(const std::string& what) const {
-  const char* why = archive_ != nullptr ? archive_error_string(archive_) : nullptr;
+  const char* why = archive_ != nullptr ? archive_error_string(archive_.get()) : nullptr;
   const std::string member = member_.empty() ? "" : ": member " + member_;
   throw_invalid(fmt::format("{}{}: {}", path_, member,
                             what.empty() ? std::string("not a readable .tar.gz archive: ") +
@@ -43,7 +43,7 @@ void TarGzReader::fail(const std::string& what) const {
 bool TarGzReader::next() {
   while (true) {
     archive_entry* entry = nullptr;
-    const int status = archive_read_next_header(archive_, &entry);
+    const int status = archive_read_next_header(archive_.get(), &entry);
     if (status == ARCHIVE_EOF) {
       member_.clear();
       return false;
@@ -63,9 +63,9 @@ std::vector<uint8_t> TarGzReader::read(size_t max_bytes) {
     const size_t step = std::min(kDataChunk, max_bytes + 1 - out.size());
     const size_t old = out.size();
     out.resize(old + step);
-    const la_ssize_t got = archive_read_data(archive_, out.data() + old, step);
+    const la_ssize_t got = archive_read_data(archive_.get(), out.data() + old, step);
     if (got < 0) {
-      const char* why = archive_error_string(archive_);
+      const char* why = archive_error_string(archive_.get());
       fail(fmt::format("cannot read the member: {}", why != nullptr ? why : "unknown error"));
     }
     out.resize(old + size_t(got));

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,6 @@ class TarGzReader {
  public:
   // Opens `path`, which must be a regular file (checked before opening: a FIFO would block).
   explicit TarGzReader(const std::string& path);
-  ~TarGzReader();
   TarGzReader(const TarGzReader&) = delete;
   TarGzReader& operator=(const TarGzReader&) = delete;
 
@@ -38,9 +38,13 @@ class TarGzReader {
   // InvalidInput naming the archive and member: `what`, or libarchive's error when empty.
   [[noreturn]] void fail(const std::string& what) const;
 
+  // archive_read_free through a unique_ptr: freed also when the constructor throws.
+  struct Free {
+    void operator()(archive* a) const;
+  };
   std::string path_;
   std::string member_;
-  archive* archive_ = nullptr;
+  std::unique_ptr<archive, Free> archive_;
 };
 
 }  // namespace hg::data
