@@ -39,8 +39,8 @@ TEST(Evaluate, FlipAveragingScoresTheMeanOfBothViewsLogits) {
   double loss = 0, correct = 0;
   loader.start_epoch(0);
   while (auto b = loader.next()) {
-    const Tensor logits = ops::mul_scalar(
-        ops::add(model->forward(b->images), model->forward(b->mirrored)), 0.5);
+    const Tensor logits =
+        ops::mul_scalar(ops::add(model->forward(b->images), model->forward(b->mirrored)), 0.5);
     const int64_t n = b->labels.size(0);
     loss += ops::cross_entropy(logits, b->labels, 0.0).loss.item() * double(n);
     correct += ops::count_correct(logits, b->labels).item();
