@@ -23,6 +23,7 @@
 #include "hourglass/base/half.h"
 #include "hourglass/device/gpu/copy_kernels.h"
 #include "hourglass/device/gpu/runtime.h"
+#include "hourglass/tensor/gpu/pinned.h"
 #include "hourglass/tensor/tensor.h"
 
 namespace hg::gpu {
@@ -72,15 +73,6 @@ int64_t span_elements(const Tensor& t) {
   int64_t last = 0;
   for (int64_t d = 0; d < t.dim(); ++d) last += (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
   return last + 1;
-}
-
-bool is_pinned(const void* host) {
-  gpuPointerAttributes attr{};
-  if (gpuPointerGetAttributes(&attr, host) != gpuSuccess) {
-    (void)gpuGetLastError();  // pageable memory on runtimes that report it as an error
-    return false;
-  }
-  return HG_GPU_POINTER_TYPE(attr) == gpuMemoryTypeHost;
 }
 
 // Copies host bytes to the device on `stream`; returns once `host` may be reused.

@@ -12,6 +12,15 @@
 
 namespace hg::gpu {
 
+bool is_pinned(const void* host) {
+  gpuPointerAttributes attr{};
+  if (gpuPointerGetAttributes(&attr, host) != gpuSuccess) {
+    (void)gpuGetLastError();  // pageable memory on runtimes that report it as an error
+    return false;
+  }
+  return HG_GPU_POINTER_TYPE(attr) == gpuMemoryTypeHost;
+}
+
 // ---------------------------------------------------------------- PinnedBuffer
 
 PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {

@@ -13,6 +13,10 @@ class Tensor;
 
 namespace hg::gpu {
 
+// Whether `host` points into page-locked memory the runtime knows (pinned copies are truly
+// asynchronous; pageable ones are staged by the runtime).
+bool is_pinned(const void* host);
+
 // A block of pinned host memory (gpuMallocHost / gpuFreeHost). Move-only.
 class PinnedBuffer {
  public:
