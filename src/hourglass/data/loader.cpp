@@ -95,12 +95,16 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   Batch batch;
   batch.epoch = epoch;
   batch.index = index;
-  batch.images = Tensor::empty({count, ds.height, ds.width, ds.channels}, DType::F32);
+  auto allocate = [&](const Shape& shape, DType dtype) {
+    return options_.host_allocator ? options_.host_allocator(shape, dtype)
+                                   : Tensor::empty(shape, dtype);
+  };
+  batch.images = allocate({count, ds.height, ds.width, ds.channels}, DType::F32);
   batch.labels = Tensor::empty({count}, DType::I64);
   float* images = batch.images.data<float>();
   float* mirrored = nullptr;
   if (options_.mirror) {
-    batch.mirrored = Tensor::empty(batch.images.shape(), DType::F32);
+    batch.mirrored = allocate(batch.images.shape(), DType::F32);
     mirrored = batch.mirrored.data<float>();
   }
   int64_t* labels = batch.labels.data<int64_t>();

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,9 @@ struct LoaderOptions {
   // rows than there are ranks.
   int shard_rank = 0;
   int shard_count = 1;
+  // Allocates the host tensors batches are built in (empty: Tensor::empty). A GPU run passes
+  // pinned memory (BatchMover::host_empty), which its copy stream reads without staging.
+  std::function<Tensor(const Shape&, DType)> host_allocator;
 };
 
 struct Batch {

@@ -7,7 +7,8 @@
 
 namespace hg::train {
 
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context) {
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
+                    BatchMover* mover) {
   ExecutionScope scope(context);
   const Device device = context.device;
   const auto start = std::chrono::steady_clock::now();
@@ -19,11 +20,12 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
   int64_t samples = 0;
   loader.start_epoch(0);
   while (auto batch = loader.next()) {
-    Tensor images = batch->images.to(device);
+    // Each view is moved only after the work on the one before is issued (BatchMover's rule).
+    auto to_device = [&](const Tensor& t) { return mover ? mover->move(t) : t.to(device); };
     Tensor labels = batch->labels.to(device);
-    Tensor logits = model.forward(images);
+    Tensor logits = model.forward(to_device(batch->images));
     if (batch->mirrored.defined())  // test-time flip averaging: the mean of both views' logits
-      logits = ops::mul_scalar(ops::add(logits, model.forward(batch->mirrored.to(device))), 0.5);
+      logits = ops::mul_scalar(ops::add(logits, model.forward(to_device(batch->mirrored))), 0.5);
     const int64_t n = labels.size(0);
     Tensor loss = ops::cross_entropy(logits, labels, 0.0).loss;
     ops::add_(loss_sum, loss, double(n));

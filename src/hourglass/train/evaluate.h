@@ -4,6 +4,7 @@
 
 #include "hourglass/data/loader.h"
 #include "hourglass/nn/module.h"
+#include "hourglass/tensor/batch_mover.h"
 #include "hourglass/train/execution_context.h"
 
 namespace hg::train {
@@ -18,6 +19,8 @@ struct EvalResult {
 // Runs the model in eval mode over one epoch of `loader` (epoch 0) on the context's device,
 // under its precision, and restores the model's previous train/eval mode. Batches that carry
 // mirrored images (LoaderOptions::mirror) are scored on the mean of both views' logits.
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context);
+// Host batches reach the device through `mover` when one is given (else a plain copy).
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
+                    BatchMover* mover = nullptr);
 
 }  // namespace hg::train

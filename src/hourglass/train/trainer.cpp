@@ -153,7 +153,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     return b;
   };
   while (auto batch = next_batch()) {
-    Tensor images = batch->images.to(device);
+    Tensor images = setup_.mover->move(batch->images);
     Tensor labels = batch->labels.to(device);
     const int64_t n = labels.size(0);
     const auto step_start = Clock::now();
@@ -200,13 +200,14 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   // Validation (when held out) decides which checkpoint is `best`; the test set is reported only.
   double eval_seconds = 0;
   if (setup_.validation_loader) {
-    const EvalResult val = evaluate(net, *setup_.validation_loader, step.context());
+    const EvalResult val =
+        evaluate(net, *setup_.validation_loader, step.context(), setup_.mover.get());
     m.has_validation = true;
     m.val_loss = val.loss;
     m.val_acc = val.accuracy;
     eval_seconds += val.seconds;
   }
-  const EvalResult eval = evaluate(net, *setup_.test_loader, step.context());
+  const EvalResult eval = evaluate(net, *setup_.test_loader, step.context(), setup_.mover.get());
   eval_seconds += eval.seconds;
   last_eval_seconds_ = eval_seconds;
   m.test_loss = eval.loss;

@@ -59,7 +59,8 @@ Device placement_for(const RunConfig& run, const data::ImageDataset& set) {
 }
 
 data::LoaderOptions loader_options(const RunConfig& run, const data::ImageDataset& set,
-                                   int64_t batch_size, bool training) {
+                                   int64_t batch_size, bool training,
+                                   const std::shared_ptr<BatchMover>& mover) {
   data::LoaderOptions o;
   o.batch_size = batch_size;
   o.shuffle = training;
@@ -69,21 +70,27 @@ data::LoaderOptions loader_options(const RunConfig& run, const data::ImageDatase
   o.transform = run.data.transform;
   o.workers = run.data.workers;
   o.placement = placement_for(run, set);
+  if (mover && o.placement.is_cpu() && mover->device().is_gpu())
+    o.host_allocator = [mover](const Shape& shape, DType dtype) {
+      return mover->host_empty(shape, dtype);
+    };
   return o;
 }
 }  // namespace
 
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
-                                                    std::shared_ptr<const data::ImageDataset> set) {
+                                                    std::shared_ptr<const data::ImageDataset> set,
+                                                    std::shared_ptr<BatchMover> mover) {
   HG_CHECK(set != nullptr, "make_train_loader: no dataset");
-  data::LoaderOptions o = loader_options(run, *set, run.train.batch_size, true);
+  data::LoaderOptions o = loader_options(run, *set, run.train.batch_size, true, mover);
   return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
 
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
-                                                   std::shared_ptr<const data::ImageDataset> set) {
+                                                   std::shared_ptr<const data::ImageDataset> set,
+                                                   std::shared_ptr<BatchMover> mover) {
   HG_CHECK(set != nullptr, "make_eval_loader: no dataset");
-  data::LoaderOptions o = loader_options(run, *set, run.train.eval_batch_size, false);
+  data::LoaderOptions o = loader_options(run, *set, run.train.eval_batch_size, false, mover);
   o.mirror = run.train.eval_flip;
   return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
@@ -99,9 +106,11 @@ TrainingSetup build_training(const RunConfig& run) {
   s.parts = build_run_parts(run, true);
   s.flat = nn::build_parameter_arena(*s.parts.model, run.optim.decay_scope);
   s.optimizer = make_optimizer(run, s.flat);
-  s.train_loader = make_train_loader(run, s.parts.train_set);
-  s.test_loader = make_eval_loader(run, s.parts.test_set);
-  if (s.parts.validation_set) s.validation_loader = make_eval_loader(run, s.parts.validation_set);
+  s.mover = std::make_shared<BatchMover>(run.device);
+  s.train_loader = make_train_loader(run, s.parts.train_set, s.mover);
+  s.test_loader = make_eval_loader(run, s.parts.test_set, s.mover);
+  if (s.parts.validation_set)
+    s.validation_loader = make_eval_loader(run, s.parts.validation_set, s.mover);
   s.steps_per_epoch = s.train_loader->batches_per_epoch();
   s.total_steps = s.steps_per_epoch * run.train.epochs;
   s.schedule = make_run_schedule(run, s.steps_per_epoch, s.total_steps);

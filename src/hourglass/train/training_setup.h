@@ -10,6 +10,7 @@
 #include "hourglass/nn/module.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/optim/schedule.h"
+#include "hourglass/tensor/batch_mover.h"
 #include "hourglass/train/run_config.h"
 #include "hourglass/train/train_step.h"
 
@@ -25,17 +26,23 @@ struct RunParts {
 // Loads the datasets (the train set, and the validation set held out of it, only when
 // `with_train`) and builds the model, initialised from the run's seed, on the run's device.
 RunParts build_run_parts(const RunConfig& run, bool with_train);
-// The training loader over `set`: shuffled, augmented as configured.
+// The training loader over `set`: shuffled, augmented as configured. Batches built on the host
+// for a GPU run go into `mover`'s pinned memory when one is given.
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
-                                                    std::shared_ptr<const data::ImageDataset> set);
+                                                    std::shared_ptr<const data::ImageDataset> set,
+                                                    std::shared_ptr<BatchMover> mover = nullptr);
 // A loader over `set` for evaluation (no shuffle, no augmentation).
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
-                                                   std::shared_ptr<const data::ImageDataset> set);
+                                                   std::shared_ptr<const data::ImageDataset> set,
+                                                   std::shared_ptr<BatchMover> mover = nullptr);
 // The configured optimizer (optim.name) over `flat`.
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat);
 
 struct TrainingSetup {
   RunParts parts;
+  // Moves host-built batches to the run's device (declared before the loaders, whose batches
+  // may live in its pinned memory, so that it outlives them).
+  std::shared_ptr<BatchMover> mover;
   FlatParameters flat;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrSchedule> schedule;
