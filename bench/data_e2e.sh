@@ -31,6 +31,12 @@ for k in range(1, 6):
 write("test_batch.bin", 10000)
 PY
 
+# The loader alone: host worker counts and the GPU-resident path (bench_loader.cpp).
+loader_bench="$(dirname "$hg")/bench/bench_loader"
+if [ -x "$loader_bench" ]; then
+  "$loader_bench" --benchmark_min_time=1 2>&1 | grep -E "BM_|Benchmark" | sed 's/^/loader: /'
+fi
+
 "$hg" bench resnet18-cifar --device gpu:0 --batch 512 --precision bf16 --steps 50 --rounds 3 --warmup 10 \
   > "$out/bench.txt" 2>&1
 bench_rate=$(grep -oE 'train [0-9.]+ images/s' "$out/bench.txt" | grep -oE '[0-9.]+' | sort -n | tail -1)
