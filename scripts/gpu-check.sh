@@ -14,6 +14,8 @@
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 #   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
 #           GPU and through the host loader, against hourglass bench's rate
+#   folder  bench/folder_e2e.sh: ResNet-50 bf16 at 224 px fed from a folder of JPEGs, against
+#           hourglass bench's rate, with the data wait
 #   speedrun  configs/fashion-mnist-speedrun.toml over 5 seeds (bench/speedrun.sh), then the same
 #           recipe in PyTorch (bench/torch_speedrun.py), each run timed from process start
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
@@ -102,6 +104,12 @@ for stage in "${stages[@]}"; do
         > "$out/data.md" 2>&1
       row data $? "$(( $(date +%s) - t0 )) s"
       cat "$out/data.md"
+      ;;
+    folder)
+      bash bench/folder_e2e.sh ./build-device/hourglass "$out/folder" "${FOLDER_IMAGES:-12800}" \
+        build-device > "$out/folder.md" 2>&1
+      row folder $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/folder.md"
       ;;
     speedrun)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"

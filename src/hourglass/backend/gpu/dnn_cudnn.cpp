@@ -668,14 +668,17 @@ bool acceptable(const Candidate& c, const ConvPlan& plan) {
 // Acceptable configurations, each once: the heuristics' (mode A, then the fallback list), then
 // every other engine with its default knobs unless `heuristics_only` (deterministic mode,
 // which takes the heuristics' first). Engines compiled at run time come from the heuristics
-// only, and last: they cost seconds to build.
+// only, and last: they cost seconds to build. `modes` limits the heuristics queried (the
+// deterministic search asks for the fallback list only when no mode-A configuration builds).
 std::vector<Candidate> candidates(const ConvPlan& plan, const Descriptor& graph,
-                                  bool heuristics_only) {
+                                  bool heuristics_only,
+                                  std::initializer_list<cudnnBackendHeurMode_t> modes = {
+                                      CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
   const CallContext ctx = plan.context();
   std::vector<Candidate> out;
   std::unordered_set<std::string> seen;
   std::unordered_set<int64_t> engines;
-  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK})
+  for (const cudnnBackendHeurMode_t mode : modes)
     for (Descriptor& config : heuristic_configs(graph, mode, ctx)) {
       Candidate c = describe_config(std::move(config), ctx);
       engines.insert(c.engine_index);
@@ -815,16 +818,27 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPo
   for (const Layout layout : {kChannelsLast, kChannelsFirst}) {
     if (!plan.searched[layout]) continue;
     if (!pp.graph[layout]) init_graph(plan, pass, layout, pp, st.handle);
-    std::vector<Candidate> cands = candidates(plan, pp.graph[layout], deterministic);
-    listed += cands.size();
+    // Deterministic mode takes the first configuration that builds, in the order of mode A's
+    // list and then the fallback list, so the fallback list is asked for only when needed (each
+    // heuristics query and its configurations' notes cost milliseconds, at start-up, per pass).
     size_t kept = 0;
-    for (Candidate& c : cands) {
-      if (kept >= wanted) break;
-      size_t workspace = 0;
-      Descriptor p = build_plan(st.handle, c, workspace, ctx);
-      if (!p || workspace > dnn::kMaxWorkspaceBytes) continue;
-      built.push_back(Built{std::move(c), layout, std::move(p), workspace});
-      ++kept;
+    auto build_from = [&](std::vector<Candidate> cands) {
+      listed += cands.size();
+      for (Candidate& c : cands) {
+        if (kept >= wanted) break;
+        size_t workspace = 0;
+        Descriptor p = build_plan(st.handle, c, workspace, ctx);
+        if (!p || workspace > dnn::kMaxWorkspaceBytes) continue;
+        built.push_back(Built{std::move(c), layout, std::move(p), workspace});
+        ++kept;
+      }
+    };
+    if (deterministic) {
+      build_from(candidates(plan, pp.graph[layout], true, {CUDNN_HEUR_MODE_A}));
+      if (kept == 0)
+        build_from(candidates(plan, pp.graph[layout], true, {CUDNN_HEUR_MODE_FALLBACK}));
+    } else {
+      build_from(candidates(plan, pp.graph[layout], false));
     }
   }
 
