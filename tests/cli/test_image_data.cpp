@@ -1,10 +1,12 @@
 // The hourglass binary on users' own images (data.dataset = "folder"): training and evaluating
-// from a folder of JPEG and PNG files with corrupt ones among them (skipped and counted), and
-// the one-line errors of a bad layout.
+// from a folder of JPEG and PNG files with corrupt ones among them (skipped and counted),
+// `hourglass pack` and training on its packs (the same metrics as from the folders), and the
+// one-line errors of a bad layout or a corrupt pack.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "data/image_fixtures.h"
 #include "support/run_binary.h"
@@ -79,6 +81,60 @@ TEST(CliImageData, TrainsAndEvaluatesOnAnImageFolderSkippingCorruptFiles) {
   const test::RunResult e = test::run_hourglass("eval " + dir + "/run/final.safetensors");
   ASSERT_EQ(e.code, 0) << e.output;
   EXPECT_NE(e.output.find("(12 images"), std::string::npos) << e.output;
+}
+
+// The losses and accuracies of each epoch in a run's metrics.jsonl (not its timings).
+std::vector<std::vector<double>> learning_curve(const std::string& run_dir) {
+  std::ifstream metrics(run_dir + "/metrics.jsonl");
+  std::vector<std::vector<double>> out;
+  std::string line;
+  while (std::getline(metrics, line)) {
+    const auto j = nlohmann::json::parse(line);
+    out.push_back({j["train_loss"].get<double>(), j["train_acc"].get<double>(),
+                   j["test_loss"].get<double>(), j["test_acc"].get<double>()});
+  }
+  return out;
+}
+
+TEST(CliImageData, PacksAndTrainsOnThePacksAsOnTheFolders) {
+  const std::string dir = test::fresh_temp_dir("hourglass_cli_image_pack");
+  const std::string data = dir + "/data", packs = dir + "/packs";
+  make_split(data + "/train", 9);
+  make_split(data + "/val", 3);
+  put(data + "/train/class_2/noise.png", data::test::random_bytes(300, 3));  // packed as it is
+  for (const char* split : {"train", "val"}) {
+    const test::RunResult p = test::run_hourglass(
+        fmt::format("pack {}/{} {}/{} --shard-size 8KiB", data, split, packs, split));
+    ASSERT_EQ(p.code, 0) << p.output;
+    EXPECT_NE(p.output.find("of 3 classes"), std::string::npos) << p.output;
+  }
+  const test::RunResult check = test::run_hourglass("pack --check " + packs + "/train");
+  ASSERT_EQ(check.code, 0) << check.output;
+  EXPECT_NE(check.output.find("28 images of 3 classes, every shard matches"), std::string::npos)
+      << check.output;
+  const test::RunResult a = test::run_hourglass("train " + write_config(dir, data) +
+                                                " --no-progress --run-dir " + dir + "/run_folder");
+  ASSERT_EQ(a.code, 0) << a.output;
+  const test::RunResult b = test::run_hourglass("train " + write_config(dir, packs) +
+                                                " --no-progress --run-dir " + dir + "/run_pack");
+  ASSERT_EQ(b.code, 0) << b.output;
+  // The packed noise is named by its shard and sample.
+  const size_t named = b.output.find(packs + "/train/shard-");
+  ASSERT_NE(named, std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("not a JPEG or PNG", named), std::string::npos) << b.output;
+  const auto curve = learning_curve(dir + "/run_folder");
+  EXPECT_EQ(curve.size(), 2u);
+  EXPECT_EQ(curve, learning_curve(dir + "/run_pack"));
+  // A corrupt index: a one-line error naming it.
+  const std::string index = packs + "/train/index.hgpack";
+  Bytes bytes = data::test::read_file(index);
+  bytes[20] ^= 1;
+  data::test::write_file(index, bytes);
+  const test::RunResult c = test::run_hourglass("train " + write_config(dir, packs) +
+                                                " --no-progress --run-dir " + dir + "/run_bad");
+  EXPECT_EQ(c.code, 2) << c.output;
+  EXPECT_NE(last_line(c.output).find(index + ": corrupt pack index"), std::string::npos)
+      << c.output;
 }
 
 TEST(CliImageData, BadLayoutIsAOneLineError) {

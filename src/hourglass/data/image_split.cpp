@@ -4,6 +4,7 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
+#include "hourglass/data/image_pack.h"
 
 namespace hg::data {
 
@@ -38,6 +39,8 @@ std::string image_split_dir(const std::string& root, Split split) {
 std::shared_ptr<ImageFileSource> open_image_split(const std::string& root, Split split,
                                                   const ImageFileOptions& options) {
   const std::string dir = image_split_dir(root, split);
+  if (is_image_pack(dir))
+    return std::make_shared<ImageFileSource>(std::make_shared<const PackImages>(dir), options);
   return std::make_shared<ImageFileSource>(
       std::make_shared<const FolderImages>(scan_image_folder(dir)), options);
 }
