@@ -210,6 +210,18 @@ TEST(ImageFiles, EveryFileUnreadableIsAnError) {
   EXPECT_TRUE(fails_with([&] { loader.next(); }, {"none of the 2 samples", dir.path() + "/train"}));
 }
 
+TEST(ImageFiles, StayOnTheHost) {
+  test::ScratchDir dir;
+  make_split(dir.path(), "train", 1);
+  ImageFileOptions o;
+  o.image_size = 8;
+  LoaderOptions lo = options(false, 0, 2);
+  lo.placement = Device::gpu(0);
+  // Refused before anything touches a GPU, so this holds without one too.
+  EXPECT_TRUE(fails_with([&] { DataLoader(open_image_split(dir.path(), Split::Train, o), lo); },
+                         {"decoded from files on the host", "gpu:0"}));
+}
+
 TEST(ImageFiles, LayoutErrorsNameWhatIsMissing) {
   test::ScratchDir dir;
   const ImageFileOptions o;

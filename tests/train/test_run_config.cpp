@@ -165,6 +165,11 @@ TEST(RunConfigBounds, FolderDatasetKeys) {
                  {"data.image_size", "[8, 4096]"});
   expect_invalid([&] { train::parse_run_config(folder({"data.crop_padding=4"})); },
                  {"data.crop_padding", "RandomResizedCrop"});
+  expect_invalid(
+      [&] {
+        train::parse_run_config(folder({"device=\"gpu:0\"", "data.placement=\"device\""}));
+      },
+      {"data.placement", "folder", "host"});
   expect_invalid([&] { train::parse_run_config(folder({"data.val_fraction=0.1"})); },
                  {"data.val_fraction", "folder", "<data.path>/val"});
   // Other datasets do not read the key (so it is reported unused) nor print it.
