@@ -6,10 +6,12 @@ numbers and checksums. The seeds are committed; rerun this only to change them:
     python3 fuzz/make_seeds.py
 """
 import gzip
+import io
 import json
 import os
 import shutil
 import struct
+import tarfile
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,6 +81,98 @@ put("idx", "label_out_of_range", struct.pack("<H", len(labels)) + idx(0x801, [3]
 record = lambda label, seed: bytes([label]) + bytes((seed * 31 + i) % 256 for i in range(3072))
 put("cifar10", "two_records", record(3, 1) + record(9, 2))
 put("cifar10", "one_record_cut", record(0, 3)[:2000])
+
+# ---- CIFAR-10 python version: a pickled dict {data: uint8 ndarray (N, 3072), labels: [...]} ----
+def cifar_pickle(labels, pixels, style="py2", reconstruct=("numpy.core.multiarray", "_reconstruct")):
+    """The opcode stream of a CIFAR-10 python batch: style "py2" as Python 2's cPickle writes it
+    (protocol 2, the published files), "p3" and "p4" as Python 3 re-pickles it (protocols 3, 4)."""
+    out = bytearray(b"\x80" + bytes([{"py2": 2, "p3": 3, "p4": 4}[style]]))
+    memo = [1 if style == "py2" else 0]
+
+    def put():
+        out.extend(b"\x94" if style == "p4" else b"q" + bytes([memo[0]]))
+        memo[0] += 1
+
+    def integer(v):
+        out.extend(b"K" + bytes([v]) if 0 <= v < 256 else
+                   b"M" + struct.pack("<H", v) if 0 <= v < 65536 else b"J" + struct.pack("<i", v))
+
+    def raw(s):  # str in Python 2, bytes in Python 3
+        op = (b"U", b"T") if style == "py2" else (b"C", b"B")
+        out.extend(op[0] + bytes([len(s)]) if len(s) < 256 else op[1] + struct.pack("<I", len(s)))
+        out.extend(s)
+
+    def text(s):
+        s = s.encode()
+        if style == "py2":
+            return raw(s)
+        out.extend(b"\x8c" + bytes([len(s)]) if style == "p4" else b"X" + struct.pack("<I", len(s)))
+        out.extend(s)
+
+    def glob(module, name):
+        if style == "p4":
+            text(module), put(), text(name), put()
+            out.extend(b"\x93")
+        else:
+            out.extend(b"c" + module.encode() + b"\n" + name.encode() + b"\n")
+        put()
+
+    def flag(v):
+        if style == "py2":
+            integer(int(v))
+        else:
+            out.extend(b"\x88" if v else b"\x89")
+
+    out.extend(b"}"), put(), out.extend(b"(")
+    text("data"), put(), glob(*reconstruct), glob("numpy", "ndarray")
+    integer(0), out.extend(b"\x85"), raw(b"b"), out.extend(b"\x87R"), put()
+    out.extend(b"("), integer(1), integer(len(labels)), integer(3072), out.extend(b"\x86")
+    glob("numpy", "dtype"), text("u1"), flag(False), flag(True), out.extend(b"\x87R"), put()
+    out.extend(b"("), integer(3), text("|"), out.extend(b"NNN"), integer(-1), integer(-1), integer(0)
+    out.extend(b"tb"), flag(False), raw(pixels), out.extend(b"tb")
+    text("labels"), put(), out.extend(b"]"), put(), out.extend(b"(")
+    for label in labels:
+        integer(label)
+    out.extend(b"e"), text("batch_label"), put(), text("testing batch 1 of 1"), put()
+    text("filenames"), put(), out.extend(b"]"), put(), out.extend(b"(")
+    for i in range(len(labels)):
+        text("img_%d.png" % i), put()
+    out.extend(b"eu.")
+    if style == "p4":  # one FRAME around everything after PROTO
+        out[2:2] = b"\x95" + struct.pack("<Q", len(out) - 2)
+    return bytes(out)
+
+
+one_image = bytes((i * 7) % 256 for i in range(3072))
+for style in ("py2", "p3", "p4"):
+    put("cifar10_pickle", f"one_image_{style}", cifar_pickle([7], one_image, style))
+put("cifar10_pickle", "empty_py2", cifar_pickle([], b""))
+put("cifar10_pickle", "label_out_of_range", cifar_pickle([10], one_image))
+put("cifar10_pickle", "refused_global", cifar_pickle([1], one_image, "py2", ("os", "system")))
+
+# ---- CIFAR-10 archives given as the path: tar files, plain (to reach the headers) or gzip ----
+def tar(members):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                t.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+binary_tar = tar([("cifar-10-batches-bin/", None), ("cifar-10-batches-bin/readme.html", b"hi"),
+                  ("cifar-10-batches-bin/test_batch.bin", record(3, 1) + record(9, 2))])
+python_tar = tar([("cifar-10-batches-py/", None), ("cifar-10-batches-py/batches.meta", b"\x80\x02}."),
+                  ("cifar-10-batches-py/test_batch", cifar_pickle([7], one_image))])
+put("cifar10_archive", "binary.tar", binary_tar)
+put("cifar10_archive", "python.tar", python_tar)
+put("cifar10_archive", "python.tar.gz", gzip.compress(python_tar, mtime=0))
+put("cifar10_archive", "no_batch.tar", tar([("other/file", b"abc")]))
 
 # ---- config: the shipped configs, and keys at their edges ----
 configs = os.path.join(HERE, "..", "configs")

@@ -11,6 +11,7 @@ apt-get download \
   libdnnl-dev libdnnl2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers \
   libtomlplusplus-dev libtomlplusplus3 libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 \
   libspdlog-dev libspdlog1.10 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian \
+  libarchive-dev libarchive13 \
   libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16 \
   dataset-fashion-mnist \
   2>/dev/null

@@ -8,6 +8,7 @@ packages=(
   cmake ninja-build g++ pkg-config git
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN (its CMake config also wants OpenCL)
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
+  libarchive-dev                            # CIFAR-10 read in place from its .tar.gz
   libturbojpeg0-dev libpng-dev            # decoding JPEG and PNG images of folder datasets
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format                              # scripts/check-format.sh (clang-format 14)

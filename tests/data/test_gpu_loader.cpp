@@ -34,6 +34,10 @@ void expect_same_epoch(DataLoader& host, DataLoader& device, int64_t epoch, int6
     ASSERT_EQ(d->labels.to_vector<int64_t>(), h->labels.to_vector<int64_t>());
     ASSERT_EQ(d->images.to_vector<float>(), h->images.to_vector<float>())
         << "epoch " << epoch << " batch " << h->index;
+    ASSERT_EQ(d->mirrored.defined(), h->mirrored.defined());
+    if (h->mirrored.defined())
+      ASSERT_EQ(d->mirrored.to_vector<float>(), h->mirrored.to_vector<float>())
+          << "mirrored, epoch " << epoch << " batch " << h->index;
     ++batches;
   }
   EXPECT_FALSE(device.next().has_value());
@@ -53,6 +57,20 @@ TEST(GpuLoader, DeviceResidentBatchesAreTheHostBatches) {
     EXPECT_EQ(host.device_bytes(), 0);
     for (int64_t epoch : {0, 1, 5}) expect_same_epoch(host, device, epoch, 0);
     expect_same_epoch(host, device, 3, 2);  // resumed mid-epoch
+    // A rank's shard (data-parallel training), the last batch's part empty for rank 7 of 8.
+    LoaderOptions host_shard = options(Device::cpu(), augment),
+                  device_shard = options(Device::gpu(0), augment);
+    host_shard.shard_count = device_shard.shard_count = 8;
+    host_shard.shard_rank = device_shard.shard_rank = 7;
+    host_shard.batch_size = device_shard.batch_size = 100;  // last batch: 3 rows
+    DataLoader host_part(ds, host_shard), device_part(ds, device_shard);
+    expect_same_epoch(host_part, device_part, 2, 0);
+    // Mirrored batches (test-time flip averaging).
+    LoaderOptions host_mirror = options(Device::cpu(), augment),
+                  device_mirror = options(Device::gpu(0), augment);
+    host_mirror.mirror = device_mirror.mirror = true;
+    DataLoader host_m(ds, host_mirror), device_m(ds, device_mirror);
+    expect_same_epoch(host_m, device_m, 4, 0);
   }
 }
 

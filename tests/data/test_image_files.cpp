@@ -210,6 +210,34 @@ TEST(ImageFiles, EveryFileUnreadableIsAnError) {
   EXPECT_TRUE(fails_with([&] { loader.next(); }, {"none of the 2 samples", dir.path() + "/train"}));
 }
 
+// LoaderOptions::mirror: each image also mirrored, the same crop with the flip inverted.
+TEST(ImageFiles, MirroredImagesAreTheImagesFlipped) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 5; ++i)
+    put(fmt::format("{}/train/k/{}.jpg", dir.path(), i), test::jpeg_of(20 + i, 31 - i, i));
+  ImageFileOptions o;
+  o.image_size = 9;
+  for (const bool augment : {false, true}) {
+    LoaderOptions lo = options(augment, 1, 5);
+    lo.mirror = true;
+    DataLoader loader(open_image_split(dir.path(), Split::Train, o), lo);
+    const Batch b = loader.make_batch(0, 0);
+    ASSERT_TRUE(b.mirrored.defined());
+    const std::vector<float> a = b.images.to_vector<float>(), m = b.mirrored.to_vector<float>();
+    for (int64_t j = 0; j < 5; ++j) {
+      for (int64_t y = 0; y < 9; ++y) {
+        for (int64_t x = 0; x < 9; ++x) {
+          for (int64_t c = 0; c < 3; ++c) {
+            const size_t at = size_t(((j * 9 + y) * 9 + x) * 3 + c);
+            const size_t flipped = size_t(((j * 9 + y) * 9 + (8 - x)) * 3 + c);
+            ASSERT_EQ(m[at], a[flipped]) << "augment " << augment << " image " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ImageFiles, StayOnTheHost) {
   test::ScratchDir dir;
   make_split(dir.path(), "train", 1);

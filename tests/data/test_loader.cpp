@@ -3,7 +3,9 @@
 // count, exact mid-epoch resume, clean stops, and worker errors reaching next().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 
 #include "data/fixtures.h"
@@ -70,6 +72,105 @@ void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& 
     EXPECT_EQ(a[i].images.to_vector<float>(), b[i].images.to_vector<float>()) << "batch " << i;
     EXPECT_EQ(a[i].labels.to_vector<int64_t>(), b[i].labels.to_vector<int64_t>()) << "batch " << i;
   }
+}
+
+// Sharded loaders (data-parallel ranks) split each global batch into consecutive parts: put
+// back together in rank order they are the unsharded batch, so every sample of the epoch is
+// seen exactly once, in the same number of batches on every rank; a last batch with fewer rows
+// than ranks leaves some parts empty.
+TEST(DataLoader, ShardsSplitEachBatchAndSeeEverySampleOnce) {
+  const int64_t n = 103;  // the last batch of 16 has 7 rows: 3 ranks of 2-3 rows, 8 of 0-1
+  auto ds = indexed_dataset(n);
+  LoaderOptions base;
+  base.batch_size = 16;
+  base.seed = 5;
+  base.workers = 0;
+  DataLoader whole(ds, base);
+  const std::vector<Batch> reference = epoch(whole, 2);
+  for (int ranks : {1, 3, 8}) {
+    SCOPED_TRACE(testing::Message() << ranks << " ranks");
+    std::vector<std::vector<Batch>> parts;
+    for (int r = 0; r < ranks; ++r) {
+      LoaderOptions o = base;
+      o.shard_rank = r;
+      o.shard_count = ranks;
+      o.workers = r % 2;  // threads or not: the same batches
+      DataLoader loader(ds, o);
+      EXPECT_EQ(loader.batches_per_epoch(), whole.batches_per_epoch());
+      parts.push_back(epoch(loader, 2));
+    }
+    std::vector<int64_t> seen;
+    for (size_t b = 0; b < reference.size(); ++b) {
+      std::vector<int64_t> joined, labels;
+      for (int r = 0; r < ranks; ++r) {
+        ASSERT_EQ(parts[size_t(r)].size(), reference.size());
+        const Batch& part = parts[size_t(r)][b];
+        EXPECT_EQ(part.index, int64_t(b));
+        const std::vector<int64_t> ids = sample_ids(part);
+        joined.insert(joined.end(), ids.begin(), ids.end());
+        const std::vector<int64_t> l = part.labels.to_vector<int64_t>();
+        labels.insert(labels.end(), l.begin(), l.end());
+      }
+      EXPECT_EQ(joined, sample_ids(reference[b])) << "batch " << b;
+      EXPECT_EQ(labels, reference[b].labels.to_vector<int64_t>()) << "batch " << b;
+      seen.insert(seen.end(), joined.begin(), joined.end());
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), int64_t(0));
+    EXPECT_EQ(seen, all);
+  }
+  LoaderOptions bad = base;
+  bad.shard_rank = 3;
+  bad.shard_count = 3;
+  EXPECT_THROW(DataLoader(ds, bad), Error);
+}
+
+// LoaderOptions::mirror: each batch also carries its images with the flip toggled and the crop
+// kept: for an unaugmented loader the images reversed along the width, for an augmented one
+// the mirror of each augmented image.
+TEST(DataLoader, MirroredBatchesAreTheImagesWithTheFlipToggled) {
+  auto ds = indexed_dataset(37);
+  for (bool augment : {false, true}) {
+    SCOPED_TRACE(augment ? "augmented" : "plain");
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.seed = 3;
+    o.augment = augment;
+    o.transform.crop_padding = 1;
+    o.transform.flip = true;
+    o.mirror = true;
+    o.workers = 1;
+    DataLoader loader(ds, o);
+    const ImageTransform t(o.transform, kH, kW, kC);
+    for (const Batch& b : epoch(loader, 1)) {
+      ASSERT_TRUE(b.mirrored.defined());
+      ASSERT_EQ(b.mirrored.shape(), b.images.shape());
+      const std::vector<float> images = b.images.to_vector<float>();
+      const std::vector<float> mirrored = b.mirrored.to_vector<float>();
+      const std::vector<int64_t> order = epoch_order(37, true, 3, 1);
+      for (int64_t j = 0; j < b.images.size(0); ++j) {
+        const int64_t sample = order[size_t(b.index * 8 + j)];
+        Augmentation a = augment ? t.draw(3, 1, sample) : Augmentation{};
+        a.flip = !a.flip;
+        std::vector<float> want(size_t(kH * kW * kC));
+        t.apply(ds->image(sample), a, want.data());
+        const auto* got = mirrored.data() + j * kH * kW * kC;
+        EXPECT_EQ(std::vector<float>(got, got + kH * kW * kC), want) << "sample " << sample;
+        if (!augment)  // the plain image read right to left
+          for (int64_t y = 0; y < kH; ++y)
+            for (int64_t x = 0; x < kW; ++x)
+              for (int64_t c = 0; c < kC; ++c)
+                EXPECT_EQ(got[(y * kW + x) * kC + c],
+                          images[size_t(((j * kH + y) * kW + (kW - 1 - x)) * kC + c)]);
+      }
+    }
+  }
+  LoaderOptions plain;
+  plain.workers = 0;
+  DataLoader without(ds, plain);
+  without.start_epoch(0);
+  EXPECT_FALSE(without.next()->mirrored.defined());
 }
 
 TEST(DataLoader, BatchShapesAndPartialLastBatch) {

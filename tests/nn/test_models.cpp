@@ -26,6 +26,16 @@ TEST(Models, ParameterCountsMatchTheReferenceArchitectures) {
   EXPECT_EQ(nn::make_model(spec("resnet50", 3, 224, 1000, "imagenet"))->num_parameters(), 25557032);
   EXPECT_EQ(nn::make_model(spec("resnet34", 3, 224, 1000, "imagenet"))->num_parameters(), 21797672);
   EXPECT_EQ(nn::make_model(spec("resnet18", 3, 224, 1000, "imagenet"))->num_parameters(), 11689512);
+  // model.channels: the same blocks with stage widths {w, 2w, 4w, 8w} (counted by hand: 3x3 convs
+  // and batch-norms per block, 1x1 shortcuts where the width or stride changes).
+  nn::ModelSpec narrow = spec("resnet18", 3, 32, 10);
+  narrow.base_channels = 32;
+  EXPECT_EQ(nn::make_model(narrow)->num_parameters(), 2797610);
+  narrow = spec("resnet18", 1, 28, 10);
+  narrow.base_channels = 16;
+  EXPECT_EQ(nn::make_model(narrow)->num_parameters(), 701178);
+  narrow.name = "small_cnn";
+  EXPECT_THROW(nn::make_model(narrow), Error);
 }
 
 TEST(Models, NamesFollowTheCheckpointConvention) {

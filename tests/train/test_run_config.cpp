@@ -136,6 +136,15 @@ TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
   expect_refused("schedule.gamma=0");
   expect_refused("schedule.pct_start=1");
   expect_refused("schedule.min_lr=-1");
+  {
+    Config c = base_config();
+    c.set_override("optim.momentum=0");
+    c.set_override("optim.nesterov=true");
+    expect_invalid([&] { train::parse_run_config(c); },
+                   {"'optim.nesterov'", "--set optim.nesterov=true", "optim.momentum > 0"});
+  }
+  expect_refused("model.channels=8", {"applies to resnet18", "not mlp"});
+  expect_refused("model.channels=-1", {"[1, 4096]"});
   expect_refused("data.placement=\"gpu\"", {"unknown placement 'gpu'"});
   expect_refused("data.placement=\"device\"", {"needs a GPU"});
   EXPECT_EQ(parsed_with("data.placement=\"host\"").data.placement, "host");

@@ -11,6 +11,7 @@
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/checkpoint_dir.h"
 #include "hourglass/train/trainer.h"
+#include "support/expect_error.h"
 
 namespace hg {
 namespace {
@@ -119,6 +120,81 @@ TEST(Trainer, AValidationFractionThatLeavesNothingIsRefusedNamingTheKey) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("data.val_fraction"), std::string::npos) << e.message();
   }
+}
+
+// With a learning rate too small to move an f32 weight, the validation accuracy never changes:
+// patience 2 ends the run after epoch 3 of 8 (epoch 1 sets the best, 2 and 3 do not beat it),
+// with final weights and three metrics lines. Without validation the key is refused.
+TEST(Trainer, EarlyStoppingEndsTheRunWhenValidationStopsImproving) {
+  Config c = synthetic_mlp_config();
+  c.set_override("data.val_fraction=0.25");
+  c.set_override("train.epochs=8");
+  c.set_override("optim.lr=1e-30");
+  c.set_override("optim.momentum=0");
+  c.set_override("optim.nesterov=false");
+  c.set_override("optim.weight_decay=0");
+  c.set_override("train.early_stop_patience=2");
+  const std::string dir = run_dir("early_stop");
+  train::Trainer t(c, {dir, false});
+  const std::vector<train::EpochMetrics> history = t.run();
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_FALSE(t.stopped());
+  EXPECT_EQ(history[1].val_acc, history[0].val_acc);
+  EXPECT_EQ(history[2].val_acc, history[0].val_acc);
+  EXPECT_EQ(read_safetensors_metadata(dir + "/final.safetensors")
+                .at("hourglass.stopped_early_after_epoch"),
+            "3");
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  EXPECT_EQ(lines, 3);
+
+  // Stopped mid-epoch 2 and resumed: the count goes on from the epochs already trained.
+  const std::string resumed_dir = run_dir("early_stop_resumed");
+  {
+    train::TrainerOptions o{resumed_dir, false};
+    o.stop_after_steps = 7;
+    train::Trainer first(c, o);
+    first.run();
+    ASSERT_TRUE(first.stopped());
+  }
+  train::TrainerOptions o{resumed_dir, false};
+  o.resume = "auto";
+  train::Trainer resumed(c, o);
+  EXPECT_EQ(resumed.run().size(), 3u);
+  EXPECT_EQ(read_safetensors_metadata(resumed_dir + "/final.safetensors")
+                .at("hourglass.stopped_early_after_epoch"),
+            "3");
+
+  Config no_validation = synthetic_mlp_config();
+  no_validation.set_override("train.early_stop_patience=2");
+  test::expect_invalid(
+      [&] {
+        train::Trainer(no_validation, {run_dir("early_stop_no_val"), false});
+      },
+      {"train.early_stop_patience", "validation", "data.val_fraction"});
+}
+
+TEST(RunHistory, EpochsWithoutImprovementCountFromTheBestValidationEpoch) {
+  auto epochs = [](std::vector<double> accs) {
+    std::vector<train::EpochMetrics> h;
+    for (double a : accs) {
+      train::EpochMetrics m;
+      m.has_validation = true;
+      m.val_acc = a;
+      h.push_back(m);
+    }
+    return h;
+  };
+  EXPECT_EQ(train::epochs_without_improvement({}, 0), 0);
+  EXPECT_EQ(train::epochs_without_improvement(epochs({0.5}), 0), 0);
+  EXPECT_EQ(train::epochs_without_improvement(epochs({0.5, 0.6, 0.55, 0.6}), 0), 2);
+  EXPECT_EQ(train::epochs_without_improvement(epochs({0.5, 0.6, 0.55, 0.61}), 0), 0);
+  EXPECT_EQ(train::epochs_without_improvement(epochs({0.5, 0.6, 0.55, 0.61}), 0.02), 2);
+  EXPECT_EQ(train::epochs_without_improvement(epochs({0.0, 0.0, 0.0}), 0), 2);
+  std::vector<train::EpochMetrics> no_val = epochs({0.5, 0.4});
+  no_val[1].has_validation = false;
+  EXPECT_EQ(train::epochs_without_improvement(no_val, 0), 0);
 }
 
 TEST(Trainer, OutOfMemoryHalvesTheMicroBatchAndKeepsTheTrajectory) {

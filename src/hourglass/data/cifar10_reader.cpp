@@ -1,107 +1,231 @@
-// CIFAR-10 binary version (cifar-10-binary.tar.gz): files of fixed 3073-byte records, one
-// label byte then a 32x32 image as three planes R, G, B (1024 bytes each, row-major). The
-// planes are interleaved here into HWC, the layout every hourglass activation uses.
+// CIFAR-10 from whichever form a user has on disk: the binary or the python version, unpacked
+// or still in its .tar.gz (read in place). This file finds the data and reads its batches in
+// order; cifar10_batch.cpp decodes a batch, tar_gz_reader.cpp reads archive members.
+//
+// Where load_cifar10 looks, first match wins (the unpacked forms are faster to read):
+//   1. the binary version unpacked: <dir>/data_batch_1.bin, or in <dir>/cifar-10-batches-bin
+//   2. the python version unpacked: <dir>/data_batch_1, or in <dir>/cifar-10-batches-py
+//      (torchvision's root folder holds cifar-10-batches-py beside the archive)
+//   3. the archives <dir>/cifar-10-binary.tar.gz, then <dir>/cifar-10-python.tar.gz
+// (test_batch instead of data_batch_1 for the test split), or <dir> is itself an archive.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/file_check.h"
 #include "hourglass/data/byte_source.h"
+#include "hourglass/data/cifar10_batch.h"
 #include "hourglass/data/dataset.h"
+#include "hourglass/data/tar_gz_reader.h"
 
 namespace hg::data {
 
 namespace {
 
-constexpr int64_t kSide = 32;
-constexpr int64_t kChannels = 3;
-constexpr int64_t kClasses = 10;
-constexpr int64_t kImageBytes = kSide * kSide * kChannels;  // 3072
-constexpr int64_t kRecordBytes = 1 + kImageBytes;           // 3073
-constexpr const char* kSubdir = "cifar-10-batches-bin";     // what the archive unpacks to
+using namespace cifar10;
 
-std::vector<std::string> batch_files(Split split) {
-  if (split == Split::Test) return {"test_batch.bin"};
-  std::vector<std::string> files;
-  for (int i = 1; i <= 5; ++i) files.push_back(fmt::format("data_batch_{}.bin", i));
-  return files;
+enum class Format { Binary, Python };
+
+constexpr const char* kBinaryFolder = "cifar-10-batches-bin";  // what the archives unpack to
+constexpr const char* kPythonFolder = "cifar-10-batches-py";
+constexpr const char* kBinaryArchive = "cifar-10-binary.tar.gz";
+constexpr const char* kPythonArchive = "cifar-10-python.tar.gz";
+
+// The split's batches in order, without the binary version's ".bin".
+std::vector<std::string> batch_names(Split split) {
+  if (split == Split::Test) return {"test_batch"};
+  std::vector<std::string> names;
+  for (int i = 1; i <= 5; ++i) names.push_back(fmt::format("data_batch_{}", i));
+  return names;
 }
 
-// `dir` itself, or its cifar-10-batches-bin subfolder when the files are only there.
-std::string resolve_dir(const std::string& dir, const std::string& first_file) {
-  if (file_exists(dir + "/" + first_file)) return dir;
-  const std::string sub = dir + "/" + kSubdir;
-  if (file_exists(sub + "/" + first_file)) return sub;
-  throw_invalid(fmt::format("cifar10: file not found: {}/{}", dir, first_file),
-                fmt::format("download the CIFAR-10 binary version (cifar-10-binary.tar.gz), unpack "
-                            "it and point the path at its {} folder",
-                            kSubdir));
+std::string file_name(Format format, const std::string& batch) {
+  return format == Format::Binary ? batch + ".bin" : batch;
+}
+const char* folder_of(Format format) {
+  return format == Format::Binary ? kBinaryFolder : kPythonFolder;
+}
+const char* archive_of(Format format) {
+  return format == Format::Binary ? kBinaryArchive : kPythonArchive;
+}
+// The batch's path inside the archive of `format`.
+std::string member_name(Format format, const std::string& batch) {
+  return std::string(folder_of(format)) + "/" + file_name(format, batch);
 }
 
-// Appends the records of one file (at most `want` of them) to ds, converting CHW to HWC.
-void read_batch_file(const std::string& path, int64_t want, ImageDataset& ds) {
-  ByteSource src(path);
-  std::vector<uint8_t> bytes;
-  src.read_append(bytes, SIZE_MAX);  // whole file (about 30 MB); read_append grows in chunks
-  const int64_t size = int64_t(bytes.size());
-  if (size == 0) {
-    throw_invalid(fmt::format("{}: empty file, expected records of {} bytes", path, kRecordBytes));
+// Where the data is: a folder of batch files of one format, or an archive (its format known
+// from its name when found in a folder, else from its members).
+struct Location {
+  std::string path;
+  bool archive = false;
+  std::optional<Format> format;
+};
+
+Location locate(const std::string& dir, const std::string& first_batch) {
+  const std::string kind = file_kind(dir);
+  // A file given directly is an archive; TarGzReader refuses one that is not a regular file.
+  if (!kind.empty() && kind != "a directory") return {dir, true, std::nullopt};
+  for (Format format : {Format::Binary, Format::Python}) {
+    for (const std::string& folder : {dir, dir + "/" + folder_of(format)}) {
+      if (file_exists(folder + "/" + file_name(format, first_batch))) {
+        return {folder, false, format};
+      }
+    }
   }
-  if (size % kRecordBytes != 0) {
-    throw_invalid(fmt::format(
-        "{}: size {} bytes is not a multiple of the {}-byte CIFAR-10 record "
-        "(last record has {} of {} bytes){}",
-        path, size, kRecordBytes, size % kRecordBytes, kRecordBytes, src.truncation_note()));
+  for (Format format : {Format::Binary, Format::Python}) {
+    const std::string archive = dir + "/" + archive_of(format);
+    if (file_exists(archive)) return {archive, true, format};
+  }
+  throw_invalid(
+      fmt::format("cifar10: no CIFAR-10 data in {}{}: looked for {} (binary version) in it and "
+                  "in {}/, {} (python version) in it and in {}/, and the archives {} and {}",
+                  dir, kind.empty() ? " (it does not exist)" : "",
+                  file_name(Format::Binary, first_batch), kBinaryFolder,
+                  file_name(Format::Python, first_batch), kPythonFolder, kBinaryArchive,
+                  kPythonArchive),
+      "download the CIFAR-10 binary or python version (cifar-10-binary.tar.gz or "
+      "cifar-10-python.tar.gz, https://www.cs.toronto.edu/~kriz/cifar.html) and point the path "
+      "at the folder holding it or its unpacked folder, or at the .tar.gz itself");
+}
+
+// Samples still wanted under `limit` (0: all).
+int64_t still_wanted(const ImageDataset& ds, int64_t limit) {
+  return limit > 0 ? limit - ds.size() : INT64_MAX;
+}
+
+// The whole of src, or at least max_bytes + 1 bytes when it holds more. Read in 1 MiB steps, so
+// that a small file costs a small buffer (read_append's own growth step is 16 MiB).
+std::vector<uint8_t> read_whole(ByteSource& src, size_t max_bytes) {
+  constexpr size_t kStep = size_t(1) << 20;
+  std::vector<uint8_t> bytes;
+  while (bytes.size() <= max_bytes && src.read_append(bytes, kStep) == kStep) {
+  }
+  return bytes;
+}
+
+void read_binary_file(const std::string& path, int64_t want, ImageDataset& ds) {
+  ByteSource src(path);
+  const std::vector<uint8_t> bytes = read_whole(src, SIZE_MAX - 1);  // about 30 MB
+  if (src.truncated() && !bytes.empty() && bytes.size() % size_t(kRecordBytes) == 0) {
+    throw_invalid(fmt::format("{}: truncated data: the gzip stream ends before its trailer", path));
+  }
+  append_binary_batch(bytes, path, want, ds, src.truncation_note());
+}
+
+void read_python_file(const std::string& path, int64_t want, ImageDataset& ds) {
+  ByteSource src(path);
+  const std::vector<uint8_t> bytes = read_whole(src, kMaxPythonBatchBytes);
+  if (bytes.size() > kMaxPythonBatchBytes) {
+    throw_invalid(fmt::format("{}: larger than {} bytes, more than a CIFAR-10 python batch holds",
+                              path, kMaxPythonBatchBytes),
+                  "point the path at the cifar-10-batches-py folder of cifar-10-python.tar.gz");
   }
   if (src.truncated()) {
     throw_invalid(fmt::format("{}: truncated data: the gzip stream ends before its trailer", path));
   }
-  const int64_t records = std::min(size / kRecordBytes, want);
-  const size_t old = ds.labels.size();
-  ds.labels.resize(old + size_t(records));
-  ds.pixels.resize((old + size_t(records)) * size_t(kImageBytes));
-  constexpr int64_t plane = kSide * kSide;
-  for (int64_t r = 0; r < records; ++r) {
-    const uint8_t* rec = bytes.data() + r * kRecordBytes;
-    if (rec[0] >= kClasses) {
-      throw_invalid(fmt::format("{}: label {} at index {} is out of range for {} classes", path,
-                                int(rec[0]), r, kClasses));
+  append_python_batch(bytes, path, want, ds);
+}
+
+void read_folder(const Location& at, const std::vector<std::string>& batches, int64_t limit,
+                 ImageDataset& ds) {
+  const Format format = *at.format;
+  // Check every file exists before reading any: a missing fifth batch should not cost the
+  // time of reading the first four.
+  for (const std::string& batch : batches) {
+    const std::string path = at.path + "/" + file_name(format, batch);
+    if (!file_exists(path)) {
+      throw_invalid(
+          fmt::format("cifar10: file not found: {}", path),
+          fmt::format("the CIFAR-10 {} version has {} .. {} and {}; unpack {} again",
+                      format == Format::Binary ? "binary" : "python",
+                      file_name(format, "data_batch_1"), file_name(format, "data_batch_5"),
+                      file_name(format, "test_batch"), archive_of(format)));
     }
-    ds.labels[old + size_t(r)] = rec[0];
-    uint8_t* out = ds.pixels.data() + (int64_t(old) + r) * kImageBytes;
-    const uint8_t* planes = rec + 1;
-    for (int64_t p = 0; p < plane; ++p) {
-      for (int64_t c = 0; c < kChannels; ++c) out[p * kChannels + c] = planes[c * plane + p];
+  }
+  ds.source = batches.size() == 1
+                  ? at.path + "/" + file_name(format, batches.front())
+                  : fmt::format("{}/{} .. {}", at.path, file_name(format, batches.front()),
+                                file_name(format, batches.back()));
+  for (const std::string& batch : batches) {
+    const int64_t want = still_wanted(ds, limit);
+    if (want <= 0) break;
+    const std::string path = at.path + "/" + file_name(format, batch);
+    if (format == Format::Binary) {
+      read_binary_file(path, want, ds);
+    } else {
+      read_python_file(path, want, ds);
     }
   }
 }
 
-}  // namespace
-
-ImageDataset load_cifar10(const std::string& dir, Split split, int64_t limit) {
-  HG_CHECK(limit >= 0, "load_cifar10: limit must be >= 0 (0 keeps all samples), got {}", limit);
-  const std::vector<std::string> files = batch_files(split);
-  const std::string root = resolve_dir(dir, files.front());
-  // Check every file exists before reading any: a missing fifth batch should not cost the
-  // time of reading the first four.
-  for (const std::string& f : files) {
-    if (!file_exists(root + "/" + f)) {
-      throw_invalid(fmt::format("cifar10: file not found: {}/{}", root, f),
-                    "the CIFAR-10 binary version has data_batch_1.bin .. data_batch_5.bin and "
-                    "test_batch.bin; re-unpack cifar-10-binary.tar.gz");
+// Which batch a member is, if any: its index in `batches` and its format. An archive found by
+// name only holds its own format's members; one given directly takes either, fixed by the first
+// batch member met.
+std::optional<std::pair<size_t, Format>> match_member(const std::string& member,
+                                                      const std::vector<std::string>& batches,
+                                                      std::optional<Format> format) {
+  for (Format f : {Format::Binary, Format::Python}) {
+    if (format && *format != f) continue;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (member == member_name(f, batches[i])) return std::make_pair(i, f);
     }
   }
-  ImageDataset ds;
-  ds.name = "cifar10";
-  ds.source = files.size() == 1 ? root + "/" + files.front()
-                                : fmt::format("{}/{} .. {}", root, files.front(), files.back());
-  ds.height = kSide;
-  ds.width = kSide;
-  ds.channels = kChannels;
-  ds.num_classes = kClasses;
-  for (const std::string& f : files) {
-    const int64_t want = limit > 0 ? limit - ds.size() : INT64_MAX;
-    if (want <= 0) break;
-    read_batch_file(root + "/" + f, want, ds);
+  return std::nullopt;
+}
+
+// Streams the archive's members, keeping each batch member met (bounded in size) until the
+// batches before it have been decoded: the published archives list their members out of order,
+// so a few batches may wait in memory. Stops as soon as `limit` samples are read.
+void read_archive(const Location& at, const std::vector<std::string>& batches, int64_t limit,
+                  ImageDataset& ds) {
+  std::optional<Format> format = at.format;
+  std::vector<std::optional<std::vector<uint8_t>>> waiting(batches.size());
+  size_t next = 0;  // the first batch not yet decoded
+  TarGzReader tar(at.path);
+  while (next < batches.size() && still_wanted(ds, limit) > 0 && tar.next()) {
+    const auto match = match_member(tar.member(), batches, format);
+    if (!match || waiting[match->first] || match->first < next) continue;
+    format = match->second;
+    waiting[match->first] =
+        tar.read(*format == Format::Binary ? kMaxBinaryBatchBytes : kMaxPythonBatchBytes);
+    while (next < batches.size() && waiting[next] && still_wanted(ds, limit) > 0) {
+      const std::string where =
+          fmt::format("{}: member {}", at.path, member_name(*format, batches[next]));
+      if (*format == Format::Binary) {
+        append_binary_batch(*waiting[next], where, still_wanted(ds, limit), ds);
+      } else {
+        append_python_batch(*waiting[next], where, still_wanted(ds, limit), ds);
+      }
+      waiting[next].reset();
+      ++next;
+    }
+  }
+  if (next < batches.size() && still_wanted(ds, limit) > 0) {
+    const std::string missing =
+        format ? member_name(*format, batches[next])
+               : fmt::format("{} or {}", member_name(Format::Binary, batches[next]),
+                             member_name(Format::Python, batches[next]));
+    throw_invalid(fmt::format("{}: the archive has no member {}", at.path, missing),
+                  "CIFAR-10's archives are cifar-10-binary.tar.gz and cifar-10-python.tar.gz; "
+                  "download the archive again");
+  }
+  const Format f = format.value_or(Format::Binary);
+  ds.source = fmt::format("{} ({}{})", at.path, member_name(f, batches.front()),
+                          batches.size() == 1 ? "" : " .. " + file_name(f, batches.back()));
+}
+
+}  // namespace
+
+ImageDataset load_cifar10(const std::string& path, Split split, int64_t limit) {
+  HG_CHECK(limit >= 0, "load_cifar10: limit must be >= 0 (0 keeps all samples), got {}", limit);
+  const std::vector<std::string> batches = batch_names(split);
+  const Location at = locate(path, batches.front());
+  ImageDataset ds = empty_dataset();
+  if (at.archive) {
+    read_archive(at, batches, limit, ds);
+  } else {
+    read_folder(at, batches, limit, ds);
   }
   return ds;
 }

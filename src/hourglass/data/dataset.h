@@ -1,11 +1,12 @@
 // Image classification datasets held in memory as uint8 pixels (HWC per image), and the
-// readers that fill them: IDX (MNIST, Fashion-MNIST), the CIFAR-10 binary batches, and a
-// deterministic synthetic set. Pixels stay uint8 (Fashion-MNIST train is 47 MB, CIFAR-10
-// 150 MB); the loader converts each batch to f32 as it builds it.
+// readers that fill them: IDX (MNIST, Fashion-MNIST), CIFAR-10 (binary or python version,
+// unpacked or in its .tar.gz), and a deterministic synthetic set. Pixels stay uint8 (Fashion-MNIST
+// train is 47 MB, CIFAR-10 150 MB); the loader converts each batch to f32 as it builds it.
 //
 // Every malformed input is an Error of kind InvalidInput whose message names the file and the
 // fault (missing file, bad magic, wrong dimensions, truncated data, count mismatch, label out of
-// range, bad record size). Readers never read past what the file holds.
+// range, bad record size, a refused pickle opcode or global, a damaged archive). Readers never
+// read past what the file holds.
 #pragma once
 
 #include <cstdint>
@@ -56,10 +57,22 @@ inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fash
 
 // ---- CIFAR-10 ----
 
-// Loads data_batch_1..5.bin (train) or test_batch.bin (test) from `dir`, or from
-// `dir`/cifar-10-batches-bin when that is where the archive was unpacked. Records are one
-// label byte and 3072 bytes of planar 32x32 R, G, B planes, converted here to HWC.
-ImageDataset load_cifar10(const std::string& dir, Split split, int64_t limit = 0);
+// Loads the train split (5 batches: data_batch_1..5) or the test split (test_batch) of
+// CIFAR-10 from `path`, which may be a folder holding, first found wins:
+//   1. the binary version unpacked: data_batch_1..5.bin / test_batch.bin, in `path` or in
+//      `path`/cifar-10-batches-bin;
+//   2. the python version unpacked (torchvision's download): data_batch_1..5 / test_batch, in
+//      `path` or in `path`/cifar-10-batches-py;
+//   3. the archives `path`/cifar-10-binary.tar.gz, then `path`/cifar-10-python.tar.gz;
+// or `path` is an archive itself (either kind, named as it may be). Archives are read in place,
+// member by member, never unpacked; a member larger than a batch can be is an error. A binary
+// record is one label byte and 3072 bytes of planar 32x32 R, G, B planes; a python batch is a
+// pickled dict whose 'data' is a uint8 numpy array (N, 3072) of the same planes and 'labels' N
+// ints, read by pickle_reader.h (which calls nothing). Images are converted here to HWC.
+// A folder holding none of these is an InvalidInput error naming every layout looked for; a
+// fault in a file or member names it (and the archive). With limit > 0 only the first `limit`
+// samples are kept, and an archive is read only as far as they need.
+ImageDataset load_cifar10(const std::string& path, Split split, int64_t limit = 0);
 
 // ---- synthetic ----
 

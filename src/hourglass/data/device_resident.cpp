@@ -15,30 +15,43 @@ DeviceResidentSet::DeviceResidentSet(const ImageDataset& ds, const ImageTransfor
 }
 
 void DeviceResidentSet::start_epoch(const std::vector<int64_t>& order,
-                                    const ImageTransform& transform, bool augment, uint64_t seed,
-                                    int64_t epoch) {
+                                    const ImageTransform& transform, bool augment, bool mirror,
+                                    uint64_t seed, int64_t epoch) {
   const auto n = int64_t(order.size());
   order_ = Tensor::from_vector(order, {n}).to(images_.device());
-  augment_ = Tensor();
-  if (!augment) return;
-  std::vector<int32_t> draws(size_t(3 * n));
-  for (int64_t j = 0; j < n; ++j) {
-    const Augmentation a = transform.draw(seed, epoch, order[size_t(j)]);
-    draws[size_t(3 * j)] = int32_t(a.shift_y);
-    draws[size_t(3 * j + 1)] = int32_t(a.shift_x);
-    draws[size_t(3 * j + 2)] = a.flip ? 1 : 0;
+  augment_ = mirror_ = Tensor();
+  if (!augment && !mirror) return;
+  std::vector<int32_t> draws(size_t(3 * n), 0);
+  if (augment) {
+    for (int64_t j = 0; j < n; ++j) {
+      const Augmentation a = transform.draw(seed, epoch, order[size_t(j)]);
+      draws[size_t(3 * j)] = int32_t(a.shift_y);
+      draws[size_t(3 * j + 1)] = int32_t(a.shift_x);
+      draws[size_t(3 * j + 2)] = a.flip ? 1 : 0;
+    }
+    augment_ = Tensor::from_vector(draws, {n, 3}).to(images_.device());
   }
-  augment_ = Tensor::from_vector(draws, {n, 3}).to(images_.device());
+  if (mirror) {
+    for (int64_t j = 0; j < n; ++j) draws[size_t(3 * j + 2)] ^= 1;
+    mirror_ = Tensor::from_vector(draws, {n, 3}).to(images_.device());
+  }
 }
 
-Batch DeviceResidentSet::batch(int64_t epoch, int64_t index, int64_t begin, int64_t count) const {
-  HG_ASSERT(order_.defined() && begin >= 0 && count > 0 && begin + count <= order_.size(0),
+Batch DeviceResidentSet::batch(int64_t epoch, int64_t index, int64_t begin, int64_t count,
+                               bool mirror) const {
+  HG_ASSERT(order_.defined() && begin >= 0 && count >= 0 && begin + count <= order_.size(0),
             "device batch [{}, {}) outside the epoch's {} samples", begin, begin + count,
             order_.defined() ? order_.size(0) : 0);
+  const Tensor indices = order_.narrow(0, begin, count);
   const Tensor augment = augment_.defined() ? augment_.narrow(0, begin, count) : Tensor();
-  ops::GatheredBatch g =
-      ops::gather_batch(images_, labels_, order_.narrow(0, begin, count), augment, table_);
+  ops::GatheredBatch g = ops::gather_batch(images_, labels_, indices, augment, table_);
   Batch b;
+  if (mirror) {
+    HG_ASSERT(mirror_.defined(), "a mirrored batch of an epoch started without mirroring");
+    b.mirrored =
+        ops::gather_batch(images_, labels_, indices, mirror_.narrow(0, begin, count), table_)
+            .images;
+  }
   b.images = std::move(g.images);
   b.labels = std::move(g.labels);
   b.epoch = epoch;

@@ -23,12 +23,13 @@ class DeviceResidentSet {
   DeviceResidentSet(const ImageDataset& ds, const ImageTransform& transform, Device device);
 
   // Uploads epoch `epoch`'s sample order and, when `augment`, the augmentation of each
-  // position's sample (transform.draw(seed, epoch, sample)).
+  // position's sample (transform.draw(seed, epoch, sample)); when `mirror`, the same with the
+  // flip toggled, for Batch::mirrored.
   void start_epoch(const std::vector<int64_t>& order, const ImageTransform& transform, bool augment,
-                   uint64_t seed, int64_t epoch);
+                   bool mirror, uint64_t seed, int64_t epoch);
   // Positions [begin, begin + count) of the current epoch's order as batch `index`, on the
-  // device (images f32 [count,H,W,C], labels i64 [count]).
-  Batch batch(int64_t epoch, int64_t index, int64_t begin, int64_t count) const;
+  // device (images f32 [count,H,W,C], labels i64 [count]; mirrored images too when `mirror`).
+  Batch batch(int64_t epoch, int64_t index, int64_t begin, int64_t count, bool mirror) const;
 
   // Bytes the dataset takes on the device (pixels and labels).
   int64_t bytes() const { return int64_t(images_.nbytes() + labels_.nbytes()); }
@@ -36,7 +37,9 @@ class DeviceResidentSet {
 
  private:
   Tensor images_, labels_, table_;
-  Tensor order_, augment_;  // the current epoch's; augment_ undefined when not augmenting
+  // The current epoch's order, augmentations (undefined when not augmenting) and mirrored
+  // augmentations (undefined unless mirroring).
+  Tensor order_, augment_, mirror_;
 };
 
 }  // namespace hg::data

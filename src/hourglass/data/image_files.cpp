@@ -36,7 +36,7 @@ ImageFileSource::ImageFileSource(std::shared_ptr<const EncodedImages> images,
 }
 
 bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* out,
-                            int64_t* label) const {
+                            float* mirrored, int64_t* label) const {
   std::atomic<bool>& bad = bad_[size_t(index)];
   if (bad.load(std::memory_order_relaxed)) return false;
   DecodedImage img;
@@ -55,17 +55,28 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
     return false;
   }
   const int64_t s = options_.image_size;
+  // The crop (and the resize it implies), then the image with its flip and, when asked, with
+  // the flip inverted.
+  CropBox box{0, 0, img.height, img.width}, window{0, 0, s, s};
+  int64_t resized_height = s, resized_width = s;
+  bool flip = false;
   if (request.augment) {
     const SizedAugmentation aug = draw_resized_crop(request.seed, request.epoch, index, img.height,
                                                     img.width, options_.crop, options_.flip);
-    resize_bilinear(img.pixels.data(), img.height, img.width, 3, aug.box, s, s, {0, 0, s, s},
-                    aug.flip, out);
+    box = aug.box;
+    flip = aug.flip;
   } else {
     const EvalGeometry g = eval_geometry(img.height, img.width, eval_resize_for(s), s);
-    resize_bilinear(img.pixels.data(), img.height, img.width, 3, {0, 0, img.height, img.width},
-                    g.resized_height, g.resized_width, g.window, false, out);
+    resized_height = g.resized_height;
+    resized_width = g.resized_width;
+    window = g.window;
   }
-  request.transform->normalize(out);
+  for (float* dst : {out, mirrored}) {
+    if (dst == nullptr) continue;
+    resize_bilinear(img.pixels.data(), img.height, img.width, 3, box, resized_height, resized_width,
+                    window, dst == out ? flip : !flip, dst);
+    request.transform->normalize(dst);
+  }
   *label = images_->label(index);
   return true;
 }

@@ -74,7 +74,7 @@ class ImageFileSource final : public SampleSource {
   int64_t num_classes() const override { return int64_t(images_->classes().size()); }
   std::string name() const override { return options_.name; }
   std::string source() const override { return images_->source(); }
-  bool write(int64_t index, const SampleRequest& request, float* out,
+  bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
              int64_t* label) const override;
   int64_t skipped() const override { return skipped_.load(std::memory_order_relaxed); }
 

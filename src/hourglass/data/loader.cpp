@@ -45,6 +45,10 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions
   HG_CHECK(options_.workers >= 0 && options_.workers <= kMaxWorkers,
            "DataLoader: workers must be in [0, {}], got {}", kMaxWorkers, options_.workers);
   HG_CHECK(options_.prefetch >= 1, "DataLoader: prefetch must be >= 1, got {}", options_.prefetch);
+  HG_CHECK(options_.shard_count >= 1 && options_.shard_rank >= 0 &&
+               options_.shard_rank < options_.shard_count,
+           "DataLoader: shard {} of {} is not a rank in [0, shard_count)", options_.shard_rank,
+           options_.shard_count);
   window_ = int64_t(options_.prefetch) * std::max(options_.workers, 1);
   if (options_.placement.is_gpu()) {
     // Only pixels held in memory can be uploaded; image files are decoded on the host.
@@ -74,10 +78,14 @@ int64_t DataLoader::batches_per_epoch() const {
 Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const {
   const SampleSource& src = *source_;
   const int64_t n = src.size();
-  const int64_t begin = index * options_.batch_size;
-  const int64_t count = std::min(options_.batch_size, n - begin);
-  HG_ASSERT(index >= 0 && count > 0, "batch {} is outside the epoch", index);
-  if (resident_) return resident_->batch(epoch, index, begin, count);
+  const int64_t global_begin = index * options_.batch_size;
+  const int64_t global_count = std::min(options_.batch_size, n - global_begin);
+  HG_ASSERT(index >= 0 && global_count > 0, "batch {} is outside the epoch", index);
+  // This rank's part of the global batch (all of it without sharding).
+  const int64_t ranks = options_.shard_count, rank = options_.shard_rank;
+  const int64_t begin = global_begin + global_count * rank / ranks;
+  const int64_t count = global_begin + global_count * (rank + 1) / ranks - begin;
+  if (resident_) return resident_->batch(epoch, index, begin, count, options_.mirror);
   const int64_t image_floats = src.height() * src.width() * src.channels();
 
   Batch batch;
@@ -86,6 +94,11 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   batch.images = Tensor::empty({count, src.height(), src.width(), src.channels()}, DType::F32);
   batch.labels = Tensor::empty({count}, DType::I64);
   float* images = batch.images.data<float>();
+  float* mirrored = nullptr;
+  if (options_.mirror) {
+    batch.mirrored = Tensor::empty(batch.images.shape(), DType::F32);
+    mirrored = batch.mirrored.data<float>();
+  }
   int64_t* labels = batch.labels.data<int64_t>();
   const SampleRequest request{options_.seed, epoch, options_.augment, &transform_};
   // Serial on purpose, also when called on the consumer's thread: a batch of in-memory images
@@ -95,9 +108,11 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   // Sources that decode files get their parallelism from the workers.
   for (int64_t j = 0; j < count; ++j) {
     float* out = images + j * image_floats;
+    float* out_mirrored = mirrored != nullptr ? mirrored + j * image_floats : nullptr;
     // An unreadable sample: the next position of the epoch's order that reads, wrapping.
     int64_t tries = 0;
-    while (!src.write(order[size_t((begin + j + tries) % n)], request, out, labels + j)) {
+    while (!src.write(order[size_t((begin + j + tries) % n)], request, out, out_mirrored,
+                      labels + j)) {
       if (++tries == n)
         throw_invalid(fmt::format("DataLoader: none of the {} samples of '{}' ({}) can be read", n,
                                   src.name(), src.source()),
@@ -131,7 +146,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   failed_ = nullptr;
   ready_.clear();
   if (resident_) {  // batches are gathered on the device, by next() on the caller's thread
-    resident_->start_epoch(order_, transform_, options_.augment, options_.seed, epoch);
+    resident_->start_epoch(order_, transform_, options_.augment, options_.mirror, options_.seed,
+                           epoch);
     return;
   }
   if (options_.workers == 0 || first_batch == end_) return;

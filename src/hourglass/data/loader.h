@@ -44,16 +44,27 @@ struct LoaderOptions {
   uint64_t seed = 0;
   TransformOptions transform;
   bool augment = false;  // apply crop and flip (training); normalisation always applies
-  int workers = 1;       // background threads; 0 builds each batch inside next()
-  int prefetch = 2;      // batches each worker may prepare ahead of the consumer
+  // Each batch also carries its images mirrored (Batch::mirrored: the same crop, the flip
+  // toggled), for test-time flip averaging.
+  bool mirror = false;
+  int workers = 1;   // background threads; 0 builds each batch inside next()
+  int prefetch = 2;  // batches each worker may prepare ahead of the consumer
   // Where batches are built. A GPU: the dataset is uploaded there once and each batch is
   // gathered, augmented and normalised on it (device_resident.h); workers are not used.
   Device placement = Device::cpu();
+  // Sharding for data-parallel training: rank `shard_rank` of `shard_count` takes rows
+  // [count * rank / N, count * (rank + 1) / N) of each global batch of `count` rows, so the ranks
+  // see every sample of an epoch exactly once between them, in the same number of batches, with
+  // the augmentations the unsharded loader draws. A part is empty when a (last) batch has fewer
+  // rows than there are ranks.
+  int shard_rank = 0;
+  int shard_count = 1;
 };
 
 struct Batch {
-  Tensor images;  // f32 [B, H, W, C] on the loader's placement device
-  Tensor labels;  // i64 [B], on the same device
+  Tensor images;    // f32 [B, H, W, C] on the loader's placement device
+  Tensor labels;    // i64 [B], on the same device
+  Tensor mirrored;  // LoaderOptions::mirror: `images` mirrored horizontally; else undefined
   int64_t epoch = 0;
   int64_t index = 0;  // batch index within the epoch
 };
@@ -65,7 +76,8 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 class DataLoader {
  public:
   // InvalidInput for a null or inconsistent source, batch_size < 1, workers outside [0, 64],
-  // prefetch < 1, or transform options that do not fit the images.
+  // prefetch < 1, a shard outside [0, shard_count), or transform options that do not fit the
+  // images.
   DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options);
   // An ImageDataset through an InMemorySource.
   DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOptions options);

@@ -30,12 +30,17 @@ const std::shared_ptr<const ImageDataset>& checked(const std::shared_ptr<const I
 InMemorySource::InMemorySource(std::shared_ptr<const ImageDataset> dataset)
     : dataset_(checked(dataset)) {}
 
-bool InMemorySource::write(int64_t index, const SampleRequest& request, float* out,
+bool InMemorySource::write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
                            int64_t* label) const {
   const ImageTransform& t = *request.transform;
   const Augmentation aug =
       request.augment ? t.draw(request.seed, request.epoch, index) : Augmentation{};
   t.apply(dataset_->image(index), aug, out);
+  if (mirrored != nullptr) {
+    Augmentation m = aug;
+    m.flip = !aug.flip;
+    t.apply(dataset_->image(index), m, mirrored);
+  }
   *label = dataset_->labels[size_t(index)];
   return true;
 }

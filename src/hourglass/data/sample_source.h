@@ -38,10 +38,11 @@ class SampleSource {
 
   // Writes sample `index` (in [0, size())) as height x width x channels normalised floats to
   // `out` and its label to `label`, its random choices a pure function of (request.seed,
-  // request.epoch, index). Returns false when the sample cannot be read (a corrupt or missing
-  // image file): the source then reports it (once per sample, naming the file) and counts it
-  // in skipped(). Called concurrently from the loader's workers.
-  virtual bool write(int64_t index, const SampleRequest& request, float* out,
+  // request.epoch, index); when `mirrored` is not null, also the same sample with the flip
+  // inverted (LoaderOptions::mirror) there. Returns false when the sample cannot be read (a
+  // corrupt or missing image file): the source then reports it (once per sample, naming the
+  // file) and counts it in skipped(). Called concurrently from the loader's workers.
+  virtual bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
                      int64_t* label) const = 0;
 
   // The number of distinct samples found unreadable so far (0 for data held in memory).
@@ -63,7 +64,7 @@ class InMemorySource final : public SampleSource {
   int64_t num_classes() const override { return dataset_->num_classes; }
   std::string name() const override { return dataset_->name; }
   std::string source() const override { return dataset_->source; }
-  bool write(int64_t index, const SampleRequest& request, float* out,
+  bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
              int64_t* label) const override;
 
   const ImageDataset& dataset() const { return *dataset_; }

@@ -69,6 +69,11 @@ std::shared_ptr<Module> make_model(const ModelSpec& spec) {
   r.stem = stem;
   r.in_channels = spec.in_channels;
   r.num_classes = spec.num_classes;
+  const int64_t base = spec.base_channels;
+  HG_CHECK(base == 0 || spec.name.starts_with("resnet"),
+           "model.channels applies to resnet18, resnet34 and resnet50, not {}", spec.name);
+  HG_CHECK(base >= 0 && base <= 4096, "model.channels must be in [1, 4096], got {}", base);
+  if (base > 0) r.widths = {base, 2 * base, 4 * base, 8 * base};
   if (spec.name == "resnet18") {
     r.blocks_per_stage = {2, 2, 2, 2};
     return std::make_shared<ResNet>(r);

@@ -18,6 +18,9 @@ struct ModelSpec {
   int64_t num_classes = 10;
   std::vector<int64_t> hidden = {512, 512};  // mlp
   double dropout = 0.0;                      // small_cnn and mlp
+  // resnet18/34/50: the first stage's channels (64 by default), each later stage twice the
+  // one before (model.channels). 0: the model's own.
+  int64_t base_channels = 0;
 };
 
 // Throws InvalidInput naming an unknown model or stem and listing the valid ones.

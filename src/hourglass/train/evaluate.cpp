@@ -22,6 +22,8 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
     Tensor images = batch->images.to(device);
     Tensor labels = batch->labels.to(device);
     Tensor logits = model.forward(images);
+    if (batch->mirrored.defined())  // test-time flip averaging: the mean of both views' logits
+      logits = ops::mul_scalar(ops::add(logits, model.forward(batch->mirrored.to(device))), 0.5);
     const int64_t n = labels.size(0);
     Tensor loss = ops::cross_entropy(logits, labels, 0.0).loss;
     ops::add_(loss_sum, loss, double(n));

@@ -16,7 +16,8 @@ struct EvalResult {
 };
 
 // Runs the model in eval mode over one epoch of `loader` (epoch 0) on the context's device,
-// under its precision, and restores the model's previous train/eval mode.
+// under its precision, and restores the model's previous train/eval mode. Batches that carry
+// mirrored images (LoaderOptions::mirror) are scored on the mean of both views' logits.
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context);
 
 }  // namespace hg::train

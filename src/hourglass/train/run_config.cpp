@@ -129,12 +129,21 @@ RunConfig parse_run_config(const Config& c) {
   for (const int64_t width : r.model.hidden)
     check_range(width >= 1 && width <= kMaxBatch, c, "model.hidden",
                 fmt::format("must hold layer widths in [1, {}], found {}", kMaxBatch, width));
+  r.model.base_channels = int_in(c, "model.channels", 0, 0, 4096,
+                                 "must be in [1, 4096] (the first stage's channels), or 0 for the "
+                                 "model's own");
   // Checked here, before any data is read, so a typo fails at once.
   const auto& models = nn::model_names();
   if (std::find(models.begin(), models.end(), r.model.name) == models.end())
     throw_invalid(fmt::format("{}: model.name: unknown model '{}'", c.source(),
                               untrusted_excerpt(r.model.name)),
                   "use one of resnet18, resnet34, resnet50, small_cnn, mlp, tiny_resnet");
+  if (r.model.base_channels > 0 && r.model.name != "resnet18" && r.model.name != "resnet34" &&
+      r.model.name != "resnet50")
+    throw_invalid(fmt::format("config key 'model.channels' {}: applies to resnet18, resnet34 "
+                              "and resnet50, not {}",
+                              c.origin("model.channels"), r.model.name),
+                  "remove model.channels, or choose a resnet");
   if (r.model.stem != "cifar" && r.model.stem != "imagenet")
     throw_invalid(fmt::format("{}: model.stem: unknown stem '{}'", c.source(),
                               untrusted_excerpt(r.model.stem)),
@@ -224,6 +233,12 @@ RunConfig parse_run_config(const Config& c) {
   o.sgd.momentum = double_in(c, "optim.momentum", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.sgd.dampening = double_in(c, "optim.dampening", 0.0, 0.0, 1.0, Upper::Closed, "in [0, 1]");
   o.sgd.nesterov = c.get_bool("optim.nesterov", false);
+  if (o.name == "sgd" && o.sgd.nesterov && (o.sgd.momentum == 0 || o.sgd.dampening != 0))
+    throw_invalid(fmt::format("config key 'optim.nesterov' {}: Nesterov momentum needs "
+                              "optim.momentum > 0 and optim.dampening = 0 (momentum {}, "
+                              "dampening {})",
+                              c.origin("optim.nesterov"), o.sgd.momentum, o.sgd.dampening),
+                  "set optim.nesterov = false, or a momentum such as 0.9 with no dampening");
   o.adamw.beta1 = double_in(c, "optim.beta1", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.adamw.beta2 = double_in(c, "optim.beta2", 0.999, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.adamw.eps = c.get_double("optim.eps", 1e-8);
@@ -283,6 +298,18 @@ RunConfig parse_run_config(const Config& c) {
                                "non-negative (0 = off)");
   t.label_smoothing =
       double_in(c, "train.label_smoothing", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  t.eval_flip = c.get_bool("train.eval_flip", false);
+  t.early_stop_patience = int_in(c, "train.early_stop_patience", 0, 0, t.epochs,
+                                 "must be in [0, train.epochs] (0 = off)");
+  t.early_stop_min_delta = double_in(c, "train.early_stop_min_delta", 0.0, 0.0, 1.0, Upper::Closed,
+                                     "an accuracy difference in [0, 1]");
+  if (t.early_stop_patience > 0 && r.data.val_fraction == 0)
+    throw_invalid(
+        fmt::format("config key 'train.early_stop_patience' {}: early stopping decides on the "
+                    "validation set, and the run holds none",
+                    c.origin("train.early_stop_patience")),
+        "set data.val_fraction (e.g. 0.1) to hold one out of the training set: the test set is "
+        "never used for a decision");
 
   // [checkpoint]
   CheckpointConfig& k = r.checkpoint;
@@ -309,6 +336,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("model.stem", quoted(r.model.stem));
   line("model.dropout", r.model.dropout);
   line("model.hidden", list_text(r.model.hidden));
+  if (r.model.base_channels > 0) line("model.channels", r.model.base_channels);
   const DataConfig& d = r.data;
   line("data.dataset", quoted(d.dataset));
   line("data.train_limit", d.train_limit);
@@ -362,6 +390,11 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("train.grad_accum", t.grad_accum);
   line("train.clip_grad_norm", t.clip_grad_norm);
   line("train.label_smoothing", t.label_smoothing);
+  if (t.eval_flip) line("train.eval_flip", "true");
+  if (t.early_stop_patience > 0) {
+    line("train.early_stop_patience", t.early_stop_patience);
+    line("train.early_stop_min_delta", t.early_stop_min_delta);
+  }
   return out;
 }
 

@@ -66,6 +66,15 @@ struct TrainConfig {
   int64_t grad_accum = 1;     // micro-batches per step (batch_size / grad_accum each)
   double clip_grad_norm = 0;  // 0: off
   double label_smoothing = 0;
+  // Early stopping, decided on the validation set (data.val_fraction) only: training ends after
+  // this many epochs in a row whose validation accuracy did not exceed the best before them by
+  // more than early_stop_min_delta; the final weights are then those of the last epoch and
+  // `best` names the best one. 0: off.
+  int64_t early_stop_patience = 0;
+  // Test-time flip averaging: evaluations (validation and test) score each image on the mean of
+  // its and its mirror's logits (train.eval_flip).
+  bool eval_flip = false;
+  double early_stop_min_delta = 0;
   // Rows per micro-batch: ceil(batch_size / grad_accum), train.micro_batch, or kAutoMicroBatch
   // ("auto": the trainer finds the largest that fits before training).
   int64_t micro_batch = 0;

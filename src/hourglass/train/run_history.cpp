@@ -1,5 +1,6 @@
 #include "hourglass/train/run_history.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -47,6 +48,22 @@ EpochMetrics from_json(const ordered_json& j) {
 }
 
 }  // namespace
+
+int64_t epochs_without_improvement(const std::vector<EpochMetrics>& history, double min_delta) {
+  double best = 0;
+  int64_t stale = 0;
+  for (size_t i = 0; i < history.size(); ++i) {
+    const EpochMetrics& m = history[i];
+    if (!m.has_validation) return 0;
+    if (i == 0 || m.val_acc > best + min_delta) {
+      best = std::max(best, m.val_acc);
+      stale = 0;
+    } else {
+      ++stale;
+    }
+  }
+  return stale;
+}
 
 std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) {
   std::vector<std::pair<std::string, double>> r = {

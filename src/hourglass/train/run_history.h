@@ -31,6 +31,11 @@ struct EpochMetrics {
   double data_wait_seconds = 0;
 };
 
+// How many of the last epochs of `history` in a row did not raise the validation accuracy
+// above the best of the epochs before them by more than `min_delta` (the first epoch always
+// counts as an improvement); 0 without validation.
+int64_t epochs_without_improvement(const std::vector<EpochMetrics>& history, double min_delta);
+
 // The metrics as the name/value pairs of one metrics.jsonl line, in the documented order.
 std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m);
 // The same record as one line of JSON text (no newline), for storing in a checkpoint.

@@ -279,8 +279,20 @@ std::vector<EpochMetrics> Trainer::run() {
           ? fmt::format("{} validation / ", setup_.parts.validation_set->size())
           : std::string(),
       setup_.parts.test_set->size(), setup_.total_steps);
-  for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch)
+  for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch) {
     if (!train_epoch(epoch, history)) return stop();
+    if (const int64_t stale = epochs_without_improvement(history, run_.train.early_stop_min_delta);
+        run_.train.early_stop_patience > 0 && stale >= run_.train.early_stop_patience &&
+        epoch + 1 < run_.train.epochs) {
+      HG_LOG_INFO(
+          "stopping early after epoch {} of {}: validation accuracy has not improved "
+          "for {} epochs (train.early_stop_patience); `best` holds the best epoch's "
+          "checkpoint",
+          epoch + 1, run_.train.epochs, stale);
+      stopped_early_at_ = epoch + 1;
+      break;
+    }
+  }
   // A request that arrived during the last evaluation or its checkpoint is honoured too: that
   // checkpoint covers the whole run, and resuming from it writes the final weights.
   stop_reason_ = session_->start_finishing();
@@ -291,6 +303,8 @@ std::vector<EpochMetrics> Trainer::run() {
        fmt::format("{:.6f}", history.empty() ? 0.0 : history.back().test_acc)}};
   if (!history.empty() && history.back().has_validation)
     final_metadata["hourglass.val_acc"] = fmt::format("{:.6f}", history.back().val_acc);
+  if (stopped_early_at_ > 0)
+    final_metadata["hourglass.stopped_early_after_epoch"] = std::to_string(stopped_early_at_);
   session_->save_final(model(), *setup_.optimizer, final_metadata);
   session_->finish("");
   return history;

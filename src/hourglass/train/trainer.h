@@ -88,6 +88,7 @@ class Trainer {
   MovingAverage step_seconds_{20};
   double last_eval_seconds_ = 0;
   std::string stop_reason_;
+  int64_t stopped_early_at_ = 0;  // epochs trained when early stopping ended the run (0: not)
 };
 
 }  // namespace hg::train

@@ -125,6 +125,7 @@ std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
                                                    std::shared_ptr<const data::SampleSource> set) {
   HG_CHECK(set != nullptr, "make_eval_loader: no dataset");
   data::LoaderOptions o = loader_options(run, *set, run.train.eval_batch_size, false);
+  o.mirror = run.train.eval_flip;
   return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
 
