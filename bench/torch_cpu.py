@@ -80,19 +80,21 @@ class BasicBlock(nn.Module):
 
 class ResNet18Cifar(nn.Module):
     """CIFAR ResNet-18: 3x3 stem (64 ch, no max-pool), stages 64/128/256/512 of
-    two BasicBlocks with strides 1/2/2/2, global average pool, linear 512->classes."""
+    two BasicBlocks with strides 1/2/2/2, global average pool, linear 512->classes.
+    `channels` scales the widths as hourglass's model.channels: c/2c/4c/8c."""
 
-    def __init__(self, in_channels=3, num_classes=10):
+    def __init__(self, in_channels=3, num_classes=10, channels=64):
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
-        self.bn = nn.BatchNorm2d(64)
-        layers, cin = [], 64
-        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+        c = channels
+        self.conv = nn.Conv2d(in_channels, c, 3, 1, 1, bias=False)
+        self.bn = nn.BatchNorm2d(c)
+        layers, cin = [], c
+        for cout, stride in [(c, 1), (2 * c, 2), (4 * c, 2), (8 * c, 2)]:
             layers.append(nn.Sequential(BasicBlock(cin, cout, stride),
                                         BasicBlock(cout, cout, 1)))
             cin = cout
         self.layer1, self.layer2, self.layer3, self.layer4 = layers
-        self.fc = nn.Linear(512, num_classes)
+        self.fc = nn.Linear(8 * c, num_classes)
 
     def forward(self, x):
         x = F.relu(self.bn(self.conv(x)))

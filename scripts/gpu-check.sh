@@ -14,6 +14,8 @@
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 #   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
 #           GPU and through the host loader, against hourglass bench's rate
+#   speedrun  configs/fashion-mnist-speedrun.toml over 5 seeds (bench/speedrun.sh), then the same
+#           recipe in PyTorch (bench/torch_speedrun.py), each run timed from process start
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -100,6 +102,19 @@ for stage in "${stages[@]}"; do
         > "$out/data.md" 2>&1
       row data $? "$(( $(date +%s) - t0 )) s"
       cat "$out/data.md"
+      ;;
+    speedrun)
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      bash bench/speedrun.sh ./build-device/hourglass configs/fashion-mnist-speedrun.toml \
+        build-device/speedrun 5 --set data.path="\"$data\"" > "$out/speedrun.md" 2>&1
+      rc=$?
+      for seed in 1 2 3 4 5; do
+        s0=$(date +%s.%N)
+        python3 bench/torch_speedrun.py --data "$data" --seed "$seed" >> "$out/speedrun.md" 2>&1
+        echo "  (pytorch seed $seed: $(python3 -c "print(f'{$(date +%s.%N) - $s0:.2f}')") s from process start)" >> "$out/speedrun.md"
+      done
+      row speedrun $rc "$(grep -m1 'mean test accuracy' "$out/speedrun.md")"
+      cat "$out/speedrun.md"
       ;;
     runtime)
       # ResNet-50 checkpoint stall, then the out-of-memory recovery under a device memory limit.

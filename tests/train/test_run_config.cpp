@@ -145,6 +145,11 @@ TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
   }
   expect_refused("model.channels=8", {"applies to resnet18", "not mlp"});
   expect_refused("model.channels=-1", {"[1, 4096]"});
+  expect_refused("data.workers=\"many\"", {"neither a number of threads nor \"auto\""});
+  EXPECT_EQ(parsed_with("data.workers=\"auto\"").data.workers, 1);  // a CPU run
+  EXPECT_EQ(train::auto_loader_workers(Device::gpu(0), 16), 15);
+  EXPECT_EQ(train::auto_loader_workers(Device::gpu(0), 1), 1);
+  EXPECT_EQ(train::auto_loader_workers(Device::gpu(0), 128), 32);
   expect_refused("data.placement=\"gpu\"", {"unknown placement 'gpu'"});
   expect_refused("data.placement=\"device\"", {"needs a GPU"});
   EXPECT_EQ(parsed_with("data.placement=\"host\"").data.placement, "host");

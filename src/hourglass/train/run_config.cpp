@@ -63,6 +63,15 @@ constexpr double kUnbounded = std::numeric_limits<double>::max();
 std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
 // checkpoint.every: a duration string ("10m", "90s") or a number of seconds.
+}  // namespace
+
+int auto_loader_workers(Device device, int hardware_threads) {
+  if (device.is_cpu()) return 1;  // the compute pool owns the cores
+  return std::clamp(hardware_threads - 1, 1, 32);
+}
+
+namespace {
+
 double read_every_seconds(const Config& c) {
   const char* key = "checkpoint.every";
   if (!c.has(key)) return CheckpointConfig{}.every_seconds;
@@ -168,10 +177,26 @@ RunConfig parse_run_config(const Config& c) {
   if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
   if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
   const int64_t max_workers = std::min(kMaxLoaderWorkers, max_threads);
-  d.workers = int(int_in(c, "data.workers", 1, 0, max_workers,
-                         fmt::format("must be 0 (batches built by the training thread) or at "
-                                     "most {} (4 x the machine's hardware threads, and at most {})",
-                                     max_workers, kMaxLoaderWorkers)));
+  std::optional<std::string> workers_text;
+  try {
+    if (c.has("data.workers")) workers_text = c.get_string("data.workers", "");
+  } catch (const Error&) {
+    // Not a string: a number of threads (the getter below reports any other type).
+  }
+  if (workers_text) {
+    if (*workers_text != "auto")
+      throw_invalid(fmt::format("config key 'data.workers' {}: '{}' is neither a number of "
+                                "threads nor \"auto\"",
+                                c.origin("data.workers"), untrusted_excerpt(*workers_text)),
+                    "use a number such as 4, or \"auto\"");
+    d.workers = auto_loader_workers(r.device, int(max_threads / 4));
+  } else {
+    d.workers = int(int_in(c, "data.workers", 1, 0, max_workers,
+                           fmt::format("must be 0 (batches built by the training thread), at "
+                                       "most {} (4 x the machine's hardware threads, and at most "
+                                       "{}), or \"auto\"",
+                                       max_workers, kMaxLoaderWorkers)));
+  }
   d.placement = c.get_string("data.placement", "auto");
   if (d.placement != "auto" && d.placement != "device" && d.placement != "host")
     throw_invalid(fmt::format("config key 'data.placement' {}: unknown placement '{}'",

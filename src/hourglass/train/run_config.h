@@ -27,7 +27,7 @@ struct DataConfig {
   double val_fraction = 0;
   bool augment = false;
   data::TransformOptions transform;  // normalisation, crop padding, flip
-  int workers = 1;
+  int workers = 1;                   // data.workers; "auto": auto_loader_workers
   // Where batches are built (data.placement): "host" (the loader's threads), "device" (the
   // dataset uploaded to the run's GPU once, batches gathered and augmented there) or "auto"
   // (device on a GPU run when the dataset's pixels take at most kAutoDevicePlacementBytes).
@@ -37,6 +37,10 @@ struct DataConfig {
   // the square images the loader crops and resizes them to.
   int64_t image_size = 224;
 };
+
+// data.workers = "auto": one loader thread on a CPU run (the compute pool owns the cores), else
+// all hardware threads but one, at most 32 (decoding images is the loader's heaviest work).
+int auto_loader_workers(Device device, int hardware_threads);
 
 // The largest dataset data.placement = "auto" puts on the GPU (pixels, per split).
 inline constexpr int64_t kAutoDevicePlacementBytes = int64_t(2) << 30;
