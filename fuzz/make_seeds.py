@@ -222,3 +222,21 @@ ledger = {"format": "hourglass-budget-ledger", "version": 1,
           "sessions": [session, dict(session, id="s2", closed=False, stop_reason="")]}
 put("ledger", "two_sessions.json", json.dumps(ledger, indent=2).encode())
 put("ledger", "empty.json", json.dumps(dict(ledger, sessions=[], totals={})).encode())
+
+# ---- image pack index (data/image_pack.h): little-endian, CRC32 of everything before it ----
+def pack_index(classes, shards, records):
+    """shards: list of (size, crc32); records: list of (shard, offset, length, label)."""
+    out = b"HGPACK01" + struct.pack("<IIQI", 1, len(classes), len(records), len(shards))
+    for name in classes:
+        out += struct.pack("<I", len(name)) + name
+    for size, crc in shards:
+        out += struct.pack("<QI", size, crc)
+    for rec in records:
+        out += struct.pack("<IQII", *rec)
+    return out + struct.pack("<I", zlib.crc32(out))
+
+
+put("image_pack", "two_shards.hgpack",
+    pack_index([b"cat", b"dog"], [(100, 7), (50, 9)], [(0, 0, 60, 1), (0, 60, 40, 0), (1, 10, 40, 1)]))
+put("image_pack", "one_record.hgpack", pack_index([b"n01440764"], [(10, 0)], [(0, 0, 10, 0)]))
+put("image_pack", "bad_crc.hgpack", pack_index([b"a"], [(5, 0)], [(0, 0, 5, 0)])[:-1] + b"\0")

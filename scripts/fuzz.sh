@@ -9,8 +9,9 @@
 #     -t  seconds per target (default 60; CI's run)     -j  targets run at once (default 1)
 #     -s  libFuzzer's random seed (default: a new one each run). CI passes one, so that its run
 #         is repeatable: the same code explores the same inputs, a slower machine a prefix of them
-#     TARGET: safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger (default: all)
-# e.g. an hour each, all seven at once:  scripts/fuzz.sh -t 3600 -j 7
+#     TARGET: safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger image_pack
+#       (default: all)
+# e.g. an hour each, all eight at once:  scripts/fuzz.sh -t 3600 -j 8
 # The corpus each run grows is kept in build-fuzz/corpus/<target>/, so a later run goes on
 # from it; fuzz/corpus/ (the committed seeds) is never written.
 set -euo pipefail
@@ -28,10 +29,10 @@ while getopts "t:j:s:" opt; do
 done
 shift $((OPTIND - 1))
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger image_pack); fi
 for t in "${targets[@]}"; do
   if [ ! -f "fuzz/fuzz_$t.cpp" ]; then
-    echo "fuzz.sh: no target '$t' (fuzz/fuzz_$t.cpp); targets: safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger" >&2
+    echo "fuzz.sh: no target '$t' (fuzz/fuzz_$t.cpp); targets: safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger image_pack" >&2
     exit 2
   fi
 done

@@ -160,6 +160,37 @@ TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
   EXPECT_EQ(parsed_with("model.dropout=0.5").model.dropout, 0.5);
 }
 
+// data.dataset = "folder": image_size (default 224, in [8, 4096], in the trajectory text),
+// ImageNet normalisation and flip by default, and the keys that do not apply refused.
+TEST(RunConfigBounds, FolderDatasetKeys) {
+  auto folder = [](const std::vector<std::string>& assignments) {
+    Config c = base_config();
+    c.set_override("data.dataset=\"folder\"");
+    for (const auto& a : assignments) c.set_override(a);
+    return c;
+  };
+  const train::RunConfig r = train::parse_run_config(folder({}));
+  EXPECT_EQ(r.data.image_size, 224);
+  EXPECT_TRUE(r.data.transform.flip);
+  EXPECT_EQ(r.data.transform.mean, (std::vector<float>{0.485f, 0.456f, 0.406f}));
+  EXPECT_NE(train::trajectory_config_text(r).find("data.image_size = 224"), std::string::npos);
+  EXPECT_EQ(train::parse_run_config(folder({"data.image_size=96"})).data.image_size, 96);
+  expect_invalid([&] { train::parse_run_config(folder({"data.image_size=4"})); },
+                 {"data.image_size", "[8, 4096]"});
+  expect_invalid([&] { train::parse_run_config(folder({"data.crop_padding=4"})); },
+                 {"data.crop_padding", "RandomResizedCrop"});
+  expect_invalid(
+      [&] {
+        train::parse_run_config(folder({"device=\"gpu:0\"", "data.placement=\"device\""}));
+      },
+      {"data.placement", "folder", "host"});
+  expect_invalid([&] { train::parse_run_config(folder({"data.val_fraction=0.1"})); },
+                 {"data.val_fraction", "folder", "<data.path>/val"});
+  // Other datasets do not read the key (so it is reported unused) nor print it.
+  const train::RunConfig other = parsed_with("data.image_size=64");
+  EXPECT_EQ(train::trajectory_config_text(other).find("image_size"), std::string::npos);
+}
+
 // Every shipped config still parses within the bounds.
 TEST(RunConfigBounds, ShippedConfigsParse) {
   int parsed = 0;

@@ -23,5 +23,6 @@ Runner add_info(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_doctor(CLI::App& app);
+Runner add_pack(CLI::App& app);
 
 }  // namespace hg::cli

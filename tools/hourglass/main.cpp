@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
       {"train", hg::cli::add_train(app)}, {"eval", hg::cli::add_eval(app)},
       {"info", hg::cli::add_info(app)},   {"bench", hg::cli::add_bench(app)},
       {"plan", hg::cli::add_plan(app)},   {"doctor", hg::cli::add_doctor(app)},
+      {"pack", hg::cli::add_pack(app)},
   };
   try {
     app.parse(argc, argv);

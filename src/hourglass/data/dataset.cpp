@@ -39,7 +39,8 @@ void require_same_shape(const ImageDataset& train, const ImageDataset& test) {
 }
 
 const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+  static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "synthetic",
+                                                 "folder"};
   return names;
 }
 
@@ -70,6 +71,10 @@ ImageDataset load_dataset(const std::string& name, const std::string& path, Spli
                           options.synthetic_channels, options.synthetic_classes,
                           options.synthetic_seed, split);
   }
+  if (name == "folder")  // read from its files as it trains, never held in memory
+    throw_invalid(
+        "dataset 'folder' is read through open_image_split (image_split.h), not "
+        "load_dataset");
   throw_invalid(
       fmt::format("unknown dataset '{}'; valid names: {}", name, fmt::join(dataset_names(), ", ")));
 }

@@ -112,7 +112,8 @@ const std::vector<std::string>& dataset_names();
 
 // Loads "fashion-mnist" (path defaults to kFashionMnistDefaultDir when empty), "mnist",
 // "cifar10" (these two need a path) or "synthetic" (path ignored). An unknown name is an
-// InvalidInput error naming it and listing the valid names.
+// InvalidInput error naming it and listing the valid names. "folder" (image files, decoded as
+// they are read) is opened by open_image_split (image_split.h) instead.
 ImageDataset load_dataset(const std::string& name, const std::string& path, Split split,
                           const DatasetOptions& options = {});
 

@@ -14,24 +14,12 @@ namespace {
 constexpr uint64_t kShuffleTag = 0x53485546464C4500ull;  // "SHUFFLE"
 constexpr int kMaxWorkers = 64;
 
-const ImageDataset& checked(const std::shared_ptr<const ImageDataset>& ds) {
-  HG_CHECK(ds != nullptr, "DataLoader: the dataset is null");
-  HG_CHECK(ds->height >= 1 && ds->width >= 1 && ds->channels >= 1,
-           "DataLoader: dataset '{}' has an empty image shape {}x{}x{}", ds->name, ds->height,
-           ds->width, ds->channels);
-  HG_CHECK(ds->pixels.size() == size_t(ds->size() * ds->image_bytes()),
-           "DataLoader: dataset '{}' holds {} pixel bytes, expected {} for {} images of {}x{}x{}",
-           ds->name, ds->pixels.size(), ds->size() * ds->image_bytes(), ds->size(), ds->height,
-           ds->width, ds->channels);
-  return *ds;
-}
-
-// Checks the dataset before anything reads its shape (argument evaluation order is
+// Checks the source before anything reads its shape (argument evaluation order is
 // unspecified, so the check cannot sit beside the reads in one call).
-ImageTransform make_transform(const std::shared_ptr<const ImageDataset>& ds,
+ImageTransform make_transform(const std::shared_ptr<const SampleSource>& source,
                               const TransformOptions& options) {
-  const ImageDataset& d = checked(ds);
-  return ImageTransform(options, d.height, d.width, d.channels);
+  HG_CHECK(source != nullptr, "DataLoader: the dataset is null");
+  return ImageTransform(options, source->height(), source->width(), source->channels());
 }
 
 }  // namespace
@@ -48,10 +36,10 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
   return order;
 }
 
-DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOptions options)
-    : dataset_(std::move(dataset)),
+DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options)
+    : source_(std::move(source)),
       options_(std::move(options)),
-      transform_(make_transform(dataset_, options_.transform)) {
+      transform_(make_transform(source_, options_.transform)) {
   HG_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got {}",
            options_.batch_size);
   HG_CHECK(options_.workers >= 0 && options_.workers <= kMaxWorkers,
@@ -61,36 +49,44 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOption
                options_.shard_rank < options_.shard_count,
            "DataLoader: shard {} of {} is not a rank in [0, shard_count)", options_.shard_rank,
            options_.shard_count);
-  // Labels are checked by the readers, but a dataset built by hand is checked here once, so a
-  // bad label is an input error now rather than an out-of-range class in the loss later.
-  for (int64_t i = 0; i < dataset_->size(); ++i) {
-    HG_CHECK(dataset_->labels[size_t(i)] < dataset_->num_classes,
-             "DataLoader: dataset '{}': label {} at index {} is out of range for {} classes",
-             dataset_->name, int(dataset_->labels[size_t(i)]), i, dataset_->num_classes);
-  }
   window_ = int64_t(options_.prefetch) * std::max(options_.workers, 1);
-  if (options_.placement.is_gpu())
-    resident_ = std::make_unique<DeviceResidentSet>(*dataset_, transform_, options_.placement);
+  if (options_.placement.is_gpu()) {
+    // Only pixels held in memory can be uploaded; image files are decoded on the host.
+    const auto* memory = dynamic_cast<const InMemorySource*>(source_.get());
+    HG_CHECK(memory != nullptr,
+             "DataLoader: dataset '{}' ({}) is decoded from files on the host and cannot be "
+             "placed on {}",
+             source_->name(), source_->source(), options_.placement.str());
+    resident_ =
+        std::make_unique<DeviceResidentSet>(memory->dataset(), transform_, options_.placement);
+  }
 }
+
+DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOptions options)
+    : DataLoader(std::make_shared<const InMemorySource>(std::move(dataset)), std::move(options)) {}
+
+DataLoader::DataLoader(std::nullptr_t, LoaderOptions options)
+    : DataLoader(std::shared_ptr<const SampleSource>(), std::move(options)) {}
 
 DataLoader::~DataLoader() { stop_workers(); }
 
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = dataset_->size(), b = options_.batch_size;
+  const int64_t n = source_->size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const {
-  const ImageDataset& ds = *dataset_;
+  const SampleSource& src = *source_;
+  const int64_t n = src.size();
   const int64_t global_begin = index * options_.batch_size;
-  const int64_t global_count = std::min(options_.batch_size, ds.size() - global_begin);
+  const int64_t global_count = std::min(options_.batch_size, n - global_begin);
   HG_ASSERT(index >= 0 && global_count > 0, "batch {} is outside the epoch", index);
   // This rank's part of the global batch (all of it without sharding).
   const int64_t ranks = options_.shard_count, rank = options_.shard_rank;
   const int64_t begin = global_begin + global_count * rank / ranks;
   const int64_t count = global_begin + global_count * (rank + 1) / ranks - begin;
   if (resident_) return resident_->batch(epoch, index, begin, count, options_.mirror);
-  const int64_t image_floats = ds.image_bytes();
+  const int64_t image_floats = src.height() * src.width() * src.channels();
 
   Batch batch;
   batch.epoch = epoch;
@@ -99,7 +95,7 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
     return options_.host_allocator ? options_.host_allocator(shape, dtype)
                                    : Tensor::empty(shape, dtype);
   };
-  batch.images = allocate({count, ds.height, ds.width, ds.channels}, DType::F32);
+  batch.images = allocate({count, src.height(), src.width(), src.channels()}, DType::F32);
   batch.labels = Tensor::empty({count}, DType::I64);
   float* images = batch.images.data<float>();
   float* mirrored = nullptr;
@@ -108,25 +104,25 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
     mirrored = batch.mirrored.data<float>();
   }
   int64_t* labels = batch.labels.data<int64_t>();
-  auto body = [&](int64_t b0, int64_t b1) {
-    for (int64_t j = b0; j < b1; ++j) {
-      const int64_t sample = order[size_t(begin + j)];
-      const Augmentation aug =
-          options_.augment ? transform_.draw(options_.seed, epoch, sample) : Augmentation{};
-      transform_.apply(ds.image(sample), aug, images + j * image_floats);
-      if (mirrored != nullptr) {
-        Augmentation m = aug;
-        m.flip = !aug.flip;
-        transform_.apply(ds.image(sample), m, mirrored + j * image_floats);
-      }
-      labels[j] = ds.labels[size_t(sample)];
+  const SampleRequest request{options_.seed, epoch, options_.augment, &transform_};
+  // Serial on purpose, also when called on the consumer's thread: a batch of in-memory images
+  // is well under a millisecond of work, less than an OpenMP fork/join costs on a busy machine
+  // (measured: an epoch of Fashion-MNIST took 25x longer through parallel_for), and from a
+  // worker thread the pool would start a second team of threads beside the compute pool.
+  // Sources that decode files get their parallelism from the workers.
+  for (int64_t j = 0; j < count; ++j) {
+    float* out = images + j * image_floats;
+    float* out_mirrored = mirrored != nullptr ? mirrored + j * image_floats : nullptr;
+    // An unreadable sample: the next position of the epoch's order that reads, wrapping.
+    int64_t tries = 0;
+    while (!src.write(order[size_t((begin + j + tries) % n)], request, out, out_mirrored,
+                      labels + j)) {
+      if (++tries == n)
+        throw_invalid(fmt::format("DataLoader: none of the {} samples of '{}' ({}) can be read", n,
+                                  src.name(), src.source()),
+                      "the warnings above name each file and what is wrong with it");
     }
-  };
-  // Serial on purpose, also when called on the consumer's thread: a batch is well under a
-  // millisecond of work, less than an OpenMP fork/join costs on a busy machine (measured: an
-  // epoch of Fashion-MNIST took 25x longer through parallel_for), and from a worker thread
-  // the pool would start a second team of threads beside the compute pool.
-  body(0, count);
+  }
   return batch;
 }
 
@@ -135,7 +131,7 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {
            "DataLoader: batch {} is outside the epoch's {} batches", index, batches_per_epoch());
   HG_CHECK(!resident_, "DataLoader: make_batch builds host batches; this loader's are on {}",
            options_.placement.str());
-  return build(epoch, epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch), index);
+  return build(epoch, epoch_order(source_->size(), options_.shuffle, options_.seed, epoch), index);
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
@@ -147,7 +143,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   // No worker runs now, so the epoch state can be rewritten without the lock.
   started_ = true;
   epoch_ = epoch;
-  order_ = epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch);
+  order_ = epoch_order(source_->size(), options_.shuffle, options_.seed, epoch);
   end_ = batches_per_epoch();
   next_claim_ = first_batch;
   next_emit_ = first_batch;

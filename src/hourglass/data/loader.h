@@ -1,5 +1,6 @@
-// DataLoader: turns an ImageDataset into f32 NHWC batches, optionally shuffled and augmented,
-// prepared ahead of the consumer by background threads.
+// DataLoader: turns a SampleSource (an ImageDataset held in memory, or image files decoded as
+// they are read) into f32 NHWC batches, optionally shuffled and augmented, prepared ahead of the
+// consumer by background threads.
 //
 // Determinism: the epoch's order is a pure function of (seed, epoch) and each sample's
 // augmentation a pure function of (seed, epoch, sample index), so batch k of epoch e holds the
@@ -11,6 +12,11 @@
 // may run at most `prefetch` batches per worker ahead of the consumer; next() hands batches out
 // strictly in index order. A worker's exception is rethrown by next() when the consumer
 // reaches that batch. One thread uses a DataLoader (calls start_epoch / next).
+//
+// Unreadable samples (a corrupt image file): the batch position takes the next sample of the
+// epoch's order that reads (wrapping around), so a batch is still a pure function of (seed,
+// epoch, index) and of which files are readable, never a zero image. The source reports each
+// unreadable file once; skipped_samples() counts them.
 #pragma once
 
 #include <condition_variable>
@@ -26,6 +32,7 @@
 
 #include "hourglass/data/dataset.h"
 #include "hourglass/data/device_resident.h"
+#include "hourglass/data/sample_source.h"
 #include "hourglass/data/transforms.h"
 #include "hourglass/tensor/tensor.h"
 
@@ -72,11 +79,14 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 
 class DataLoader {
  public:
-  // InvalidInput for a null or inconsistent dataset, batch_size < 1, workers outside [0, 64],
+  // InvalidInput for a null or inconsistent source, batch_size < 1, workers outside [0, 64],
   // prefetch < 1, a shard outside [0, shard_count), or transform options that do not fit the
   // images.
+  DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options);
+  // An ImageDataset through an InMemorySource.
   DataLoader(std::shared_ptr<const ImageDataset> dataset, LoaderOptions options);
-  ~DataLoader();  // stops and joins the workers
+  DataLoader(std::nullptr_t, LoaderOptions options);  // InvalidInput: the dataset is null
+  ~DataLoader();                                      // stops and joins the workers
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
@@ -95,8 +105,10 @@ class DataLoader {
   // Bytes of the dataset held on the placement device (0 on the host).
   int64_t device_bytes() const { return resident_ ? resident_->bytes() : 0; }
 
-  const ImageDataset& dataset() const { return *dataset_; }
+  const SampleSource& source() const { return *source_; }
   const LoaderOptions& options() const { return options_; }
+  // Distinct samples found unreadable so far (corrupt image files), all epochs together.
+  int64_t skipped_samples() const { return source_->skipped(); }
 
  private:
   // Prepared batch or the exception its worker hit.
@@ -109,7 +121,7 @@ class DataLoader {
   void worker_loop();
   void stop_workers();
 
-  std::shared_ptr<const ImageDataset> dataset_;
+  std::shared_ptr<const SampleSource> source_;
   LoaderOptions options_;
   ImageTransform transform_;
   std::unique_ptr<DeviceResidentSet> resident_;  // device placement only

@@ -39,6 +39,12 @@ TransformOptions default_transform(const std::string& dataset_name) {
     t.std = {0.2470f, 0.2435f, 0.2616f};
     t.crop_padding = 4;
     t.flip = true;
+  } else if (dataset_name == "folder") {
+    // ImageNet's channel statistics, the usual choice for photos; crops come from the
+    // RandomResizedCrop of image_files.h, not from padding.
+    t.mean = {0.485f, 0.456f, 0.406f};
+    t.std = {0.229f, 0.224f, 0.225f};
+    t.flip = true;
   } else if (dataset_name == "synthetic") {
     t.mean = {0.5f};
     t.std = {0.25f};
@@ -65,6 +71,8 @@ ImageTransform::ImageTransform(const TransformOptions& options, int64_t height, 
     const float scale = 1.0f / (255.0f * stdev[size_t(c)]);
     const float bias = -mean[size_t(c)] / stdev[size_t(c)];
     for (int v = 0; v < 256; ++v) table_.push_back(float(v) * scale + bias);
+    scale_.push_back(scale);
+    bias_.push_back(bias);
   }
 }
 
@@ -105,6 +113,16 @@ void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float*
         const uint8_t* sp = src_row + sx * c;
         for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256 + sp[ch]];
       }
+    }
+  }
+}
+
+void ImageTransform::normalize(float* values) const {
+  const int64_t c = channels_, pixels = height_ * width_;
+  for (int64_t p = 0; p < pixels; ++p) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      float& v = values[p * c + ch];
+      v = v * scale_[size_t(ch)] + bias_[size_t(ch)];
     }
   }
 }

@@ -23,7 +23,8 @@ struct TransformOptions {
 };
 
 // The usual settings for a dataset by name: its channel mean and std, plus crop (padding 4)
-// and flip for cifar10 and synthetic (used when augmenting). Unknown names get {} (x / 255).
+// and flip for cifar10 and synthetic (used when augmenting); for "folder" (image files)
+// ImageNet's mean and std and flip. Unknown names get {} (x / 255).
 TransformOptions default_transform(const std::string& dataset_name);
 
 // The random choices for one sample.
@@ -48,6 +49,9 @@ class ImageTransform {
 
   // Writes the H*W*C transformed floats of one uint8 HWC image to out.
   void apply(const uint8_t* image, const Augmentation& aug, float* out) const;
+  // Normalises H*W*C pixel values held as floats in [0, 255] in place, as apply() does (for
+  // images resized in f32 before normalisation).
+  void normalize(float* values) const;
 
   int64_t height() const { return height_; }
   int64_t width() const { return width_; }
@@ -62,6 +66,8 @@ class ImageTransform {
   TransformOptions options_;
   int64_t height_, width_, channels_;
   std::vector<float> table_;  // [channels, 256]: v / (255 std[c]) - mean[c] / std[c]
+  // Per channel, for normalize(): the table's v * scale[c] + bias[c] on any float v.
+  std::vector<float> scale_, bias_;
 };
 
 }  // namespace hg::data

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "hourglass/base/duration.h"
+#include "hourglass/data/image_split.h"
 
 namespace hg::train {
 
@@ -206,6 +207,24 @@ RunConfig parse_run_config(const Config& c) {
                               "device = \"cpu\"",
                               c.origin("data.placement")),
                   "set device = \"gpu:0\", or data.placement = \"host\" or \"auto\"");
+  if (d.dataset == data::kImageFolderDataset) {
+    // Read only here, so that the key is reported unused with any other dataset.
+    d.image_size = int_in(c, "data.image_size", 224, 8, 4096,
+                          "must be in [8, 4096] (the side of the square images it trains on)");
+    // Image files are cropped by RandomResizedCrop (image_files.h), not by padding.
+    check_range(d.transform.crop_padding == 0, c, "data.crop_padding",
+                "must be 0 for dataset = \"folder\" (its images are cropped by "
+                "RandomResizedCrop)");
+    if (d.placement == "device")
+      throw_invalid(fmt::format("config key 'data.placement' {}: \"device\" cannot hold "
+                                "dataset = \"folder\" (its images are decoded on the host)",
+                                c.origin("data.placement")),
+                    "set data.placement = \"auto\" or \"host\"");
+    if (d.val_fraction > 0)
+      throw_invalid(fmt::format("{}: data.val_fraction is not available for dataset = \"folder\"",
+                                c.source()),
+                    "put a validation split in <data.path>/val, or remove data.val_fraction");
+  }
   data::DatasetOptions& syn = d.synthetic;
   syn.synthetic_train_size = int_in(c, "data.synthetic.train_size", 10000, 1, kMaxSyntheticSamples,
                                     fmt::format("must be in [1, {}]", kMaxSyntheticSamples));
@@ -354,6 +373,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("data.flip", d.transform.flip);
   line("data.mean", list_text(d.transform.mean));
   line("data.std", list_text(d.transform.std));
+  if (d.dataset == data::kImageFolderDataset) line("data.image_size", d.image_size);
   if (d.dataset == "synthetic") {
     const data::DatasetOptions& s = d.synthetic;
     line("data.synthetic.train_size", s.synthetic_train_size);

@@ -33,6 +33,9 @@ struct DataConfig {
   // (device on a GPU run when the dataset's pixels take at most kAutoDevicePlacementBytes).
   std::string placement = "auto";
   data::DatasetOptions synthetic;  // sizes for dataset = "synthetic"
+  // dataset = "folder" (image files under path/train and path/val or path/test): the side of
+  // the square images the loader crops and resizes them to.
+  int64_t image_size = 224;
 };
 
 // data.workers = "auto": one loader thread on a CPU run (the compute pool owns the cores), else

@@ -237,6 +237,15 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
       m.train_loss, m.train_acc,
       m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
       m.images_per_s, m.epoch_seconds, m.checkpoint_seconds, m.data_wait_seconds));
+  // Unreadable image files (data.dataset = "folder") were replaced by the next sample; each was
+  // named in a warning when first found.
+  const int64_t skipped =
+      setup_.train_loader->skipped_samples() + setup_.test_loader->skipped_samples() +
+      (setup_.validation_loader ? setup_.validation_loader->skipped_samples() : 0);
+  if (skipped > 0)
+    HG_LOG_WARN("{} unreadable images skipped so far (train {}, evaluation {})", skipped,
+                setup_.train_loader->skipped_samples(),
+                skipped - setup_.train_loader->skipped_samples());
   // A stop requested during the evaluation: the epoch-end checkpoint is already written. After
   // the last epoch run() asks the session instead (start_finishing: signals and requests only;
   // the budget left is enough for the final weights).

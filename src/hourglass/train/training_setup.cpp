@@ -2,48 +2,85 @@
 
 #include "hourglass/base/log.h"
 #include "hourglass/data/holdout.h"
+#include "hourglass/data/image_split.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/adamw.h"
 #include "hourglass/optim/sgd.h"
 
 namespace hg::train {
 
-RunParts build_run_parts(const RunConfig& run, bool with_train) {
+namespace {
+
+// The in-memory datasets (IDX, CIFAR-10, synthetic), loaded whole.
+RunParts in_memory_parts(const RunConfig& run, bool with_train) {
   RunParts parts;
+  std::shared_ptr<const data::ImageDataset> train_set, test_set, validation_set;
   data::DatasetOptions test_opts = run.data.synthetic;
   test_opts.limit = run.data.test_limit;
-  parts.test_set = std::make_shared<const data::ImageDataset>(
+  test_set = std::make_shared<const data::ImageDataset>(
       data::load_dataset(run.data.dataset, run.data.path, data::Split::Test, test_opts));
-  data::require_samples(*parts.test_set, data::Split::Test);
+  data::require_samples(*test_set, data::Split::Test);
   if (with_train) {
     data::DatasetOptions train_opts = run.data.synthetic;
     train_opts.limit = run.data.train_limit;
-    parts.train_set = std::make_shared<const data::ImageDataset>(
+    train_set = std::make_shared<const data::ImageDataset>(
         data::load_dataset(run.data.dataset, run.data.path, data::Split::Train, train_opts));
-    data::require_samples(*parts.train_set, data::Split::Train);
+    data::require_samples(*train_set, data::Split::Train);
     // The model is built for the test split's shape; a train split of another shape would
     // reach it only as wrong-sized batches (or, for some models, silently reshaped ones).
-    data::require_same_shape(*parts.train_set, *parts.test_set);
+    data::require_same_shape(*train_set, *test_set);
     if (run.data.val_fraction > 0) {
-      data::HeldOut split = data::hold_out(*parts.train_set, run.data.val_fraction, run.seed);
+      data::HeldOut split = data::hold_out(*train_set, run.data.val_fraction, run.seed);
       if (split.validation.size() == 0 || split.train.size() == 0)
-        throw_invalid(
-            fmt::format("data.val_fraction = {} of the {} training samples in {} "
-                        "leaves {} for validation and {} for training",
-                        run.data.val_fraction, parts.train_set->size(), parts.train_set->source,
-                        split.validation.size(), split.train.size()),
-            "raise data.val_fraction, or use more training samples (data.train_limit)");
-      parts.train_set = std::make_shared<const data::ImageDataset>(std::move(split.train));
-      parts.validation_set =
-          std::make_shared<const data::ImageDataset>(std::move(split.validation));
+        throw_invalid(fmt::format("data.val_fraction = {} of the {} training samples in {} "
+                                  "leaves {} for validation and {} for training",
+                                  run.data.val_fraction, train_set->size(), train_set->source,
+                                  split.validation.size(), split.train.size()),
+                      "raise data.val_fraction, or use more training samples (data.train_limit)");
+      train_set = std::make_shared<const data::ImageDataset>(std::move(split.train));
+      validation_set = std::make_shared<const data::ImageDataset>(std::move(split.validation));
     }
   }
-  const data::ImageDataset& shape_source = *parts.test_set;
+  auto wrap = [](std::shared_ptr<const data::ImageDataset> ds)
+      -> std::shared_ptr<const data::SampleSource> {
+    if (!ds) return nullptr;
+    return std::make_shared<const data::InMemorySource>(std::move(ds));
+  };
+  parts.train_set = wrap(train_set);
+  parts.test_set = wrap(test_set);
+  parts.validation_set = wrap(validation_set);
+  return parts;
+}
+
+// Image files (data.dataset = "folder"), opened by name and decoded as the loaders read them.
+RunParts image_file_parts(const RunConfig& run, bool with_train) {
+  RunParts parts;
+  data::ImageFileOptions o;
+  o.image_size = run.data.image_size;
+  o.flip = run.data.transform.flip;
+  o.limit = run.data.test_limit;
+  auto test_set = data::open_image_split(run.data.path, data::Split::Test, o);
+  if (with_train) {
+    o.limit = run.data.train_limit;
+    auto train_set = data::open_image_split(run.data.path, data::Split::Train, o);
+    data::require_same_classes(*train_set, *test_set);
+    parts.train_set = train_set;
+  }
+  parts.test_set = test_set;
+  return parts;
+}
+
+}  // namespace
+
+RunParts build_run_parts(const RunConfig& run, bool with_train) {
+  RunParts parts = run.data.dataset == data::kImageFolderDataset ? image_file_parts(run, with_train)
+                                                                 : in_memory_parts(run, with_train);
+  const data::SampleSource& shape_source = *parts.test_set;
   nn::ModelSpec spec = run.model;
-  spec.in_channels = shape_source.channels;
-  spec.height = shape_source.height;
-  spec.width = shape_source.width;
-  spec.num_classes = shape_source.num_classes;
+  spec.in_channels = shape_source.channels();
+  spec.height = shape_source.height();
+  spec.width = shape_source.width();
+  spec.num_classes = shape_source.num_classes();
   parts.model = nn::make_model(spec);
   nn::initialize(*parts.model, run.seed);
   parts.model->to(run.device);
@@ -51,14 +88,18 @@ RunParts build_run_parts(const RunConfig& run, bool with_train) {
 }
 
 namespace {
-// data.placement resolved for one dataset.
-Device placement_for(const RunConfig& run, const data::ImageDataset& set) {
-  if (run.device.is_cpu() || run.data.placement == "host") return Device::cpu();
+// data.placement resolved for one dataset. Image files (no InMemorySource) are decoded on the
+// host; run_config refuses "device" for them.
+Device placement_for(const RunConfig& run, const data::SampleSource& source) {
+  const auto* memory = dynamic_cast<const data::InMemorySource*>(&source);
+  if (run.device.is_cpu() || run.data.placement == "host" || memory == nullptr)
+    return Device::cpu();
   if (run.data.placement == "device") return run.device;
-  return int64_t(set.pixels.size()) <= kAutoDevicePlacementBytes ? run.device : Device::cpu();
+  return int64_t(memory->dataset().pixels.size()) <= kAutoDevicePlacementBytes ? run.device
+                                                                               : Device::cpu();
 }
 
-data::LoaderOptions loader_options(const RunConfig& run, const data::ImageDataset& set,
+data::LoaderOptions loader_options(const RunConfig& run, const data::SampleSource& set,
                                    int64_t batch_size, bool training,
                                    const std::shared_ptr<BatchMover>& mover) {
   data::LoaderOptions o;
@@ -79,7 +120,7 @@ data::LoaderOptions loader_options(const RunConfig& run, const data::ImageDatase
 }  // namespace
 
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
-                                                    std::shared_ptr<const data::ImageDataset> set,
+                                                    std::shared_ptr<const data::SampleSource> set,
                                                     std::shared_ptr<BatchMover> mover) {
   HG_CHECK(set != nullptr, "make_train_loader: no dataset");
   data::LoaderOptions o = loader_options(run, *set, run.train.batch_size, true, mover);
@@ -87,7 +128,7 @@ std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
 }
 
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
-                                                   std::shared_ptr<const data::ImageDataset> set,
+                                                   std::shared_ptr<const data::SampleSource> set,
                                                    std::shared_ptr<BatchMover> mover) {
   HG_CHECK(set != nullptr, "make_eval_loader: no dataset");
   data::LoaderOptions o = loader_options(run, *set, run.train.eval_batch_size, false, mover);
@@ -123,9 +164,10 @@ TrainingSetup build_training(const RunConfig& run) {
   o.micro_batch = auto_micro ? run.train.batch_size : run.train.micro_batch;
   s.step = std::make_unique<TrainStep>(*s.parts.model, *s.optimizer, context, o);
   if (auto_micro) {
-    const data::ImageDataset& set = *s.parts.train_set;
+    const data::SampleSource& set = *s.parts.train_set;
     const int64_t micro = find_max_micro_batch(
-        make_training_probe(*s.step, {set.height, set.width, set.channels}, run.train.batch_size),
+        make_training_probe(*s.step, {set.height(), set.width(), set.channels()},
+                            run.train.batch_size),
         run.train.batch_size, allocator_for(run.device));
     s.step->micro_batch_plan() = MicroBatchPlan(micro);
     HG_LOG_INFO("train.micro_batch = \"auto\": {} rows per micro-batch fit", micro);

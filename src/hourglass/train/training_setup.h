@@ -16,24 +16,27 @@
 
 namespace hg::train {
 
-// The datasets and model a run's config describes (shared by train and eval).
+// The datasets and model a run's config describes (shared by train and eval): in-memory
+// datasets as data::InMemorySource, image files (data.dataset = "folder") as
+// data::ImageFileSource.
 struct RunParts {
-  std::shared_ptr<const data::ImageDataset> train_set, test_set;
+  std::shared_ptr<const data::SampleSource> train_set, test_set;
   // Held out of the training set (data.val_fraction > 0); null without validation.
-  std::shared_ptr<const data::ImageDataset> validation_set;
+  std::shared_ptr<const data::SampleSource> validation_set;
   std::shared_ptr<nn::Module> model;
 };
-// Loads the datasets (the train set, and the validation set held out of it, only when
-// `with_train`) and builds the model, initialised from the run's seed, on the run's device.
+// Loads or opens the datasets (the train set, and the validation set held out of it, only
+// when `with_train`) and builds the model, initialised from the run's seed, on the run's
+// device.
 RunParts build_run_parts(const RunConfig& run, bool with_train);
 // The training loader over `set`: shuffled, augmented as configured. Batches built on the host
 // for a GPU run go into `mover`'s pinned memory when one is given.
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
-                                                    std::shared_ptr<const data::ImageDataset> set,
+                                                    std::shared_ptr<const data::SampleSource> set,
                                                     std::shared_ptr<BatchMover> mover = nullptr);
 // A loader over `set` for evaluation (no shuffle, no augmentation).
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
-                                                   std::shared_ptr<const data::ImageDataset> set,
+                                                   std::shared_ptr<const data::SampleSource> set,
                                                    std::shared_ptr<BatchMover> mover = nullptr);
 // The configured optimizer (optim.name) over `flat`.
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat);

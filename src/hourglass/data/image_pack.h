@@ -1,0 +1,93 @@
+// Packs: an image dataset's encoded files concatenated into a few large shards, so a loader
+// reads each image with one pread from an open file instead of opening one small file per
+// sample. The images are copied as they are (never re-encoded).
+//
+// A pack is a folder holding shard-00000.bin, shard-00001.bin, ... (about shard_bytes each:
+// a shard is closed before an image would take it past the target, so only a single image
+// larger than the target makes a larger shard) and index.hgpack, little-endian:
+//   "HGPACK01", u32 version (1), u32 number of classes, u64 number of samples,
+//   u32 number of shards, then per class u32 name length and the name's bytes, per shard u64
+//   size and u32 CRC32, per sample u32 shard, u64 offset, u32 length, u32 label; last a u32
+//   CRC32 of every byte before it.
+// The index is written last, atomically (base/atomic_file.h), after the shards are flushed to
+// disk, and an existing index is removed before any shard is written: an interrupted pack
+// leaves no index, so it cannot be mistaken for a whole one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hourglass/data/image_files.h"
+#include "hourglass/data/image_folder.h"
+
+namespace hg::data {
+
+inline constexpr const char* kPackIndexName = "index.hgpack";
+inline constexpr int64_t kDefaultShardBytes = int64_t(256) << 20;
+
+struct PackRecord {
+  uint32_t shard = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  uint32_t label = 0;
+};
+
+struct PackIndex {
+  std::vector<std::string> classes;
+  std::vector<uint64_t> shard_sizes;
+  std::vector<uint32_t> shard_crcs;
+  std::vector<PackRecord> records;
+};
+
+// The file name of shard `i` ("shard-00000.bin").
+std::string pack_shard_name(uint32_t shard);
+
+// Parses index bytes; InvalidInput naming `path` for a wrong magic or version, a CRC mismatch,
+// a truncated or oversized file, counts beyond the limits, and records outside their shard or
+// with a label outside the classes.
+PackIndex parse_pack_index(std::string_view bytes, const std::string& path);
+// The index's bytes (the inverse of parse_pack_index).
+std::string serialize_pack_index(const PackIndex& index);
+
+struct PackSummary {
+  int64_t samples = 0;
+  int64_t shards = 0;
+  int64_t bytes = 0;
+};
+// Packs the image folder `index` into `out` (created when missing). InvalidInput naming the
+// file for an image that cannot be read; Runtime naming the file when `out` cannot be written.
+PackSummary write_image_pack(const ImageFolderIndex& index, const std::string& out,
+                             int64_t shard_bytes = kDefaultShardBytes);
+
+// Whether `dir` holds a pack index.
+bool is_image_pack(const std::string& dir);
+
+// The images of a pack: the index read and checked (its CRC, each shard's size) when opened,
+// the shards kept open and read with pread. Thread-safe.
+class PackImages final : public EncodedImages {
+ public:
+  explicit PackImages(const std::string& dir);
+  ~PackImages() override;
+  PackImages(const PackImages&) = delete;
+  PackImages& operator=(const PackImages&) = delete;
+
+  int64_t size() const override { return int64_t(index_.records.size()); }
+  int64_t label(int64_t i) const override { return index_.records[size_t(i)].label; }
+  const std::vector<std::string>& classes() const override { return index_.classes; }
+  std::string where(int64_t i) const override;
+  std::vector<uint8_t> read(int64_t i) const override;
+  std::string source() const override { return dir_; }
+
+  // Reads every shard and compares its CRC32 with the index's; InvalidInput naming the first
+  // shard that differs.
+  void verify_shards() const;
+
+ private:
+  std::string dir_;
+  PackIndex index_;
+  std::vector<int> fds_;
+};
+
+}  // namespace hg::data

@@ -1,0 +1,139 @@
+#include "hourglass/data/image_resize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "hourglass/base/error.h"
+#include "hourglass/base/rng.h"
+
+namespace hg::data {
+
+namespace {
+
+// Separates these streams from the shuffle and the fixed-size crop streams of one seed.
+constexpr uint64_t kResizedCropTag = 0x525243524F500000ull;  // "RRCROP"
+
+// Python's round() (halves to even), which torchvision's box arithmetic uses; the default
+// floating-point rounding mode is the same rule.
+int64_t round_half_even(double v) { return int64_t(std::nearbyint(v)); }
+
+// Where output coordinate `o` of `out` samples along an axis of `extent` source pixels that
+// start at `begin`: the two neighbours (absolute) and the weight of the second.
+struct Tap {
+  int64_t i0, i1;
+  float w1;
+};
+
+Tap tap(int64_t o, int64_t out, int64_t begin, int64_t extent) {
+  const double scale = double(extent) / double(out);
+  const double s = std::max((double(o) + 0.5) * scale - 0.5, 0.0);
+  const auto i0 = std::min(int64_t(s), extent - 1);
+  const int64_t i1 = std::min(i0 + 1, extent - 1);
+  return {begin + i0, begin + i1, float(s - double(i0))};
+}
+
+}  // namespace
+
+void resize_bilinear(const uint8_t* src, int64_t height, int64_t width, int64_t channels,
+                     const CropBox& box, int64_t out_height, int64_t out_width,
+                     const CropBox& window, bool flip, float* out) {
+  HG_ASSERT(box.top >= 0 && box.left >= 0 && box.height >= 1 && box.width >= 1 &&
+                box.top + box.height <= height && box.left + box.width <= width,
+            "crop box {},{} {}x{} outside a {}x{} image", box.top, box.left, box.height, box.width,
+            height, width);
+  HG_ASSERT(window.top >= 0 && window.left >= 0 && window.height >= 1 && window.width >= 1 &&
+                window.top + window.height <= out_height && window.left + window.width <= out_width,
+            "window {},{} {}x{} outside a {}x{} resize", window.top, window.left, window.height,
+            window.width, out_height, out_width);
+  const int64_t c = channels;
+  std::vector<Tap> cols(size_t(window.width));
+  for (int64_t x = 0; x < window.width; ++x) {
+    // A flip mirrors the window: written column x shows window column width-1-x.
+    const int64_t wx = flip ? window.width - 1 - x : x;
+    cols[size_t(x)] = tap(window.left + wx, out_width, box.left, box.width);
+  }
+  for (int64_t y = 0; y < window.height; ++y) {
+    const Tap ty = tap(window.top + y, out_height, box.top, box.height);
+    const uint8_t* r0 = src + ty.i0 * width * c;
+    const uint8_t* r1 = src + ty.i1 * width * c;
+    const float wy1 = ty.w1, wy0 = 1.0f - ty.w1;
+    float* row = out + y * window.width * c;
+    for (int64_t x = 0; x < window.width; ++x) {
+      const Tap& tx = cols[size_t(x)];
+      const float wx1 = tx.w1, wx0 = 1.0f - tx.w1;
+      const uint8_t* p00 = r0 + tx.i0 * c;
+      const uint8_t* p01 = r0 + tx.i1 * c;
+      const uint8_t* p10 = r1 + tx.i0 * c;
+      const uint8_t* p11 = r1 + tx.i1 * c;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float top = float(p00[ch]) * wx0 + float(p01[ch]) * wx1;
+        const float bottom = float(p10[ch]) * wx0 + float(p11[ch]) * wx1;
+        row[x * c + ch] = top * wy0 + bottom * wy1;
+      }
+    }
+  }
+}
+
+CropBox resized_crop_try(int64_t height, int64_t width, const ResizedCropOptions& o, double u_area,
+                         double u_ratio, bool& fits) {
+  const double area = double(height) * double(width);
+  const double target_area = area * (o.scale_min + u_area * (o.scale_max - o.scale_min));
+  const double log_min = std::log(o.ratio_min), log_max = std::log(o.ratio_max);
+  const double ratio = std::exp(log_min + u_ratio * (log_max - log_min));
+  CropBox box;
+  box.width = int64_t(round_half_even(std::sqrt(target_area * ratio)));
+  box.height = int64_t(round_half_even(std::sqrt(target_area / ratio)));
+  fits = box.width > 0 && box.width <= width && box.height > 0 && box.height <= height;
+  return box;
+}
+
+CropBox fallback_center_crop(int64_t height, int64_t width, const ResizedCropOptions& o) {
+  const double in_ratio = double(width) / double(height);
+  CropBox box{0, 0, height, width};
+  if (in_ratio < o.ratio_min) {
+    box.height = std::clamp<int64_t>(round_half_even(double(width) / o.ratio_min), 1, height);
+  } else if (in_ratio > o.ratio_max) {
+    box.width = std::clamp<int64_t>(round_half_even(double(height) * o.ratio_max), 1, width);
+  }
+  box.top = (height - box.height) / 2;
+  box.left = (width - box.width) / 2;
+  return box;
+}
+
+EvalGeometry eval_geometry(int64_t height, int64_t width, int64_t resize_to, int64_t crop) {
+  HG_ASSERT(resize_to >= crop && crop >= 1, "resize {} smaller than crop {}", resize_to, crop);
+  EvalGeometry g;
+  if (height <= width) {
+    g.resized_height = resize_to;
+    g.resized_width = int64_t(double(resize_to) * double(width) / double(height));
+  } else {
+    g.resized_width = resize_to;
+    g.resized_height = int64_t(double(resize_to) * double(height) / double(width));
+  }
+  g.resized_height = std::max(g.resized_height, crop);
+  g.resized_width = std::max(g.resized_width, crop);
+  g.window.height = crop;
+  g.window.width = crop;
+  g.window.top = round_half_even(double(g.resized_height - crop) / 2.0);
+  g.window.left = round_half_even(double(g.resized_width - crop) / 2.0);
+  return g;
+}
+
+int64_t eval_resize_for(int64_t size) { return round_half_even(double(size) * 256.0 / 224.0); }
+
+SizedAugmentation draw_resized_crop(uint64_t seed, int64_t epoch, int64_t sample, int64_t height,
+                                    int64_t width, const ResizedCropOptions& options, bool flip) {
+  RandomStream rs(seed, mix_stream(uint64_t(epoch), uint64_t(sample), kResizedCropTag));
+  auto uniform01 = [&rs] {
+    const uint64_t bits = (uint64_t(rs.next_u32()) << 32) | rs.next_u32();
+    return double(bits >> 11) * 0x1p-53;  // 53 random bits: [0, 1)
+  };
+  SizedAugmentation aug;
+  aug.box = random_resized_crop(height, width, options, uniform01);
+  // Drawn whether or not flipping is on, after the box as torchvision's pipeline draws it.
+  aug.flip = uniform01() < 0.5 && flip;
+  return aug;
+}
+
+}  // namespace hg::data

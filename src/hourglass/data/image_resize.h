@@ -1,0 +1,92 @@
+// Geometry for images of any size: bilinear resizing of a crop, torchvision's
+// RandomResizedCrop box (training) and the resize-then-centre-crop of evaluation.
+//
+// The resize is plain bilinear interpolation with half-pixel centres (PyTorch's
+// align_corners=False, torchvision's resize with antialias=False). It does not antialias:
+// shrinking by more than 2x samples the source instead of averaging it, so fine detail aliases
+// where PIL (and antialias=True) would blur it. Training crops are usually shrunk by less;
+// evaluation of large photos shrinks more.
+#pragma once
+
+#include <cstdint>
+
+namespace hg::data {
+
+// A rectangle of pixels: rows [top, top + height), columns [left, left + width).
+struct CropBox {
+  int64_t top = 0;
+  int64_t left = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+};
+
+// Resizes `box` of the uint8 HWC image `src` (height x width x channels) to out_height x
+// out_width, and writes the part `window` of that result (a box inside out_height x out_width)
+// to `out` as f32 HWC values in [0, 255] (window.height x window.width x channels). Samples
+// that fall outside `box` are clamped to its edge, as when the box is cropped out first.
+// `flip` mirrors the written window horizontally. Arguments out of range are an internal
+// error (callers compute them).
+void resize_bilinear(const uint8_t* src, int64_t height, int64_t width, int64_t channels,
+                     const CropBox& box, int64_t out_height, int64_t out_width,
+                     const CropBox& window, bool flip, float* out);
+
+// torchvision's RandomResizedCrop(scale, ratio) box for an image of height x width, with the
+// uniform draws taken from `uniform01` (a callable returning doubles in [0, 1)): up to 10
+// tries of an area fraction uniform in [scale_min, scale_max] and an aspect ratio (w/h)
+// log-uniform in [ratio_min, ratio_max], keeping the first that fits, placed uniformly; else
+// the centre crop of the whole image clamped to the ratio range (torchvision's fallback).
+struct ResizedCropOptions {
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+};
+template <typename Uniform01>
+CropBox random_resized_crop(int64_t height, int64_t width, const ResizedCropOptions& o,
+                            Uniform01&& uniform01);
+
+// Evaluation: the image resized so its shorter side is `resize_to` (the longer side scaled
+// and truncated, as torchvision's Resize(int) does), then the centre `crop` x `crop` of that
+// (offsets rounded as torchvision's CenterCrop). resize_to must be >= crop.
+struct EvalGeometry {
+  int64_t resized_height = 0, resized_width = 0;
+  CropBox window;  // in the resized image
+};
+EvalGeometry eval_geometry(int64_t height, int64_t width, int64_t resize_to, int64_t crop);
+
+// The shorter side evaluation resizes to for a crop of `size`: round(size * 256 / 224), the
+// ImageNet convention (224 -> 256).
+int64_t eval_resize_for(int64_t size);
+
+// The training augmentation of sample `sample` in epoch `epoch` of an image of height x width:
+// its RandomResizedCrop box and a horizontal flip (probability 1/2 when `flip`), drawn from a
+// Philox stream keyed by (seed, epoch, sample), so the same sample in the same epoch gets the
+// same crop whichever thread or batch builds it.
+struct SizedAugmentation {
+  CropBox box;
+  bool flip = false;
+};
+SizedAugmentation draw_resized_crop(uint64_t seed, int64_t epoch, int64_t sample, int64_t height,
+                                    int64_t width, const ResizedCropOptions& options, bool flip);
+
+// ---- template definition ----
+
+CropBox fallback_center_crop(int64_t height, int64_t width, const ResizedCropOptions& o);
+CropBox resized_crop_try(int64_t height, int64_t width, const ResizedCropOptions& o, double u_area,
+                         double u_ratio, bool& fits);
+
+template <typename Uniform01>
+CropBox random_resized_crop(int64_t height, int64_t width, const ResizedCropOptions& o,
+                            Uniform01&& uniform01) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double u_area = uniform01();
+    const double u_ratio = uniform01();
+    bool fits = false;
+    CropBox box = resized_crop_try(height, width, o, u_area, u_ratio, fits);
+    if (!fits) continue;
+    box.top = int64_t(uniform01() * double(height - box.height + 1));
+    box.left = int64_t(uniform01() * double(width - box.width + 1));
+    return box;
+  }
+  return fallback_center_crop(height, width, o);
+}
+
+}  // namespace hg::data

@@ -1,0 +1,277 @@
+// Image files through the DataLoader: RGB batches of image_size, the train/val/test folders,
+// identical batches whatever the worker count, corrupt files (a cut-short JPEG, random bytes
+// named .jpg, a PNG with a bad CRC) reported once by path, skipped for the next sample and
+// counted, and the errors of a bad layout.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <map>
+
+#include "data/image_fixtures.h"
+#include "hourglass/data/image_split.h"
+#include "hourglass/data/loader.h"
+
+namespace hg::data {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Bytes;
+using test::fails_with;
+
+// Class c's images are a constant colour (10 + 80c, 200 - 60c, 30 + 50c) of varied sizes, as
+// PNG (lossless) so every crop of them normalises to known values.
+std::array<uint8_t, 3> class_colour(int c) {
+  return {uint8_t(10 + 80 * c), uint8_t(200 - 60 * c), uint8_t(30 + 50 * c)};
+}
+
+Bytes constant_png(int h, int w, int c) {
+  Bytes px(size_t(h) * w * 3);
+  const auto rgb = class_colour(c);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = rgb[i % 3];
+  return test::encode_png(px, h, w);
+}
+
+void put(const std::string& path, const Bytes& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  test::write_file(path, bytes);
+}
+
+// root/<split>/{c0,c1,c2}/ with `per_class` constant PNGs (some named .jpg) of varied sizes.
+void make_split(const std::string& root, const std::string& split, int per_class) {
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < per_class; ++i) {
+      const std::string name =
+          fmt::format("{}/{}/c{}/img{:02d}.{}", root, split, c, i, i % 3 == 0 ? "jpg" : "png");
+      put(name, constant_png(20 + 7 * i, 31 - 3 * i + c, c));
+    }
+  }
+}
+
+// Captures what the default logger writes while alive.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)) {
+    previous_ = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink_));
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  std::vector<std::string> lines() const { return sink_->last_formatted(); }
+  int count(const std::string& fragment) const {
+    int n = 0;
+    for (const auto& l : lines()) n += l.find(fragment) != std::string::npos;
+    return n;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+LoaderOptions options(bool augment, int workers, int64_t batch = 5) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.shuffle = augment;
+  o.augment = augment;
+  o.seed = 11;
+  o.workers = workers;
+  o.transform = default_transform(kImageFolderDataset);
+  return o;
+}
+
+std::vector<Batch> run_epoch(DataLoader& loader, int64_t epoch) {
+  loader.start_epoch(epoch);
+  std::vector<Batch> out;
+  while (auto b = loader.next()) out.push_back(std::move(*b));
+  return out;
+}
+
+// Checks every image of `b` is the constant colour of its label, normalised.
+void expect_constant_colours(const Batch& b, const TransformOptions& t) {
+  const std::vector<float> v = b.images.to_vector<float>();
+  const std::vector<int64_t> labels = b.labels.to_vector<int64_t>();
+  const int64_t per = b.images.size(1) * b.images.size(2) * 3;
+  for (size_t j = 0; j < labels.size(); ++j) {
+    const auto rgb = class_colour(int(labels[j]));
+    for (int64_t p = 0; p < per; p += 97) {
+      const int ch = int(p % 3);
+      const float want = (float(rgb[size_t(ch)]) / 255.0f - t.mean[size_t(ch)]) / t.std[size_t(ch)];
+      ASSERT_NEAR(v[j * size_t(per) + size_t(p)], want, 1e-4)
+          << "image " << j << " label " << labels[j];
+    }
+  }
+}
+
+TEST(ImageFiles, BatchesOfImageSizeWithTheirLabels) {
+  test::ScratchDir dir;
+  make_split(dir.path(), "train", 4);
+  make_split(dir.path(), "val", 2);
+  ImageFileOptions o;
+  o.image_size = 16;
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  auto test_set = open_image_split(dir.path(), Split::Test, o);
+  EXPECT_EQ(train->size(), 12);
+  EXPECT_EQ(test_set->size(), 6);
+  EXPECT_EQ(train->num_classes(), 3);
+  EXPECT_EQ(train->source(), dir.path() + "/train");
+  EXPECT_EQ(test_set->source(), dir.path() + "/val");
+  require_same_classes(*train, *test_set);
+  for (const bool augment : {false, true}) {
+    DataLoader loader(train, options(augment, 2));
+    const auto batches = run_epoch(loader, 0);
+    ASSERT_EQ(batches.size(), 3u);
+    EXPECT_EQ(batches[0].images.shape(), (std::vector<int64_t>{5, 16, 16, 3}));
+    EXPECT_EQ(batches[2].images.shape(), (std::vector<int64_t>{2, 16, 16, 3}));
+    for (const Batch& b : batches) expect_constant_colours(b, loader.options().transform);
+    EXPECT_EQ(loader.skipped_samples(), 0);
+  }
+}
+
+TEST(ImageFiles, SameBatchesWhateverTheWorkerCount) {
+  test::ScratchDir dir;
+  // Pattern images (JPEG and PNG) so that crops and flips show.
+  for (int c = 0; c < 2; ++c) {
+    for (int i = 0; i < 7; ++i) {
+      const int h = 24 + 5 * i, w = 40 - 3 * i;
+      put(fmt::format("{}/train/k{}/{}.jpg", dir.path(), c, i), test::jpeg_of(h, w, c * 10 + i));
+      put(fmt::format("{}/train/k{}/{}.png", dir.path(), c, i), test::png_of(w, h, c * 10 + i));
+    }
+  }
+  ImageFileOptions o;
+  o.image_size = 12;
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  DataLoader serial(train, options(true, 0, 4));
+  DataLoader threaded(train, options(true, 3, 4));
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    const auto a = run_epoch(serial, epoch), b = run_epoch(threaded, epoch);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].images.to_vector<float>(), b[i].images.to_vector<float>()) << i;
+      EXPECT_EQ(a[i].labels.to_vector<int64_t>(), b[i].labels.to_vector<int64_t>()) << i;
+    }
+  }
+  // Another epoch crops differently.
+  EXPECT_NE(serial.make_batch(0, 0).images.to_vector<float>(),
+            serial.make_batch(1, 0).images.to_vector<float>());
+}
+
+TEST(ImageFiles, CorruptFilesAreReportedOnceSkippedAndCounted) {
+  test::ScratchDir dir;
+  make_split(dir.path(), "train", 4);  // c0: img00..img03, c1: ..., c2: ...
+  const std::string r = dir.path() + "/train";
+  const Bytes jpg = test::jpeg_of(64, 64, 3);
+  put(r + "/c0/img01.jpg", test::truncated(jpg, jpg.size() * 3 / 4));  // a cut-short JPEG
+  put(r + "/c1/img02.jpg", test::random_bytes(300, 5));                // noise named .jpg
+  put(r + "/c2/img00.png", test::png_with_bad_crc(constant_png(9, 9, 2)));
+  ImageFileOptions o;
+  o.image_size = 10;
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  ASSERT_EQ(train->size(), 15);  // 12 + c0/img01.jpg beside c0/img01.png
+  LogCapture log;
+  DataLoader loader(train, options(false, 2, 4));
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    const auto batches = run_epoch(loader, epoch);
+    // No shuffle: position p holds sample p, or the next readable one after it.
+    std::vector<int64_t> labels;
+    for (const Batch& b : batches) {
+      expect_constant_colours(b, loader.options().transform);
+      for (int64_t l : b.labels.to_vector<int64_t>()) labels.push_back(l);
+    }
+    ASSERT_EQ(labels.size(), 15u);
+    for (size_t p = 0; p < labels.size(); ++p) {
+      // Each bad file is followed by a readable one of its own class, so the substitute at p
+      // has the label of sample p.
+      EXPECT_EQ(labels[p], train->images().label(int64_t(p))) << p;
+    }
+  }
+  EXPECT_EQ(loader.skipped_samples(), 3);
+  EXPECT_EQ(log.count("skipping an unreadable image"), 3);
+  EXPECT_EQ(log.count(r + "/c0/img01.jpg: corrupt JPEG data"), 1);
+  EXPECT_EQ(log.count(r + "/c1/img02.jpg: not a JPEG or PNG image"), 1);
+  EXPECT_EQ(log.count(r + "/c2/img00.png: corrupt PNG"), 1);
+  // The substitute is the next readable sample in the epoch's order: sample 1 (c0/img01.jpg)
+  // is replaced by sample 2 (c0/img01.png), pixel for pixel.
+  const Batch b = loader.make_batch(0, 0);
+  const std::vector<float> v = b.images.to_vector<float>();
+  const size_t per = 10 * 10 * 3;
+  EXPECT_TRUE(std::equal(v.begin() + per, v.begin() + 2 * per, v.begin() + 2 * per));
+}
+
+TEST(ImageFiles, EveryFileUnreadableIsAnError) {
+  test::ScratchDir dir;
+  put(dir.path() + "/train/a/x.jpg", test::random_bytes(50, 1));
+  put(dir.path() + "/train/b/y.png", test::random_bytes(50, 2));
+  LogCapture log;
+  ImageFileOptions o;
+  o.image_size = 8;
+  DataLoader loader(open_image_split(dir.path(), Split::Train, o), options(false, 0, 2));
+  loader.start_epoch(0);
+  EXPECT_TRUE(fails_with([&] { loader.next(); }, {"none of the 2 samples", dir.path() + "/train"}));
+}
+
+// LoaderOptions::mirror: each image also mirrored, the same crop with the flip inverted.
+TEST(ImageFiles, MirroredImagesAreTheImagesFlipped) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 5; ++i)
+    put(fmt::format("{}/train/k/{}.jpg", dir.path(), i), test::jpeg_of(20 + i, 31 - i, i));
+  ImageFileOptions o;
+  o.image_size = 9;
+  for (const bool augment : {false, true}) {
+    LoaderOptions lo = options(augment, 1, 5);
+    lo.mirror = true;
+    DataLoader loader(open_image_split(dir.path(), Split::Train, o), lo);
+    const Batch b = loader.make_batch(0, 0);
+    ASSERT_TRUE(b.mirrored.defined());
+    const std::vector<float> a = b.images.to_vector<float>(), m = b.mirrored.to_vector<float>();
+    for (int64_t j = 0; j < 5; ++j) {
+      for (int64_t y = 0; y < 9; ++y) {
+        for (int64_t x = 0; x < 9; ++x) {
+          for (int64_t c = 0; c < 3; ++c) {
+            const size_t at = size_t(((j * 9 + y) * 9 + x) * 3 + c);
+            const size_t flipped = size_t(((j * 9 + y) * 9 + (8 - x)) * 3 + c);
+            ASSERT_EQ(m[at], a[flipped]) << "augment " << augment << " image " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ImageFiles, StayOnTheHost) {
+  test::ScratchDir dir;
+  make_split(dir.path(), "train", 1);
+  ImageFileOptions o;
+  o.image_size = 8;
+  LoaderOptions lo = options(false, 0, 2);
+  lo.placement = Device::gpu(0);
+  // Refused before anything touches a GPU, so this holds without one too.
+  EXPECT_TRUE(fails_with([&] { DataLoader(open_image_split(dir.path(), Split::Train, o), lo); },
+                         {"decoded from files on the host", "gpu:0"}));
+}
+
+TEST(ImageFiles, LayoutErrorsNameWhatIsMissing) {
+  test::ScratchDir dir;
+  const ImageFileOptions o;
+  EXPECT_TRUE(fails_with([&] { open_image_split(dir.path(), Split::Train, o); },
+                         {dir.path() + "/train", "not found"}));
+  EXPECT_TRUE(fails_with([&] { open_image_split(dir.path(), Split::Test, o); },
+                         {dir.path() + "/val", dir.path() + "/test", "no test split"}));
+  EXPECT_TRUE(fails_with([&] { open_image_split("", Split::Train, o); }, {"data.path"}));
+  make_split(dir.path(), "test", 1);  // test/ when there is no val/
+  EXPECT_EQ(open_image_split(dir.path(), Split::Test, o)->source(), dir.path() + "/test");
+  put(dir.path() + "/train/c0/a.png", constant_png(4, 4, 0));
+  put(dir.path() + "/train/other/a.png", constant_png(4, 4, 0));
+  put(dir.path() + "/train/zz/a.png", constant_png(4, 4, 0));
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  auto test_set = open_image_split(dir.path(), Split::Test, o);
+  EXPECT_TRUE(fails_with([&] { require_same_classes(*train, *test_set); },
+                         {"different classes", "label 1", "'other'", "'c1'"}));
+  ImageFileOptions tiny = o;
+  tiny.image_size = 4;
+  EXPECT_TRUE(fails_with([&] { open_image_split(dir.path(), Split::Train, tiny); },
+                         {"image_size", "[8, 4096]", "4"}));
+}
+
+}  // namespace
+}  // namespace hg::data

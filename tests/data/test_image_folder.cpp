@@ -1,0 +1,74 @@
+// The image-folder index: classes in byte order, images found by extension in any case and in
+// nested folders, hidden and other files skipped, and errors naming the root or class folder.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "data/fixtures.h"
+#include "hourglass/data/image_folder.h"
+
+namespace hg::data {
+namespace {
+
+namespace fs = std::filesystem;
+using test::fails_with;
+
+void touch(const std::string& path) {
+  fs::create_directories(fs::path(path).parent_path());
+  test::write_file(path, {1, 2, 3});
+}
+
+TEST(ImageFolder, ImageFileNames) {
+  EXPECT_TRUE(is_image_file_name("a.jpg"));
+  EXPECT_TRUE(is_image_file_name("a.JPEG"));
+  EXPECT_TRUE(is_image_file_name("a.b.Png"));
+  EXPECT_FALSE(is_image_file_name(".a.jpg"));
+  EXPECT_FALSE(is_image_file_name("a.gif"));
+  EXPECT_FALSE(is_image_file_name("jpg"));
+  EXPECT_FALSE(is_image_file_name("a.jpg.txt"));
+}
+
+TEST(ImageFolder, ClassesInByteOrderAndSortedSamples) {
+  test::ScratchDir dir;
+  const std::string r = dir.path();
+  touch(r + "/dog/b.jpg");
+  touch(r + "/dog/a.PNG");
+  touch(r + "/dog/notes.txt");
+  touch(r + "/dog/.hidden.jpg");
+  touch(r + "/dog/sub/c.jpeg");
+  touch(r + "/dog/.cache/d.jpg");
+  touch(r + "/Zebra/z.jpg");  // upper case sorts first in byte order
+  touch(r + "/cat/x.jpg");
+  touch(r + "/.trash/t.jpg");
+  touch(r + "/loose.jpg");  // not in a class folder
+  const ImageFolderIndex index = scan_image_folder(r);
+  EXPECT_EQ(index.root, r);
+  EXPECT_EQ(index.classes, (std::vector<std::string>{"Zebra", "cat", "dog"}));
+  std::vector<std::string> names;
+  std::vector<int64_t> labels;
+  for (const auto& s : index.samples) {
+    names.push_back(fs::relative(s.path, r).string());
+    labels.push_back(s.label);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"Zebra/z.jpg", "cat/x.jpg", "dog/a.PNG", "dog/b.jpg",
+                                             "dog/sub/c.jpeg"}));
+  EXPECT_EQ(labels, (std::vector<int64_t>{0, 1, 2, 2, 2}));
+}
+
+TEST(ImageFolder, ErrorsNameTheRootOrClass) {
+  test::ScratchDir dir;
+  const std::string r = dir.path();
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r + "/absent"); }, {r + "/absent", "not found"}));
+  touch(r + "/file.jpg");
+  EXPECT_TRUE(
+      fails_with([&] { scan_image_folder(r + "/file.jpg"); }, {"file.jpg", "not a folder"}));
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); }, {r, "no class folders"}));
+  touch(r + "/a/readme.txt");
+  fs::create_directories(r + "/b");
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); }, {r, "holds no images", "2 class folders"}));
+  touch(r + "/a/1.jpg");
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); }, {r + "/b", "holds no .jpg"}));
+}
+
+}  // namespace
+}  // namespace hg::data

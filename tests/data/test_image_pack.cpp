@@ -1,0 +1,165 @@
+// Packs: the images copied byte for byte into shards of the target size, a loader over a pack
+// giving the batches it gives over the folder, the index's round trip, and corrupt or
+// interrupted packs refused with errors naming the file.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "data/image_fixtures.h"
+#include "hourglass/base/atomic_file.h"
+#include "hourglass/data/image_pack.h"
+#include "hourglass/data/image_split.h"
+#include "hourglass/data/loader.h"
+
+namespace hg::data {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Bytes;
+using test::fails_with;
+
+void put(const std::string& path, const Bytes& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  test::write_file(path, bytes);
+}
+
+// root/{a,b,c}/ with JPEGs and PNGs of varied sizes.
+void make_folder(const std::string& root) {
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 5; ++i) {
+      const int h = 12 + 3 * i, w = 30 - 2 * i;
+      put(fmt::format("{}/{}/{}.{}", root, char('a' + c), i, i % 2 ? "png" : "jpg"),
+          i % 2 ? test::png_of(h, w, c * 5 + i) : test::jpeg_of(h, w, c * 5 + i));
+    }
+  }
+}
+
+void flip_byte(const std::string& path, size_t offset) {
+  Bytes b = test::read_file(path);
+  b[offset] ^= 0x5A;
+  test::write_file(path, b);
+}
+
+TEST(ImagePack, CopiesEveryImageIntoShardsOfTheTargetSize) {
+  test::ScratchDir dir;
+  make_folder(dir.path() + "/imgs");
+  const ImageFolderIndex folder = scan_image_folder(dir.path() + "/imgs");
+  const PackSummary s = write_image_pack(folder, dir.path() + "/pack", 3000);
+  EXPECT_EQ(s.samples, 15);
+  EXPECT_GT(s.shards, 2);
+  const PackImages pack(dir.path() + "/pack");
+  EXPECT_EQ(pack.classes(), folder.classes);
+  ASSERT_EQ(pack.size(), 15);
+  int64_t total = 0;
+  for (int64_t i = 0; i < pack.size(); ++i) {
+    const std::vector<uint8_t> bytes = pack.read(i);
+    EXPECT_EQ(bytes, test::read_file(folder.samples[size_t(i)].path)) << i;
+    EXPECT_EQ(pack.label(i), folder.samples[size_t(i)].label);
+    total += int64_t(bytes.size());
+  }
+  EXPECT_EQ(total, s.bytes);
+  for (int64_t sh = 0; sh < s.shards; ++sh) {
+    const auto size = int64_t(fs::file_size(dir.path() + "/pack/" + pack_shard_name(uint32_t(sh))));
+    EXPECT_GT(size, 0);
+    EXPECT_LE(size, 3000) << "no single image here is larger than the target";
+  }
+  pack.verify_shards();
+  EXPECT_NE(pack.where(3).find("/pack/shard-"), std::string::npos);
+}
+
+TEST(ImagePack, LoaderReadsAPackAsItReadsTheFolder) {
+  test::ScratchDir dir;
+  make_folder(dir.path() + "/data/train");
+  write_image_pack(scan_image_folder(dir.path() + "/data/train"), dir.path() + "/packed/train",
+                   4000);
+  ImageFileOptions o;
+  o.image_size = 10;
+  auto folder = open_image_split(dir.path() + "/data", Split::Train, o);
+  auto packed = open_image_split(dir.path() + "/packed", Split::Train, o);
+  EXPECT_EQ(packed->source(), dir.path() + "/packed/train");
+  LoaderOptions lo;
+  lo.batch_size = 4;
+  lo.augment = true;
+  lo.seed = 5;
+  lo.workers = 2;
+  lo.transform = default_transform(kImageFolderDataset);
+  DataLoader a(folder, lo), b(packed, lo);
+  for (int64_t i = 0; i < a.batches_per_epoch(); ++i) {
+    const Batch x = a.make_batch(1, i), y = b.make_batch(1, i);
+    EXPECT_EQ(x.images.to_vector<float>(), y.images.to_vector<float>()) << i;
+    EXPECT_EQ(x.labels.to_vector<int64_t>(), y.labels.to_vector<int64_t>()) << i;
+  }
+}
+
+TEST(ImagePack, IndexRoundTrips) {
+  PackIndex index;
+  index.classes = {"cat", "dog"};
+  index.shard_sizes = {100, 50};
+  index.shard_crcs = {0x12345678u, 0x9abcdef0u};
+  index.records = {{0, 0, 60, 1}, {0, 60, 40, 0}, {1, 10, 40, 1}};
+  const PackIndex back = parse_pack_index(serialize_pack_index(index), "i");
+  EXPECT_EQ(back.classes, index.classes);
+  EXPECT_EQ(back.shard_sizes, index.shard_sizes);
+  EXPECT_EQ(back.shard_crcs, index.shard_crcs);
+  ASSERT_EQ(back.records.size(), 3u);
+  EXPECT_EQ(back.records[2].offset, 10u);
+  EXPECT_EQ(back.records[2].label, 1u);
+  // A record past its shard's end, or a label beyond the classes, is refused even with a
+  // valid CRC.
+  PackIndex bad = index;
+  bad.records[2].offset = 11;
+  EXPECT_TRUE(fails_with([&] { parse_pack_index(serialize_pack_index(bad), "bad.hgpack"); },
+                         {"bad.hgpack", "sample 2", "outside"}));
+  bad = index;
+  bad.records[0].label = 2;
+  EXPECT_TRUE(fails_with([&] { parse_pack_index(serialize_pack_index(bad), "bad.hgpack"); },
+                         {"bad.hgpack", "label 2"}));
+}
+
+TEST(ImagePack, CorruptPacksNameTheFile) {
+  test::ScratchDir dir;
+  make_folder(dir.path() + "/imgs");
+  const std::string p = dir.path() + "/pack", index = p + "/" + kPackIndexName;
+  write_image_pack(scan_image_folder(dir.path() + "/imgs"), p, 3000);
+  const Bytes good_index = test::read_file(index);
+  flip_byte(index, 40);
+  EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {index, "CRC32", "hourglass pack"}));
+  test::write_file(index, Bytes(good_index.begin(), good_index.begin() + 30));
+  EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {index, "corrupt pack index"}));
+  test::write_file(index, {'n', 'o', 'p', 'e'});
+  EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {index, "not a pack index"}));
+  test::write_file(index, good_index);
+  // A shard cut short: its size no longer matches the index.
+  const std::string shard1 = p + "/" + pack_shard_name(1);
+  const Bytes shard_bytes = test::read_file(shard1);
+  test::write_file(shard1, Bytes(shard_bytes.begin(), shard_bytes.end() - 1));
+  EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {shard1, "bytes, its index"}));
+  // A shard with a changed byte: found by verify_shards (the loader would decode it and skip
+  // the image if the decoder notices).
+  test::write_file(shard1, shard_bytes);
+  flip_byte(shard1, 100);
+  const PackImages pack(p);
+  EXPECT_TRUE(fails_with([&] { pack.verify_shards(); }, {shard1, "CRC32"}));
+  fs::remove(p + "/" + pack_shard_name(0));
+  EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {pack_shard_name(0), "not found"}));
+}
+
+TEST(ImagePack, AnInterruptedPackLeavesNoIndex) {
+  test::ScratchDir dir;
+  make_folder(dir.path() + "/imgs");
+  const std::string p = dir.path() + "/pack";
+  write_image_pack(scan_image_folder(dir.path() + "/imgs"), p, 3000);
+  ASSERT_TRUE(is_image_pack(p));
+  // Packing again fails at an image that cannot be read (a FIFO named .jpg) after some shards
+  // were rewritten: the old index is gone, so nothing describes the new shards wrongly.
+  ASSERT_EQ(::mkfifo((dir.path() + "/imgs/b/zz.jpg").c_str(), 0644), 0);
+  EXPECT_TRUE(
+      fails_with([&] { write_image_pack(scan_image_folder(dir.path() + "/imgs"), p, 3000); },
+                 {"zz.jpg", "FIFO"}));
+  EXPECT_FALSE(is_image_pack(p));
+  EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {kPackIndexName, "not found"}));
+}
+
+}  // namespace
+}  // namespace hg::data

@@ -1,0 +1,182 @@
+// Resizing and crop geometry for images of any size: the bilinear resize against a direct
+// float64 implementation (boxes, windows, flips, up- and downscaling, odd shapes), and the
+// RandomResizedCrop boxes' bounds, fallback, determinism and variety.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "data/image_fixtures.h"
+#include "hourglass/data/image_resize.h"
+
+namespace hg::data {
+namespace {
+
+// Direct float64 bilinear resize (half-pixel centres, clamped to the box) of `box` to
+// oh x ow, then the window, mirrored when `flip`. Written from the definition, not the code.
+std::vector<double> reference_resize(const test::Bytes& src, int64_t w, int64_t c,
+                                     const CropBox& box, int64_t oh, int64_t ow, const CropBox& win,
+                                     bool flip) {
+  auto sample_at = [&](int64_t y, int64_t x, int64_t ch) {
+    double sy = (double(y) + 0.5) * double(box.height) / double(oh) - 0.5;
+    double sx = (double(x) + 0.5) * double(box.width) / double(ow) - 0.5;
+    sy = std::clamp(sy, 0.0, double(box.height - 1));
+    sx = std::clamp(sx, 0.0, double(box.width - 1));
+    const double fy = std::floor(sy), fx = std::floor(sx);
+    const auto y0 = int64_t(fy), x0 = int64_t(fx);
+    const int64_t y1 = std::min(y0 + 1, box.height - 1), x1 = std::min(x0 + 1, box.width - 1);
+    auto px = [&](int64_t yy, int64_t xx) {
+      return double(src[size_t(((box.top + yy) * w + box.left + xx) * c + ch)]);
+    };
+    const double ay = sy - fy, ax = sx - fx;
+    return (1 - ay) * ((1 - ax) * px(y0, x0) + ax * px(y0, x1)) +
+           ay * ((1 - ax) * px(y1, x0) + ax * px(y1, x1));
+  };
+  std::vector<double> out;
+  for (int64_t y = 0; y < win.height; ++y) {
+    for (int64_t x = 0; x < win.width; ++x) {
+      const int64_t wx = flip ? win.width - 1 - x : x;
+      for (int64_t ch = 0; ch < c; ++ch) out.push_back(sample_at(win.top + y, win.left + wx, ch));
+    }
+  }
+  return out;
+}
+
+// f32 weights and sums over values up to 255: each result is within a few f32 ulps of 255
+// (255 * 2^-24 * ~8 operations ~ 1.2e-4); 1e-3 leaves room and still catches any wrong tap.
+constexpr double kTol = 1e-3;
+
+void check_resize(int64_t h, int64_t w, int64_t c, CropBox box, int64_t oh, int64_t ow, CropBox win,
+                  bool flip) {
+  const test::Bytes src = test::random_bytes(size_t(h * w * c), uint32_t(h * 131 + w * 7 + c));
+  std::vector<float> out(size_t(win.height * win.width * c), -1.0f);
+  resize_bilinear(src.data(), h, w, c, box, oh, ow, win, flip, out.data());
+  const std::vector<double> ref = reference_resize(src, w, c, box, oh, ow, win, flip);
+  ASSERT_EQ(out.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(out[i]));
+    ASSERT_NEAR(out[i], ref[i], kTol) << "element " << i << " of " << h << "x" << w << "x" << c
+                                      << " -> " << oh << "x" << ow << (flip ? " flipped" : "");
+  }
+}
+
+TEST(ImageResize, MatchesFloat64Reference) {
+  // (h, w, c, box, out h, out w, window, flip)
+  check_resize(7, 9, 3, {0, 0, 7, 9}, 7, 9, {0, 0, 7, 9}, false);       // identity
+  check_resize(7, 9, 3, {0, 0, 7, 9}, 16, 20, {0, 0, 16, 20}, false);   // upscale
+  check_resize(31, 17, 3, {0, 0, 31, 17}, 5, 4, {0, 0, 5, 4}, false);   // downscale, non-square
+  check_resize(20, 30, 3, {3, 5, 11, 13}, 8, 8, {0, 0, 8, 8}, true);    // box and flip
+  check_resize(20, 30, 1, {3, 5, 11, 13}, 9, 7, {0, 0, 9, 7}, false);   // one channel
+  check_resize(12, 18, 3, {0, 0, 12, 18}, 9, 13, {1, 2, 7, 9}, false);  // a window
+  check_resize(12, 18, 3, {0, 0, 12, 18}, 9, 13, {1, 2, 7, 9}, true);
+  check_resize(1, 1, 3, {0, 0, 1, 1}, 4, 5, {0, 0, 4, 5}, false);  // one pixel
+  check_resize(5, 5, 4, {4, 4, 1, 1}, 3, 3, {0, 0, 3, 3}, false);  // a one-pixel box
+  check_resize(9, 9, 3, {0, 0, 9, 9}, 1, 1, {0, 0, 1, 1}, false);  // to one pixel
+}
+
+TEST(ImageResize, IdentityIsExact) {
+  const test::Bytes src = test::random_bytes(6 * 5 * 3, 1);
+  std::vector<float> out(src.size());
+  resize_bilinear(src.data(), 6, 5, 3, {0, 0, 6, 5}, 6, 5, {0, 0, 6, 5}, false, out.data());
+  for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(out[i], float(src[i]));
+}
+
+TEST(ImageResize, EvalGeometryFollowsTorchvision) {
+  EXPECT_EQ(eval_resize_for(224), 256);
+  EXPECT_EQ(eval_resize_for(32), 37);  // 36.57
+  EXPECT_EQ(eval_resize_for(64), 73);  // 73.14
+  // 500x375 (h x w): shorter side 375 -> 256, longer int(256 * 500 / 375) = 341.
+  EvalGeometry g = eval_geometry(500, 375, 256, 224);
+  EXPECT_EQ(g.resized_height, 341);
+  EXPECT_EQ(g.resized_width, 256);
+  EXPECT_EQ(g.window.top, 58);  // round(117 / 2) = 58 (halves to even)
+  EXPECT_EQ(g.window.left, 16);
+  EXPECT_EQ(g.window.height, 224);
+  EXPECT_EQ(g.window.width, 224);
+  g = eval_geometry(10, 10, 256, 224);
+  EXPECT_EQ(g.resized_height, 256);
+  EXPECT_EQ(g.window.top, 16);
+}
+
+TEST(ResizedCrop, BoxesStayInBounds) {
+  const ResizedCropOptions o;
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {224, 224}, {375, 500}, {500, 375}, {33, 700}, {700, 33}, {1, 1}, {2, 3}, {17, 19}};
+  for (const auto& [h, w] : shapes) {
+    for (int64_t i = 0; i < 300; ++i) {
+      const CropBox b = draw_resized_crop(7, 0, i, h, w, o, true).box;
+      ASSERT_GE(b.top, 0);
+      ASSERT_GE(b.left, 0);
+      ASSERT_GE(b.height, 1);
+      ASSERT_GE(b.width, 1);
+      ASSERT_LE(b.top + b.height, h) << h << "x" << w << " sample " << i;
+      ASSERT_LE(b.left + b.width, w) << h << "x" << w << " sample " << i;
+      if (h >= 100 && w >= 100) {
+        // Large images: the first try almost always fits; the box's area fraction and
+        // ratio are then the drawn ones up to rounding each side by half a pixel.
+        const double area = double(b.height * b.width) / double(h * w);
+        const double ratio = double(b.width) / double(b.height);
+        const double slack = 1.0 / double(std::min(b.height, b.width));
+        EXPECT_GE(area, 0.08 * (1 - 2 * slack) - 1e-9);
+        EXPECT_LE(area, 1.0);
+        EXPECT_GE(ratio, 0.75 * (1 - 2 * slack));
+        EXPECT_LE(ratio, 4.0 / 3.0 * (1 + 2 * slack));
+      }
+    }
+  }
+}
+
+TEST(ResizedCrop, FallsBackToTorchvisionsCentreCrop) {
+  // 100 x 1: no box of ratio >= 3/4 and area >= 8 fits, so every try fails.
+  int calls = 0;
+  auto half = [&] {
+    ++calls;
+    return 0.5;
+  };
+  CropBox b = random_resized_crop(100, 1, {}, half);
+  EXPECT_EQ(calls, 20);    // 10 tries, two draws each
+  EXPECT_EQ(b.height, 1);  // round(1 / (3/4)) = 1
+  EXPECT_EQ(b.width, 1);
+  EXPECT_EQ(b.top, 49);
+  EXPECT_EQ(b.left, 0);
+  // Wide: width clamped to height * 4/3.
+  b = fallback_center_crop(30, 400, {});
+  EXPECT_EQ(b.height, 30);
+  EXPECT_EQ(b.width, 40);
+  EXPECT_EQ(b.left, 180);
+  // Within the ratio range: the whole image.
+  b = fallback_center_crop(30, 35, {});
+  EXPECT_EQ(std::make_tuple(b.top, b.left, b.height, b.width), std::make_tuple(0, 0, 30, 35));
+}
+
+TEST(ResizedCrop, PureFunctionOfSeedEpochAndSample) {
+  const ResizedCropOptions o;
+  auto key = [](const SizedAugmentation& a) {
+    return std::make_tuple(a.box.top, a.box.left, a.box.height, a.box.width, a.flip);
+  };
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>> distinct;
+  int flips = 0;
+  for (int64_t i = 0; i < 200; ++i) {
+    const SizedAugmentation a = draw_resized_crop(3, 1, i, 375, 500, o, true);
+    EXPECT_EQ(key(a), key(draw_resized_crop(3, 1, i, 375, 500, o, true)));
+    distinct.insert(key(a));
+    flips += a.flip;
+    // Flipping off changes the flip only.
+    const SizedAugmentation no_flip = draw_resized_crop(3, 1, i, 375, 500, o, false);
+    EXPECT_FALSE(no_flip.flip);
+    EXPECT_EQ(key(no_flip), key(SizedAugmentation{a.box, false}));
+  }
+  EXPECT_GE(distinct.size(), 195u);  // different per index
+  EXPECT_GT(flips, 70);
+  EXPECT_LT(flips, 130);
+  // Other epochs and seeds draw other boxes.
+  EXPECT_NE(key(draw_resized_crop(3, 1, 5, 375, 500, o, true)),
+            key(draw_resized_crop(3, 2, 5, 375, 500, o, true)));
+  EXPECT_NE(key(draw_resized_crop(3, 1, 5, 375, 500, o, true)),
+            key(draw_resized_crop(4, 1, 5, 375, 500, o, true)));
+}
+
+}  // namespace
+}  // namespace hg::data

@@ -1,0 +1,56 @@
+// hourglass pack FOLDER OUT [--shard-size 256MiB]: copies an image folder's encoded files
+// (root/<class>/<image>) into a pack (data/image_pack.h) that data.dataset = "folder" reads
+// like the folder. hourglass pack --check PACK reads a pack back and compares each shard's
+// CRC32 with its index.
+#include "commands.h"
+#include "hourglass/base/byte_size.h"
+#include "hourglass/base/error.h"
+#include "hourglass/data/image_folder.h"
+#include "hourglass/data/image_pack.h"
+
+namespace hg::cli {
+
+Runner add_pack(CLI::App& app) {
+  struct Args {
+    std::string folder, out, shard_size = "256MiB", check;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "pack",
+      "Pack an image folder (FOLDER/<class>/<image>.jpg|.jpeg|.png) into large shard files and "
+      "an index in OUT, read with one pread per image; pack each split (train, val) into "
+      "OUT/train, OUT/val and point data.path at OUT. Images are copied, not re-encoded.");
+  sub->add_option("folder", args->folder, "the image folder of one split");
+  sub->add_option("out", args->out, "the pack folder to write (created when missing)");
+  sub->add_option("--shard-size", args->shard_size, "target size of each shard, e.g. 256MiB")
+      ->capture_default_str();
+  sub->add_option("--check", args->check,
+                  "instead of packing, read the pack in this folder and check every shard's "
+                  "CRC32 against its index");
+  return [args] {
+    if (!args->check.empty()) {
+      if (!args->folder.empty())
+        throw_invalid("pack --check PACK takes no FOLDER or OUT",
+                      "run: hourglass pack --check PACK");
+      const data::PackImages pack(args->check);
+      pack.verify_shards();
+      std::printf("%s: %lld images of %zu classes, every shard matches its CRC32\n",
+                  args->check.c_str(), static_cast<long long>(pack.size()), pack.classes().size());
+      return 0;
+    }
+    if (args->folder.empty() || args->out.empty())
+      throw_invalid("pack needs a FOLDER and an OUT folder", "run: hourglass pack FOLDER OUT");
+    const auto shard_bytes = int64_t(parse_byte_size(args->shard_size, "--shard-size"));
+    HG_CHECK(shard_bytes >= 1, "--shard-size must be at least one byte, got '{}'",
+             args->shard_size);
+    const data::ImageFolderIndex index = data::scan_image_folder(args->folder);
+    const data::PackSummary s = data::write_image_pack(index, args->out, shard_bytes);
+    std::printf("packed %lld images of %zu classes (%s) into %lld shards in %s\n",
+                static_cast<long long>(s.samples), index.classes.size(),
+                format_mib(size_t(s.bytes)).c_str(), static_cast<long long>(s.shards),
+                args->out.c_str());
+    return 0;
+  };
+}
+
+}  // namespace hg::cli
