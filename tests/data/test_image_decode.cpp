@@ -6,6 +6,7 @@
 
 #include "data/image_fixtures.h"
 #include "hourglass/data/image_decode.h"
+#include "support/expect_error.h"
 
 namespace hg::data {
 namespace {
@@ -86,6 +87,42 @@ TEST(ImageDecode, JpegDecodesCloseToItsSource) {
   EXPECT_EQ(img.width, 24);
   // Quality 95, 4:4:4 on a smooth pattern: a few levels off at most (9 measured).
   EXPECT_LE(max_diff(img.pixels, px), 12);
+}
+
+// Sizes from the header alone, and a JPEG decoded at the smallest DCT scaling (k/8) that still
+// covers the size asked for: a 48x64 image asked for 20x30 decodes at 4/8, 24x32, close to the
+// source shrunk by averaging 2x2 blocks; asked for more than its size, at full size.
+TEST(ImageDecode, JpegDecodesAtTheSmallestScalingThatCoversTheSizeAskedFor) {
+  const Bytes px = test::pattern_pixels(48, 64, 3, 5);
+  const Bytes jpeg = test::encode_jpeg(px, 48, 64);
+  const ImageSize size = read_image_size(jpeg.data(), jpeg.size(), "a.jpg");
+  EXPECT_EQ(size.height, 48);
+  EXPECT_EQ(size.width, 64);
+  const Bytes png = test::encode_png(px, 48, 64, PNG_FORMAT_RGB);
+  EXPECT_EQ(read_image_size(png.data(), png.size(), "a.png").width, 64);
+  const DecodedImage half = decode_image(jpeg.data(), jpeg.size(), "a.jpg", 20, 30);
+  ASSERT_EQ(half.height, 24);
+  ASSERT_EQ(half.width, 32);
+  Bytes shrunk;
+  for (int y = 0; y < 24; ++y)
+    for (int x = 0; x < 32; ++x)
+      for (int c = 0; c < 3; ++c) {
+        int sum = 0;
+        for (int dy = 0; dy < 2; ++dy)
+          for (int dx = 0; dx < 2; ++dx)
+            sum += px[size_t(((2 * y + dy) * 64 + 2 * x + dx) * 3 + c)];
+        shrunk.push_back(uint8_t((sum + 2) / 4));
+      }
+  EXPECT_LE(max_diff(half.pixels, shrunk), 16);
+  const DecodedImage seven = decode_image(jpeg.data(), jpeg.size(), "a.jpg", 40, 50);
+  EXPECT_EQ(seven.height, 42);  // 7/8: the first scaling at least 40x50
+  EXPECT_EQ(seven.width, 56);
+  const DecodedImage full = decode_image(jpeg.data(), jpeg.size(), "a.jpg", 100, 100);
+  EXPECT_EQ(full.height, 48);
+  EXPECT_EQ(full.width, 64);
+  hg::test::expect_invalid([&] { read_image_size(png.data(), 20, "cut.png"); }, {"cut.png", "PNG"});
+  hg::test::expect_invalid([&] { read_image_size(jpeg.data(), 2, "x.jpg"); },
+                           {"x.jpg", "not a JPEG"});
 }
 
 TEST(ImageDecode, GrayJpegBecomesRgb) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
@@ -28,6 +29,8 @@ void check_dimensions(int64_t width, int64_t height, const std::string& path, co
                 "resize the image, or remove it from the dataset");
 }
 
+// One decompressor per thread, kept for the thread's life (the loader's workers decode many
+// images; creating one costs allocations).
 struct TjHandle {
   tjhandle handle = tjInitDecompress();
   ~TjHandle() {
@@ -35,16 +38,57 @@ struct TjHandle {
   }
 };
 
-DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& path) {
-  TjHandle tj;
+tjhandle jpeg_decoder(const std::string& path) {
+  thread_local TjHandle tj;
   if (tj.handle == nullptr)
     throw_runtime(
         fmt::format("{}: cannot start the JPEG decoder: {}", path, tjGetErrorStr2(nullptr)));
-  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+  return tj.handle;
+}
+
+struct JpegHeader {
+  int width = 0, height = 0, colorspace = 0;
+};
+
+JpegHeader read_jpeg_header(tjhandle tj, const uint8_t* data, size_t size,
+                            const std::string& path) {
+  JpegHeader h;
+  int subsampling = 0;
+  if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &h.width, &h.height,
+                          &subsampling, &h.colorspace) != 0)
+    throw_invalid(fmt::format("{}: corrupt JPEG header: {}", path, tjGetErrorStr2(tj)));
+  check_dimensions(h.width, h.height, path, "JPEG");
+  return h;
+}
+
+// The smallest DCT scaling of width x height (k/8, as libjpeg-turbo offers them) that is at
+// least min_width x min_height (a minimum of 0: the full size); the full size when none
+// smaller is.
+std::pair<int, int> jpeg_decode_size(int width, int height, int64_t min_width, int64_t min_height) {
+  if (min_width <= 0) min_width = width;  // no minimum: the full size
+  if (min_height <= 0) min_height = height;
+  int best_w = width, best_h = height;
+  int count = 0;
+  const tjscalingfactor* factors = tjGetScalingFactors(&count);
+  for (int i = 0; factors != nullptr && i < count; ++i) {
+    const tjscalingfactor f = factors[i];
+    if (f.num > f.denom) continue;  // no enlarging
+    const int w = TJSCALED(width, f), h = TJSCALED(height, f);
+    if (w >= min_width && h >= min_height && int64_t(w) * h < int64_t(best_w) * best_h) {
+      best_w = w;
+      best_h = h;
+    }
+  }
+  return {best_w, best_h};
+}
+
+DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& path,
+                         int64_t min_height, int64_t min_width) {
+  const tjhandle tj = jpeg_decoder(path);
   const auto length = static_cast<unsigned long>(size);
-  if (tjDecompressHeader3(tj.handle, data, length, &width, &height, &subsampling, &colorspace) != 0)
-    throw_invalid(fmt::format("{}: corrupt JPEG header: {}", path, tjGetErrorStr2(tj.handle)));
-  check_dimensions(width, height, path, "JPEG");
+  const JpegHeader header = read_jpeg_header(tj, data, size, path);
+  const auto [width, height] = jpeg_decode_size(header.width, header.height, min_width, min_height);
+  const int colorspace = header.colorspace;
   DecodedImage img;
   img.height = height;
   img.width = width;
@@ -54,9 +98,9 @@ DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& pa
   std::vector<uint8_t> buffer(pixels * (cmyk ? 4 : 3));
   // A warning (a cut-short file: "Premature end of JPEG file") also returns -1: the decoder
   // filled the missing part with grey, which must not reach training as if it were the image.
-  if (tjDecompress2(tj.handle, data, length, buffer.data(), width, 0, height,
-                    cmyk ? TJPF_CMYK : TJPF_RGB, 0) != 0)
-    throw_invalid(fmt::format("{}: corrupt JPEG data: {}", path, tjGetErrorStr2(tj.handle)));
+  if (tjDecompress2(tj, data, length, buffer.data(), width, 0, height, cmyk ? TJPF_CMYK : TJPF_RGB,
+                    0) != 0)
+    throw_invalid(fmt::format("{}: corrupt JPEG data: {}", path, tjGetErrorStr2(tj)));
   if (!cmyk) {
     img.pixels = std::move(buffer);
     return img;
@@ -72,18 +116,25 @@ DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& pa
   return img;
 }
 
-DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& path) {
+// libpng's simplified reader over `data` with its header read and the dimensions checked; its
+// state is freed with it (freeing again after a failure is harmless).
+struct PngRead {
   png_image image;
-  std::memset(&image, 0, sizeof image);
-  image.version = PNG_IMAGE_VERSION;
-  // The simplified API frees its state on failure; freeing again is harmless.
-  struct Free {
-    png_image* image;
-    ~Free() { png_image_free(image); }
-  } free_on_exit{&image};
-  if (png_image_begin_read_from_memory(&image, data, size) == 0)
-    throw_invalid(fmt::format("{}: corrupt PNG: {}", path, image.message));
-  check_dimensions(image.width, image.height, path, "PNG");
+  PngRead(const uint8_t* data, size_t size, const std::string& path) {
+    std::memset(&image, 0, sizeof image);
+    image.version = PNG_IMAGE_VERSION;
+    if (png_image_begin_read_from_memory(&image, data, size) == 0)
+      throw_invalid(fmt::format("{}: corrupt PNG: {}", path, image.message));
+    check_dimensions(image.width, image.height, path, "PNG");
+  }
+  ~PngRead() { png_image_free(&image); }
+  PngRead(const PngRead&) = delete;
+  PngRead& operator=(const PngRead&) = delete;
+};
+
+DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& path) {
+  PngRead read(data, size, path);
+  png_image& image = read.image;
   image.format = PNG_FORMAT_RGB;
   DecodedImage img;
   img.height = image.height;
@@ -98,6 +149,13 @@ DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& pat
   return img;
 }
 
+[[noreturn]] void throw_unknown_format(size_t size, const std::string& path) {
+  throw_invalid(fmt::format("{}: not a JPEG or PNG image ({} bytes, starting with neither "
+                            "FF D8 FF nor the PNG signature)",
+                            path, size),
+                "convert the image to JPEG or PNG, or remove it from the dataset");
+}
+
 }  // namespace
 
 ImageFormat detect_image_format(const uint8_t* data, size_t size) {
@@ -107,16 +165,29 @@ ImageFormat detect_image_format(const uint8_t* data, size_t size) {
   return ImageFormat::Unknown;
 }
 
-DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& path) {
+ImageSize read_image_size(const uint8_t* data, size_t size, const std::string& path) {
   switch (detect_image_format(data, size)) {
-    case ImageFormat::Jpeg: return decode_jpeg(data, size, path);
+    case ImageFormat::Jpeg: {
+      const JpegHeader h = read_jpeg_header(jpeg_decoder(path), data, size, path);
+      return {h.height, h.width};
+    }
+    case ImageFormat::Png: {
+      const PngRead read(data, size, path);
+      return {int64_t(read.image.height), int64_t(read.image.width)};
+    }
+    case ImageFormat::Unknown: break;
+  }
+  throw_unknown_format(size, path);
+}
+
+DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& path,
+                          int64_t min_height, int64_t min_width) {
+  switch (detect_image_format(data, size)) {
+    case ImageFormat::Jpeg: return decode_jpeg(data, size, path, min_height, min_width);
     case ImageFormat::Png: return decode_png(data, size, path);
     case ImageFormat::Unknown: break;
   }
-  throw_invalid(fmt::format("{}: not a JPEG or PNG image ({} bytes, starting with neither "
-                            "FF D8 FF nor the PNG signature)",
-                            path, size),
-                "convert the image to JPEG or PNG, or remove it from the dataset");
+  throw_unknown_format(size, path);
 }
 
 std::vector<uint8_t> read_image_file(const std::string& path) {

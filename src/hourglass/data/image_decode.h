@@ -32,8 +32,20 @@ struct DecodedImage {
   std::vector<uint8_t> pixels;  // height * width * 3, RGB, row-major HWC
 };
 
-// Decodes an encoded image held in memory; `path` names it in errors.
-DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& path);
+// The height and width an encoded image's header announces (checked against the limits), read
+// without decoding its pixels; `path` names it in errors.
+struct ImageSize {
+  int64_t height = 0;
+  int64_t width = 0;
+};
+ImageSize read_image_size(const uint8_t* data, size_t size, const std::string& path);
+
+// Decodes an encoded image held in memory; `path` names it in errors. A JPEG is decoded at the
+// smallest of libjpeg-turbo's DCT scalings (k/8 of its size, k = 1..8) that is still at least
+// min_height x min_width: a crop that will be shrunk anyway costs a fraction of a full decode.
+// A minimum of 0 asks for the full size in that dimension; PNGs always decode at full size.
+DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& path,
+                          int64_t min_height = 0, int64_t min_width = 0);
 
 // Reads the whole file at `path` (a regular file of at most kMaxImageFileBytes; InvalidInput
 // naming it otherwise) and decodes it.

@@ -35,14 +35,65 @@ ImageFileSource::ImageFileSource(std::shared_ptr<const EncodedImages> images,
   for (int64_t i = 0; i < size_; ++i) bad_[size_t(i)].store(false, std::memory_order_relaxed);
 }
 
+namespace {
+
+// `box` of a height x width image, in the coordinates of the same image decoded at
+// scaled_height x scaled_width (a DCT scaling): each edge scaled and rounded, at least a pixel.
+CropBox scale_box(const CropBox& box, int64_t height, int64_t width, int64_t scaled_height,
+                  int64_t scaled_width) {
+  if (scaled_height == height && scaled_width == width) return box;
+  auto edge = [](int64_t v, int64_t from, int64_t to) { return (v * to + from / 2) / from; };
+  CropBox s;
+  s.top = std::min(edge(box.top, height, scaled_height), scaled_height - 1);
+  s.left = std::min(edge(box.left, width, scaled_width), scaled_width - 1);
+  s.height = std::clamp<int64_t>(edge(box.top + box.height, height, scaled_height) - s.top, 1,
+                                 scaled_height - s.top);
+  s.width = std::clamp<int64_t>(edge(box.left + box.width, width, scaled_width) - s.left, 1,
+                                scaled_width - s.left);
+  return s;
+}
+
+// Ceiling of a * b / c for positive values.
+int64_t scaled_up(int64_t a, int64_t b, int64_t c) { return (a * b + c - 1) / c; }
+
+}  // namespace
+
 bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* out,
                             float* mirrored, int64_t* label) const {
   std::atomic<bool>& bad = bad_[size_t(index)];
   if (bad.load(std::memory_order_relaxed)) return false;
+  const int64_t s = options_.image_size;
+  // The crop (and the resize it implies) is drawn on the image's full size, from its header;
+  // then the image is decoded at the smallest DCT scaling that keeps the crop at least s x s
+  // (evaluation: at least the resized size), and the box follows the scaling.
+  CropBox box, window{0, 0, s, s};
+  int64_t resized_height = s, resized_width = s;
+  bool flip = false;
   DecodedImage img;
   try {
     const std::vector<uint8_t> bytes = images_->read(index);
-    img = decode_image(bytes.data(), bytes.size(), images_->where(index));
+    const std::string where = images_->where(index);
+    const ImageSize full = read_image_size(bytes.data(), bytes.size(), where);
+    box = CropBox{0, 0, full.height, full.width};
+    int64_t min_height = 0, min_width = 0;
+    if (request.augment) {
+      const SizedAugmentation aug =
+          draw_resized_crop(request.seed, request.epoch, index, full.height, full.width,
+                            options_.crop, options_.flip);
+      box = aug.box;
+      flip = aug.flip;
+      min_height = scaled_up(full.height, s, box.height);
+      min_width = scaled_up(full.width, s, box.width);
+    } else {
+      const EvalGeometry g = eval_geometry(full.height, full.width, eval_resize_for(s), s);
+      resized_height = g.resized_height;
+      resized_width = g.resized_width;
+      window = g.window;
+      min_height = resized_height;
+      min_width = resized_width;
+    }
+    img = decode_image(bytes.data(), bytes.size(), where, min_height, min_width);
+    box = scale_box(box, full.height, full.width, img.height, img.width);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::InvalidInput) throw;  // the machine failed, not the file
     if (!bad.exchange(true)) {
@@ -54,23 +105,7 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
     }
     return false;
   }
-  const int64_t s = options_.image_size;
-  // The crop (and the resize it implies), then the image with its flip and, when asked, with
-  // the flip inverted.
-  CropBox box{0, 0, img.height, img.width}, window{0, 0, s, s};
-  int64_t resized_height = s, resized_width = s;
-  bool flip = false;
-  if (request.augment) {
-    const SizedAugmentation aug = draw_resized_crop(request.seed, request.epoch, index, img.height,
-                                                    img.width, options_.crop, options_.flip);
-    box = aug.box;
-    flip = aug.flip;
-  } else {
-    const EvalGeometry g = eval_geometry(img.height, img.width, eval_resize_for(s), s);
-    resized_height = g.resized_height;
-    resized_width = g.resized_width;
-    window = g.window;
-  }
+  // The image with its flip and, when asked, with the flip inverted.
   for (float* dst : {out, mirrored}) {
     if (dst == nullptr) continue;
     resize_bilinear(img.pixels.data(), img.height, img.width, 3, box, resized_height, resized_width,
