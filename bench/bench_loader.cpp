@@ -1,12 +1,24 @@
 // DataLoader throughput on CIFAR-format data (50,000 32x32x3 images, crop 4 + flip, batch 512):
 // the host path with 1..16 worker threads, and the dataset on the GPU (where the build has one
 // and a device is visible). images/s over whole epochs; the device epochs end with a read of
-// the last batch, so their queued kernels are counted.
+// the last batch, so their queued kernels are counted. Then a folder of ImageNet-sized JPEGs
+// (512 images of 500x375 written here, 224 px RandomResizedCrop + flip, batch 64): the loader
+// with 1..16 workers, and one image's parts alone (read and decode, crop and resize).
 //   ./build/bench/bench_loader [--benchmark_filter=Device]
 #include <benchmark/benchmark.h>
 
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
+#include "hourglass/base/rng.h"
+#include "hourglass/data/image_decode.h"
+#include "hourglass/data/image_resize.h"
+#include "hourglass/data/image_split.h"
 #include "hourglass/data/loader.h"
 #include "hourglass/device/device.h"
 #include "hourglass/ops/ops.h"
@@ -67,6 +79,94 @@ void BM_DeviceLoader(benchmark::State& state) {
   run_epochs(state, loader);
 }
 BENCHMARK(BM_DeviceLoader)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- a folder of JPEGs
+
+constexpr int kJpegs = 512;
+
+// root/train/class_k/img_i.jpg: 500x375 (every third 375x500), smooth colour waves plus noise,
+// quality 90 4:2:0, about the size of a photo's JPEG; written once per machine.
+std::string jpeg_folder() {
+  static const std::string root = [] {
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / "hourglass-bench-jpegs").string();
+    const std::string done = dir + "/complete";
+    if (std::filesystem::exists(done)) return dir;
+    tjhandle tj = tjInitCompress();
+    for (int i = 0; i < kJpegs; ++i) {
+      const int h = i % 3 ? 375 : 500, w = i % 3 ? 500 : 375;
+      RandomStream rng(uint64_t(i), 7);
+      std::vector<uint8_t> px(size_t(h) * w * 3);
+      double f[3][3];
+      for (auto& c : f)
+        for (double& v : c) v = rng.uniform();
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x)
+          for (int c = 0; c < 3; ++c) {
+            const double wave = std::sin(0.05 * f[c][0] * y + 0.05 * f[c][1] * x + 6.3 * f[c][2]);
+            const double v = 128 + 80 * wave + 12 * rng.normal();
+            px[(size_t(y) * w + x) * 3 + c] = uint8_t(std::clamp(v, 0.0, 255.0));
+          }
+      unsigned char* out = nullptr;
+      unsigned long size = 0;
+      tjCompress2(tj, px.data(), w, 0, h, TJPF_RGB, &out, &size, TJSAMP_420, 90, 0);
+      const std::string cls = fmt::format("{}/train/class_{}", dir, i % 10);
+      std::filesystem::create_directories(cls);
+      std::ofstream(fmt::format("{}/img_{:04d}.jpg", cls, i), std::ios::binary)
+          .write(reinterpret_cast<const char*>(out), std::streamsize(size));
+      tjFree(out);
+    }
+    tjDestroy(tj);
+    std::filesystem::create_directories(dir + "/val/class_0");
+    std::filesystem::copy_file(dir + "/train/class_0/img_0000.jpg", dir + "/val/class_0/a.jpg",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::ofstream(done) << "ok";
+    return dir;
+  }();
+  return root;
+}
+
+void BM_FolderLoader(benchmark::State& state) {
+  ImageFileOptions files;
+  files.image_size = 224;
+  auto source = open_image_split(jpeg_folder(), Split::Train, files);
+  LoaderOptions o;
+  o.batch_size = 64;
+  o.seed = 1;
+  o.augment = true;
+  o.transform = default_transform("folder");
+  o.workers = int(state.range(0));
+  DataLoader loader(source, o);
+  run_epochs(state, loader);
+}
+BENCHMARK(BM_FolderLoader)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// One 500x375 JPEG's parts: reading and decoding at full size, then a 224 px crop's resize.
+void BM_JpegDecode(benchmark::State& state) {
+  const std::string path = jpeg_folder() + "/train/class_1/img_0001.jpg";
+  for (auto _ : state) benchmark::DoNotOptimize(read_image(path).pixels.data());
+  state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_JpegDecode)->Unit(benchmark::kMicrosecond);
+
+void BM_CropResize224(benchmark::State& state) {
+  const DecodedImage img = read_image(jpeg_folder() + "/train/class_1/img_0001.jpg");
+  std::vector<float> out(224 * 224 * 3);
+  const CropBox box{40, 60, 260, 300}, window{0, 0, 224, 224};
+  for (auto _ : state) {
+    resize_bilinear(img.pixels.data(), img.height, img.width, 3, box, 224, 224, window, true,
+                    out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CropResize224)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace hg::data
