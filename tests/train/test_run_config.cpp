@@ -185,7 +185,7 @@ TEST(RunConfigBounds, FolderDatasetKeys) {
       },
       {"data.placement", "folder", "host"});
   expect_invalid([&] { train::parse_run_config(folder({"data.val_fraction=0.1"})); },
-                 {"data.val_fraction", "folder", "<data.path>/val"});
+                 {"data.val_fraction", "folder", "data.val_path"});
   // Other datasets do not read the key (so it is reported unused) nor print it.
   const train::RunConfig other = parsed_with("data.image_size=64");
   EXPECT_EQ(train::trajectory_config_text(other).find("image_size"), std::string::npos);
@@ -253,6 +253,49 @@ TEST(RunParts, SplitsOfDifferentShapesAreRefused) {
                    {"differ in shape", dir.file("train-images-idx3-ubyte"),
                     dir.file("t10k-images-idx3-ubyte"), "5x4x1", "6x4x1"});
   }
+}
+
+// data.val_path: the test split of another folder is the validation set; it must hold samples
+// of the training set's shape, and cannot be combined with val_fraction or synthetic data.
+TEST(RunParts, AValidationPathIsReadAsItsTestSplit) {
+  // One scratch folder per test: the validation sets live in subfolders of it.
+  data::test::ScratchDir dir;
+  const std::string path = idx_folder(dir, 6, 3, 5);
+  auto subfolder = [&](const std::string& name, uint32_t test_n, uint32_t test_h) {
+    const std::string sub = dir.file(name);
+    std::filesystem::create_directories(sub);
+    for (const char* f : {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+      std::filesystem::remove(dir.file(f));
+    idx_folder(dir, 6, test_n, test_h);
+    for (const char* f : {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+      std::filesystem::copy_file(dir.file(f), sub + "/" + f);
+    idx_folder(dir, 6, 3, 5);  // the main folder as it was
+    return sub;
+  };
+  const std::string val = subfolder("val", 4, 5);
+  const std::string odd = subfolder("odd", 4, 6);
+  train::RunConfig run = idx_run(path, "mlp");
+  run.data.val_path = val;
+  const train::RunParts parts = train::build_run_parts(run, true);
+  ASSERT_TRUE(parts.validation_set);
+  EXPECT_EQ(parts.validation_set->size(), 4);
+  EXPECT_EQ(parts.train_set->size(), 6);
+  EXPECT_EQ(parts.test_set->size(), 3);
+  run.data.val_path = odd;
+  expect_invalid([&] { train::build_run_parts(run, true); },
+                 {"differ in shape", odd + "/t10k-images-idx3-ubyte"});
+  expect_refused("data.val_path=\"/data\"", {"synthetic", "no files"});
+  Config both = base_config();
+  both.set_override("data.dataset=\"mnist\"");
+  both.set_override("data.val_fraction=0.2");
+  both.set_override("data.val_path=\"" + val + "\"");
+  expect_invalid([&] { train::parse_run_config(both); },
+                 {"'data.val_path'", "data.val_fraction = 0.2", "keep one of"});
+  Config early = base_config();
+  early.set_override("data.dataset=\"mnist\"");
+  early.set_override("data.val_path=\"" + val + "\"");
+  early.set_override("train.early_stop_patience=1");
+  EXPECT_EQ(train::parse_run_config(early).train.early_stop_patience, 1);
 }
 
 }  // namespace

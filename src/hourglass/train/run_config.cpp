@@ -166,6 +166,7 @@ RunConfig parse_run_config(const Config& c) {
                          "must be non-negative (0 = all)");
   d.test_limit = int_in(c, "data.test_limit", 0, 0, std::numeric_limits<int64_t>::max(),
                         "must be non-negative (0 = all)");
+  d.val_path = c.get_string("data.val_path", "");
   d.val_fraction = double_in(c, "data.val_fraction", 0.0, 0.0, 0.5, Upper::Closed,
                              "in [0, 0.5] (the share of each class held out for validation)");
   d.transform = data::default_transform(d.dataset);
@@ -223,7 +224,7 @@ RunConfig parse_run_config(const Config& c) {
     if (d.val_fraction > 0)
       throw_invalid(fmt::format("{}: data.val_fraction is not available for dataset = \"folder\"",
                                 c.source()),
-                    "put a validation split in <data.path>/val, or remove data.val_fraction");
+                    "give a validation folder with data.val_path, or remove data.val_fraction");
   }
   data::DatasetOptions& syn = d.synthetic;
   syn.synthetic_train_size = int_in(c, "data.synthetic.train_size", 10000, 1, kMaxSyntheticSamples,
@@ -328,13 +329,23 @@ RunConfig parse_run_config(const Config& c) {
                                  "must be in [0, train.epochs] (0 = off)");
   t.early_stop_min_delta = double_in(c, "train.early_stop_min_delta", 0.0, 0.0, 1.0, Upper::Closed,
                                      "an accuracy difference in [0, 1]");
-  if (t.early_stop_patience > 0 && r.data.val_fraction == 0)
+  if (!r.data.val_path.empty() && r.data.dataset == "synthetic")
+    throw_invalid(fmt::format("config key 'data.val_path' {}: the synthetic dataset has no files "
+                              "to read a validation set from",
+                              c.origin("data.val_path")),
+                  "use data.val_fraction to hold one out of the synthetic training set");
+  if (r.data.val_fraction > 0 && !r.data.val_path.empty())
+    throw_invalid(fmt::format("config key 'data.val_path' {}: the run already holds a validation "
+                              "set out of its training set (data.val_fraction = {})",
+                              c.origin("data.val_path"), r.data.val_fraction),
+                  "keep one of data.val_fraction and data.val_path");
+  if (t.early_stop_patience > 0 && r.data.val_fraction == 0 && r.data.val_path.empty())
     throw_invalid(
         fmt::format("config key 'train.early_stop_patience' {}: early stopping decides on the "
                     "validation set, and the run holds none",
                     c.origin("train.early_stop_patience")),
-        "set data.val_fraction (e.g. 0.1) to hold one out of the training set: the test set is "
-        "never used for a decision");
+        "set data.val_fraction (e.g. 0.1) to hold one out of the training set, or data.val_path: "
+        "the test set is never used for a decision");
 
   // [checkpoint]
   CheckpointConfig& k = r.checkpoint;

@@ -25,6 +25,10 @@ struct DataConfig {
   // > 0: this share of each class of the training set is held out for validation (seeded by
   // the run's seed); the `best` checkpoint is then chosen on it, never on the test set.
   double val_fraction = 0;
+  // Or a validation set of its own: the test-split files of this folder, read like data.path's
+  // (t10k-* for IDX, test_batch for CIFAR-10, val/ or test/ for image folders). Like data.path
+  // it is not part of the trajectory.
+  std::string val_path;
   bool augment = false;
   data::TransformOptions transform;  // normalisation, crop padding, flip
   int workers = 1;                   // data.workers; "auto": auto_loader_workers

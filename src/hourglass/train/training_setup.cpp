@@ -40,6 +40,13 @@ RunParts in_memory_parts(const RunConfig& run, bool with_train) {
       train_set = std::make_shared<const data::ImageDataset>(std::move(split.train));
       validation_set = std::make_shared<const data::ImageDataset>(std::move(split.validation));
     }
+    if (!run.data.val_path.empty()) {  // a validation set of its own: val_path's test split
+      data::DatasetOptions val_opts = run.data.synthetic;
+      validation_set = std::make_shared<const data::ImageDataset>(
+          data::load_dataset(run.data.dataset, run.data.val_path, data::Split::Test, val_opts));
+      data::require_samples(*validation_set, data::Split::Test);
+      data::require_same_shape(*train_set, *validation_set);
+    }
   }
   auto wrap = [](std::shared_ptr<const data::ImageDataset> ds)
       -> std::shared_ptr<const data::SampleSource> {
@@ -65,6 +72,12 @@ RunParts image_file_parts(const RunConfig& run, bool with_train) {
     auto train_set = data::open_image_split(run.data.path, data::Split::Train, o);
     data::require_same_classes(*train_set, *test_set);
     parts.train_set = train_set;
+    if (!run.data.val_path.empty()) {  // a validation set of its own: val_path's val/ or test/
+      o.limit = 0;
+      auto validation_set = data::open_image_split(run.data.val_path, data::Split::Test, o);
+      data::require_same_classes(*train_set, *validation_set);
+      parts.validation_set = validation_set;
+    }
   }
   parts.test_set = test_set;
   return parts;
