@@ -66,4 +66,18 @@ std::unique_ptr<Communicator> make_single_process_communicator() {
   return std::make_unique<SingleProcessCommunicator>();
 }
 
+#ifndef HOURGLASS_HAS_NCCL
+// Builds without NCCL (CPU builds, HIP builds for now, CUDA toolkits without it); the real ones
+// are in gpu/comm_nccl.cpp.
+bool nccl_available() { return false; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv&, int,
+                                                     std::chrono::milliseconds) {
+  throw_invalid("this hourglass was built without NCCL: the GPU communicator is not available",
+                "build with -DHOURGLASS_GPU=cuda where the CUDA toolkit has nccl.h and libnccl "
+                "(NVIDIA's libnccl-dev, or the NCCL of the toolkit), or use the MPI communicator "
+                "on CPUs");
+}
+#endif
+
 }  // namespace hg

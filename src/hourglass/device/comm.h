@@ -5,15 +5,17 @@
 // counts, or the job hangs (the backends cannot detect it).
 //
 // Backends: a single-process communicator (size 1, no library: the null backend that lets a
-// plain run take the same code path) and Open MPI for CPU runs (comm_mpi.cpp, built when CMake
-// finds MPI).
+// plain run take the same code path), Open MPI for CPU runs (comm_mpi.cpp, built when CMake
+// finds MPI) and NCCL for GPU runs (gpu/comm_nccl.cpp, CUDA builds that find NCCL).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 
 #include "hourglass/base/dtype.h"
+#include "hourglass/device/launch_env.h"
 
 namespace hg {
 
@@ -62,5 +64,18 @@ bool mpi_available();
 // rank 0 of 1. Throws InvalidInput saying how to install Open MPI in a build without it, and a
 // Runtime error naming the MPI call when MPI fails.
 std::unique_ptr<Communicator> make_mpi_communicator();
+
+// Whether this build has the NCCL communicator.
+bool nccl_available();
+// The NCCL communicator of rank env.rank of env.world_size over buffers on GPU `device`. Its
+// collectives are issued to that device's stream (gpu::stream): asynchronous to the host and
+// ordered with the ops there; barrier() also waits for the stream. Rank 0's unique id reaches
+// the other ranks through MPI when Open MPI started them and this build has MPI, else through
+// the TCP rendezvous at MASTER_ADDR:MASTER_PORT (rendezvous.h) within `rendezvous_timeout`.
+// Throws InvalidInput in a build without NCCL (saying how to get one) or for a device that is
+// not there, and Runtime naming the NCCL call that failed.
+std::unique_ptr<Communicator> make_nccl_communicator(
+    const LaunchEnv& env, int device,
+    std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5));
 
 }  // namespace hg
