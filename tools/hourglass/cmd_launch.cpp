@@ -132,8 +132,8 @@ class Launcher {
     std::vector<std::string> env = child_environment_base();
     const std::string exe = self_path();
     for (int i = 0; i < args_.nproc; ++i) start(i, exe, env);
-    say(fmt::format("started {} ranks of `{}` (master 127.0.0.1:{})", args_.nproc,
-                    fmt::join(args_.command, " "), args_.master_port));
+    say(fmt::format("started {} rank{} of `{}` (master 127.0.0.1:{})", args_.nproc,
+                    args_.nproc == 1 ? "" : "s", fmt::join(args_.command, " "), args_.master_port));
     loop();
     return finish();
   }
