@@ -13,6 +13,10 @@
 #include "hourglass/device/comm.h"
 
 #ifdef HOURGLASS_HAS_MPI
+// The C API only: without these, mpi.h also pulls in the deprecated C++ bindings (and their
+// warnings).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
 
