@@ -16,6 +16,7 @@ packages=(
   hipcc libamdhip64-dev rocm-device-libs    # scripts/hip-check.sh: the GPU tree compiled for AMD
   clang libclang-rt-14-dev libomp-dev       # fuzz.sh (libFuzzer, sanitizer runtimes); hip-check.sh (host files)
   dataset-fashion-mnist                     # /usr/share/datasets/fashion-mnist
+  openmpi-bin libopenmpi-dev                # the MPI communicator (CPU ranks) and its mpiexec tests
 )
 if [ "${1:-}" = "--bench" ]; then packages+=(python3-torch); fi
 export DEBIAN_FRONTEND=noninteractive

@@ -19,6 +19,7 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
+#include "hourglass/device/launch_env.h"
 #include "hourglass/train/trainer.h"
 
 namespace hg::cli {
@@ -51,6 +52,27 @@ std::string choose_run_dir(const std::string& run_dir, const std::string& resume
     return folder.parent_path().empty() ? "." : folder.parent_path().string();
   }
   return default_run_dir(name);
+}
+
+// Data-parallel training is not built yet (issue 12): N ranks would each train the whole run
+// into the same run directory. Refused when torchrun, `hourglass launch` or mpirun says this is
+// one of several ranks. Slurm's variables are not checked: a batch script of several tasks
+// sees them in its one process. An unreadable launch environment is left to the code that will
+// use it.
+void refuse_multiple_ranks() {
+  LaunchEnv env;
+  try {
+    env = read_launch_env();
+  } catch (const Error&) {
+    return;
+  }
+  if (env.is_distributed() && env.source != LaunchSource::Slurm) {
+    throw_invalid(fmt::format("train: this process is {}, but data-parallel training is not "
+                              "built yet: each rank would train the whole run into the same "
+                              "run directory",
+                              env.str()),
+                  "run train as one process (hourglass launch --nproc 1, or without a launcher)");
+  }
 }
 
 }  // namespace
@@ -110,6 +132,7 @@ Runner add_train(CLI::App& app) {
       }
       if (fd >= 0) ::close(fd);
     }
+    refuse_multiple_ranks();
     Config config = Config::load(args->config);
     for (const auto& o : args->overrides) config.set_override(o);
     if (!args->checkpoint_every.empty()) {

@@ -1,0 +1,137 @@
+// The NCCL communicator for GPU ranks (CUDA builds where CMake finds nccl.h and libnccl:
+// HOURGLASS_HAS_NCCL). Collectives run on the device's stream; the unique id that joins the
+// ranks comes from rank 0 through MPI or the TCP rendezvous (comm.h).
+#ifdef HOURGLASS_HAS_NCCL
+
+#include <nccl.h>
+
+#include <cstring>
+
+#include "hourglass/base/error.h"
+#include "hourglass/base/log.h"
+#include "hourglass/device/comm.h"
+#include "hourglass/device/gpu/runtime.h"
+#include "hourglass/device/rendezvous.h"
+
+namespace hg {
+
+namespace {
+
+[[noreturn]] void throw_nccl(ncclResult_t result, const char* call) {
+  throw_runtime(fmt::format("{} failed: {} (NCCL error {}; NCCL_DEBUG=INFO says more)", call,
+                            ncclGetErrorString(result), int(result)),
+                "check that every rank runs the same collectives in the same order, that each "
+                "rank has its own GPU, and that the ranks can reach each other");
+}
+
+#define HG_NCCL_CHECK(call)                      \
+  do {                                           \
+    const ncclResult_t hg_nccl_rc_ = (call);     \
+    if (hg_nccl_rc_ != ncclSuccess) [[unlikely]] \
+      throw_nccl(hg_nccl_rc_, #call);            \
+  } while (0)
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, int device)
+      : Communicator(rank, size), comm_(comm), device_(device) {
+    gpu::set_device(device_);
+    if (const gpuError_t err = gpuMalloc(&scratch_, sizeof(float)); err != gpuSuccess) {
+      ncclCommDestroy(comm_);
+      gpu::throw_gpu_error(err, "gpuMalloc(&scratch_, sizeof(float))", __FILE__, __LINE__);
+    }
+  }
+  ~NcclCommunicator() override {
+    // Destructors log instead of throwing.
+    if (gpuFree(scratch_) != gpuSuccess) HG_LOG_WARN("NCCL communicator: freeing scratch failed");
+    if (const ncclResult_t r = ncclCommDestroy(comm_); r != ncclSuccess)
+      HG_LOG_WARN("ncclCommDestroy failed: {}", ncclGetErrorString(r));
+  }
+  const char* backend_name() const override { return "nccl"; }
+  bool supports_all_reduce(DType dtype) const override {
+    return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16;
+  }
+
+ protected:
+  void all_reduce_sum_impl(void* data, size_t count, DType dtype) override {
+    ncclDataType_t type = ncclFloat32;
+    if (dtype == DType::F64) type = ncclFloat64;
+    if (dtype == DType::BF16) type = ncclBfloat16;
+    gpu::set_device(device_);
+    HG_NCCL_CHECK(ncclAllReduce(data, data, count, type, ncclSum, comm_, gpu::stream(device_)));
+  }
+  void broadcast_impl(void* data, size_t bytes, int root) override {
+    gpu::set_device(device_);
+    HG_NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, gpu::stream(device_)));
+  }
+  void all_gather_impl(const void* send, void* recv, size_t bytes_per_rank) override {
+    gpu::set_device(device_);
+    HG_NCCL_CHECK(
+        ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm_, gpu::stream(device_)));
+  }
+  // NCCL has no barrier: an all-reduce of one float, then a wait for the stream.
+  void barrier_impl() override {
+    gpu::set_device(device_);
+    HG_NCCL_CHECK(
+        ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, gpu::stream(device_)));
+    gpu::synchronize(device_);
+  }
+
+ private:
+  ncclComm_t comm_;
+  int device_;
+  void* scratch_ = nullptr;
+};
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int device,
+                                                     std::chrono::milliseconds rendezvous_timeout) {
+  const int count = gpu::device_count();
+  if (device < 0 || device >= count) {
+    throw_invalid(fmt::format("NCCL communicator: rank {} asks for GPU {}, and this process sees "
+                              "{} GPU{}",
+                              env.rank, device, count, count == 1 ? "" : "s"),
+                  count == 0 ? gpu::no_device_reason()
+                             : "give each rank a GPU it sees (usually its local rank; check "
+                               "CUDA_VISIBLE_DEVICES)");
+  }
+  gpu::set_device(device);
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (env.rank == 0) HG_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (env.world_size > 1) {
+    if (env.source == LaunchSource::OpenMpi && mpi_available()) {
+      make_mpi_communicator()->broadcast(&id, sizeof(id), 0);
+    } else {
+      RendezvousOptions options;
+      options.master_addr = env.master_addr;
+      options.master_port = env.master_port;
+      options.rank = env.rank;
+      options.world_size = env.world_size;
+      options.timeout = rendezvous_timeout;
+      std::vector<uint8_t> mine;
+      if (env.rank == 0) {
+        const auto* p = reinterpret_cast<const uint8_t*>(&id);
+        mine.assign(p, p + sizeof(id));
+      }
+      const std::vector<uint8_t> got = rendezvous_broadcast(options, mine);
+      if (got.size() != sizeof(id)) {
+        throw_runtime(fmt::format("NCCL communicator: rank 0 sent a unique id of {} bytes, this "
+                                  "rank expects {}",
+                                  got.size(), sizeof(id)),
+                      "run the same hourglass build (and NCCL) on every rank");
+      }
+      std::memcpy(&id, got.data(), sizeof(id));
+    }
+  }
+  ncclComm_t comm = nullptr;
+  HG_NCCL_CHECK(ncclCommInitRank(&comm, env.world_size, id, env.rank));
+  return std::make_unique<NcclCommunicator>(comm, env.rank, env.world_size, device);
+}
+
+}  // namespace hg
+
+#endif  // HOURGLASS_HAS_NCCL
