@@ -37,21 +37,24 @@ Tensor view_of(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype
 
 }  // namespace
 
-// Pinned blocks by size; a block handed out comes back when its last tensor is gone.
+// Pinned blocks; a block handed out comes back when its last tensor is gone, and is handed out
+// again for a request of its exact size (batches have one or two sizes). A vector, not a map:
+// clang 15 compiling this file as HIP crashes instantiating std::multimap of a move-only type.
 struct BatchUploader::Pool {
   std::mutex mutex;
-  std::multimap<size_t, PinnedBuffer> free;
+  std::vector<PinnedBuffer> free;
   size_t bytes = 0;  // every block, handed out or free
 
   std::shared_ptr<PinnedBuffer> take(size_t size, const std::shared_ptr<Pool>& self) {
     PinnedBuffer block;
     {
       std::lock_guard lock(mutex);
-      auto it = free.find(size);
-      if (it != free.end()) {
-        block = std::move(it->second);
-        free.erase(it);
-      }
+      for (size_t i = 0; i < free.size(); ++i)
+        if (free[i].bytes() == size) {
+          block = std::move(free[i]);
+          free.erase(free.begin() + std::ptrdiff_t(i));
+          break;
+        }
     }
     if (!block.data()) {
       block = PinnedBuffer(size);
@@ -63,8 +66,7 @@ struct BatchUploader::Pool {
                                          [pool](PinnedBuffer* b) {
                                            if (auto p = pool.lock()) {
                                              std::lock_guard lock(p->mutex);
-                                             const size_t size = b->bytes();
-                                             p->free.emplace(size, std::move(*b));
+                                             p->free.push_back(std::move(*b));
                                            }
                                            delete b;
                                          });
