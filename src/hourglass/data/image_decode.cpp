@@ -125,7 +125,13 @@ struct PngRead {
     image.version = PNG_IMAGE_VERSION;
     if (png_image_begin_read_from_memory(&image, data, size) == 0)
       throw_invalid(fmt::format("{}: corrupt PNG: {}", path, image.message));
-    check_dimensions(image.width, image.height, path, "PNG");
+    // A constructor that throws runs no destructor: free the reader's state first.
+    try {
+      check_dimensions(image.width, image.height, path, "PNG");
+    } catch (...) {
+      png_image_free(&image);
+      throw;
+    }
   }
   ~PngRead() { png_image_free(&image); }
   PngRead(const PngRead&) = delete;
