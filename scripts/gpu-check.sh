@@ -18,6 +18,8 @@
 #           hourglass bench's rate, with the data wait
 #   speedrun  configs/fashion-mnist-speedrun.toml over 5 seeds (bench/speedrun.sh), then the same
 #           recipe in PyTorch (bench/torch_speedrun.py), each run timed from process start
+#   dp      bench/data_parallel_overhead.sh: the one-rank NCCL data-parallel path against a
+#           plain run (hourglass bench and train)
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -137,6 +139,12 @@ for stage in "${stages[@]}"; do
       rc=$?
       grep -iE "out of memory|micro-batch|limit|test accuracy" "$out/oom.log" | cut -c1-400 | head -12
       row oom $rc "$(grep -ciE 'out of memory' "$out/oom.log") out-of-memory lines, $(( $(date +%s) - t0 )) s"
+      ;;
+    dp)
+      bash bench/data_parallel_overhead.sh ./build-device/hourglass "$out/dp" "${DP_REPEATS:-2}" \
+        > "$out/dp.md" 2>&1
+      row dp $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/dp.md"
       ;;
     plan)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"

@@ -109,13 +109,22 @@ TEST(Launch, BadUsage) {
       << bad.output;
 }
 
-// train does not run data-parallel yet: several ranks are refused before anything is read.
-TEST(Launch, TrainRefusesSeveralRanksForNow) {
-  const test::RunResult r = run_hourglass("launch --nproc 2 --master-port " +
-                                          std::to_string(free_port()) + " -- train missing.toml");
+// CPU ranks reduce through MPI: ranks that `launch` (not mpirun) started are refused with the
+// command that works, before anything is written.
+TEST(Launch, CpuTrainingRanksNeedMpirun) {
+  const std::string dir = test::fresh_temp_dir("hourglass_launch_cpu_train");
+  const std::string config = dir + "/cpu.toml";
+  {
+    std::ofstream f(config);
+    f << "device = \"cpu\"\n[data]\ndataset = \"synthetic\"\n";
+  }
+  const test::RunResult r =
+      run_hourglass("launch --nproc 2 --master-port " + std::to_string(free_port()) + " -- train " +
+                    config + " --run-dir " + dir + "/run");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "data-parallel training is not built yet")) << r.output;
-  EXPECT_TRUE(contains(r.output, "rank 1 of 2") || contains(r.output, "rank 0 of 2")) << r.output;
+  EXPECT_TRUE(contains(r.output, "CPU ranks communicate through MPI")) << r.output;
+  EXPECT_TRUE(contains(r.output, "mpirun -np 2")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run")) << r.output;
 }
 
 // Rank 1 fails once every rank is waiting: the others get SIGTERM, the launch exits with rank

@@ -15,6 +15,7 @@
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/sgd.h"
+#include "hourglass/train/data_parallel.h"
 #include "hourglass/train/train_step.h"
 
 namespace hg::cli {
@@ -58,6 +59,8 @@ Runner add_bench(CLI::App& app) {
     std::string device = "cpu";
     std::string precision = "fp32";
     bool json = false;
+    bool data_parallel = false;
+    int64_t bucket_mb = 25;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
@@ -82,6 +85,13 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--precision", a->precision, "fp32, tf32, bf16 or fp16 (GPU for all but fp32)")
       ->capture_default_str();
   sub->add_flag("--json", a->json, "print one JSON object");
+  sub->add_flag("--data-parallel", a->data_parallel,
+                "sum the gradients over the ranks of the launcher that started this process "
+                "(NCCL on GPUs, MPI on CPUs; alone: one rank of the same path, to measure what "
+                "it costs); --batch is per rank");
+  sub->add_option("--bucket-mb", a->bucket_mb, "gradient bucket size with --data-parallel (MiB)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   return [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     nn::ModelSpec spec;
@@ -92,7 +102,12 @@ Runner add_bench(CLI::App& app) {
     spec.in_channels = a->in_channels;
     spec.height = spec.width = a->size;
     spec.num_classes = a->classes;
-    const Device device = Device::parse(a->device);
+    Device device = Device::parse(a->device);
+    std::unique_ptr<Communicator> comm;
+    if (a->data_parallel) {
+      LaunchEnv env = read_launch_env();
+      comm = train::connect_ranks(env, device);
+    }
     train::ExecutionContext context;
     context.device = device;
     context.precision = optim::parse_precision(a->precision, "--precision");
@@ -112,6 +127,14 @@ Runner add_bench(CLI::App& app) {
     train::StepOptions step_options;
     step_options.micro_batch = a->batch;
     train::TrainStep step(*model, sgd, context, step_options);
+    std::unique_ptr<train::DataParallel> dp;
+    int64_t global_rows = a->batch;
+    if (comm) {
+      dp = std::make_unique<train::DataParallel>(*comm, device, a->bucket_mb << 20);
+      dp->broadcast_parameters(flat);
+      dp->attach(step);
+      global_rows = a->batch * comm->size();
+    }
 
     RandomStream rng(1, 2);
     std::vector<float> pixels(size_t(a->batch * a->size * a->size * a->in_channels));
@@ -133,7 +156,7 @@ Runner add_bench(CLI::App& app) {
     const double train = time_steps(
         a->warmup, a->steps, a->rounds,
         [&] {
-          step.run(x, y);
+          step.run(x, y, global_rows);
           last_loss = step.last_loss();
         },
         sync, [&] { allocator.reset_peak(); });
@@ -160,7 +183,9 @@ Runner add_bench(CLI::App& app) {
                      {"train_images_per_s", double(a->batch) * 1000.0 / train},
                      {"eval_step_ms", eval},
                      {"eval_images_per_s", double(a->batch) * 1000.0 / eval},
-                     {"final_loss", final_loss}};
+                     {"final_loss", final_loss},
+                     {"ranks", comm ? comm->size() : 0},
+                     {"communicator", comm ? comm->backend_name() : "none"}};
     if (a->json)
       std::printf("%s\n", r.dump().c_str());
     else

@@ -19,6 +19,8 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
+#include "hourglass/device/comm.h"
+#include "hourglass/device/device.h"
 #include "hourglass/device/launch_env.h"
 #include "hourglass/train/trainer.h"
 
@@ -54,25 +56,21 @@ std::string choose_run_dir(const std::string& run_dir, const std::string& resume
   return default_run_dir(name);
 }
 
-// Data-parallel training is not built yet (issue 12): N ranks would each train the whole run
-// into the same run directory. Refused when torchrun, `hourglass launch` or mpirun says this is
-// one of several ranks. Slurm's variables are not checked: a batch script of several tasks
-// sees them in its one process. An unreadable launch environment is left to the code that will
-// use it.
-void refuse_multiple_ranks() {
-  LaunchEnv env;
-  try {
-    env = read_launch_env();
-  } catch (const Error&) {
-    return;
-  }
-  if (env.is_distributed() && env.source != LaunchSource::Slurm) {
-    throw_invalid(fmt::format("train: this process is {}, but data-parallel training is not "
-                              "built yet: each rank would train the whole run into the same "
-                              "run directory",
-                              env.str()),
-                  "run train as one process (hourglass launch --nproc 1, or without a launcher)");
-  }
+// Data parallelism: when a launcher (hourglass launch, torchrun, mpirun, srun) started this
+// process, the communicator that joins it to the other ranks (train::connect_ranks: NCCL for
+// GPUs, the unique id travelling through MPI under mpirun, otherwise through the TCP rendezvous
+// at MASTER_ADDR:MASTER_PORT; MPI for CPUs), and the config pointed at this rank's GPU. A
+// launcher's single rank takes the same path (the one-rank run that checks it). Null when the
+// process was started alone.
+std::unique_ptr<Communicator> join_ranks(Config& config) {
+  const LaunchEnv env = read_launch_env();
+  if (env.source == LaunchSource::SingleProcess) return nullptr;
+  Device device = train::parse_run_config(config).device;
+  std::unique_ptr<Communicator> comm = train::connect_ranks(env, device);
+  if (device.is_gpu()) config.set_override(fmt::format("device=\"{}\"", device.str()));
+  // Rank 0 speaks for the job; the others report only warnings and errors.
+  if (comm->rank() != 0) set_log_level("warn");
+  return comm;
 }
 
 }  // namespace
@@ -132,9 +130,9 @@ Runner add_train(CLI::App& app) {
       }
       if (fd >= 0) ::close(fd);
     }
-    refuse_multiple_ranks();
     Config config = Config::load(args->config);
     for (const auto& o : args->overrides) config.set_override(o);
+    const std::unique_ptr<Communicator> comm = join_ranks(config);
     if (!args->checkpoint_every.empty()) {
       try {
         parse_duration_seconds(args->checkpoint_every);
@@ -155,10 +153,17 @@ Runner add_train(CLI::App& app) {
     if (!args->memory_limit.empty())
       options.memory_limit = parse_byte_size(args->memory_limit, "--memory-limit");
     options.budget = args->budget;
+    options.communicator = comm.get();
+    if (comm && comm->size() > 1 && args->run_dir.empty())
+      throw_invalid(fmt::format("train: this process is one of {} ranks, which must all write to "
+                                "one run directory",
+                                comm->size()),
+                    "pass --run-dir DIR (the same on every rank)");
     options.run_dir =
         choose_run_dir(args->run_dir, args->resume, train::parse_run_config(config).name);
     train::Trainer trainer(config, options);
     const auto history = trainer.run();
+    if (comm && comm->rank() != 0) return trainer.stopped() ? kExitStopped : 0;  // rank 0 reports
     if (trainer.stopped()) {
       const std::string checkpoint = trainer.last_checkpoint().empty()
                                          ? "none (stopped before the first step)"

@@ -51,7 +51,7 @@ namespace {
 void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? ops::add(slot, g) : g; }
 }  // namespace
 
-void Tape::backward(const Tensor& root, const Tensor& seed) {
+void Tape::backward(const Tensor& root, const Tensor& seed, const LeafReadyFn& leaf_ready) {
   HG_CHECK(root.requires_grad(), "backward: the loss {} does not depend on any parameter",
            root.describe());
   HG_CHECK(seed.defined() || root.numel() == 1, "backward: the loss must be a scalar, got {}",
@@ -63,10 +63,30 @@ void Tape::backward(const Tensor& root, const Tensor& seed) {
   // Move the nodes out so the tape is clear even if a backward throws.
   std::vector<Node> nodes = std::move(nodes_);
   nodes_.clear();
+  // For leaf_ready: the leaves whose last node in backward order (their first use in forward
+  // order) is node i, keyed by i.
+  std::unordered_map<size_t, std::vector<Tensor>> leaves_done_at;
+  if (leaf_ready) {
+    std::unordered_map<uint64_t, size_t> first_use;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (const NodeInput& input : nodes[i].inputs)
+        if (input.leaf.defined() && first_use.emplace(input.id, i).second)
+          leaves_done_at[i].push_back(input.leaf);
+  }
+  auto report_leaves = [&](size_t i) {
+    if (leaves_done_at.empty()) return;
+    auto done = leaves_done_at.find(i);
+    if (done == leaves_done_at.end()) return;
+    for (const Tensor& leaf : done->second) leaf_ready(leaf);
+    leaves_done_at.erase(done);
+  };
   for (size_t i = nodes.size(); i-- > 0;) {
     Node& node = nodes[i];
     auto it = grads.find(node.output_id);
-    if (it == grads.end()) continue;  // output did not influence the loss
+    if (it == grads.end()) {  // output did not influence the loss
+      report_leaves(i);
+      continue;
+    }
     Tensor grad_output = std::move(it->second);
     grads.erase(it);
     std::vector<Tensor> input_grads = node.backward(grad_output);
@@ -92,10 +112,13 @@ void Tape::backward(const Tensor& root, const Tensor& seed) {
     }
     // Drop saved tensors early to return activation memory while backward proceeds.
     node = Node{};
+    report_leaves(i);
   }
 }
 
-void backward(const Tensor& loss, const Tensor& seed) { Tape::current().backward(loss, seed); }
+void backward(const Tensor& loss, const Tensor& seed, const LeafReadyFn& leaf_ready) {
+  Tape::current().backward(loss, seed, leaf_ready);
+}
 
 namespace {
 thread_local AutocastPolicy t_autocast;

@@ -15,6 +15,11 @@ namespace hg::autograd {
 // entry means "no gradient for this input".
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+// Called during backward with a leaf (a parameter) whose gradient is final: no node still to
+// run takes it as an input. Data parallelism starts reducing a bucket of gradients from here
+// while backward goes on with the layers before it.
+using LeafReadyFn = std::function<void(const Tensor& leaf)>;
+
 // What a node remembers of an input: its identity, and the tensor itself only for leaves
 // (parameters, whose gradient slot backward accumulates into). Intermediate values are not kept
 // alive by the tape: only what a backward function saved is, as in PyTorch, so a value no
@@ -43,7 +48,10 @@ class Tape {
   void record(const char* name, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward);
 
   // Backpropagates from a scalar `root` (seeded with `seed`, default 1) and clears the tape.
-  void backward(const Tensor& root, const Tensor& seed = Tensor());
+  // `leaf_ready` (optional) is called once per leaf the tape reaches, as soon as its gradient
+  // is final; leaves the loss does not depend on are reported too, after their last node.
+  void backward(const Tensor& root, const Tensor& seed = Tensor(),
+                const LeafReadyFn& leaf_ready = nullptr);
   void clear() { nodes_.clear(); }
   size_t size() const { return nodes_.size(); }
 
@@ -69,7 +77,8 @@ class NoGradGuard {
 // Backpropagates from a scalar loss through the current thread's tape. `seed` (a scalar of the
 // loss's dtype and device) is the gradient the loss starts with: 1 by default, the loss scale
 // under dynamic loss scaling (so the scaled loss is never materialised).
-void backward(const Tensor& loss, const Tensor& seed = Tensor());
+void backward(const Tensor& loss, const Tensor& seed = Tensor(),
+              const LeafReadyFn& leaf_ready = nullptr);
 
 // Mixed precision by policy: while an AutocastGuard with a compute dtype (bf16 or f16) is alive
 // on this thread, fn::conv2d and fn::linear cast their floating operands to it (differentiably:

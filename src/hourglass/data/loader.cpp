@@ -75,6 +75,11 @@ int64_t DataLoader::batches_per_epoch() const {
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
+int64_t DataLoader::global_rows(int64_t index) const {
+  const int64_t n = source_->size();
+  return std::clamp<int64_t>(n - index * options_.batch_size, 0, options_.batch_size);
+}
+
 Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const {
   const SampleSource& src = *source_;
   const int64_t n = src.size();

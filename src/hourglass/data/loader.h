@@ -99,6 +99,8 @@ class DataLoader {
   std::optional<Batch> next();
 
   int64_t batches_per_epoch() const;
+  // Rows of batch `index` of an epoch over all shards together (the global batch).
+  int64_t global_rows(int64_t index) const;
   // Builds batch `index` of epoch `epoch` on the calling thread, independent of any epoch in
   // progress; next() returns exactly this. Host placement only.
   Batch make_batch(int64_t epoch, int64_t index) const;

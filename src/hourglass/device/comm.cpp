@@ -8,17 +8,30 @@
 
 namespace hg {
 
-void Communicator::all_reduce_sum(void* data, size_t count, DType dtype) {
-  if (!supports_all_reduce(dtype)) {
+namespace {
+// Whether an all-reduce of these arguments has work to do; throws for bad ones.
+bool check_all_reduce(const Communicator& c, const void* data, size_t count, DType dtype) {
+  if (!c.supports_all_reduce(dtype)) {
     throw_invalid(fmt::format("all_reduce_sum: the {} communicator does not reduce {} buffers",
-                              backend_name(), dtype_name(dtype)),
+                              c.backend_name(), dtype_name(dtype)),
                   "reduce f32 or f64 (and bf16 where the backend has it), converting first");
   }
-  if (count == 0) return;
+  if (count == 0) return false;
   HG_CHECK(data != nullptr, "all_reduce_sum: null buffer for {} elements of {}", count,
            dtype_name(dtype));
-  all_reduce_sum_impl(data, count, dtype);
+  return true;
 }
+}  // namespace
+
+void Communicator::all_reduce_sum(void* data, size_t count, DType dtype) {
+  if (check_all_reduce(*this, data, count, dtype)) all_reduce_sum_impl(data, count, dtype);
+}
+
+void Communicator::all_reduce_sum_start(void* data, size_t count, DType dtype) {
+  if (check_all_reduce(*this, data, count, dtype)) all_reduce_start_impl(data, count, dtype);
+}
+
+void Communicator::all_reduce_wait() { all_reduce_wait_impl(); }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) {
   HG_CHECK(root >= 0 && root < size_,

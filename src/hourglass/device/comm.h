@@ -34,6 +34,17 @@ class Communicator {
   // Throws InvalidInput for a dtype the backend does not reduce (supports_all_reduce).
   void all_reduce_sum(void* data, size_t count, DType dtype);
   virtual bool supports_all_reduce(DType dtype) const = 0;
+  // The same sum, started here and possibly still running when this returns, so that it
+  // overlaps the work issued after it (gradient buckets during backward). all_reduce_wait()
+  // orders everything after it behind every sum started before it. A GPU backend runs the
+  // sums on a stream of its own, each after the work already issued to the device's stream,
+  // and all_reduce_wait makes the device's stream wait for them (the host does not wait);
+  // host backends finish each sum before returning. `data` must stay untouched until then.
+  void all_reduce_sum_start(void* data, size_t count, DType dtype);
+  void all_reduce_wait();
+  // Whether the collectives take device buffers (true: GPU memory of the communicator's
+  // device, ordered on its stream) or host memory.
+  virtual bool takes_device_buffers() const { return false; }
   // Rank `root`'s `bytes` at `data` are copied into every rank's `data`.
   void broadcast(void* data, size_t bytes, int root);
   // Every rank's `bytes_per_rank` at `send` land at recv + rank * bytes_per_rank on every rank;
@@ -45,6 +56,10 @@ class Communicator {
  protected:
   Communicator(int rank, int size) : rank_(rank), size_(size) {}
   virtual void all_reduce_sum_impl(void* data, size_t count, DType dtype) = 0;
+  virtual void all_reduce_start_impl(void* data, size_t count, DType dtype) {
+    all_reduce_sum_impl(data, count, dtype);
+  }
+  virtual void all_reduce_wait_impl() {}
   virtual void broadcast_impl(void* data, size_t bytes, int root) = 0;
   virtual void all_gather_impl(const void* send, void* recv, size_t bytes_per_rank) = 0;
   virtual void barrier_impl() = 0;

@@ -353,6 +353,10 @@ RunConfig parse_run_config(const Config& c) {
   k.every_steps = int_in(c, "checkpoint.every_steps", 0, 0, std::numeric_limits<int64_t>::max(),
                          "must be non-negative (0 = off)");
   k.keep_last = int_in(c, "checkpoint.keep_last", 3, 1, 1 << 20, "must be in [1, 1048576]");
+
+  // [distributed]
+  r.distributed.bucket_bytes =
+      int_in(c, "distributed.bucket_mb", 25, 1, 4096, "must be in [1, 4096] (MiB)") << 20;
   return r;
 }
 

@@ -96,6 +96,14 @@ struct CheckpointConfig {
   int64_t keep_last = 3;       // newest checkpoints kept (plus the one `best` names)
 };
 
+// [distributed]: how the ranks of a data-parallel run (started by `hourglass launch`, torchrun,
+// mpirun or srun) cooperate. train.batch_size is the global batch, split across the ranks, so a
+// run's trajectory does not depend on how many ranks train it and none of these keys enters the
+// config hash.
+struct DistributedConfig {
+  int64_t bucket_bytes = int64_t(25) << 20;  // distributed.bucket_mb: gradients per all-reduce
+};
+
 struct RunConfig {
   std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
@@ -110,6 +118,7 @@ struct RunConfig {
   ScheduleConfig schedule;
   TrainConfig train;
   CheckpointConfig checkpoint;
+  DistributedConfig distributed;
 };
 
 // The precision a run on `device` gets without a precision key: "tf32" on GPUs (f32 tensors,

@@ -37,7 +37,10 @@ RunSession::RunSession(const Config& config, std::string run_name, std::string t
   HG_CHECK(!options_.run_dir.empty(), "a run session needs a run directory");
   HG_CHECK(options_.stop_after_steps >= 0, "--stop-after must be non-negative, got {}",
            options_.stop_after_steps);
+  HG_CHECK(options_.ranks >= 1 && options_.rank >= 0 && options_.rank < options_.ranks,
+           "run session: rank {} of {} is not a rank", options_.rank, options_.ranks);
   budget_ = resolve_budget_settings(config_, options_.budget);
+  if (!writes()) return;
   std::error_code ec;
   fs::create_directories(options_.run_dir, ec);
   if (ec)
@@ -50,6 +53,7 @@ RunSession::~RunSession() = default;
 
 std::optional<LoadedCheckpoint> RunSession::find_resume_point(
     const std::function<void(const LoadedCheckpoint&)>& validate) {
+  HG_ASSERT(writes(), "rank 0 chooses the resume point");
   const std::vector<CheckpointDir::Entry> existing = checkpoints_->list();
   const std::string& mode = options_.resume;
   if (mode.empty() || (mode == "auto" && existing.empty())) {
@@ -88,6 +92,10 @@ std::optional<LoadedCheckpoint> RunSession::find_resume_point(
 
 std::vector<EpochMetrics> RunSession::adopt(const LoadedCheckpoint& ckpt) {
   const TrainingState& s = ckpt.state;
+  if (!writes()) {
+    resumed_from_ = last_checkpoint_ = ckpt.file.path;
+    return {};
+  }
   // The best checkpoint is named relative to this run's folder; one resumed from elsewhere
   // has its best file there.
   best_checkpoint_ = !s.best_checkpoint.empty() && fs::exists(checkpoints_->path(s.best_checkpoint))
@@ -111,10 +119,14 @@ std::vector<EpochMetrics> RunSession::adopt(const LoadedCheckpoint& ckpt) {
   return reconcile_metrics_file(metrics_path(), s.epoch, s.last_epoch_record);
 }
 
-void RunSession::start_new() { reconcile_metrics_file(metrics_path(), 0, ""); }
+void RunSession::start_new() {
+  if (writes()) reconcile_metrics_file(metrics_path(), 0, "");
+}
 
 void RunSession::open_ledger() {
-  budget_.limits.devices = 1;
+  last_checkpoint_time_ = Clock::now();
+  if (!writes()) return;
+  budget_.limits.devices = options_.ranks;
   ledger_ = std::make_unique<BudgetLedger>(
       budget_.ledger_path.empty() ? options_.run_dir + "/budget.json" : budget_.ledger_path,
       budget_.limits, run_name_, budget_.phase, LedgerOptions{budget_.flush_every_seconds});
@@ -129,6 +141,7 @@ void RunSession::open_ledger() {
 
 std::string RunSession::poll_stop(int64_t steps_this_run, double step_seconds,
                                   double final_seconds) {
+  if (!writes()) return stop_requested() ? consume_stop_request() : std::string();
   HG_ASSERT(ledger_ != nullptr, "poll_stop before open_ledger");
   try {
     ledger_->charge_elapsed();
@@ -167,6 +180,11 @@ bool RunSession::checkpoint_due(int64_t step) const {
 double RunSession::write_checkpoint(TrainingState state, const nn::Module& model,
                                     const optim::Optimizer& optimizer, bool quiet) {
   const auto t0 = Clock::now();
+  if (!writes()) {  // rank 0 writes it
+    last_checkpoint_ = options_.run_dir + "/checkpoints/" + CheckpointDir::file_name(state.step);
+    last_checkpoint_time_ = Clock::now();
+    return 0;
+  }
   state.best_checkpoint = best_checkpoint_;
   state.threads = num_threads();
   state.config_text = trajectory_text_;
@@ -200,11 +218,13 @@ double RunSession::write_checkpoint(TrainingState state, const nn::Module& model
 }
 
 void RunSession::append_metrics(const std::vector<std::pair<std::string, double>>& record) {
+  if (!writes()) return;
   obs::MetricsJsonl(metrics_path()).write(record);
 }
 
 void RunSession::save_final(const nn::Module& model, const optim::Optimizer& optimizer,
                             std::map<std::string, std::string> metadata) {
+  if (!writes()) return;
   metadata.emplace(kConfigMetadataKey, config_.to_toml());
   save_checkpoint(options_.run_dir + "/final.safetensors", model, &optimizer, std::move(metadata));
 }

@@ -44,6 +44,12 @@ struct SessionOptions {
   std::string resume;
   int64_t stop_after_steps = 0;  // > 0: stop (checkpointed) after this many steps of this run
   BudgetFlags budget;            // --budget, --budget-usd, --price-per-hour, --ledger, ...
+  // Data parallelism: this process is rank `rank` of `ranks`. Rank 0 owns the run directory
+  // (lock, checkpoints, metrics, ledger, final weights) and charges the ledger for `ranks`
+  // devices; the session of another rank writes nothing: it reads the checkpoint rank 0
+  // chose (the caller loads it) and reports only the signals and requests this process got.
+  int rank = 0;
+  int ranks = 1;
 };
 
 class RunSession {
@@ -109,6 +115,8 @@ class RunSession {
   // outputs are complete.
   void finish(const std::string& stop_reason);
 
+  // Whether this session writes the run's files (rank 0).
+  bool writes() const { return options_.rank == 0; }
   const std::string& run_dir() const { return options_.run_dir; }
   const std::string& run_name() const { return run_name_; }
   const SessionOptions& options() const { return options_; }

@@ -50,11 +50,15 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
 
 TrainStep::~TrainStep() = default;
 
-const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels) {
+const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels, int64_t global_rows) {
   HG_CHECK(images.defined() && labels.defined() && images.dim() >= 1 && labels.dim() == 1 &&
-               images.size(0) == labels.size(0) && labels.size(0) > 0,
-           "train step: images {} and labels {} must hold the same number (> 0) of rows",
+               images.size(0) == labels.size(0),
+           "train step: images {} and labels {} must hold the same number of rows",
            images.describe(), labels.describe());
+  const int64_t n = labels.size(0);
+  if (global_rows == 0) global_rows = n;
+  HG_CHECK(global_rows > 0 && n <= global_rows && (n > 0 || buckets_),
+           "train step: a batch of {} rows cannot be part of a step of {} rows", n, global_rows);
   HG_CHECK(images.device() == context_.device && labels.device() == context_.device,
            "train step: the batch must be on {} (images on {}, labels on {})",
            context_.device.str(), images.device().str(), labels.device().str());
@@ -63,12 +67,27 @@ const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels) {
   if (options_.schedule != nullptr) optimizer_.set_lr(options_.schedule->lr(step));
   auto issue = [&] {
     if (buffers_) buffers_->save();
-    accumulate_with_oom_retry(plan_, recovery_, step, labels.size(0),
-                              [&](int64_t) { accumulate(images, labels, step); });
-    if (hooks_.gradients_ready) {
-      GradientBucket all{optimizer_.parameters().grads, 0};
-      hooks_.gradients_ready(all);
+    if (buckets_) {
+      // No retry: see use_gradient_buckets.
+      try {
+        accumulate(images, labels, step, global_rows);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::OutOfMemory) throw;
+        throw Error(e.kind(),
+                    fmt::format("{} (a data-parallel step cannot be retried with a smaller "
+                                "micro-batch on one rank)",
+                                e.message()),
+                    "set train.micro_batch to fewer rows than this rank's part of the batch");
+      }
+    } else {
+      accumulate_with_oom_retry(plan_, recovery_, step, n,
+                                [&](int64_t) { accumulate(images, labels, step, global_rows); });
+      if (hooks_.gradients_ready) {
+        GradientBucket all{optimizer_.parameters().grads, 0};
+        hooks_.gradients_ready(all);
+      }
     }
+    if (hooks_.gradients_done) hooks_.gradients_done();
     update();
   };
   if (hooks_.device_work)
@@ -78,13 +97,22 @@ const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels) {
   return sums_;
 }
 
+void TrainStep::use_gradient_buckets(int64_t bucket_bytes) {
+  buckets_ = std::make_unique<GradientBuckets>(model_, optimizer_.parameters(), bucket_bytes);
+}
+
 // Restartable (an out-of-memory retry runs it again): the sums are per step and zeroed here,
 // and the gradients were zeroed by the recovery.
-void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t step) {
+void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t step,
+                           int64_t global_rows) {
   const int64_t n = labels.size(0);
   sums_.loss.zero_();
   sums_.correct.zero_();
-  const int64_t parts = plan_.micro_batches(n);
+  // With buckets, the last micro-batch's backward reports them as it produces them.
+  const bool report = buckets_ && hooks_.gradients_ready;
+  if (report) buckets_->begin(hooks_.gradients_ready);
+  const auto leaf_ready = [this](const Tensor& leaf) { buckets_->leaf_ready(leaf); };
+  const int64_t parts = n == 0 ? 0 : plan_.micro_batches(n);
   for (int64_t k = 0; k < parts; ++k) {
     const RowRange r = micro_batch_rows(n, parts, k);
     nn::set_dropout_context({context_.seed, uint64_t(step), uint64_t(r.begin)});
@@ -100,13 +128,17 @@ void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t s
     }
     phase(StepPhase::Forward, PhaseEdge::End);
     phase(StepPhase::Backward, PhaseEdge::Begin);
-    // Each micro-batch's mean loss weighted by its share of the batch: the accumulated
-    // gradient equals the whole batch's.
-    autograd::backward(parts == 1 ? loss : fn::mul_scalar(loss, double(r.size()) / double(n)),
-                       scaler_ ? scaler_->seed() : Tensor());
+    // Each micro-batch's mean loss weighted by its share of the step's rows: the accumulated
+    // gradient (summed over ranks) equals the whole batch's.
+    const Tensor weighted = r.size() == global_rows
+                                ? loss
+                                : fn::mul_scalar(loss, double(r.size()) / double(global_rows));
+    autograd::backward(weighted, scaler_ ? scaler_->seed() : Tensor(),
+                       report && k + 1 == parts ? autograd::LeafReadyFn(leaf_ready) : nullptr);
     phase(StepPhase::Backward, PhaseEdge::End);
     last_loss_ = loss;
   }
+  if (report) buckets_->finish();
 }
 
 void TrainStep::update() {

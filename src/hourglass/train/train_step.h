@@ -23,6 +23,7 @@
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/optim/schedule.h"
 #include "hourglass/train/execution_context.h"
+#include "hourglass/train/gradient_buckets.h"
 #include "hourglass/train/oom_policy.h"
 
 namespace hg::train {
@@ -39,18 +40,16 @@ enum class StepPhase { Forward, Backward, Update };
 const char* step_phase_name(StepPhase phase);
 enum class PhaseEdge { Begin, End };
 
-// A contiguous range of the flat gradient buffer whose values are final for this step.
-struct GradientBucket {
-  Tensor grads;        // a view of the arena's gradients: reduce it in place
-  int64_t offset = 0;  // its first element's index in the arena
-};
-
 // Where later layers hook into the step. Every hook is optional.
 struct StepHooks {
   // Called when a bucket of gradients is final, before unscaling, clipping and the update
-  // (data parallelism all-reduces it here). Today the bucket is the whole arena, once per
-  // step, after the last micro-batch's backward.
+  // (data parallelism starts its all-reduce here). Without use_gradient_buckets() the bucket
+  // is the whole arena, once per step, after the last micro-batch's backward; with it, each
+  // bucket as soon as the last micro-batch's backward has produced it.
   std::function<void(GradientBucket&)> gradients_ready;
+  // Called after the step's last gradients_ready, before the update reads the gradients
+  // (data parallelism waits for its reductions here).
+  std::function<void()> gradients_done;
   // Called at the beginning and end of each phase (timers, profiler ranges). Phases issue
   // device work asynchronously: a timer that wants device time records events here.
   std::function<void(StepPhase, PhaseEdge)> phase;
@@ -79,7 +78,19 @@ class TrainStep {
   // One optimizer step on a batch already on the device. Returns this step's sums (device
   // tensors, valid until the next call). Throws OutOfMemory (gradients zeroed, nothing
   // updated) when even micro-batch 1 does not fit.
-  const StepSums& run(const Tensor& images, const Tensor& labels);
+  //
+  // `global_rows` (0: the batch's own rows) is the number of rows of the whole step when this
+  // batch is one rank's part of it (data parallelism): each row's loss is weighted by
+  // 1 / global_rows, so the sum of the ranks' gradients is the whole batch's. A rank's part
+  // may then be empty (a last batch with fewer rows than ranks): it adds no gradient but
+  // still reports every bucket.
+  const StepSums& run(const Tensor& images, const Tensor& labels, int64_t global_rows = 0);
+
+  // Reports the gradients in buckets of about `bucket_bytes` as backward produces them
+  // (gradient_buckets.h) instead of the whole arena after it. Out-of-memory retries are then
+  // off: every rank must issue the same reductions, and a retry on one rank would repeat them.
+  void use_gradient_buckets(int64_t bucket_bytes);
+  const GradientBuckets* gradient_buckets() const { return buckets_.get(); }
 
   // Forward and backward of `images` as one micro-batch with weight 1, accumulating into the
   // gradients, under the step's context; nothing else changes except the model's batch-norm
@@ -97,7 +108,7 @@ class TrainStep {
   optim::Optimizer& optimizer() { return optimizer_; }
 
  private:
-  void accumulate(const Tensor& images, const Tensor& labels, int64_t step);
+  void accumulate(const Tensor& images, const Tensor& labels, int64_t step, int64_t global_rows);
   void update();
   void phase(StepPhase p, PhaseEdge e) {
     if (hooks_.phase) hooks_.phase(p, e);
@@ -112,6 +123,7 @@ class TrainStep {
   OomRecovery recovery_;
   std::unique_ptr<BufferSnapshot> buffers_;  // batch-norm models: rolled back on a retry
   std::unique_ptr<optim::LossScaler> scaler_;
+  std::unique_ptr<GradientBuckets> buckets_;
   StepSums sums_;
   Tensor last_loss_;
 };

@@ -33,9 +33,23 @@ RunConfig prepare(const Config& config, const TrainerOptions& options) {
   return run;
 }
 
-SessionOptions session_options(const TrainerOptions& o) {
-  return {o.run_dir, o.progress, o.resume, o.stop_after_steps, o.budget};
+// This process's place in a data-parallel job (alone: rank 0 of 1).
+Shard shard_of(const TrainerOptions& o) {
+  return o.communicator ? Shard{o.communicator->rank(), o.communicator->size()} : Shard{};
 }
+
+SessionOptions session_options(const TrainerOptions& o) {
+  const Shard shard = shard_of(o);
+  // One progress bar for the job: rank 0's.
+  return {
+      o.run_dir,  o.progress && shard.rank == 0, o.resume, o.stop_after_steps, o.budget, shard.rank,
+      shard.count};
+}
+
+// How many steps apart the ranks of a GPU job exchange their stop and checkpoint requests:
+// each exchange waits for the device, so it is not done every step (a stop lands at most this
+// many steps late). Host communicators exchange after every step.
+constexpr int64_t kDeviceDecisionInterval = 8;
 
 }  // namespace
 
@@ -52,21 +66,38 @@ struct Trainer::EpochProgress {
 };
 
 Trainer::Trainer(const Config& config, TrainerOptions options)
-    : run_(prepare(config, options)), setup_(build_training(run_)) {
+    : run_(prepare(config, options)), setup_(build_training(run_, shard_of(options))) {
+  if (options.communicator != nullptr)
+    dp_ = std::make_unique<DataParallel>(*options.communicator, run_.device,
+                                         run_.distributed.bucket_bytes);
   // Checked before the run directory is touched: a bad budget flag leaves nothing behind.
   session_ = std::make_unique<RunSession>(config, run_.name, trajectory_config_text(run_),
                                           run_.checkpoint, session_options(options));
-  for (const auto& key : config.unused_keys())
-    HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config.source(), key);
+  if (session_->writes())
+    for (const auto& key : config.unused_keys())
+      HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config.source(), key);
   const std::string trajectory = trajectory_config_text(run_);
   auto validate = [&](const LoadedCheckpoint& c) {
     check_resumable(c, trajectory, model(), *setup_.optimizer, setup_.steps_per_epoch);
   };
-  if (auto ckpt = session_->find_resume_point(validate))
+  std::optional<LoadedCheckpoint> ckpt;
+  if (session_->writes()) ckpt = session_->find_resume_point(validate);
+  if (dp_) {  // every rank continues from the checkpoint rank 0 chose
+    const std::string path = dp_->broadcast(ckpt ? ckpt->file.path : std::string());
+    if (!session_->writes() && !path.empty()) {
+      ckpt = read_training_checkpoint(path);
+      validate(*ckpt);
+    }
+  }
+  if (ckpt)
     adopt(*ckpt);
   else
     session_->start_new();
   session_->open_ledger();
+  if (dp_) {
+    dp_->broadcast_parameters(setup_.flat);
+    dp_->attach(*setup_.step);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -75,6 +106,10 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
   restore_training_checkpoint(ckpt, model(), *setup_.optimizer);
   const TrainingState& s = ckpt.state;
   start_ = s;
+  if (!session_->writes()) {  // the epoch's partial sums (over all ranks) continue on rank 0
+    start_.loss_sum = start_.correct = 0;
+    start_.samples = 0;
+  }
   TrainStep& step = *setup_.step;
   step.micro_batch_plan() =
       MicroBatchPlan::restore(s.micro_batch > 0 ? std::to_string(s.micro_batch) : "",
@@ -98,15 +133,57 @@ std::string Trainer::poll_stop() {
                              session_->checkpoint_stall_max() + last_eval_seconds_);
 }
 
+Trainer::Decision Trainer::decide(std::string stop, bool checkpoint, bool force) {
+  if (!dp_) return {std::move(stop), checkpoint};
+  if (pending_stop_.empty()) pending_stop_ = std::move(stop);
+  pending_checkpoint_ = pending_checkpoint_ || checkpoint;
+  const int64_t stop_after = session_->options().stop_after_steps;
+  const bool exchange = force || !dp_->communicator().takes_device_buffers() ||
+                        steps_this_run_ % kDeviceDecisionInterval == 0 ||
+                        (stop_after > 0 && steps_this_run_ >= stop_after);
+  if (!exchange) return {};
+  std::vector<double> seen{pending_stop_.empty() ? 0.0 : 1.0,
+                           session_->writes() && pending_checkpoint_ ? 1.0 : 0.0};
+  dp_->sum(seen);
+  Decision d;
+  d.checkpoint = seen[1] > 0;
+  pending_checkpoint_ = false;
+  if (seen[0] > 0) {
+    if (!pending_stop_.empty() && !session_->writes())
+      HG_LOG_WARN("rank {}: stopping the job ({})", dp_->rank(), pending_stop_);
+    d.stop = dp_->broadcast(pending_stop_.empty() ? std::string("a stop request to another rank")
+                                                  : pending_stop_);
+    pending_stop_.clear();
+  }
+  return d;
+}
+
+EvalResult Trainer::evaluate_all(data::DataLoader& loader) {
+  EvalResult r = evaluate(model(), loader, setup_.step->context(), setup_.mover.get());
+  if (!dp_) return r;
+  std::vector<double> sums{r.loss * double(r.samples), r.accuracy * double(r.samples),
+                           double(r.samples)};
+  dp_->sum(sums);
+  r.samples = int64_t(sums[2]);
+  r.loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+  r.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0;
+  return r;
+}
+
 double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t next_batch) {
   TrainingState s;
   s.epoch = epoch;
   s.batch = next_batch;
   s.step = setup_.optimizer->step_count();
-  if (p != nullptr) {  // mid-epoch: the epoch's partial sums
-    s.loss_sum = p->loss_sum.item();
-    s.correct = p->correct.item();
-    s.samples = p->samples;
+  if (p != nullptr) {  // mid-epoch: the epoch's partial sums, over all ranks
+    // The batch-norm running statistics it holds: the ranks' mean (at an epoch's end they
+    // were averaged before the evaluation).
+    if (dp_) dp_->sync_buffers(setup_.flat.buffers);
+    std::vector<double> sums{p->loss_sum.item(), p->correct.item(), double(p->samples)};
+    if (dp_) dp_->sum(sums);
+    s.loss_sum = sums[0];
+    s.correct = sums[1];
+    s.samples = int64_t(sums[2]);
     s.train_seconds = p->train_seconds();
     s.checkpoint_seconds = p->checkpoint_seconds;
   }
@@ -158,12 +235,14 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     const int64_t n = labels.size(0);
     const auto step_start = Clock::now();
     try {
-      const StepSums& sums = step.run(images, labels);
+      const StepSums& sums = step.run(images, labels, dp_ ? loader.global_rows(index) : 0);
       autograd::NoGradGuard no_grad;
       ops::add_(p.loss_sum, sums.loss);
       ops::add_(p.correct, sums.correct);
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::OutOfMemory) throw;
+      // Data-parallel: the other ranks wait in this step's reductions, so nothing can be
+      // agreed with them; the run continues from its last checkpoint.
+      if (e.kind() != ErrorKind::OutOfMemory || dp_) throw;
       write_checkpoint(&p, epoch, index);  // this batch is redone on resume
       throw Error(e.kind(), fmt::format("{}; checkpoint {}", e.message(), last_checkpoint()),
                   e.remedy());
@@ -175,39 +254,48 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     step_seconds_.add(seconds_since(step_start));
     if (progress.wants_update(index)) {
       const double elapsed = seconds_since(p.segment_start);
-      progress.update(index, {{"loss", step.last_loss().item()},
-                              {"img/s", elapsed > 0 ? double(segment_samples) / elapsed : 0.0}});
+      const double ranks = dp_ ? double(dp_->size()) : 1.0;  // the job's rate, about
+      progress.update(index,
+                      {{"loss", step.last_loss().item()},
+                       {"img/s", elapsed > 0 ? ranks * double(segment_samples) / elapsed : 0.0}});
     }
     // Between steps: a requested stop, else a checkpoint when one is due (the epoch's last
     // step is checkpointed after the evaluation instead).
-    if (std::string stop = poll_stop(); !stop.empty()) {
+    const Decision d = decide(poll_stop(), session_->checkpoint_due(global_step()), false);
+    if (!d.stop.empty()) {
       write_checkpoint(&p, epoch, index);
-      stop_reason_ = stop;
-      progress.finish(fmt::format("stopped at step {} ({})", global_step(), stop));
+      stop_reason_ = d.stop;
+      if (session_->writes())  // one line per job: rank 0's
+        progress.finish(fmt::format("stopped at step {} ({})", global_step(), d.stop));
       return false;
     }
-    if (index < batches && session_->checkpoint_due(global_step()))
-      p.checkpoint_seconds += write_checkpoint(&p, epoch, index);
+    if (index < batches && d.checkpoint) p.checkpoint_seconds += write_checkpoint(&p, epoch, index);
   }
   EpochMetrics m;
   m.epoch = epoch + 1;
   const double train_seconds = p.train_seconds();
-  m.train_loss = p.samples ? p.loss_sum.item() / double(p.samples) : 0;
-  m.train_acc = p.samples ? p.correct.item() / double(p.samples) : 0;
-  m.images_per_s = train_seconds > 0 ? double(p.samples) / train_seconds : 0;
+  std::vector<double> totals{p.loss_sum.item(), p.correct.item(), double(p.samples)};
+  if (dp_) {
+    dp_->sum(totals);
+    // Evaluation and the checkpoint see the ranks' mean batch-norm statistics.
+    dp_->sync_buffers(setup_.flat.buffers);
+  }
+  const double samples = totals[2];
+  m.train_loss = samples > 0 ? totals[0] / samples : 0;
+  m.train_acc = samples > 0 ? totals[1] / samples : 0;
+  m.images_per_s = train_seconds > 0 ? samples / train_seconds : 0;
   HG_CHECK(std::isfinite(m.train_loss), "training diverged in epoch {}: the loss is {}", m.epoch,
            m.train_loss);
   // Validation (when held out) decides which checkpoint is `best`; the test set is reported only.
   double eval_seconds = 0;
   if (setup_.validation_loader) {
-    const EvalResult val =
-        evaluate(net, *setup_.validation_loader, step.context(), setup_.mover.get());
+    const EvalResult val = evaluate_all(*setup_.validation_loader);
     m.has_validation = true;
     m.val_loss = val.loss;
     m.val_acc = val.accuracy;
     eval_seconds += val.seconds;
   }
-  const EvalResult eval = evaluate(net, *setup_.test_loader, step.context(), setup_.mover.get());
+  const EvalResult eval = evaluate_all(*setup_.test_loader);
   eval_seconds += eval.seconds;
   last_eval_seconds_ = eval_seconds;
   m.test_loss = eval.loss;
@@ -231,12 +319,13 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   m.epoch_seconds += stall;
   session_->append_metrics(epoch_record(m));
   history.push_back(m);
-  progress.finish(fmt::format(
-      "loss {:.4f} train_acc {:.4f} {}test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s, "
-      "data wait {:.2f}s)",
-      m.train_loss, m.train_acc,
-      m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
-      m.images_per_s, m.epoch_seconds, m.checkpoint_seconds, m.data_wait_seconds));
+  if (session_->writes())
+    progress.finish(fmt::format(
+        "loss {:.4f} train_acc {:.4f} {}test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s, "
+        "data wait {:.2f}s)",
+        m.train_loss, m.train_acc,
+        m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
+        m.images_per_s, m.epoch_seconds, m.checkpoint_seconds, m.data_wait_seconds));
   // Unreadable image files (data.dataset = "folder") were replaced by the next sample; each was
   // named in a warning when first found.
   const int64_t skipped =
@@ -250,7 +339,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   // the last epoch run() asks the session instead (start_finishing: signals and requests only;
   // the budget left is enough for the final weights).
   if (epoch + 1 < run_.train.epochs) {
-    if (std::string stop = poll_stop(); !stop.empty()) {
+    if (std::string stop = decide(poll_stop(), false, true).stop; !stop.empty()) {
       stop_reason_ = stop;
       return false;
     }
@@ -268,7 +357,7 @@ std::vector<EpochMetrics> Trainer::run() {
   };
   // A request that arrived while the run was set up stops it before its first step: nothing is
   // trained, so there is nothing to checkpoint (a resumed run keeps the one it started from).
-  stop_reason_ = session_->start_steps();
+  stop_reason_ = decide(session_->start_steps(), false, true).stop;
   if (stopped()) return stop();
   // From this line on a stop request is honoured after a step, with a checkpoint.
   HG_LOG_INFO(
@@ -280,11 +369,24 @@ std::vector<EpochMetrics> Trainer::run() {
           ? fmt::format("{} validation / ", setup_.parts.validation_set->size())
           : std::string(),
       setup_.parts.test_set->size(), setup_.total_steps);
+  if (dp_) {
+    const GradientBuckets* buckets = setup_.step->gradient_buckets();
+    HG_LOG_INFO(
+        "data-parallel over {} ranks ({}): {} rows of each batch of {} per rank, gradients "
+        "summed in {} buckets of up to {} MiB",
+        dp_->size(), dp_->communicator().backend_name(),
+        (run_.train.batch_size + dp_->size() - 1) / dp_->size(), run_.train.batch_size,
+        buckets ? buckets->size() : 0, run_.distributed.bucket_bytes >> 20);
+  }
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch) {
     if (!train_epoch(epoch, history)) return stop();
-    if (const int64_t stale = epochs_without_improvement(history, run_.train.early_stop_min_delta);
-        run_.train.early_stop_patience > 0 && stale >= run_.train.early_stop_patience &&
-        epoch + 1 < run_.train.epochs) {
+    // Rank 0 holds the whole history (a resumed run's earlier epochs too) and decides.
+    std::vector<double> stale_epochs{
+        double(epochs_without_improvement(history, run_.train.early_stop_min_delta))};
+    if (dp_) dp_->broadcast(stale_epochs);
+    if (const int64_t stale = int64_t(stale_epochs[0]); run_.train.early_stop_patience > 0 &&
+                                                        stale >= run_.train.early_stop_patience &&
+                                                        epoch + 1 < run_.train.epochs) {
       HG_LOG_INFO(
           "stopping early after epoch {} of {}: validation accuracy has not improved "
           "for {} epochs (train.early_stop_patience); `best` holds the best epoch's "
@@ -296,7 +398,7 @@ std::vector<EpochMetrics> Trainer::run() {
   }
   // A request that arrived during the last evaluation or its checkpoint is honoured too: that
   // checkpoint covers the whole run, and resuming from it writes the final weights.
-  stop_reason_ = session_->start_finishing();
+  stop_reason_ = decide(session_->start_finishing(), false, true).stop;
   if (stopped()) return stop();
   std::map<std::string, std::string> final_metadata = {
       {"hourglass.epochs", std::to_string(run_.train.epochs)},

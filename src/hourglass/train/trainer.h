@@ -17,6 +17,8 @@
 
 #include "hourglass/base/config.h"
 #include "hourglass/train/budget.h"
+#include "hourglass/train/data_parallel.h"
+#include "hourglass/train/evaluate.h"
 #include "hourglass/train/run_config.h"
 #include "hourglass/train/run_history.h"
 #include "hourglass/train/run_session.h"
@@ -33,6 +35,10 @@ struct TrainerOptions {
   // share a GPU, or rehearse the out-of-memory recovery of a bigger run).
   size_t memory_limit = 0;
   BudgetFlags budget;  // --budget, --budget-usd, --price-per-hour, --ledger, ...
+  // Data parallelism (data_parallel.h): this process's communicator (null: the process trains
+  // alone; one of size 1 takes the data-parallel path all the same). Every rank runs a Trainer
+  // with the same config and run directory; rank 0 writes the run's files.
+  Communicator* communicator = nullptr;
 };
 
 class Trainer {
@@ -43,10 +49,10 @@ class Trainer {
   ~Trainer();
 
   // Trains the remaining epochs; returns the metrics of every epoch of the run so far
-  // (including those before a resume). When a stop is requested (before the first step,
-  // after a step, or during any epoch's evaluation, the last included) it returns early with
-  // stopped() true and without final.safetensors, after writing a checkpoint (none before the
-  // first step: last_checkpoint() is then the one resumed from, or "").
+  // (including those before a resume; on ranks other than 0, only this run's). When a stop is
+  // requested (before the first step, after a step, or during any epoch's evaluation, the last
+  // included) it returns early with stopped() true and without final.safetensors, after writing a
+  // checkpoint (none before the first step: last_checkpoint() is then the one resumed from, or "").
   std::vector<EpochMetrics> run();
 
   bool stopped() const { return !stop_reason_.empty(); }
@@ -75,9 +81,20 @@ class Trainer {
   double write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t next_batch);
   // The stop the session reports after a step, "" to go on.
   std::string poll_stop();
+  // What every rank does after a step: stop (the reason; "" to go on) and/or write a
+  // checkpoint. Alone: this process's own answers. Data-parallel: rank 0's decision, taken
+  // from what every rank has seen, exchanged every few steps (`force`: now).
+  struct Decision {
+    std::string stop;
+    bool checkpoint = false;
+  };
+  Decision decide(std::string stop, bool checkpoint, bool force);
+  // Evaluates `loader` (this rank's shard of it), summed over the ranks.
+  EvalResult evaluate_all(data::DataLoader& loader);
 
   RunConfig run_;
   TrainingSetup setup_;
+  std::unique_ptr<DataParallel> dp_;  // null when training alone
   std::unique_ptr<RunSession> session_;
 
   TrainingState start_;                // where run() begins (a new run: all zero)
@@ -89,6 +106,9 @@ class Trainer {
   double last_eval_seconds_ = 0;
   std::string stop_reason_;
   int64_t stopped_early_at_ = 0;  // epochs trained when early stopping ended the run (0: not)
+  // Data parallelism: what this rank saw since the last exchange (decide()).
+  std::string pending_stop_;
+  bool pending_checkpoint_ = false;
 };
 
 }  // namespace hg::train

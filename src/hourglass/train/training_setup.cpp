@@ -114,8 +114,10 @@ Device placement_for(const RunConfig& run, const data::SampleSource& source) {
 
 data::LoaderOptions loader_options(const RunConfig& run, const data::SampleSource& set,
                                    int64_t batch_size, bool training,
-                                   const std::shared_ptr<BatchMover>& mover) {
+                                   const std::shared_ptr<BatchMover>& mover, Shard shard) {
   data::LoaderOptions o;
+  o.shard_rank = shard.rank;
+  o.shard_count = shard.count;
   o.batch_size = batch_size;
   o.shuffle = training;
   o.augment = training && run.data.augment;
@@ -134,17 +136,18 @@ data::LoaderOptions loader_options(const RunConfig& run, const data::SampleSourc
 
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
                                                     std::shared_ptr<const data::SampleSource> set,
-                                                    std::shared_ptr<BatchMover> mover) {
+                                                    std::shared_ptr<BatchMover> mover,
+                                                    Shard shard) {
   HG_CHECK(set != nullptr, "make_train_loader: no dataset");
-  data::LoaderOptions o = loader_options(run, *set, run.train.batch_size, true, mover);
+  data::LoaderOptions o = loader_options(run, *set, run.train.batch_size, true, mover, shard);
   return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
 
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
                                                    std::shared_ptr<const data::SampleSource> set,
-                                                   std::shared_ptr<BatchMover> mover) {
+                                                   std::shared_ptr<BatchMover> mover, Shard shard) {
   HG_CHECK(set != nullptr, "make_eval_loader: no dataset");
-  data::LoaderOptions o = loader_options(run, *set, run.train.eval_batch_size, false, mover);
+  data::LoaderOptions o = loader_options(run, *set, run.train.eval_batch_size, false, mover, shard);
   o.mirror = run.train.eval_flip;
   return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
@@ -154,17 +157,23 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParam
   return std::make_unique<optim::AdamW>(std::move(flat), run.optim.adamw);
 }
 
-TrainingSetup build_training(const RunConfig& run) {
+TrainingSetup build_training(const RunConfig& run, Shard shard) {
   const ExecutionContext context = ExecutionContext::from_run(run);
+  if (run.train.batch_size < shard.count)
+    throw_invalid(
+        fmt::format("train.batch_size = {} is smaller than the {} ranks of this job, "
+                    "which each take a part of every batch",
+                    run.train.batch_size, shard.count),
+        fmt::format("set train.batch_size to at least {} (the global batch)", shard.count));
   TrainingSetup s;
   s.parts = build_run_parts(run, true);
   s.flat = nn::build_parameter_arena(*s.parts.model, run.optim.decay_scope);
   s.optimizer = make_optimizer(run, s.flat);
   s.mover = std::make_shared<BatchMover>(run.device);
-  s.train_loader = make_train_loader(run, s.parts.train_set, s.mover);
-  s.test_loader = make_eval_loader(run, s.parts.test_set, s.mover);
+  s.train_loader = make_train_loader(run, s.parts.train_set, s.mover, shard);
+  s.test_loader = make_eval_loader(run, s.parts.test_set, s.mover, shard);
   if (s.parts.validation_set)
-    s.validation_loader = make_eval_loader(run, s.parts.validation_set, s.mover);
+    s.validation_loader = make_eval_loader(run, s.parts.validation_set, s.mover, shard);
   s.steps_per_epoch = s.train_loader->batches_per_epoch();
   s.total_steps = s.steps_per_epoch * run.train.epochs;
   s.schedule = make_run_schedule(run, s.steps_per_epoch, s.total_steps);
@@ -174,14 +183,15 @@ TrainingSetup build_training(const RunConfig& run) {
   o.clip_grad_norm = run.train.clip_grad_norm;
   o.schedule = s.schedule.get();
   const bool auto_micro = run.train.micro_batch == kAutoMicroBatch;
-  o.micro_batch = auto_micro ? run.train.batch_size : run.train.micro_batch;
+  // This rank's part of a full batch (the first rank's part is never larger than another's).
+  const int64_t rank_rows = (run.train.batch_size + shard.count - 1) / shard.count;
+  o.micro_batch = auto_micro ? rank_rows : run.train.micro_batch;
   s.step = std::make_unique<TrainStep>(*s.parts.model, *s.optimizer, context, o);
   if (auto_micro) {
     const data::SampleSource& set = *s.parts.train_set;
     const int64_t micro = find_max_micro_batch(
-        make_training_probe(*s.step, {set.height(), set.width(), set.channels()},
-                            run.train.batch_size),
-        run.train.batch_size, allocator_for(run.device));
+        make_training_probe(*s.step, {set.height(), set.width(), set.channels()}, rank_rows),
+        rank_rows, allocator_for(run.device));
     s.step->micro_batch_plan() = MicroBatchPlan(micro);
     HG_LOG_INFO("train.micro_batch = \"auto\": {} rows per micro-batch fit", micro);
   }

@@ -31,13 +31,20 @@ struct RunParts {
 RunParts build_run_parts(const RunConfig& run, bool with_train);
 // The training loader over `set`: shuffled, augmented as configured. Batches built on the host
 // for a GPU run go into `mover`'s pinned memory when one is given.
+// This process's part of each batch in a data-parallel run (LoaderOptions::shard_rank/count).
+struct Shard {
+  int rank = 0;
+  int count = 1;
+};
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
                                                     std::shared_ptr<const data::SampleSource> set,
-                                                    std::shared_ptr<BatchMover> mover = nullptr);
+                                                    std::shared_ptr<BatchMover> mover = nullptr,
+                                                    Shard shard = {});
 // A loader over `set` for evaluation (no shuffle, no augmentation).
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
                                                    std::shared_ptr<const data::SampleSource> set,
-                                                   std::shared_ptr<BatchMover> mover = nullptr);
+                                                   std::shared_ptr<BatchMover> mover = nullptr,
+                                                   Shard shard = {});
 // The configured optimizer (optim.name) over `flat`.
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat);
 
@@ -54,8 +61,9 @@ struct TrainingSetup {
   std::unique_ptr<TrainStep> step;
   int64_t steps_per_epoch = 0, total_steps = 0;
 };
-// Builds everything for training `run`. train.micro_batch = "auto" is resolved here by probing
-// the step (find_max_micro_batch).
-TrainingSetup build_training(const RunConfig& run);
+// Builds everything for training `run`, as rank `shard.rank` of `shard.count` (every loader
+// sharded; the step sized for this rank's part of a batch). train.micro_batch = "auto" is
+// resolved here by probing the step (find_max_micro_batch).
+TrainingSetup build_training(const RunConfig& run, Shard shard = {});
 
 }  // namespace hg::train

@@ -1,6 +1,8 @@
 // The NCCL communicator for GPU ranks (CUDA builds where CMake finds nccl.h and libnccl:
-// HOURGLASS_HAS_NCCL). Collectives run on the device's stream; the unique id that joins the
-// ranks comes from rank 0 through MPI or the TCP rendezvous (comm.h).
+// HOURGLASS_HAS_NCCL). Collectives run on the device's stream, except the started all-reduces
+// (all_reduce_sum_start), which run on a stream of the communicator's own, joined to the device's
+// by events; the unique id that joins the ranks comes from rank 0 through MPI or the TCP
+// rendezvous (comm.h).
 #ifdef HOURGLASS_HAS_NCCL
 
 #include <nccl.h>
@@ -40,25 +42,52 @@ class NcclCommunicator final : public Communicator {
       ncclCommDestroy(comm_);
       gpu::throw_gpu_error(err, "gpuMalloc(&scratch_, sizeof(float))", __FILE__, __LINE__);
     }
+    gpuError_t err = gpuStreamCreateWithFlags(&side_, gpuStreamNonBlocking);
+    if (err == gpuSuccess) err = gpuEventCreateWithFlags(&issued_, gpuEventDisableTiming);
+    if (err == gpuSuccess) err = gpuEventCreateWithFlags(&reduced_, gpuEventDisableTiming);
+    if (err != gpuSuccess) {
+      release();
+      gpu::throw_gpu_error(err, "creating the NCCL communicator's stream and events", __FILE__,
+                           __LINE__);
+    }
   }
-  ~NcclCommunicator() override {
+  ~NcclCommunicator() override { release(); }
+  void release() {
     // Destructors log instead of throwing.
+    if (reduced_ != nullptr) gpuEventDestroy(reduced_);
+    if (issued_ != nullptr) gpuEventDestroy(issued_);
+    if (side_ != nullptr) gpuStreamDestroy(side_);
+    reduced_ = issued_ = nullptr;
+    side_ = nullptr;
     if (gpuFree(scratch_) != gpuSuccess) HG_LOG_WARN("NCCL communicator: freeing scratch failed");
     if (const ncclResult_t r = ncclCommDestroy(comm_); r != ncclSuccess)
       HG_LOG_WARN("ncclCommDestroy failed: {}", ncclGetErrorString(r));
   }
   const char* backend_name() const override { return "nccl"; }
+  bool takes_device_buffers() const override { return true; }
   bool supports_all_reduce(DType dtype) const override {
     return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16;
   }
 
  protected:
   void all_reduce_sum_impl(void* data, size_t count, DType dtype) override {
-    ncclDataType_t type = ncclFloat32;
-    if (dtype == DType::F64) type = ncclFloat64;
-    if (dtype == DType::BF16) type = ncclBfloat16;
     gpu::set_device(device_);
-    HG_NCCL_CHECK(ncclAllReduce(data, data, count, type, ncclSum, comm_, gpu::stream(device_)));
+    HG_NCCL_CHECK(
+        ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, gpu::stream(device_)));
+  }
+  void all_reduce_start_impl(void* data, size_t count, DType dtype) override {
+    gpu::set_device(device_);
+    HG_GPU_CHECK(gpuEventRecord(issued_, gpu::stream(device_)));
+    HG_GPU_CHECK(gpuStreamWaitEvent(side_, issued_, 0));
+    HG_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, side_));
+    pending_ = true;
+  }
+  void all_reduce_wait_impl() override {
+    if (!pending_) return;
+    gpu::set_device(device_);
+    HG_GPU_CHECK(gpuEventRecord(reduced_, side_));
+    HG_GPU_CHECK(gpuStreamWaitEvent(gpu::stream(device_), reduced_, 0));
+    pending_ = false;
   }
   void broadcast_impl(void* data, size_t bytes, int root) override {
     gpu::set_device(device_);
@@ -78,9 +107,19 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  static ncclDataType_t nccl_type(DType dtype) {
+    if (dtype == DType::F64) return ncclFloat64;
+    if (dtype == DType::BF16) return ncclBfloat16;
+    return ncclFloat32;
+  }
+
   ncclComm_t comm_;
   int device_;
   void* scratch_ = nullptr;
+  gpuStream_t side_ = nullptr;    // started all-reduces
+  gpuEvent_t issued_ = nullptr;   // the device's stream up to a started all-reduce
+  gpuEvent_t reduced_ = nullptr;  // the side stream up to all_reduce_wait
+  bool pending_ = false;          // started all-reduces not yet waited for
 };
 
 }  // namespace
