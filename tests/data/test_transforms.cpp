@@ -1,12 +1,14 @@
-// Transforms: the flip mirrors exactly, the crop shifts and fills with zero pixels, the
-// normalisation gives (p / 255 - mean) / std, and the random draws are a pure function of
-// (seed, epoch, sample) with the intended distribution.
+// Transforms: the flip mirrors exactly, the crop shifts and fills with zero pixels, cutout
+// blanks its clipped square after both, the normalisation gives (p / 255 - mean) / std, and the
+// random draws are a pure function of (seed, epoch, sample) with the intended distribution (the
+// crops and flips the same with and without cutout).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
 #include "data/fixtures.h"
+#include "hourglass/base/rng.h"
 #include "hourglass/data/transforms.h"
 
 namespace hg::data {
@@ -140,6 +142,149 @@ TEST(DataTransforms, RejectsBadOptions) {
       fails_with([] { ImageTransform({.crop_padding = -1}, kH, kW, kC); }, {"crop padding", "-1"}));
   EXPECT_TRUE(fails_with([] { ImageTransform({.crop_padding = 6}, kH, kW, kC); },
                          {"crop padding", "[0, 5]"}));
+  EXPECT_TRUE(
+      fails_with([] { ImageTransform({.cutout = -1}, kH, kW, kC); }, {"data.cutout", "-1"}));
+  EXPECT_TRUE(fails_with([] { ImageTransform({.cutout = 6}, kH, kW, kC); },
+                         {"data.cutout", "[0, 5]", "5x6"}));
+  EXPECT_NO_THROW(ImageTransform({.cutout = 5}, kH, kW, kC));
+}
+
+// The augmentation of (seed, epoch, sample) replayed from its Philox stream, written from the
+// documentation rather than the implementation: crop shifts, flip, then the cutout centre.
+struct Replayed {
+  int64_t shift_y, shift_x;
+  bool flip;
+  int64_t cutout_y, cutout_x;
+};
+Replayed replay(uint64_t seed, int64_t epoch, int64_t sample, int64_t padding, int64_t height,
+                int64_t width) {
+  RandomStream rs(seed, mix_stream(uint64_t(epoch), uint64_t(sample), 0x4155474D454E5400ull));
+  Replayed r{};
+  r.shift_y = int64_t(rs.below(uint64_t(2 * padding + 1))) - padding;
+  r.shift_x = int64_t(rs.below(uint64_t(2 * padding + 1))) - padding;
+  r.flip = rs.uniform() < 0.5f;
+  r.cutout_y = int64_t(rs.below(uint64_t(height)));
+  r.cutout_x = int64_t(rs.below(uint64_t(width)));
+  return r;
+}
+
+// Against a float64 reference: the pixel the crop and flip bring to (y, x), normalised, except
+// inside the square of side s whose centre the replayed stream gives, clipped to the image,
+// which holds the padding value (pixel 0 normalised). Samples whose square touches a border are
+// among those checked.
+TEST(DataTransforms, CutoutBlanksExactlyTheClippedSquare) {
+  const std::vector<float> mean = {0.5f, 0.25f}, stdev = {0.5f, 2.0f};
+  for (int64_t side : {1, 2, 3, 4}) {
+    const ImageTransform t(
+        {.crop_padding = 2, .flip = true, .cutout = side, .mean = mean, .std = stdev}, kH, kW, kC);
+    const auto img = test_image();
+    int clipped = 0, flipped = 0;
+    for (int64_t sample = 0; sample < 60; ++sample) {
+      const Augmentation aug = t.draw(9, 4, sample);
+      const Replayed r = replay(9, 4, sample, 2, kH, kW);
+      ASSERT_EQ(aug.shift_y, r.shift_y);
+      ASSERT_EQ(aug.shift_x, r.shift_x);
+      ASSERT_EQ(aug.flip, r.flip);
+      // The square, from its centre: rows [cy - s/2, cy - s/2 + s) within [0, H).
+      const int64_t y0 = std::max<int64_t>(r.cutout_y - side / 2, 0);
+      const int64_t y1 = std::min<int64_t>(r.cutout_y - side / 2 + side, kH);
+      const int64_t x0 = std::max<int64_t>(r.cutout_x - side / 2, 0);
+      const int64_t x1 = std::min<int64_t>(r.cutout_x - side / 2 + side, kW);
+      clipped += (y1 - y0) * (x1 - x0) < side * side;
+      flipped += r.flip;
+      const auto out = run(t, img, aug);
+      int64_t blanked = 0;
+      for (int64_t y = 0; y < kH; ++y) {
+        for (int64_t x = 0; x < kW; ++x) {
+          const bool inside = y >= y0 && y < y1 && x >= x0 && x < x1;
+          blanked += inside;
+          for (int64_t c = 0; c < kC; ++c) {
+            const double p =
+                inside ? 0.0 : padded(img, y + r.shift_y, (r.flip ? kW - 1 - x : x) + r.shift_x, c);
+            const double want = (p / 255.0 - mean[size_t(c)]) / stdev[size_t(c)];
+            ASSERT_NEAR(out[size_t((y * kW + x) * kC + c)], want, 1e-6)
+                << "side " << side << " sample " << sample << " at " << y << "," << x << "," << c;
+          }
+        }
+      }
+      EXPECT_EQ(blanked, (y1 - y0) * (x1 - x0));
+    }
+    EXPECT_GT(flipped, 0);
+    if (side > 1) EXPECT_GT(clipped, 0) << "side " << side;  // the borders were exercised
+  }
+  // A concrete case: side 3 centred on the top-right pixel blanks rows 0-1, columns 4-5.
+  const ImageTransform t({.cutout = 3}, kH, kW, kC);
+  const auto img = test_image();
+  const auto out = run(t, img, {.cutout_y = 0, .cutout_x = kW - 1, .cutout = 3});
+  for (int64_t y = 0; y < kH; ++y) {
+    for (int64_t x = 0; x < kW; ++x) {
+      const bool inside = y <= 1 && x >= 4;
+      for (int64_t c = 0; c < kC; ++c)
+        EXPECT_FLOAT_EQ(out[size_t((y * kW + x) * kC + c)],
+                        inside ? 0.0f : padded(img, y, x, c) / 255.0f)
+            << y << "," << x << "," << c;
+    }
+  }
+}
+
+// Cutout is drawn after the crop and flip, so turning it on (any side) leaves every sample's
+// shifts and flip as they were, and those are the draws of the stream as it always was.
+TEST(DataTransforms, CutoutLeavesTheCropAndFlipDrawsUnchanged) {
+  const ImageTransform off({.crop_padding = 3, .flip = true}, 32, 32, 3);
+  const ImageTransform on({.crop_padding = 3, .flip = true, .cutout = 16}, 32, 32, 3);
+  const ImageTransform small({.crop_padding = 3, .flip = true, .cutout = 1}, 32, 32, 3);
+  std::set<int64_t> ys, xs;
+  for (int64_t s = 0; s < 2000; ++s) {
+    const Replayed r = replay(11, 2, s, 3, 32, 32);
+    for (const ImageTransform* t : {&off, &on, &small}) {
+      const Augmentation a = t->draw(11, 2, s);
+      ASSERT_EQ(a.shift_y, r.shift_y) << "sample " << s;
+      ASSERT_EQ(a.shift_x, r.shift_x) << "sample " << s;
+      ASSERT_EQ(a.flip, r.flip) << "sample " << s;
+    }
+    const Augmentation a = on.draw(11, 2, s);
+    EXPECT_EQ(off.draw(11, 2, s).cutout, 0);
+    ASSERT_EQ(a.cutout, 16);
+    ASSERT_EQ(a.cutout_y, r.cutout_y);
+    ASSERT_EQ(a.cutout_x, r.cutout_x);
+    ys.insert(a.cutout_y);
+    xs.insert(a.cutout_x);
+  }
+  // The centre is uniform over the image: every row and column turns up.
+  EXPECT_EQ(ys.size(), 32u);
+  EXPECT_EQ(xs.size(), 32u);
+  EXPECT_EQ(*ys.begin(), 0);
+  EXPECT_EQ(*ys.rbegin(), 31);
+}
+
+// mirrored() toggles the flip and mirrors the cutout square with it (odd and even sides,
+// squares clipped on either side): the image comes out read right to left, bit for bit.
+TEST(DataTransforms, MirroredAugmentationMirrorsTheCutout) {
+  const auto img = test_image();
+  for (int64_t side = 1; side <= 5; ++side) {
+    const ImageTransform t({.crop_padding = 1, .flip = true, .cutout = side}, kH, kW, kC);
+    for (int64_t cy = 0; cy < kH; ++cy) {
+      for (int64_t cx = 0; cx < kW; ++cx) {
+        for (bool flip : {false, true}) {
+          const Augmentation a{.shift_y = 1,
+                               .shift_x = -1,
+                               .flip = flip,
+                               .cutout_y = cy,
+                               .cutout_x = cx,
+                               .cutout = side};
+          const Augmentation m = t.mirrored(a);
+          EXPECT_EQ(m.flip, !flip);
+          const auto out = run(t, img, a), mirrored = run(t, img, m);
+          for (int64_t y = 0; y < kH; ++y)
+            for (int64_t x = 0; x < kW; ++x)
+              for (int64_t c = 0; c < kC; ++c)
+                ASSERT_EQ(mirrored[size_t((y * kW + x) * kC + c)],
+                          out[size_t((y * kW + (kW - 1 - x)) * kC + c)])
+                    << "side " << side << " centre " << cy << "," << cx << " at " << y << "," << x;
+        }
+      }
+    }
+  }
 }
 
 TEST(DataTransforms, DrawsArePureAndWellSpread) {

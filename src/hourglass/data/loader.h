@@ -44,9 +44,9 @@ struct LoaderOptions {
   bool drop_last = false;  // drop the last batch when it is smaller than batch_size
   uint64_t seed = 0;
   TransformOptions transform;
-  bool augment = false;  // apply crop and flip (training); normalisation always applies
+  bool augment = false;  // apply crop, flip and cutout (training); normalisation always applies
   // Each batch also carries its images mirrored (Batch::mirrored: the same crop, the flip
-  // toggled), for test-time flip averaging.
+  // toggled, the cutout square mirrored), for test-time flip averaging.
   bool mirror = false;
   int workers = 1;   // background threads; 0 builds each batch inside next()
   int prefetch = 2;  // batches each worker may prepare ahead of the consumer

@@ -36,11 +36,7 @@ bool InMemorySource::write(int64_t index, const SampleRequest& request, float* o
   const Augmentation aug =
       request.augment ? t.draw(request.seed, request.epoch, index) : Augmentation{};
   t.apply(dataset_->image(index), aug, out);
-  if (mirrored != nullptr) {
-    Augmentation m = aug;
-    m.flip = !aug.flip;
-    t.apply(dataset_->image(index), m, mirrored);
-  }
+  if (mirrored != nullptr) t.apply(dataset_->image(index), t.mirrored(aug), mirrored);
   *label = dataset_->labels[size_t(index)];
   return true;
 }

@@ -38,8 +38,8 @@ class SampleSource {
 
   // Writes sample `index` (in [0, size())) as height x width x channels normalised floats to
   // `out` and its label to `label`, its random choices a pure function of (request.seed,
-  // request.epoch, index); when `mirrored` is not null, also the same sample with the flip
-  // inverted (LoaderOptions::mirror) there. Returns false when the sample cannot be read (a
+  // request.epoch, index); when `mirrored` is not null, also the same sample mirrored (the
+  // flip inverted: LoaderOptions::mirror) there. Returns false when the sample cannot be read (a
   // corrupt or missing image file): the source then reports it (once per sample, naming the
   // file) and counts it in skipped(). Called concurrently from the loader's workers.
   virtual bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,

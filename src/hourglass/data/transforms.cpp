@@ -62,6 +62,9 @@ ImageTransform::ImageTransform(const TransformOptions& options, int64_t height, 
   HG_CHECK(options.crop_padding >= 0 && options.crop_padding <= std::min(height, width),
            "transform: crop padding must be in [0, {}] for {}x{} images, got {}",
            std::min(height, width), height, width, options.crop_padding);
+  HG_CHECK(options.cutout >= 0 && options.cutout <= std::min(height, width),
+           "transform: cutout (data.cutout) must be in [0, {}] for {}x{} images, got {}",
+           std::min(height, width), height, width, options.cutout);
   const std::vector<float> mean = per_channel(options.mean, channels, 0.0f, "mean");
   const std::vector<float> stdev = per_channel(options.std, channels, 1.0f, "std");
   for (int64_t c = 0; c < channels; ++c) {
@@ -86,7 +89,35 @@ Augmentation ImageTransform::draw(uint64_t seed, int64_t epoch, int64_t sample) 
   aug.shift_x = int64_t(rs.below(span)) - p;
   aug.flip = rs.uniform() < 0.5f;
   if (!options_.flip) aug.flip = false;
+  // Drawn only when enabled and after the others: the crops and flips stay those drawn
+  // without cutout (runs and resumes of existing configs keep their batches).
+  if (options_.cutout > 0) {
+    aug.cutout = options_.cutout;
+    aug.cutout_y = int64_t(rs.below(uint64_t(height_)));
+    aug.cutout_x = int64_t(rs.below(uint64_t(width_)));
+  }
   return aug;
+}
+
+Augmentation ImageTransform::mirrored(const Augmentation& aug) const {
+  Augmentation m = aug;
+  m.flip = !aug.flip;
+  // Columns [cx - s/2, cx - s/2 + s) mirror to [w - cx - s + s/2, w - cx + s/2), whose centre
+  // in the same convention is w - cx - s % 2 (w when s is even and cx is 0: the box is still
+  // clipped to the image).
+  if (aug.cutout > 0) m.cutout_x = width_ - aug.cutout_x - aug.cutout % 2;
+  return m;
+}
+
+CutoutBox ImageTransform::cutout_box(const Augmentation& aug) const {
+  if (aug.cutout <= 0) return {};
+  const int64_t top = aug.cutout_y - aug.cutout / 2, left = aug.cutout_x - aug.cutout / 2;
+  CutoutBox box;
+  box.y0 = std::clamp<int64_t>(top, 0, height_);
+  box.y1 = std::clamp<int64_t>(top + aug.cutout, box.y0, height_);
+  box.x0 = std::clamp<int64_t>(left, 0, width_);
+  box.x1 = std::clamp<int64_t>(left + aug.cutout, box.x0, width_);
+  return box;
 }
 
 void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float* out) const {
@@ -113,6 +144,16 @@ void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float*
         const uint8_t* sp = src_row + sx * c;
         for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256 + sp[ch]];
       }
+    }
+  }
+  // Cutout blanks its square in output coordinates with the padding value, the table's value
+  // of pixel 0, not the normalised 0 (the channel mean) of DeVries & Taylor's code: the blanked
+  // area then looks like the crop's padding, and every path (ops::gather_batch on any device)
+  // fills it from the table it already has.
+  const CutoutBox box = cutout_box(aug);
+  for (int64_t y = box.y0; y < box.y1; ++y) {
+    for (int64_t x = box.x0; x < box.x1; ++x) {
+      for (int64_t ch = 0; ch < c; ++ch) out[(y * w + x) * c + ch] = table[ch * 256];
     }
   }
 }

@@ -1,7 +1,8 @@
-// Per-sample image transforms: random crop with zero padding, random horizontal flip, and
-// per-channel normalisation from uint8 HWC into f32 HWC. The random choices for a sample are
-// a pure function of (seed, epoch, sample index) through a Philox stream, so a batch holds the
-// same values whatever the worker count, batch order or resume point.
+// Per-sample image transforms: random crop with zero padding, random horizontal flip, cutout
+// (a random square set to the padding value), and per-channel normalisation from uint8 HWC into f32
+// HWC. The random choices for a sample are a pure function of (seed, epoch, sample index) through a
+// Philox stream, so a batch holds the same values whatever the worker count, batch order or resume
+// point.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,10 @@ struct TransformOptions {
   int64_t crop_padding = 0;
   // Random horizontal flip with probability 0.5.
   bool flip = false;
+  // Cutout (DeVries & Taylor 2017): a square of this side, centred on a pixel drawn uniformly
+  // over the image and clipped at its borders, is set to the padding value (pixel value 0
+  // normalised) after the crop and flip. 0 disables it.
+  int64_t cutout = 0;
   // Normalisation x = (pixel / 255 - mean[c]) / std[c]. Each holds one value per channel, or
   // one value for all channels; empty means mean 0 and std 1.
   std::vector<float> mean;
@@ -34,18 +39,38 @@ struct Augmentation {
   int64_t shift_x = 0;
   // Mirror horizontally, applied after the crop.
   bool flip = false;
+  // Cutout, in output coordinates (after the crop and flip): the square of side `cutout` (0:
+  // none) covering rows [cutout_y - cutout / 2, cutout_y - cutout / 2 + cutout) and the same
+  // columns around cutout_x, clipped to the image. The centre may lie outside the image only in
+  // a mirrored augmentation (ImageTransform::mirrored).
+  int64_t cutout_y = 0;
+  int64_t cutout_x = 0;
+  int64_t cutout = 0;
+};
+
+// The pixels an augmentation's cutout covers: rows [y0, y1) and columns [x0, x1) of the output,
+// within the image; empty (y0 == y1, x0 == x1) when there is no cutout.
+struct CutoutBox {
+  int64_t y0 = 0, x0 = 0, y1 = 0, x1 = 0;
 };
 
 // A TransformOptions checked against an image shape, with the normalisation precomputed.
 class ImageTransform {
  public:
   // InvalidInput if mean/std have neither 0, 1 nor `channels` entries, a std is not positive
-  // and finite, or crop_padding is negative or larger than the image.
+  // and finite, or crop_padding or cutout is negative or larger than the image's shorter side.
   ImageTransform(const TransformOptions& options, int64_t height, int64_t width, int64_t channels);
 
   // The augmentation of sample `sample` in epoch `epoch`: shifts uniform in
-  // [-crop_padding, crop_padding], flip with probability 1/2 (off when disabled).
+  // [-crop_padding, crop_padding], flip with probability 1/2 (off when disabled), cutout centre
+  // uniform over the image (drawn after the others, so the crops and flips of a seed do not
+  // depend on the cutout option).
   Augmentation draw(uint64_t seed, int64_t epoch, int64_t sample) const;
+  // The same sample seen in a mirror: the flip toggled and the cutout square mirrored with it,
+  // so apply() gives the image of `aug` mirrored horizontally, bit for bit.
+  Augmentation mirrored(const Augmentation& aug) const;
+  // The output pixels the cutout of `aug` blanks.
+  CutoutBox cutout_box(const Augmentation& aug) const;
 
   // Writes the H*W*C transformed floats of one uint8 HWC image to out.
   void apply(const uint8_t* image, const Augmentation& aug, float* out) const;
@@ -59,7 +84,7 @@ class ImageTransform {
   const TransformOptions& options() const { return options_; }
   // The normalisation as a table: entry c * 256 + v is the f32 value of value v in channel c,
   // v * scale[c] + bias[c] computed once here, so every path (this class, ops::gather_batch on
-  // any device) gives the same bits. A padding pixel is value 0.
+  // any device) gives the same bits. A padding pixel, and a cutout pixel, is value 0.
   const std::vector<float>& table() const { return table_; }
 
  private:
