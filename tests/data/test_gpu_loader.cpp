@@ -1,6 +1,7 @@
 // A DataLoader with the dataset on the GPU (placement = gpu) hands out the very batches of the
-// host loader, bit for bit: the same samples in the same order and the same crops and flips for
-// the same seed, every epoch, from any resume point; only their device differs.
+// host loader, bit for bit: the same samples in the same order and the same crops, flips and
+// cutout squares for the same seed, every epoch, from any resume point; only their device
+// differs.
 #include <gtest/gtest.h>
 
 #include "hourglass/data/loader.h"
@@ -15,6 +16,7 @@ LoaderOptions options(Device placement, bool augment) {
   o.seed = 21;
   o.augment = augment;
   o.transform = default_transform("cifar10");  // mean/std, crop padding 4, flip
+  o.transform.cutout = 16;                     // as DeVries & Taylor for CIFAR-10
   o.workers = 2;
   o.placement = placement;
   return o;

@@ -131,46 +131,85 @@ TEST(DataLoader, ShardsSplitEachBatchAndSeeEverySampleOnce) {
 // the mirror of each augmented image.
 TEST(DataLoader, MirroredBatchesAreTheImagesWithTheFlipToggled) {
   auto ds = indexed_dataset(37);
-  for (bool augment : {false, true}) {
-    SCOPED_TRACE(augment ? "augmented" : "plain");
-    LoaderOptions o;
-    o.batch_size = 8;
-    o.seed = 3;
-    o.augment = augment;
-    o.transform.crop_padding = 1;
-    o.transform.flip = true;
-    o.mirror = true;
-    o.workers = 1;
-    DataLoader loader(ds, o);
-    const ImageTransform t(o.transform, kH, kW, kC);
-    for (const Batch& b : epoch(loader, 1)) {
-      ASSERT_TRUE(b.mirrored.defined());
-      ASSERT_EQ(b.mirrored.shape(), b.images.shape());
-      const std::vector<float> images = b.images.to_vector<float>();
-      const std::vector<float> mirrored = b.mirrored.to_vector<float>();
-      const std::vector<int64_t> order = epoch_order(37, true, 3, 1);
-      for (int64_t j = 0; j < b.images.size(0); ++j) {
-        const int64_t sample = order[size_t(b.index * 8 + j)];
-        Augmentation a = augment ? t.draw(3, 1, sample) : Augmentation{};
-        a.flip = !a.flip;
-        std::vector<float> want(size_t(kH * kW * kC));
-        t.apply(ds->image(sample), a, want.data());
-        const auto* got = mirrored.data() + j * kH * kW * kC;
-        EXPECT_EQ(std::vector<float>(got, got + kH * kW * kC), want) << "sample " << sample;
-        if (!augment)  // the plain image read right to left
+  for (bool augment : {false, true})
+    for (int64_t cutout : {0, 1, 2}) {
+      SCOPED_TRACE(testing::Message()
+                   << (augment ? "augmented" : "plain") << ", cutout " << cutout);
+      LoaderOptions o;
+      o.batch_size = 8;
+      o.seed = 3;
+      o.augment = augment;
+      o.transform.crop_padding = 1;
+      o.transform.flip = true;
+      o.transform.cutout = cutout;
+      o.mirror = true;
+      o.workers = 1;
+      DataLoader loader(ds, o);
+      const ImageTransform t(o.transform, kH, kW, kC);
+      for (const Batch& b : epoch(loader, 1)) {
+        ASSERT_TRUE(b.mirrored.defined());
+        ASSERT_EQ(b.mirrored.shape(), b.images.shape());
+        const std::vector<float> images = b.images.to_vector<float>();
+        const std::vector<float> mirrored = b.mirrored.to_vector<float>();
+        const std::vector<int64_t> order = epoch_order(37, true, 3, 1);
+        for (int64_t j = 0; j < b.images.size(0); ++j) {
+          const int64_t sample = order[size_t(b.index * 8 + j)];
+          const Augmentation a = augment ? t.draw(3, 1, sample) : Augmentation{};
+          std::vector<float> want(size_t(kH * kW * kC));
+          t.apply(ds->image(sample), t.mirrored(a), want.data());
+          const auto* got = mirrored.data() + j * kH * kW * kC;
+          EXPECT_EQ(std::vector<float>(got, got + kH * kW * kC), want) << "sample " << sample;
+          // The image read right to left, its cutout square included.
           for (int64_t y = 0; y < kH; ++y)
             for (int64_t x = 0; x < kW; ++x)
               for (int64_t c = 0; c < kC; ++c)
                 EXPECT_EQ(got[(y * kW + x) * kC + c],
                           images[size_t(((j * kH + y) * kW + (kW - 1 - x)) * kC + c)]);
+        }
       }
     }
-  }
   LoaderOptions plain;
   plain.workers = 0;
   DataLoader without(ds, plain);
   without.start_epoch(0);
   EXPECT_FALSE(without.next()->mirrored.defined());
+}
+
+// The dataset held by a DeviceResidentSet on the CPU (ops::gather_batch's reference kernel)
+// gives the host loader's batches bit for bit, augmented with crop, flip and cutout (odd and
+// even sides), mirrored too: the augmentations reach the op as the loader applies them.
+TEST(DataLoader, GatheredBatchesAreTheLoaderBatches) {
+  auto ds = std::make_shared<const ImageDataset>(
+      make_synthetic(53, 12, 10, 3, 10, /*seed=*/8, Split::Train));
+  for (bool augment : {false, true})
+    for (int64_t cutout : {0, 5, 6}) {
+      SCOPED_TRACE(testing::Message()
+                   << (augment ? "augmented" : "plain") << ", cutout " << cutout);
+      LoaderOptions o;
+      o.batch_size = 16;
+      o.seed = 6;
+      o.augment = augment;
+      o.mirror = true;
+      o.transform = default_transform("cifar10");  // mean/std, crop padding 4, flip
+      o.transform.cutout = cutout;
+      o.workers = 2;
+      DataLoader loader(ds, o);
+      const ImageTransform t(o.transform, 12, 10, 3);
+      DeviceResidentSet resident(*ds, t, Device::cpu());
+      for (int64_t e : {0, 3}) {
+        const std::vector<int64_t> order = epoch_order(53, true, 6, e);
+        resident.start_epoch(order, t, augment, true, 6, e);
+        for (const Batch& b : epoch(loader, e)) {
+          const int64_t begin = b.index * 16, count = b.images.size(0);
+          const Batch g = resident.batch(e, b.index, begin, count, true);
+          ASSERT_EQ(g.labels.to_vector<int64_t>(), b.labels.to_vector<int64_t>());
+          ASSERT_EQ(g.images.to_vector<float>(), b.images.to_vector<float>())
+              << "epoch " << e << " batch " << b.index;
+          ASSERT_EQ(g.mirrored.to_vector<float>(), b.mirrored.to_vector<float>())
+              << "mirrored, epoch " << e << " batch " << b.index;
+        }
+      }
+    }
 }
 
 TEST(DataLoader, BatchShapesAndPartialLastBatch) {

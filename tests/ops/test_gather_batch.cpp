@@ -1,7 +1,7 @@
 // gather_batch on the CPU against a reference written from the op's documentation: samples
-// picked by index, shifted with zero padding, mirrored after the shift, each value looked up in
-// its channel's table (exactly: the op computes nothing); labels widened to i64. Bad operands
-// are refused naming the operand.
+// picked by index, shifted with zero padding, mirrored after the shift, the cutout box blanked
+// in output coordinates, each value looked up in its channel's table (exactly: the op computes
+// nothing); labels widened to i64. Bad operands are refused naming the operand.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,9 +30,10 @@ struct Data {
   Tensor table_tensor() const { return Tensor::from_vector(table, {c, 256}); }
 
   // out(b, y, x, ch), from the documentation.
-  float reference(int64_t index, int32_t dy, int32_t dx, bool flip, int64_t y, int64_t x,
-                  int64_t ch) const {
-    const int64_t sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+  // `a`: the sample's row of augment (shift_y, shift_x, flip, box y0, x0, y1, x1).
+  float reference(int64_t index, const int32_t* a, int64_t y, int64_t x, int64_t ch) const {
+    const int64_t sy = y + a[0], sx = (a[2] != 0 ? w - 1 - x : x) + a[1];
+    if (y >= a[3] && y < a[5] && x >= a[4] && x < a[6]) return table[size_t(ch * 256)];
     if (sy < 0 || sy >= h || sx < 0 || sx >= w) return table[size_t(ch * 256)];
     return table[size_t(ch * 256 + pixels[size_t(((index * h + sy) * w + sx) * c + ch)])];
   }
@@ -41,12 +42,18 @@ struct Data {
 TEST(GatherBatch, MatchesTheFloat64ReferenceWithAndWithoutAugmentation) {
   const Data d;
   const std::vector<int64_t> indices = {3, 0, 6, 3, 1};
-  // Shifts within and beyond the image (a sample wholly in the padding), flips on and off.
-  const std::vector<int32_t> augment = {0, 0, 0, 1, -2, 1, -3, 2, 0, 5, 0, 1, -1, 6, 1};
+  // Shifts within and beyond the image (a sample wholly in the padding), flips on and off;
+  // cutout boxes empty, inside, at a corner, whole rows, the whole image.
+  const std::vector<int32_t> augment = {0,  0,  0, 0, 0, 0, 0,   // none
+                                        1,  -2, 1, 1, 2, 4, 5,   // rows 1-3, columns 2-4
+                                        -3, 2,  0, 0, 4, 2, 6,   // top-right corner
+                                        5,  0,  1, 2, 0, 3, 6,   // row 2, in the padding
+                                        -1, 6,  1, 0, 0, 5, 6};  // everything
   const int64_t b = int64_t(indices.size());
+  const std::vector<int32_t> none(7, 0);
   for (bool augmented : {false, true}) {
     SCOPED_TRACE(augmented ? "augmented" : "plain");
-    const Tensor aug = augmented ? Tensor::from_vector(augment, {b, 3}) : Tensor();
+    const Tensor aug = augmented ? Tensor::from_vector(augment, {b, 7}) : Tensor();
     const auto out = ops::gather_batch(d.images(), d.label_tensor(),
                                        Tensor::from_vector(indices, {b}), aug, d.table_tensor());
     ASSERT_EQ(out.images.shape(), (Shape{b, d.h, d.w, d.c}));
@@ -56,13 +63,11 @@ TEST(GatherBatch, MatchesTheFloat64ReferenceWithAndWithoutAugmentation) {
     const std::vector<int64_t> labels = out.labels.to_vector<int64_t>();
     for (int64_t i = 0; i < b; ++i) {
       EXPECT_EQ(labels[size_t(i)], d.labels[size_t(indices[size_t(i)])]);
-      const int32_t dy = augmented ? augment[size_t(3 * i)] : 0;
-      const int32_t dx = augmented ? augment[size_t(3 * i + 1)] : 0;
-      const bool flip = augmented && augment[size_t(3 * i + 2)] != 0;
+      const int32_t* a = augmented ? augment.data() + 7 * i : none.data();
       for (int64_t y = 0; y < d.h; ++y)
         for (int64_t x = 0; x < d.w; ++x)
           for (int64_t ch = 0; ch < d.c; ++ch) {
-            const float want = d.reference(indices[size_t(i)], dy, dx, flip, y, x, ch);
+            const float want = d.reference(indices[size_t(i)], a, y, x, ch);
             ASSERT_EQ(got[size_t(((i * d.h + y) * d.w + x) * d.c + ch)], want)
                 << "sample " << i << " y " << y << " x " << x << " channel " << ch;
           }
@@ -99,10 +104,10 @@ TEST(GatherBatch, BadOperandsAreRefusedNamingThem) {
       {"gather_batch", "indices[1] = 7", "7 samples"});
   test::expect_invalid(
       [&] {
-        call(d.images(), d.label_tensor(), idx, Tensor::zeros({2, 2}, DType::I32),
+        call(d.images(), d.label_tensor(), idx, Tensor::zeros({2, 3}, DType::I32),
              d.table_tensor());
       },
-      {"gather_batch", "augment must be [2,3]"});
+      {"gather_batch", "augment must be [2,7]"});
   test::expect_invalid(
       [&] {
         call(d.images(), d.label_tensor(), idx, {}, Tensor::zeros({3, 255}));

@@ -1,5 +1,6 @@
 // gather_batch on the GPU against the CPU backend on random datasets, indices and
-// augmentations (shifts inside and beyond the padding, flips): labels and images identical
+// augmentations (shifts inside and beyond the padding, flips, cutout boxes empty or not):
+// labels and images identical
 // bit for bit. Outputs start poisoned (NaN), so an unwritten element fails.
 #include <gtest/gtest.h>
 
@@ -33,19 +34,25 @@ TEST(GpuGatherBatch, MatchesTheCpuOnRandomBatches) {
       for (auto& p : pixels) p = uint8_t(rng() % 256);
       for (auto& l : labels) l = uint8_t(rng() % 100);
       std::vector<int64_t> indices(static_cast<size_t>(batch));
-      std::vector<int32_t> augment(static_cast<size_t>(3 * batch));
+      std::vector<int32_t> augment(static_cast<size_t>(7 * batch));
       for (int64_t b = 0; b < batch; ++b) {
         indices[size_t(b)] = int64_t(rng() % uint32_t(s.n));
-        augment[size_t(3 * b)] = int32_t(rng() % 13) - 6;
-        augment[size_t(3 * b + 1)] = int32_t(rng() % 13) - 6;
-        augment[size_t(3 * b + 2)] = int32_t(rng() % 2);
+        int32_t* a = augment.data() + 7 * b;
+        a[0] = int32_t(rng() % 13) - 6;
+        a[1] = int32_t(rng() % 13) - 6;
+        a[2] = int32_t(rng() % 2);
+        // A cutout box within the image ([y0, y1) x [x0, x1), possibly empty).
+        a[3] = int32_t(rng() % uint32_t(s.h + 1));
+        a[4] = int32_t(rng() % uint32_t(s.w + 1));
+        a[5] = a[3] + int32_t(rng() % uint32_t(s.h + 1 - a[3]));
+        a[6] = a[4] + int32_t(rng() % uint32_t(s.w + 1 - a[4]));
       }
       std::vector<float> table;
       for (int64_t i = 0; i < s.c * 256; ++i) table.push_back(float(rng() % 10000) * 1e-3f - 5.0f);
       const Tensor images = Tensor::from_vector(pixels, {s.n, s.h, s.w, s.c});
       const Tensor label_t = Tensor::from_vector(labels, {s.n});
       const Tensor idx = Tensor::from_vector(indices, {batch});
-      const Tensor aug = Tensor::from_vector(augment, {batch, 3});
+      const Tensor aug = Tensor::from_vector(augment, {batch, 7});
       const Tensor tab = Tensor::from_vector(table, {s.c, 256});
       const Device g = Device::gpu(0);
       for (bool augmented : {false, true}) {

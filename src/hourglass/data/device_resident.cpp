@@ -21,20 +21,28 @@ void DeviceResidentSet::start_epoch(const std::vector<int64_t>& order,
   order_ = Tensor::from_vector(order, {n}).to(images_.device());
   augment_ = mirror_ = Tensor();
   if (!augment && !mirror) return;
-  std::vector<int32_t> draws(size_t(3 * n), 0);
-  if (augment) {
-    for (int64_t j = 0; j < n; ++j) {
-      const Augmentation a = transform.draw(seed, epoch, order[size_t(j)]);
-      draws[size_t(3 * j)] = int32_t(a.shift_y);
-      draws[size_t(3 * j + 1)] = int32_t(a.shift_x);
-      draws[size_t(3 * j + 2)] = a.flip ? 1 : 0;
-    }
-    augment_ = Tensor::from_vector(draws, {n, 3}).to(images_.device());
+  // Row j: ops::gather_batch's shift_y, shift_x, flip and cutout box of position j's sample.
+  constexpr int64_t kRow = 7;
+  std::vector<int32_t> draws(size_t(kRow * n), 0), mirrored(mirror ? draws.size() : 0, 0);
+  auto put = [&](std::vector<int32_t>& rows, int64_t j, const Augmentation& a) {
+    const CutoutBox box = transform.cutout_box(a);
+    int32_t* r = rows.data() + kRow * j;
+    r[0] = int32_t(a.shift_y);
+    r[1] = int32_t(a.shift_x);
+    r[2] = a.flip ? 1 : 0;
+    r[3] = int32_t(box.y0);
+    r[4] = int32_t(box.x0);
+    r[5] = int32_t(box.y1);
+    r[6] = int32_t(box.x1);
+  };
+  for (int64_t j = 0; j < n; ++j) {
+    // As InMemorySource::write: no augmentation (Augmentation{}) unless augmenting.
+    const Augmentation a = augment ? transform.draw(seed, epoch, order[size_t(j)]) : Augmentation{};
+    put(draws, j, a);
+    if (mirror) put(mirrored, j, transform.mirrored(a));
   }
-  if (mirror) {
-    for (int64_t j = 0; j < n; ++j) draws[size_t(3 * j + 2)] ^= 1;
-    mirror_ = Tensor::from_vector(draws, {n, 3}).to(images_.device());
-  }
+  if (augment) augment_ = Tensor::from_vector(draws, {n, kRow}).to(images_.device());
+  if (mirror) mirror_ = Tensor::from_vector(mirrored, {n, kRow}).to(images_.device());
 }
 
 Batch DeviceResidentSet::batch(int64_t epoch, int64_t index, int64_t begin, int64_t count,

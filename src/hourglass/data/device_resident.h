@@ -1,9 +1,9 @@
 // A dataset held on the device it trains on: its uint8 pixels and labels uploaded once, and
 // each batch gathered, augmented and normalised there by one kernel (ops::gather_batch) from
 // the epoch's sample order and augmentations, which are drawn on the host once per epoch
-// (ImageTransform::draw: the same crops and flips as the host path, for the same seed) and
-// uploaded with it. No per-step host work but the launch; the loader's worker threads are not
-// used. CIFAR-10's training set takes 150 MB of device memory this way.
+// (ImageTransform::draw: the same crops, flips and cutouts as the host path, for the same
+// seed) and uploaded with it. No per-step host work but the launch; the loader's worker threads
+// are not used. CIFAR-10's training set takes 150 MB of device memory this way.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,8 @@ class DeviceResidentSet {
   DeviceResidentSet(const ImageDataset& ds, const ImageTransform& transform, Device device);
 
   // Uploads epoch `epoch`'s sample order and, when `augment`, the augmentation of each
-  // position's sample (transform.draw(seed, epoch, sample)); when `mirror`, the same with the
-  // flip toggled, for Batch::mirrored.
+  // position's sample (transform.draw(seed, epoch, sample)); when `mirror`, the same mirrored
+  // (ImageTransform::mirrored: the flip toggled, the cutout mirrored), for Batch::mirrored.
   void start_epoch(const std::vector<int64_t>& order, const ImageTransform& transform, bool augment,
                    bool mirror, uint64_t seed, int64_t epoch);
   // Positions [begin, begin + count) of the current epoch's order as batch `index`, on the

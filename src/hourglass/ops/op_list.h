@@ -351,12 +351,13 @@ HG_OP(Tensor, dropout_backward, (const Tensor& dy, const Tensor& mask, double p)
 
 // images u8 [N,H,W,C] and labels u8 [N] (the dataset), indices i64 [B] (the batch's samples,
 // each in [0, N): the CPU refuses others, the GPU writes zeros and label -1 for them), augment
-// i32 [B,3] (per sample shift_y, shift_x, flip as data::Augmentation) or undefined (none),
-// table f32 [C,256] (channel c's value of each pixel value: the normalisation) -> images f32
-// [B,H,W,C], labels i64 [B] where, for sample i = indices[b] with shifts (dy, dx) and
-// cx = flip ? W-1-x : x, out(b,y,x,c) = table(c, images(i, y+dy, cx+dx, c)), and table(c, 0)
-// (a zero pixel) where (y+dy, cx+dx) falls outside the image: data::ImageTransform::apply for
-// a whole batch, bit for bit.
+// i32 [B,7] (per sample shift_y, shift_x, flip as data::Augmentation, then its cutout box y0,
+// x0, y1, x1 as data::CutoutBox) or undefined (none), table f32 [C,256] (channel c's value of
+// each pixel value: the normalisation) -> images f32 [B,H,W,C], labels i64 [B] where, for
+// sample i = indices[b] with shifts (dy, dx) and cx = flip ? W-1-x : x, out(b,y,x,c) =
+// table(c, images(i, y+dy, cx+dx, c)), and table(c, 0) (a zero pixel) where (y+dy, cx+dx)
+// falls outside the image or y0 <= y < y1 and x0 <= x < x1 (the cutout, in output
+// coordinates): data::ImageTransform::apply for a whole batch, bit for bit.
 HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& labels,
                                          const Tensor& indices, const Tensor& augment,
                                          const Tensor& table), {
@@ -370,9 +371,10 @@ HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& lab
   check_dim(op, "indices", indices, 1);
   if (augment.defined()) {
     check_dtype(op, "augment", augment, DType::I32);
-    HG_CHECK(augment.dim() == 2 && augment.size(0) == indices.size(0) && augment.size(1) == 3,
-             "{}: augment must be [{},3] (shift_y, shift_x, flip per sample), got {}", op,
-             indices.size(0), augment.describe());
+    HG_CHECK(augment.dim() == 2 && augment.size(0) == indices.size(0) && augment.size(1) == 7,
+             "{}: augment must be [{},7] (shift_y, shift_x, flip and the cutout box y0, x0, y1, "
+             "x1 per sample), got {}",
+             op, indices.size(0), augment.describe());
     check_same_device(op, images, augment);
   }
   check_dtype(op, "table", table, DType::F32);

@@ -26,8 +26,12 @@ ops::GatheredBatch CpuBackend::gather_batch(const Tensor& images, const Tensor& 
   int64_t* dst_label = out.labels.data<int64_t>();
   parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t shift_y = aug ? aug[3 * b] : 0, shift_x = aug ? aug[3 * b + 1] : 0;
-      const bool flip = aug && aug[3 * b + 2] != 0;
+      const int32_t* a = aug ? aug + 7 * b : nullptr;
+      const int64_t shift_y = a ? a[0] : 0, shift_x = a ? a[1] : 0;
+      const bool flip = a && a[2] != 0;
+      // The cutout box [y0, y1) x [x0, x1); empty without augmentation.
+      const int64_t cut_y0 = a ? a[3] : 0, cut_x0 = a ? a[4] : 0;
+      const int64_t cut_y1 = a ? a[5] : 0, cut_x1 = a ? a[6] : 0;
       const uint8_t* image = src + index[b] * h * w * c;
       dst_label[b] = label[index[b]];
       for (int64_t y = 0; y < h; ++y) {
@@ -35,7 +39,8 @@ ops::GatheredBatch CpuBackend::gather_batch(const Tensor& images, const Tensor& 
         for (int64_t x = 0; x < w; ++x) {
           const int64_t sx = (flip ? w - 1 - x : x) + shift_x;
           float* px = dst + ((b * h + y) * w + x) * c;
-          if (sy < 0 || sy >= h || sx < 0 || sx >= w) {  // in the padding: a zero pixel
+          const bool cut = y >= cut_y0 && y < cut_y1 && x >= cut_x0 && x < cut_x1;
+          if (cut || sy < 0 || sy >= h || sx < 0 || sx >= w) {  // padding or cutout: a zero pixel
             for (int64_t ch = 0; ch < c; ++ch) px[ch] = tab[ch * 256];
             continue;
           }

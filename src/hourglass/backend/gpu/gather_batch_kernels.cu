@@ -28,12 +28,14 @@ __global__ void __launch_bounds__(kThreads)
       continue;
     }
     int64_t sy = y, sx = x;
+    bool cut = false;
     if (augment != nullptr) {
-      const int32_t* a = augment + 3 * b;
+      const int32_t* a = augment + 7 * b;
       sy = y + a[0];
       sx = (a[2] != 0 ? w - 1 - x : x) + a[1];
+      cut = y >= a[3] && y < a[5] && x >= a[4] && x < a[6];  // the cutout box
     }
-    if (sy < 0 || sy >= h || sx < 0 || sx >= w) {  // in the padding: a zero pixel
+    if (cut || sy < 0 || sy >= h || sx < 0 || sx >= w) {  // padding or cutout: a zero pixel
       for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256];
       continue;
     }
