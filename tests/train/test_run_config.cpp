@@ -192,6 +192,33 @@ TEST(RunConfigBounds, FolderDatasetKeys) {
 }
 
 // Every shipped config still parses within the bounds.
+// data.cutout: a side in pixels, printed only when set (configs without it keep their hash),
+// refused for folder datasets, and checked against the images' shape when the data is read.
+TEST(RunConfigBounds, Cutout) {
+  const train::RunConfig plain = parsed_with("data.flip=true");
+  EXPECT_EQ(plain.data.transform.cutout, 0);
+  EXPECT_EQ(train::trajectory_config_text(plain).find("cutout"), std::string::npos);
+  const train::RunConfig r = parsed_with("data.cutout=3");
+  EXPECT_EQ(r.data.transform.cutout, 3);
+  EXPECT_NE(train::trajectory_config_text(r).find("data.cutout = 3"), std::string::npos);
+  expect_refused("data.cutout=-1", {"[0, 4096]"});
+  Config folder = base_config();
+  folder.set_override("data.dataset=\"folder\"");
+  folder.set_override("data.cutout=8");
+  expect_invalid([&] { train::parse_run_config(folder); }, {"data.cutout", "folder"});
+  // The synthetic images are 4x4: a side of 4 fits, 5 does not (found when the loaders are
+  // made, as an oversized crop padding is).
+  for (int64_t side : {4, 5}) {
+    const train::RunConfig run = parsed_with("data.cutout=" + std::to_string(side));
+    const train::RunParts parts = train::build_run_parts(run, true);
+    auto make = [&] { train::make_train_loader(run, parts.train_set); };
+    if (side == 4)
+      EXPECT_NO_THROW(make());
+    else
+      expect_invalid(make, {"data.cutout", "[0, 4]", "5"});
+  }
+}
+
 TEST(RunConfigBounds, ShippedConfigsParse) {
   int parsed = 0;
   for (const auto& entry : std::filesystem::directory_iterator(HG_SOURCE_DIR "/configs")) {

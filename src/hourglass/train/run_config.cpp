@@ -175,6 +175,10 @@ RunConfig parse_run_config(const Config& c) {
       int_in(c, "data.crop_padding", d.transform.crop_padding, 0, kMaxSyntheticSide,
              fmt::format("must be in [0, {}]", kMaxSyntheticSide));
   d.transform.flip = c.get_bool("data.flip", d.transform.flip);
+  d.transform.cutout =
+      int_in(c, "data.cutout", d.transform.cutout, 0, kMaxSyntheticSide,
+             fmt::format("must be in [0, {}] (the side of the square cut out, 0 for none)",
+                         kMaxSyntheticSide));
   if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
   if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
   const int64_t max_workers = std::min(kMaxLoaderWorkers, max_threads);
@@ -216,6 +220,8 @@ RunConfig parse_run_config(const Config& c) {
     check_range(d.transform.crop_padding == 0, c, "data.crop_padding",
                 "must be 0 for dataset = \"folder\" (its images are cropped by "
                 "RandomResizedCrop)");
+    check_range(d.transform.cutout == 0, c, "data.cutout",
+                "must be 0 for dataset = \"folder\" (cutout applies to datasets held in memory)");
     if (d.placement == "device")
       throw_invalid(fmt::format("config key 'data.placement' {}: \"device\" cannot hold "
                                 "dataset = \"folder\" (its images are decoded on the host)",
@@ -386,6 +392,8 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("data.augment", d.augment);
   line("data.crop_padding", d.transform.crop_padding);
   line("data.flip", d.transform.flip);
+  // Only when set, so that runs without cutout keep the text (and hash) they had.
+  if (d.transform.cutout > 0) line("data.cutout", d.transform.cutout);
   line("data.mean", list_text(d.transform.mean));
   line("data.std", list_text(d.transform.std));
   if (d.dataset == data::kImageFolderDataset) line("data.image_size", d.image_size);
