@@ -264,6 +264,29 @@ TEST(DataParallel, RanksTrainTheWeightsOfOneProcessOnTheWholeBatch) {
   EXPECT_TRUE(fs::exists(o.run_dir + "/metrics.jsonl"));
 }
 
+// Synchronised batch norm: N ranks normalise with the statistics of the whole global batch, as
+// one process without micro-batches does, so weights and running statistics match it (up to
+// rounding: the ranks' statistics are combined in another order).
+TEST(DataParallel, SyncBatchNormNormalisesOverTheWholeBatch) {
+  SKIP_UNLESS_SEVERAL_RANKS();
+  Config c = resnet_config();
+  c.set_override("distributed.sync_batch_norm=true");
+  train::TrainerOptions o{shared_dir("syncbn"), false};
+  o.communicator = world();
+  train::Trainer t(c, o);
+  const auto history = t.run();
+  const std::vector<float> w = weights(t);
+  const std::vector<float> stats = t.parameters().buffers.to_vector<float>();
+  expect_same_on_every_rank(w);
+  expect_same_on_every_rank(stats);
+  if (world()->rank() != 0) return;
+  train::Trainer ref(c, {test::fresh_temp_dir("hourglass_dp_ref_syncbn"), false});
+  const auto ref_history = ref.run();
+  EXPECT_LT(max_abs_diff(w, weights(ref)), 2e-5);
+  EXPECT_LT(max_abs_diff(stats, ref.parameters().buffers.to_vector<float>()), 2e-5);
+  EXPECT_NEAR(history.back().test_acc, ref_history.back().test_acc, 1e-9);
+}
+
 // A checkpoint written by N ranks in the middle of an epoch continues in one process (the data
 // position is a batch of the global batch size) to the weights of an uninterrupted run.
 TEST(DataParallel, ACheckpointOfSeveralRanksContinuesInOneProcess) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "hourglass/autograd/tape.h"
+#include "hourglass/device/comm.h"
 #include "hourglass/ops/ops.h"
 
 namespace hg::fn {
@@ -17,6 +18,16 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
 enum class BatchNormMode : uint8_t { Train, Eval };
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, BatchNormMode mode, double momentum, double eps);
+// Training-mode batch norm with the statistics of every rank's rows (synchronised batch norm):
+// the ranks' means and variances are combined through `comm` (all ranks call it for the same
+// layers in the same order), the running statistics take the combined ones, and backward sums
+// the per-channel gradient terms over the ranks too, so N ranks normalise as one process does
+// on all their rows. The returned weight and bias gradients are this rank's parts (data
+// parallelism sums them with the others). The combination is done in f64 on the host: on a GPU
+// each call waits for the device twice (forward and backward).
+Tensor batch_norm_synced(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         Tensor& running_mean, Tensor& running_var, double momentum, double eps,
+                         Communicator& comm);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
 Tensor relu(const Tensor& x);
 Tensor sqrt(const Tensor& x);

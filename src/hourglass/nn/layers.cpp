@@ -26,9 +26,18 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double momentum, double eps)
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  if (sync != nullptr && is_training())
+    return fn::batch_norm_synced(x, weight, bias, running_mean, running_var, momentum_, eps_,
+                                 *sync);
   return fn::batch_norm(x, weight, bias, running_mean, running_var,
                         is_training() ? fn::BatchNormMode::Train : fn::BatchNormMode::Eval,
                         momentum_, eps_);
+}
+
+void sync_batch_norm(Module& model, Communicator* comm) {
+  model.for_each_module([comm](Module& m) {
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->sync = comm;
+  });
 }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) : Module("Linear") {

@@ -34,10 +34,16 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t channels, double momentum = 0.1, double eps = 1e-5);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias, running_mean, running_var;
+  // Synchronised batch norm (data parallelism): training statistics over the rows of every rank
+  // of this communicator (fn::batch_norm_synced); null: this process's rows only.
+  Communicator* sync = nullptr;
 
  private:
   double momentum_, eps_;
 };
+
+// Makes every BatchNorm2d of `model` synchronise over `comm` (null: stop synchronising).
+void sync_batch_norm(Module& model, Communicator* comm);
 
 class Linear : public Module {
  public:

@@ -104,3 +104,12 @@ Tensor Sequential::forward(const Tensor& x) {
 }
 
 }  // namespace hg::nn
+
+namespace hg::nn {
+
+void Module::for_each_module(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [name, child] : children_) child->for_each_module(fn);
+}
+
+}  // namespace hg::nn

@@ -2,6 +2,7 @@
 // dotted paths ("layer1.0.conv1.weight") used by state dicts, checkpoints and the golden test.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,6 +50,9 @@ class Module {
   int64_t num_parameters() const;
   // Moves parameters and buffers to `device` in place.
   void to(Device device);
+
+  // Calls fn on this module, then on every descendant, in registration order.
+  void for_each_module(const std::function<void(Module&)>& fn);
 
   const std::string& type_name() const { return type_name_; }
   // One line per module, indented: "ResNet", "  stem: Stem", ...

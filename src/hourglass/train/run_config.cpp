@@ -363,6 +363,7 @@ RunConfig parse_run_config(const Config& c) {
   // [distributed]
   r.distributed.bucket_bytes =
       int_in(c, "distributed.bucket_mb", 25, 1, 4096, "must be in [1, 4096] (MiB)") << 20;
+  r.distributed.sync_batch_norm = c.get_bool("distributed.sync_batch_norm", false);
   return r;
 }
 
@@ -439,6 +440,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("train.clip_grad_norm", t.clip_grad_norm);
   line("train.label_smoothing", t.label_smoothing);
   if (t.eval_flip) line("train.eval_flip", "true");
+  if (r.distributed.sync_batch_norm) line("distributed.sync_batch_norm", "true");
   if (t.early_stop_patience > 0) {
     line("train.early_stop_patience", t.early_stop_patience);
     line("train.early_stop_min_delta", t.early_stop_min_delta);

@@ -98,10 +98,12 @@ struct CheckpointConfig {
 
 // [distributed]: how the ranks of a data-parallel run (started by `hourglass launch`, torchrun,
 // mpirun or srun) cooperate. train.batch_size is the global batch, split across the ranks, so a
-// run's trajectory does not depend on how many ranks train it and none of these keys enters the
-// config hash.
+// run's trajectory does not depend on how many ranks train it.
 struct DistributedConfig {
   int64_t bucket_bytes = int64_t(25) << 20;  // distributed.bucket_mb: gradients per all-reduce
+  // distributed.sync_batch_norm: batch-norm statistics over all ranks' rows (it changes what is
+  // computed, so it enters the trajectory when set).
+  bool sync_batch_norm = false;
 };
 
 struct RunConfig {

@@ -6,6 +6,7 @@
 #include "hourglass/autograd/tape.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/nn/layers.h"
 #include "hourglass/obs/progress.h"
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
@@ -97,6 +98,7 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   if (dp_) {
     dp_->broadcast_parameters(setup_.flat);
     dp_->attach(*setup_.step);
+    if (run_.distributed.sync_batch_norm) nn::sync_batch_norm(model(), options.communicator);
   }
 }
 
