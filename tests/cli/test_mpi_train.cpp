@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "hourglass/tensor/safetensors.h"
 #include "support/temp_dir.h"
 
@@ -234,6 +236,15 @@ TEST(MpiTrain, ASigtermToOneRankStopsEveryRankWithACheckpointAndTheRunResumes) {
   EXPECT_EQ(run_to_end(2, train_args(config, run, {"--resume", "auto"}), dir + "/resume.log"), 0)
       << read_file(dir + "/resume.log");
   EXPECT_NE(read_file(dir + "/resume.log").find("resuming from"), std::string::npos);
+  // Rank 0 kept the ledger: two sessions (stopped, then finished), each charged for 2 devices.
+  const nlohmann::json ledger = nlohmann::json::parse(read_file(run + "/budget.json"));
+  ASSERT_EQ(ledger["sessions"].size(), 2u) << ledger.dump();
+  for (const auto& session : ledger["sessions"]) {
+    EXPECT_EQ(session["devices"], 2);
+    EXPECT_NEAR(session["device_seconds"].get<double>(), 2 * session["wall_seconds"].get<double>(),
+                1e-9);
+  }
+  EXPECT_EQ(ledger["sessions"][0]["stop_reason"], "a stop request to another rank");
   expect_same_weights(reference(dir, config), run);
 }
 
