@@ -143,6 +143,8 @@ BENCHMARK(BM_FolderLoader)
     ->Arg(1)
     ->Arg(2)
     ->Arg(4)
+    ->Arg(8)
+    ->Arg(15)
     ->Arg(16)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -364,6 +364,12 @@ RunConfig parse_run_config(const Config& c) {
   r.distributed.bucket_bytes =
       int_in(c, "distributed.bucket_mb", 25, 1, 4096, "must be in [1, 4096] (MiB)") << 20;
   r.distributed.sync_batch_norm = c.get_bool("distributed.sync_batch_norm", false);
+
+  // [monitor]
+  r.monitor.every_seconds = double_in(c, "monitor.every_seconds", 5, 0, 3600, Upper::Closed,
+                                      "in [0, 3600] seconds (0 = no monitor)");
+  check_range(r.monitor.every_seconds == 0 || r.monitor.every_seconds >= 0.05, c,
+              "monitor.every_seconds", "must be 0 (off) or at least 0.05 seconds");
   return r;
 }
 

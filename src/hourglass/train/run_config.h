@@ -106,6 +106,12 @@ struct DistributedConfig {
   bool sync_batch_norm = false;
 };
 
+// [monitor]: the device monitor (obs/monitor.h), which writes monitor.csv in the run directory.
+// It observes the run and enters no hash.
+struct MonitorConfig {
+  double every_seconds = 5;  // monitor.every_seconds; 0: off
+};
+
 struct RunConfig {
   std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
@@ -121,6 +127,7 @@ struct RunConfig {
   TrainConfig train;
   CheckpointConfig checkpoint;
   DistributedConfig distributed;
+  MonitorConfig monitor;
 };
 
 // The precision a run on `device` gets without a precision key: "tf32" on GPUs (f32 tensors,

@@ -231,6 +231,8 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     p.data_wait_seconds += seconds_since(wait_start);
     return b;
   };
+  auto loop_mark = Clock::now();  // the monitor's totals advance after each step
+  double wait_mark = p.data_wait_seconds;
   while (auto batch = next_batch()) {
     Tensor images = setup_.mover->move(batch->images);
     Tensor labels = batch->labels.to(device);
@@ -254,6 +256,14 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     ++index;
     ++steps_this_run_;
     step_seconds_.add(seconds_since(step_start));
+    if (monitor_) {
+      const auto now = Clock::now();
+      loop_seconds_.store(loop_seconds_.load() +
+                          std::chrono::duration<double>(now - loop_mark).count());
+      loop_wait_seconds_.store(loop_wait_seconds_.load() + p.data_wait_seconds - wait_mark);
+      loop_mark = now;
+      wait_mark = p.data_wait_seconds;
+    }
     if (progress.wants_update(index)) {
       const double elapsed = seconds_since(p.segment_start);
       const double ranks = dp_ ? double(dp_->size()) : 1.0;  // the job's rate, about
@@ -352,6 +362,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
 std::vector<EpochMetrics> Trainer::run() {
   std::vector<EpochMetrics> history = history_;
   auto stop = [&] {
+    monitor_.reset();
     HG_LOG_INFO("stopped ({}) at step {} of {}; checkpoint {}", stop_reason_, global_step(),
                 setup_.total_steps, last_checkpoint().empty() ? "none" : last_checkpoint());
     session_->finish(stop_reason_);
@@ -371,6 +382,22 @@ std::vector<EpochMetrics> Trainer::run() {
           ? fmt::format("{} validation / ", setup_.parts.validation_set->size())
           : std::string(),
       setup_.parts.test_set->size(), setup_.total_steps);
+  if (session_->writes() && run_.monitor.every_seconds > 0) {
+    obs::MonitorOptions mo;
+    mo.every_seconds = run_.monitor.every_seconds;
+    mo.csv_path = session_->run_dir() + "/monitor.csv";
+    std::unique_ptr<GpuReader> gpus;
+    if (run_.device.is_gpu()) {
+      std::string why_not;
+      gpus = open_gpu_reader(&why_not);
+      if (!gpus) HG_LOG_INFO("monitor: {}; monitor.csv holds the host's readings", why_not);
+      mo.gpu_index = run_.device.index;
+    }
+    mo.data_wait = [this] {
+      return std::pair<double, double>{loop_wait_seconds_.load(), loop_seconds_.load()};
+    };
+    monitor_ = std::make_unique<obs::Monitor>(std::move(mo), std::move(gpus));
+  }
   if (dp_) {
     const GradientBuckets* buckets = setup_.step->gradient_buckets();
     HG_LOG_INFO(
@@ -410,6 +437,7 @@ std::vector<EpochMetrics> Trainer::run() {
     final_metadata["hourglass.val_acc"] = fmt::format("{:.6f}", history.back().val_acc);
   if (stopped_early_at_ > 0)
     final_metadata["hourglass.stopped_early_after_epoch"] = std::to_string(stopped_early_at_);
+  monitor_.reset();
   session_->save_final(model(), *setup_.optimizer, final_metadata);
   session_->finish("");
   return history;

@@ -10,12 +10,14 @@
 // the epoch's partial metric sums.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "hourglass/base/config.h"
+#include "hourglass/obs/monitor.h"
 #include "hourglass/train/budget.h"
 #include "hourglass/train/data_parallel.h"
 #include "hourglass/train/evaluate.h"
@@ -106,6 +108,10 @@ class Trainer {
   double last_eval_seconds_ = 0;
   std::string stop_reason_;
   int64_t stopped_early_at_ = 0;  // epochs trained when early stopping ended the run (0: not)
+  // The device monitor (monitor.csv; rank 0, monitor.every_seconds > 0) during run(), and the
+  // step loop's totals it reads: seconds waiting for batches, seconds in the loop.
+  std::unique_ptr<obs::Monitor> monitor_;
+  std::atomic<double> loop_wait_seconds_{0}, loop_seconds_{0};
   // Data parallelism: what this rank saw since the last exchange (decide()).
   std::string pending_stop_;
   bool pending_checkpoint_ = false;

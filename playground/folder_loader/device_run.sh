@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Where a JPEG-folder ResNet-50 run loses its rate on the GPU machine (bench/README.md, "a folder
+# of JPEGs feeding ResNet-50"): the loader alone at 1-16 workers (bench_loader), then the
+# end-to-end folder run (bench/folder_e2e.sh's data and config, 3 epochs, deterministic
+# algorithms so no variant pays the timed search) under variants of the host threading:
+#   default        as a user runs it (OpenMP compute pool of all cores beside the workers)
+#   omp-passive    OMP_WAIT_POLICY=passive (OpenMP threads sleep at once instead of spinning)
+#   threads-1      threads = 1 (no OpenMP pool beside the loader)
+#   workers-8      data.workers = 8
+# Prints images/s of epochs 2-3 and the data-wait share for each.
+#   playground/folder_loader/device_run.sh OUT
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-${OUT:-build-device/out}}
+mkdir -p "$out"
+source scripts/device-env.sh
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOURGLASS_GPU=cuda > "$out/configure.log" 2>&1
+ninja -C build-device hourglass bench_loader > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+nproc; lscpu | grep -E "Model name|Thread|Core|Socket|MHz" | head -6
+./build-device/bench/bench_loader --benchmark_filter='Folder|Jpeg|CropResize' --benchmark_min_time=1 2>&1 \
+  | grep -E "BM_" | tee "$out/bench_loader.txt"
+images=12800
+root=build-device/folder-data/jpeg-folder
+python3 - "$root" "$images" <<'PY'
+import os, sys
+from multiprocessing import Pool
+import numpy as np
+from PIL import Image
+root, n = sys.argv[1], int(sys.argv[2])
+classes = 10
+def write(job):
+    split, i = job
+    path = os.path.join(root, split, f"class_{i % classes}", f"img_{i:06d}.jpg")
+    if os.path.exists(path):
+        return
+    rng = np.random.default_rng(i)
+    h, w = (375, 500) if i % 3 else (500, 375)
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.zeros((h, w, 3))
+    for c in range(3):
+        fy, fx, ph = rng.uniform(0.005, 0.05, 2).tolist() + [rng.uniform(0, 6.3)]
+        img[..., c] = 128 + 80 * np.sin(fy * y + fx * x + ph)
+    img += rng.normal(0, 12, img.shape)
+    Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(path, quality=90)
+jobs = [("train", i) for i in range(n)] + [("val", i) for i in range(n // 10)]
+for split in ("train", "val"):
+    for c in range(classes):
+        os.makedirs(os.path.join(root, split, f"class_{c}"), exist_ok=True)
+with Pool(os.cpu_count()) as p:
+    p.map(write, jobs, chunksize=64)
+PY
+variant() {
+  name=$1; shift
+  run="$out/run-$name"
+  rm -rf "$run"
+  env "$@" ./build-device/hourglass train configs/folder-resnet18.toml --run-dir "$run" --no-progress \
+    --set device='"gpu:0"' --set precision='"bf16"' --set model.name='"resnet50"' \
+    --set deterministic=true --set train.epochs=3 --set train.batch_size=256 \
+    --set data.path="\"$root\"" --set data.workers='"auto"' ${EXTRA:-} > "$out/$name.log" 2>&1
+  python3 - "$run/metrics.jsonl" "$images" "$name" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+n = int(sys.argv[2]); later = lines[1:]
+train_s = sum(n / l["images_per_s"] for l in later)
+wait_s = sum(l.get("data_wait_seconds", 0) for l in later)
+print(f"| {sys.argv[3]} | {n * len(later) / train_s:,.0f} | {100 * wait_s / train_s:.1f}% | {lines[0]['epoch_seconds']:.1f} |")
+PY
+}
+echo "| variant | images/s (epochs 2-3) | data wait | first epoch s |"
+echo "| --- | --- | --- | --- |"
+variant default X=1
+variant omp-passive OMP_WAIT_POLICY=passive
+EXTRA="--set threads=1" variant threads-1 X=1
+EXTRA="--set data.workers=8" variant workers-8 X=1
