@@ -82,29 +82,31 @@ std::pair<int, int> jpeg_decode_size(int width, int height, int64_t min_width, i
   return {best_w, best_h};
 }
 
-DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& path,
-                         int64_t min_height, int64_t min_width) {
+void decode_jpeg(const uint8_t* data, size_t size, const std::string& path, int64_t min_height,
+                 int64_t min_width, DecodedImage& img) {
   const tjhandle tj = jpeg_decoder(path);
   const auto length = static_cast<unsigned long>(size);
   const JpegHeader header = read_jpeg_header(tj, data, size, path);
   const auto [width, height] = jpeg_decode_size(header.width, header.height, min_width, min_height);
   const int colorspace = header.colorspace;
-  DecodedImage img;
   img.height = height;
   img.width = width;
   const size_t pixels = size_t(width) * size_t(height);
   // libjpeg does not convert CMYK to RGB: decode the four channels and convert below.
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
-  std::vector<uint8_t> buffer(pixels * (cmyk ? 4 : 3));
+  std::vector<uint8_t> cmyk_buffer;
+  if (cmyk)
+    cmyk_buffer.resize(pixels * 4);
+  else
+    img.pixels.resize(pixels * 3);  // keeps the buffer's memory when it is large enough
+  uint8_t* target = cmyk ? cmyk_buffer.data() : img.pixels.data();
   // A warning (a cut-short file: "Premature end of JPEG file") also returns -1: the decoder
   // filled the missing part with grey, which must not reach training as if it were the image.
-  if (tjDecompress2(tj, data, length, buffer.data(), width, 0, height, cmyk ? TJPF_CMYK : TJPF_RGB,
-                    0) != 0)
+  if (tjDecompress2(tj, data, length, target, width, 0, height, cmyk ? TJPF_CMYK : TJPF_RGB, 0) !=
+      0)
     throw_invalid(fmt::format("{}: corrupt JPEG data: {}", path, tjGetErrorStr2(tj)));
-  if (!cmyk) {
-    img.pixels = std::move(buffer);
-    return img;
-  }
+  if (!cmyk) return;
+  const std::vector<uint8_t>& buffer = cmyk_buffer;
   // Adobe's CMYK JPEGs store inverted values, which libjpeg hands back as they are stored:
   // channel value = 255 - ink, so R = C' * K' / 255 (as PIL converts them).
   img.pixels.resize(pixels * 3);
@@ -113,7 +115,6 @@ DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& pa
     for (size_t c = 0; c < 3; ++c)
       img.pixels[i * 3 + c] = uint8_t((buffer[i * 4 + c] * k + 127) / 255);
   }
-  return img;
 }
 
 // libpng's simplified reader over `data` with its header read and the dimensions checked; its
@@ -138,11 +139,10 @@ struct PngRead {
   PngRead& operator=(const PngRead&) = delete;
 };
 
-DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& path) {
+void decode_png(const uint8_t* data, size_t size, const std::string& path, DecodedImage& img) {
   PngRead read(data, size, path);
   png_image& image = read.image;
   image.format = PNG_FORMAT_RGB;
-  DecodedImage img;
   img.height = image.height;
   img.width = image.width;
   img.pixels.resize(size_t(image.width) * image.height * 3);
@@ -152,7 +152,6 @@ DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& pat
   // libpng reports some faults (a bad CRC in an ancillary chunk) as warnings and goes on.
   if ((image.warning_or_error & PNG_IMAGE_ERROR) != 0)
     throw_invalid(fmt::format("{}: corrupt PNG: {}", path, image.message));
-  return img;
 }
 
 [[noreturn]] void throw_unknown_format(size_t size, const std::string& path) {
@@ -186,14 +185,21 @@ ImageSize read_image_size(const uint8_t* data, size_t size, const std::string& p
   throw_unknown_format(size, path);
 }
 
-DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& path,
-                          int64_t min_height, int64_t min_width) {
+void decode_image_into(const uint8_t* data, size_t size, const std::string& path,
+                       int64_t min_height, int64_t min_width, DecodedImage& out) {
   switch (detect_image_format(data, size)) {
-    case ImageFormat::Jpeg: return decode_jpeg(data, size, path, min_height, min_width);
-    case ImageFormat::Png: return decode_png(data, size, path);
+    case ImageFormat::Jpeg: return decode_jpeg(data, size, path, min_height, min_width, out);
+    case ImageFormat::Png: return decode_png(data, size, path, out);
     case ImageFormat::Unknown: break;
   }
   throw_unknown_format(size, path);
+}
+
+DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& path,
+                          int64_t min_height, int64_t min_width) {
+  DecodedImage img;
+  decode_image_into(data, size, path, min_height, min_width, img);
+  return img;
 }
 
 std::vector<uint8_t> read_image_file(const std::string& path) {

@@ -46,6 +46,10 @@ ImageSize read_image_size(const uint8_t* data, size_t size, const std::string& p
 // A minimum of 0 asks for the full size in that dimension; PNGs always decode at full size.
 DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& path,
                           int64_t min_height = 0, int64_t min_width = 0);
+// The same into `out`, whose pixel buffer keeps its memory when it is already large enough (a
+// loader thread decodes image after image into one). On an error `out` is unspecified.
+void decode_image_into(const uint8_t* data, size_t size, const std::string& path,
+                       int64_t min_height, int64_t min_width, DecodedImage& out);
 
 // Reads the whole file at `path` (a regular file of at most kMaxImageFileBytes; InvalidInput
 // naming it otherwise) and decodes it.

@@ -69,7 +69,8 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
   CropBox box, window{0, 0, s, s};
   int64_t resized_height = s, resized_width = s;
   bool flip = false;
-  DecodedImage img;
+  // Decoded into this thread's buffer, which keeps its memory from one image to the next.
+  thread_local DecodedImage img;
   try {
     const std::vector<uint8_t> bytes = images_->read(index);
     const std::string where = images_->where(index);
@@ -92,7 +93,7 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
       min_height = resized_height;
       min_width = resized_width;
     }
-    img = decode_image(bytes.data(), bytes.size(), where, min_height, min_width);
+    decode_image_into(bytes.data(), bytes.size(), where, min_height, min_width, img);
     box = scale_box(box, full.height, full.width, img.height, img.width);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::InvalidInput) throw;  // the machine failed, not the file
@@ -106,11 +107,12 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
     return false;
   }
   // The image with its flip and, when asked, with the flip inverted.
+  const ImageTransform& transform = *request.transform;
   for (float* dst : {out, mirrored}) {
     if (dst == nullptr) continue;
     resize_bilinear(img.pixels.data(), img.height, img.width, 3, box, resized_height, resized_width,
-                    window, dst == out ? flip : !flip, dst);
-    request.transform->normalize(dst);
+                    window, dst == out ? flip : !flip, dst, transform.scale().data(),
+                    transform.bias().data());
   }
   *label = images_->label(index);
   return true;

@@ -35,24 +35,15 @@ Tap tap(int64_t o, int64_t out, int64_t begin, int64_t extent) {
 
 }  // namespace
 
-void resize_bilinear(const uint8_t* src, int64_t height, int64_t width, int64_t channels,
-                     const CropBox& box, int64_t out_height, int64_t out_width,
-                     const CropBox& window, bool flip, float* out) {
-  HG_ASSERT(box.top >= 0 && box.left >= 0 && box.height >= 1 && box.width >= 1 &&
-                box.top + box.height <= height && box.left + box.width <= width,
-            "crop box {},{} {}x{} outside a {}x{} image", box.top, box.left, box.height, box.width,
-            height, width);
-  HG_ASSERT(window.top >= 0 && window.left >= 0 && window.height >= 1 && window.width >= 1 &&
-                window.top + window.height <= out_height && window.left + window.width <= out_width,
-            "window {},{} {}x{} outside a {}x{} resize", window.top, window.left, window.height,
-            window.width, out_height, out_width);
-  const int64_t c = channels;
-  std::vector<Tap> cols(size_t(window.width));
-  for (int64_t x = 0; x < window.width; ++x) {
-    // A flip mirrors the window: written column x shows window column width-1-x.
-    const int64_t wx = flip ? window.width - 1 - x : x;
-    cols[size_t(x)] = tap(window.left + wx, out_width, box.left, box.width);
-  }
+namespace {
+
+// The rows of resize_bilinear for `C` channels (C = 0: `channels` at run time), normalised when
+// `Normalize`. A compile-time channel count lets the compiler unroll the innermost loop.
+template <int C, bool Normalize>
+void resize_rows(const uint8_t* src, int64_t width, int64_t channels, const CropBox& box,
+                 int64_t out_height, const CropBox& window, const std::vector<Tap>& cols,
+                 float* out, const float* scale, const float* bias) {
+  const int64_t c = C > 0 ? C : channels;
   for (int64_t y = 0; y < window.height; ++y) {
     const Tap ty = tap(window.top + y, out_height, box.top, box.height);
     const uint8_t* r0 = src + ty.i0 * width * c;
@@ -69,10 +60,43 @@ void resize_bilinear(const uint8_t* src, int64_t height, int64_t width, int64_t 
       for (int64_t ch = 0; ch < c; ++ch) {
         const float top = float(p00[ch]) * wx0 + float(p01[ch]) * wx1;
         const float bottom = float(p10[ch]) * wx0 + float(p11[ch]) * wx1;
-        row[x * c + ch] = top * wy0 + bottom * wy1;
+        const float v = top * wy0 + bottom * wy1;
+        row[x * c + ch] = Normalize ? v * scale[ch] + bias[ch] : v;
       }
     }
   }
+}
+
+}  // namespace
+
+void resize_bilinear(const uint8_t* src, int64_t height, int64_t width, int64_t channels,
+                     const CropBox& box, int64_t out_height, int64_t out_width,
+                     const CropBox& window, bool flip, float* out, const float* scale,
+                     const float* bias) {
+  HG_ASSERT(box.top >= 0 && box.left >= 0 && box.height >= 1 && box.width >= 1 &&
+                box.top + box.height <= height && box.left + box.width <= width,
+            "crop box {},{} {}x{} outside a {}x{} image", box.top, box.left, box.height, box.width,
+            height, width);
+  HG_ASSERT(window.top >= 0 && window.left >= 0 && window.height >= 1 && window.width >= 1 &&
+                window.top + window.height <= out_height && window.left + window.width <= out_width,
+            "window {},{} {}x{} outside a {}x{} resize", window.top, window.left, window.height,
+            window.width, out_height, out_width);
+  HG_ASSERT((scale == nullptr) == (bias == nullptr), "resize_bilinear: scale without bias");
+  std::vector<Tap> cols(size_t(window.width));
+  for (int64_t x = 0; x < window.width; ++x) {
+    // A flip mirrors the window: written column x shows window column width-1-x.
+    const int64_t wx = flip ? window.width - 1 - x : x;
+    cols[size_t(x)] = tap(window.left + wx, out_width, box.left, box.width);
+  }
+  const bool normalize = scale != nullptr;
+  if (channels == 3 && normalize)
+    resize_rows<3, true>(src, width, 3, box, out_height, window, cols, out, scale, bias);
+  else if (channels == 3)
+    resize_rows<3, false>(src, width, 3, box, out_height, window, cols, out, scale, bias);
+  else if (normalize)
+    resize_rows<0, true>(src, width, channels, box, out_height, window, cols, out, scale, bias);
+  else
+    resize_rows<0, false>(src, width, channels, box, out_height, window, cols, out, scale, bias);
 }
 
 CropBox resized_crop_try(int64_t height, int64_t width, const ResizedCropOptions& o, double u_area,

@@ -24,11 +24,14 @@ struct CropBox {
 // out_width, and writes the part `window` of that result (a box inside out_height x out_width)
 // to `out` as f32 HWC values in [0, 255] (window.height x window.width x channels). Samples
 // that fall outside `box` are clamped to its edge, as when the box is cropped out first.
-// `flip` mirrors the written window horizontally. Arguments out of range are an internal
-// error (callers compute them).
+// `flip` mirrors the written window horizontally. With `scale` and `bias` (one per channel)
+// each value v is written as v * scale[c] + bias[c] (ImageTransform's normalisation, in the
+// same arithmetic as ImageTransform::normalize, without a second pass over the output).
+// Arguments out of range are an internal error (callers compute them).
 void resize_bilinear(const uint8_t* src, int64_t height, int64_t width, int64_t channels,
                      const CropBox& box, int64_t out_height, int64_t out_width,
-                     const CropBox& window, bool flip, float* out);
+                     const CropBox& window, bool flip, float* out, const float* scale = nullptr,
+                     const float* bias = nullptr);
 
 // torchvision's RandomResizedCrop(scale, ratio) box for an image of height x width, with the
 // uniform draws taken from `uniform01` (a callable returning doubles in [0, 1)): up to 10

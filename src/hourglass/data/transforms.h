@@ -86,6 +86,9 @@ class ImageTransform {
   // v * scale[c] + bias[c] computed once here, so every path (this class, ops::gather_batch on
   // any device) gives the same bits. A padding pixel, and a cutout pixel, is value 0.
   const std::vector<float>& table() const { return table_; }
+  // normalize()'s per-channel factors: value v of channel c becomes v * scale()[c] + bias()[c].
+  const std::vector<float>& scale() const { return scale_; }
+  const std::vector<float>& bias() const { return bias_; }
 
  private:
   TransformOptions options_;
