@@ -7,7 +7,7 @@
 #   omp-passive    OMP_WAIT_POLICY=passive (OpenMP threads sleep at once instead of spinning)
 #   threads-1      threads = 1 (no OpenMP pool beside the loader)
 #   workers-8      data.workers = 8
-# Prints images/s of epochs 2-3 and the data-wait share for each.
+# Prints images/s of epochs 2-3 and the data-wait share for each (VARIANTS="default ..." picks).
 #   playground/folder_loader/device_run.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -68,7 +68,11 @@ PY
 }
 echo "| variant | images/s (epochs 2-3) | data wait | first epoch s |"
 echo "| --- | --- | --- | --- |"
-variant default X=1
-variant omp-passive OMP_WAIT_POLICY=passive
-EXTRA="--set threads=1" variant threads-1 X=1
-EXTRA="--set data.workers=8" variant workers-8 X=1
+for v in ${VARIANTS:-default omp-passive threads-1 workers-8}; do
+  case $v in
+    default) variant default X=1 ;;
+    omp-passive) variant omp-passive OMP_WAIT_POLICY=passive ;;
+    threads-1) EXTRA="--set threads=1" variant threads-1 X=1 ;;
+    workers-8) EXTRA="--set data.workers=8" variant workers-8 X=1 ;;
+  esac
+done
