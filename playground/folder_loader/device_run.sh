@@ -7,6 +7,7 @@
 #   omp-passive    OMP_WAIT_POLICY=passive (OpenMP threads sleep at once instead of spinning)
 #   threads-1      threads = 1 (no OpenMP pool beside the loader)
 #   workers-8      data.workers = 8
+#   pack           the same images through `hourglass pack` shards
 # Prints images/s of epochs 2-3 and the data-wait share for each (VARIANTS="default ..." picks).
 #   playground/folder_loader/device_run.sh OUT
 set -uo pipefail
@@ -74,5 +75,12 @@ for v in ${VARIANTS:-default omp-passive threads-1 workers-8}; do
     omp-passive) variant omp-passive OMP_WAIT_POLICY=passive ;;
     threads-1) EXTRA="--set threads=1" variant threads-1 X=1 ;;
     workers-8) EXTRA="--set data.workers=8" variant workers-8 X=1 ;;
+    pack)  # the same images through hourglass pack's shards: one pread per image, no open()
+      packs=build-device/folder-data/jpeg-pack
+      [ -f "$packs/val/index.hgpack" ] || { rm -rf "$packs"
+        ./build-device/hourglass pack "$root/train" "$packs/train" > "$out/pack.log" 2>&1
+        ./build-device/hourglass pack "$root/val" "$packs/val" >> "$out/pack.log" 2>&1; }
+      ls "$packs/train" | head -3
+      EXTRA="--set data.path=\"$packs\"" variant pack X=1 ;;
   esac
 done
