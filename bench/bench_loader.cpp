@@ -131,7 +131,7 @@ void BM_FolderLoader(benchmark::State& state) {
   files.image_size = 224;
   auto source = open_image_split(jpeg_folder(), Split::Train, files);
   LoaderOptions o;
-  o.batch_size = 64;
+  o.batch_size = 16;  // 32 batches an epoch: enough for 16 workers to run at once
   o.seed = 1;
   o.augment = true;
   o.transform = default_transform("folder");
