@@ -20,6 +20,10 @@
 #           recipe in PyTorch (bench/torch_speedrun.py), each run timed from process start
 #   dp      bench/data_parallel_overhead.sh: the one-rank NCCL data-parallel path against a
 #           plain run (hourglass bench and train)
+#   observe a Fashion-MNIST run's monitor.csv (NVML readings) and TensorBoard events read back by
+#           the tensorboard package (tests/tools/read_tensorboard.py); the monitor's cost (a
+#           synthetic ResNet-18 run with the monitor off and sampling every 0.5 s); bench_loader's
+#           folder rows (the loader alone at 1-16 workers)
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -145,6 +149,45 @@ for stage in "${stages[@]}"; do
         > "$out/dp.md" 2>&1
       row dp $? "$(( $(date +%s) - t0 )) s"
       cat "$out/dp.md"
+      ;;
+    observe)
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      run=build-device/runs/observe
+      rm -rf "$run"
+      ./build-device/hourglass train configs/fashion-mnist-resnet18-gpu.toml --run-dir "$run" \
+        --set data.path="\"$data\"" --set train.epochs=2 --no-progress > "$out/observe.log" 2>&1
+      rc=$?
+      cp "$run/monitor.csv" "$run/metrics.jsonl" "$out/" 2>/dev/null
+      cp "$run"/steps.* "$run"/metrics.csv "$out/" 2>/dev/null
+      head -4 "$run/monitor.csv"; echo "monitor.csv rows: $(($(wc -l < "$run/monitor.csv") - 1))"
+      python3 tests/tools/read_tensorboard.py "$run" > "$out/tensorboard.txt" 2>&1
+      tb=$?
+      head -20 "$out/tensorboard.txt"
+      row observe-train $rc "$(tail -1 "$out/observe.log" | cut -c1-120)"
+      row tensorboard-read $tb "$(grep -c . "$out/tensorboard.txt") lines"
+      # The monitor's cost: the same short run without it and sampling every 0.5 s.
+      cat > "$out/mon.toml" <<'TOML'
+name = "monitor-cost"
+device = "gpu:0"
+precision = "bf16"
+[model]
+name = "resnet18"
+[data]
+dataset = "synthetic"
+synthetic = { train_size = 51200, test_size = 2560, height = 32, width = 32, channels = 3, classes = 10 }
+placement = "device"
+[train]
+epochs = 4
+batch_size = 512
+TOML
+      for every in 0 0.5 0 0.5; do
+        rm -rf "$out/mon-run"
+        ./build-device/hourglass train "$out/mon.toml" --run-dir "$out/mon-run" --no-progress \
+          --set monitor.every_seconds=$every > "$out/mon-$every.log" 2>&1
+        python3 -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1])][1:]; print('monitor.every_seconds=$every', round(sum(x['images_per_s'] for x in l)/len(l)))" "$out/mon-run/metrics.jsonl"
+      done | tee "$out/monitor-cost.txt"
+      ./build-device/bench/bench_loader --benchmark_filter='Folder' --benchmark_min_time=1 2>&1 \
+        | grep BM_ | tee "$out/bench_loader_folder.txt"
       ;;
     plan)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
