@@ -20,6 +20,8 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
   int64_t samples = 0;
   loader.start_epoch(0);
   while (auto batch = loader.next()) {
+    // A data-parallel rank's part of a last batch smaller than the number of ranks.
+    if (batch->labels.size(0) == 0) continue;
     // Each view is moved only after the work on the one before is issued (BatchMover's rule).
     auto to_device = [&](const Tensor& t) { return mover ? mover->move(t) : t.to(device); };
     Tensor labels = batch->labels.to(device);
