@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "support/run_binary.h"
+#include "support/spawn.h"
 #include "support/temp_dir.h"
 
 extern char** environ;
@@ -157,35 +158,14 @@ TEST(Launch, ARankIgnoringSigtermIsKilled) {
   EXPECT_EQ(read_file(dir + "/rank-0.signal"), "SIGTERM\n");
 }
 
-// Starts `hourglass ARGS` with its output in `log`; returns its process id.
+// Starts `hourglass ARGS` with its output in `log` (emptied first); returns its process id.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> argv_s = {HG_BINARY_DIR "/hourglass"};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv_s[0].c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << std::strerror(rc);
-  return pid;
+  std::vector<std::string> argv = {HG_BINARY_DIR "/hourglass"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return test::spawn_logged(argv, log, {.truncate_log = true});
 }
 
-// The wait status of `pid` once it ends within `seconds`; nullopt if it is still running.
-std::optional<int> wait_for(pid_t pid, double seconds) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (true) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
+std::optional<int> wait_for(pid_t pid, double seconds) { return test::wait_status(pid, seconds); }
 
 TEST(Launch, ForwardsSignalsToEveryRank) {
   for (const auto& [signo, name] : {std::pair{SIGUSR1, "SIGUSR1"}, std::pair{SIGTERM, "SIGTERM"},

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hourglass/tensor/safetensors.h"
+#include "support/spawn.h"
 #include "support/temp_dir.h"
 
 extern char** environ;
@@ -95,36 +96,18 @@ Job start(int ranks, const std::vector<std::string>& args, const std::string& lo
         "-x",     "HG_TEST_JOB"};
   argv_s.push_back(kBinary);
   argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
   ::setenv("HG_TEST_JOB", tag.c_str(), 1);
   // Local ranks need no ssh agent; containers may refuse cross-process memory copies.
   ::setenv("OMPI_MCA_plm_rsh_agent", "", 1);
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  Job job;
-  job.log = log;
-  const int rc = posix_spawn(&job.pid, argv_s[0].c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << "cannot start " << argv_s[0] << ": " << std::strerror(rc);
-  return job;
+  return Job{test::spawn_logged(argv_s, log), log};
 }
 
 // The exit code once the job ends within `seconds` (-1: ended by a signal), else nullopt.
 std::optional<int> wait_exit(const Job& job, double seconds) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (true) {
-    int status = 0;
-    if (::waitpid(job.pid, &status, WNOHANG) == job.pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const std::optional<int> status = test::wait_status(job.pid, seconds);
+  if (!status) return std::nullopt;
+  return test::exit_code(*status);
 }
 
 // Runs to the end (at most 5 minutes) and returns the exit code.

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "support/spawn.h"
 #include "support/temp_dir.h"
 
 #include <algorithm>
@@ -96,47 +97,17 @@ struct Process {
 // `blocked`: signals the child starts with blocked (as a supervisor may start it).
 Process spawn(const std::vector<std::string>& args, const std::string& log,
               const std::vector<int>& blocked = {}) {
-  std::vector<std::string> argv_s = {kBinary};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  if (!blocked.empty()) {
-    sigset_t mask;
-    sigemptyset(&mask);
-    for (int signo : blocked) sigaddset(&mask, signo);
-    posix_spawnattr_setsigmask(&attr, &mask);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  }
-  Process p;
-  p.log = log;
-  const int rc = posix_spawn(&p.pid, kBinary.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << "cannot start " << kBinary << ": " << std::strerror(rc);
-  return p;
+  std::vector<std::string> argv = {kBinary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Process{test::spawn_logged(argv, log, {.blocked_signals = blocked}), log};
 }
 
 // The wait status once the process ends within `seconds`, else nullopt (still running).
 std::optional<int> wait_for(const Process& p, double seconds) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (true) {
-    int status = 0;
-    const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
-    if (r == p.pid) return status;
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  return test::wait_status(p.pid, seconds);
 }
 
-int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+using test::exit_code;
 
 // Runs to completion (at most 5 minutes); returns the exit code.
 int run_to_end(const std::vector<std::string>& args, const std::string& log) {
