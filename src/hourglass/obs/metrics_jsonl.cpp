@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 
 namespace hg::obs {
@@ -76,6 +78,23 @@ void MetricsJsonl::write(const std::vector<std::pair<std::string, double>>& numb
   line += '\n';
   // One write() per line: with O_APPEND the line lands whole at the end of the file.
   write_all(fd_, line, path_);
+}
+
+void MetricsJsonl::drop_lines_after(const std::string& path, const std::string& field,
+                                    double max_value) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  const std::string text = read_file_bytes(path);
+  std::stringstream in(text);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || !record.contains(field) || !record[field].is_number() ||
+        !(record[field].get<double>() <= max_value))
+      continue;
+    kept += line + "\n";
+  }
+  if (kept != text) write_file_atomic(path, kept);
 }
 
 }  // namespace hg::obs

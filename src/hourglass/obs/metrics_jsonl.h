@@ -29,6 +29,11 @@ class MetricsJsonl {
 
   const std::string& path() const { return path_; }
 
+  // Rewrites `path` (when it exists and something changes; atomically) without the lines whose
+  // number `field` is above `max_value`, lack it, or are not valid JSON (cut short by a kill):
+  // the steps a resumed run trains again. Throws Runtime naming the file.
+  static void drop_lines_after(const std::string& path, const std::string& field, double max_value);
+
  private:
   std::string path_;
   int fd_ = -1;
