@@ -68,7 +68,8 @@ CheckpointDir::CheckpointDir(const std::string& run_dir, int64_t keep_last)
     if (e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
   for (const auto& e : fs::directory_iterator(run_dir_, ec)) {
     const std::string name = e.path().filename().string();
-    for (const char* own : {"metrics.jsonl.tmp.", "config.toml.tmp.", "final.safetensors.tmp."})
+    for (const char* own : {"metrics.jsonl.tmp.", "metrics.csv.tmp.", "steps.jsonl.tmp.",
+                            "steps.csv.tmp.", "config.toml.tmp.", "final.safetensors.tmp."})
       if (name.starts_with(own)) fs::remove(e.path(), ec);
   }
 }

@@ -360,6 +360,13 @@ RunConfig parse_run_config(const Config& c) {
                          "must be non-negative (0 = off)");
   k.keep_last = int_in(c, "checkpoint.keep_last", 3, 1, 1 << 20, "must be in [1, 1048576]");
 
+  // [metrics]
+  r.metrics.every_steps =
+      int_in(c, "metrics.every_steps", r.metrics.every_steps, 0,
+             std::numeric_limits<int64_t>::max(), "must be non-negative (0 = no per-step records)");
+  r.metrics.csv = c.get_bool("metrics.csv", r.metrics.csv);
+  r.metrics.tensorboard = c.get_bool("metrics.tensorboard", r.metrics.tensorboard);
+
   // [distributed]
   r.distributed.bucket_bytes =
       int_in(c, "distributed.bucket_mb", 25, 1, 4096, "must be in [1, 4096] (MiB)") << 20;

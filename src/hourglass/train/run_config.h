@@ -96,6 +96,16 @@ struct CheckpointConfig {
   int64_t keep_last = 3;       // newest checkpoints kept (plus the one `best` names)
 };
 
+// [metrics]: what the trainer records besides metrics.jsonl (run_session.h names the files).
+// None of these keys changes the run's trajectory, so none enters the config hash.
+struct MetricsConfig {
+  // metrics.every_steps: a per-step record (loss, learning rate, throughput, ...) every N
+  // optimizer steps; 0: none. Each record reads the loss from the device, so it waits for it.
+  int64_t every_steps = 50;
+  bool csv = true;          // metrics.csv: metrics.csv and steps.csv beside the JSON lines
+  bool tensorboard = true;  // metrics.tensorboard: TensorBoard event files in tensorboard/
+};
+
 // [distributed]: how the ranks of a data-parallel run (started by `hourglass launch`, torchrun,
 // mpirun or srun) cooperate. train.batch_size is the global batch, split across the ranks, so a
 // run's trajectory does not depend on how many ranks train it.
@@ -126,6 +136,7 @@ struct RunConfig {
   ScheduleConfig schedule;
   TrainConfig train;
   CheckpointConfig checkpoint;
+  MetricsConfig metrics;
   DistributedConfig distributed;
   MonitorConfig monitor;
 };
@@ -141,8 +152,8 @@ RunConfig parse_run_config(const Config& config);
 // "key = value" line each in a fixed order: seed, device, [model], [data] (without path, placement
 // and workers), [optim], [schedule], [train] (without eval_batch_size). Two configs with equal
 // texts train the same weights, so a checkpoint of one can continue the other. The run's name,
-// threads, data.path, data.workers, data.placement, train.eval_batch_size and [checkpoint] are left
-// out: they change where and how fast a run goes, not what it computes.
+// threads, data.path, data.workers, data.placement, train.eval_batch_size, [checkpoint] and
+// [metrics] are left out: they change where and how fast a run goes, not what it computes.
 std::string trajectory_config_text(const RunConfig& run);
 // A 16-hex-digit hash (FNV-1a, 64 bits) of `text`.
 std::string config_hash(const std::string& text);

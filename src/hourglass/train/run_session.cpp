@@ -7,7 +7,7 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
-#include "hourglass/obs/metrics_jsonl.h"
+#include "hourglass/obs/metric_sinks.h"
 #include "hourglass/train/stop_request.h"
 
 namespace hg::train {
@@ -116,11 +116,50 @@ std::vector<EpochMetrics> RunSession::adopt(const LoadedCheckpoint& ckpt) {
         ckpt.file.path, s.threads, num_threads());
   HG_LOG_INFO("resuming from {}: epoch {}, batch {} (step {})", ckpt.file.path, s.epoch + 1,
               s.batch, s.step);
-  return reconcile_metrics_file(metrics_path(), s.epoch, s.last_epoch_record);
+  std::vector<EpochMetrics> history =
+      reconcile_metrics_file(metrics_path(), s.epoch, s.last_epoch_record);
+  if (options_.metrics.csv) {
+    std::vector<std::vector<std::pair<std::string, double>>> records;
+    for (const EpochMetrics& m : history) records.push_back(epoch_record(m));
+    obs::MetricsCsv::write_file(options_.run_dir + "/metrics.csv", records);
+  }
+  obs::MetricsJsonl::drop_lines_after(options_.run_dir + "/steps.jsonl", "step", double(s.step));
+  obs::MetricsCsv::drop_rows_after(options_.run_dir + "/steps.csv", double(s.step));
+  open_metric_sinks(s.step);
+  return history;
 }
 
 void RunSession::start_new() {
-  if (writes()) reconcile_metrics_file(metrics_path(), 0, "");
+  if (!writes()) return;
+  reconcile_metrics_file(metrics_path(), 0, "");
+  // What a run without checkpoints left here is history of nothing, like its metrics.jsonl.
+  std::error_code ec;
+  for (const char* name : {"metrics.csv", "steps.jsonl", "steps.csv"})
+    fs::remove(options_.run_dir + "/" + name, ec);
+  for (const auto& e : fs::directory_iterator(tensorboard_dir(), ec))
+    if (e.path().filename().string().starts_with("events.out.tfevents.")) fs::remove(e.path(), ec);
+  open_metric_sinks(-1);
+}
+
+void RunSession::open_metric_sinks(int64_t resumed_step) {
+  const MetricsConfig& m = options_.metrics;
+  const std::string& dir = options_.run_dir;
+  step_sinks_ = std::make_unique<obs::MetricSinks>();
+  epoch_sinks_ = std::make_unique<obs::MetricSinks>();
+  if (m.csv) epoch_sinks_->add(std::make_unique<obs::CsvSink>(dir + "/metrics.csv"));
+  if (m.every_steps > 0) {
+    step_sinks_->add(std::make_unique<obs::JsonlSink>(dir + "/steps.jsonl"));
+    if (m.csv) step_sinks_->add(std::make_unique<obs::CsvSink>(dir + "/steps.csv"));
+  }
+  if (m.tensorboard) {
+    auto writer = std::make_shared<obs::TensorBoardWriter>(tensorboard_dir());
+    // The steps after the checkpoint are trained again: TensorBoard drops what it read of them.
+    if (resumed_step >= 0) writer->session_start(resumed_step + 1);
+    epoch_sinks_->add(std::make_unique<obs::TensorBoardSink>(writer, "epoch/"));
+    if (m.every_steps > 0)
+      step_sinks_->add(std::make_unique<obs::TensorBoardSink>(
+          writer, "step/", std::set<std::string>{"step", "time"}));
+  }
 }
 
 void RunSession::open_ledger() {
@@ -217,9 +256,24 @@ double RunSession::write_checkpoint(TrainingState state, const nn::Module& model
   return stall;
 }
 
-void RunSession::append_metrics(const std::vector<std::pair<std::string, double>>& record) {
+void RunSession::append_metrics(const std::vector<std::pair<std::string, double>>& record,
+                                int64_t step) {
   if (!writes()) return;
   obs::MetricsJsonl(metrics_path()).write(record);
+  if (epoch_sinks_) epoch_sinks_->write(step, record);
+}
+
+void RunSession::append_step_metrics(int64_t step,
+                                     const std::vector<std::pair<std::string, double>>& record) {
+  if (!writes() || !step_sinks_ || step_sinks_->empty()) return;
+  std::vector<std::pair<std::string, double>> values{{"step", double(step)}};
+  values.insert(values.end(), record.begin(), record.end());
+  if (ledger_) {
+    values.emplace_back("budget_device_hours", ledger_->spent_device_seconds() / 3600.0);
+    if (ledger_->limits().price_per_hour > 0)
+      values.emplace_back("budget_usd", ledger_->spent_usd());
+  }
+  step_sinks_->write(step, values);
 }
 
 void RunSession::save_final(const nn::Module& model, const optim::Optimizer& optimizer,

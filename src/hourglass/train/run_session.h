@@ -1,6 +1,6 @@
 // What a run needs around its training steps, whatever it trains: the run directory and its
 // lock, the resolution of --resume, stop requests (signals, --stop-after, a STOP file, the
-// budget), the budget ledger, checkpoint writing and rotation, the metrics file and the final
+// budget), the budget ledger, checkpoint writing and rotation, the metrics files and the final
 // weights. The classification Trainer is a TrainStep and a RunSession plus evaluation; another
 // kind of trainer reuses the session as it is.
 //
@@ -32,8 +32,24 @@
 #include "hourglass/train/run_config.h"
 #include "hourglass/train/run_history.h"
 
+namespace hg::obs {
+class MetricSinks;
+}
+
 namespace hg::train {
 
+// The metric files of a run directory (rank 0 writes them):
+//   metrics.jsonl   one line per epoch (run_history.h: epoch_record), always
+//   metrics.csv     the same records as CSV (metrics.csv = true)
+//   steps.jsonl     a record every metrics.every_steps optimizer steps (when not 0)
+//   steps.csv       the same records as CSV (metrics.csv = true)
+//   tensorboard/    an event file per session (metrics.tensorboard = true): the step records as
+//                   scalars "step/<name>" (but step and time, which the event holds), the epoch
+//                   records as "epoch/<name>", at their optimizer step
+// A resumed run rewrites metrics.csv to the epochs metrics.jsonl keeps, drops the step records
+// after the checkpoint's step (they are trained again) and starts its event file with a
+// SessionLog START at the next step, which makes TensorBoard drop those steps' events. A new run
+// in a directory without checkpoints empties them all.
 struct SessionOptions {
   std::string run_dir;
   bool progress = true;  // a progress bar on stderr (mid-epoch checkpoint lines go to debug)
@@ -50,6 +66,8 @@ struct SessionOptions {
   // chose (the caller loads it) and reports only the signals and requests this process got.
   int rank = 0;
   int ranks = 1;
+  // The per-step records and the formats beside metrics.jsonl (MetricsConfig, run_config.h).
+  MetricsConfig metrics;
 };
 
 class RunSession {
@@ -105,8 +123,13 @@ class RunSession {
   // write_checkpoint).
   void set_best_checkpoint(const std::string& name) { best_checkpoint_ = name; }
   const std::string& best_checkpoint() const { return best_checkpoint_; }
-  // One line of metrics.jsonl.
-  void append_metrics(const std::vector<std::pair<std::string, double>>& record);
+  // One line of metrics.jsonl, and the record in metrics.csv and TensorBoard ("epoch/<name>" at
+  // optimizer step `step`).
+  void append_metrics(const std::vector<std::pair<std::string, double>>& record, int64_t step = 0);
+  // One per-step record (steps.jsonl, steps.csv, TensorBoard's "step/<name>") of optimizer step
+  // `step`: "step" first, then `record`, then the budget spent (budget_device_hours, and
+  // budget_usd with a price per hour) from the ledger. Nothing on ranks other than 0.
+  void append_step_metrics(int64_t step, const std::vector<std::pair<std::string, double>>& record);
   // final.safetensors: the weights (and optimizer state) with `metadata` plus the config.
   void save_final(const nn::Module& model, const optim::Optimizer& optimizer,
                   std::map<std::string, std::string> metadata);
@@ -126,6 +149,7 @@ class RunSession {
   double checkpoint_seconds_total() const { return checkpoint_seconds_total_; }
   double checkpoint_stall_max() const { return checkpoint_stall_max_; }
   std::string metrics_path() const { return options_.run_dir + "/metrics.jsonl"; }
+  std::string tensorboard_dir() const { return options_.run_dir + "/tensorboard"; }
   BudgetLedger& ledger() { return *ledger_; }
 
  private:
@@ -141,6 +165,9 @@ class RunSession {
   std::chrono::steady_clock::time_point last_checkpoint_time_;
   double checkpoint_seconds_total_ = 0;
   double checkpoint_stall_max_ = 0;
+  // Opened once the resume point is settled (adopt, start_new); rank 0 only.
+  std::unique_ptr<obs::MetricSinks> step_sinks_, epoch_sinks_;
+  void open_metric_sinks(int64_t resumed_step);
 };
 
 }  // namespace hg::train

@@ -2,12 +2,15 @@
 
 #include <cstdio>
 #include <map>
+#include <utility>
 
 #include "hourglass/autograd/tape.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/device/allocator.h"
 #include "hourglass/nn/layers.h"
 #include "hourglass/obs/progress.h"
+#include "hourglass/obs/tensorboard.h"
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/train/evaluate.h"
@@ -39,12 +42,13 @@ Shard shard_of(const TrainerOptions& o) {
   return o.communicator ? Shard{o.communicator->rank(), o.communicator->size()} : Shard{};
 }
 
-SessionOptions session_options(const TrainerOptions& o) {
+SessionOptions session_options(const TrainerOptions& o, const MetricsConfig& metrics) {
   const Shard shard = shard_of(o);
   // One progress bar for the job: rank 0's.
-  return {
-      o.run_dir,  o.progress && shard.rank == 0, o.resume, o.stop_after_steps, o.budget, shard.rank,
-      shard.count};
+  return {o.run_dir,   o.progress && shard.rank == 0,
+          o.resume,    o.stop_after_steps,
+          o.budget,    shard.rank,
+          shard.count, metrics};
 }
 
 // How many steps apart the ranks of a GPU job exchange their stop and checkpoint requests:
@@ -73,7 +77,7 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
                                          run_.distributed.bucket_bytes);
   // Checked before the run directory is touched: a bad budget flag leaves nothing behind.
   session_ = std::make_unique<RunSession>(config, run_.name, trajectory_config_text(run_),
-                                          run_.checkpoint, session_options(options));
+                                          run_.checkpoint, session_options(options, run_.metrics));
   if (session_->writes())
     for (const auto& key : config.unused_keys())
       HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config.source(), key);
@@ -172,6 +176,26 @@ EvalResult Trainer::evaluate_all(data::DataLoader& loader) {
   return r;
 }
 
+void Trainer::write_step_record(int64_t epoch) {
+  TrainStep& step = *setup_.step;
+  const StepWindow w = std::exchange(step_window_, {});
+  // Rank 0's samples and time stand for the job's: every rank trains an equal share.
+  const double ranks = dp_ ? double(dp_->size()) : 1.0;
+  std::vector<std::pair<std::string, double>> record{
+      {"epoch", double(epoch + 1)},
+      {"time", obs::unix_time_now()},
+      {"elapsed_s", seconds_since(steps_start_)},
+      {"loss", step.last_loss().item()},
+      {"lr", setup_.schedule->lr(global_step() - 1)},
+      {"images_per_s", w.seconds > 0 ? ranks * double(w.samples) / w.seconds : 0.0},
+      {"data_wait_share", w.seconds > 0 ? w.data_wait_seconds / w.seconds : 0.0},
+      {"peak_memory_mib",
+       double(allocator_for(run_.device).stats().peak_in_use) / double(size_t(1) << 20)}};
+  if (optim::LossScaler* scaler = step.loss_scaler())
+    record.emplace_back("loss_scale", double(scaler->state().to_vector<float>()[0]));
+  session_->append_step_metrics(global_step(), record);
+}
+
 double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t next_batch) {
   TrainingState s;
   s.epoch = epoch;
@@ -224,11 +248,15 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   int64_t segment_samples = 0;
   loader.start_epoch(epoch, first_batch);
   int64_t index = first_batch;
+  const int64_t record_every = session_->writes() ? run_.metrics.every_steps : 0;
+  auto window_tick = Clock::now();  // the step window's clock (write_step_record)
   // Waiting for the loader counts as data wait: next() blocks only when no batch is ready.
   auto next_batch = [&] {
     const auto wait_start = Clock::now();
     auto b = loader.next();
-    p.data_wait_seconds += seconds_since(wait_start);
+    const double waited = seconds_since(wait_start);
+    p.data_wait_seconds += waited;
+    step_window_.data_wait_seconds += waited;
     return b;
   };
   auto loop_mark = Clock::now();  // the monitor's totals advance after each step
@@ -264,6 +292,12 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
       loop_mark = now;
       wait_mark = p.data_wait_seconds;
     }
+    // The record's own wait for the device falls in the next window, which then covers the
+    // device's work of its steps whatever the host ran ahead.
+    step_window_.samples += n;
+    step_window_.seconds += seconds_since(window_tick);
+    window_tick = Clock::now();
+    if (record_every > 0 && global_step() % record_every == 0) write_step_record(epoch);
     if (progress.wants_update(index)) {
       const double elapsed = seconds_since(p.segment_start);
       const double ranks = dp_ ? double(dp_->size()) : 1.0;  // the job's rate, about
@@ -329,7 +363,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   const double stall = write_checkpoint(nullptr, epoch + 1, 0);
   m.checkpoint_seconds += stall;
   m.epoch_seconds += stall;
-  session_->append_metrics(epoch_record(m));
+  session_->append_metrics(epoch_record(m), global_step());
   history.push_back(m);
   if (session_->writes())
     progress.finish(fmt::format(
@@ -372,6 +406,7 @@ std::vector<EpochMetrics> Trainer::run() {
   // trained, so there is nothing to checkpoint (a resumed run keeps the one it started from).
   stop_reason_ = decide(session_->start_steps(), false, true).stop;
   if (stopped()) return stop();
+  steps_start_ = Clock::now();
   // From this line on a stop request is honoured after a step, with a checkpoint.
   HG_LOG_INFO(
       "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {}{} test images, {} "

@@ -1,7 +1,7 @@
 // The classification trainer: a TrainStep (train_step.h) run over the training loader, a
 // RunSession (run_session.h) around it, and an evaluation after each epoch. It leaves in the
-// run directory the resolved config, metrics.jsonl (one line per epoch), checkpoints/ and
-// final.safetensors.
+// run directory the resolved config, metrics.jsonl (one line per epoch), the other metric files
+// (run_session.h: per-step records, CSV, TensorBoard), checkpoints/ and final.safetensors.
 //
 // A run resumed from a checkpoint ends with bit-identical weights to an uninterrupted run on
 // the same device and thread count: the checkpoint holds the model (parameters and buffers),
@@ -93,6 +93,9 @@ class Trainer {
   Decision decide(std::string stop, bool checkpoint, bool force);
   // Evaluates `loader` (this rank's shard of it), summed over the ranks.
   EvalResult evaluate_all(data::DataLoader& loader);
+  // The per-step record after the current step (rank 0; metrics.every_steps), over the window
+  // since the previous one. Reads the loss (and fp16's loss scale) from the device: waits for it.
+  void write_step_record(int64_t epoch);
 
   RunConfig run_;
   TrainingSetup setup_;
@@ -112,6 +115,14 @@ class Trainer {
   // step loop's totals it reads: seconds waiting for batches, seconds in the loop.
   std::unique_ptr<obs::Monitor> monitor_;
   std::atomic<double> loop_wait_seconds_{0}, loop_seconds_{0};
+  // The step loop since the last per-step record: its time (evaluations excluded), the time it
+  // waited for the loader and the samples this rank trained.
+  struct StepWindow {
+    double seconds = 0, data_wait_seconds = 0;
+    int64_t samples = 0;
+  };
+  StepWindow step_window_;
+  std::chrono::steady_clock::time_point steps_start_ = std::chrono::steady_clock::now();
   // Data parallelism: what this rank saw since the last exchange (decide()).
   std::string pending_stop_;
   bool pending_checkpoint_ = false;
