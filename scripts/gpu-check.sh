@@ -23,7 +23,8 @@
 #   observe a Fashion-MNIST run's monitor.csv (NVML readings) and TensorBoard events read back by
 #           the tensorboard package (tests/tools/read_tensorboard.py); the monitor's cost (a
 #           synthetic ResNet-18 run with the monitor off and sampling every 0.5 s); bench_loader's
-#           folder rows (the loader alone at 1-16 workers)
+#           folder rows (the loader alone at 1-16 workers); hourglass profile's table, cost and
+#           trace on the Fashion-MNIST config
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -186,6 +187,13 @@ TOML
           --set monitor.every_seconds=$every > "$out/mon-$every.log" 2>&1
         python3 -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1])][1:]; print('monitor.every_seconds=$every', round(sum(x['images_per_s'] for x in l)/len(l)))" "$out/mon-run/metrics.jsonl"
       done | tee "$out/monitor-cost.txt"
+      # The op profiler on the same config: its table, its cost and its trace.
+      ./build-device/hourglass profile configs/fashion-mnist-resnet18-gpu.toml \
+        --set data.path="\"$data\"" --steps 20 --warmup 10 --trace "$out/trace.json" \
+        > "$out/profile.txt" 2>&1
+      row profile $? "$(tail -1 "$out/profile.txt")"
+      head -14 "$out/profile.txt"; tail -3 "$out/profile.txt"
+      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('trace events:', len(d['traceEvents']))" "$out/trace.json"
       ./build-device/bench/bench_loader --benchmark_filter='Folder' --benchmark_min_time=1 2>&1 \
         | grep BM_ | tee "$out/bench_loader_folder.txt"
       ;;

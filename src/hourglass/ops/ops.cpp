@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "hourglass/ops/backend.h"
+#include "hourglass/ops/op_profile.h"
 
 namespace hg::ops {
 
@@ -104,6 +105,7 @@ Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 #define HG_OP(ret, name, params, ...)                  \
   ret name params {                                    \
     [[maybe_unused]] constexpr const char* op = #name; \
+    OpScope profiled(op);                              \
     __VA_ARGS__                                        \
   }
 #define HG_COMPOSITE_OP HG_OP

@@ -1,0 +1,123 @@
+// hourglass profile CONFIG [--set key=value ...] [--steps N] [--warmup W] [--trace FILE] [--json]:
+// times every op of N steady-state training steps of the config (after W untimed ones, and the
+// same N steps once without the profiler, to report what it costs): each op's
+// device time from marks on its device's stream around it (GPU events; the host clock on the
+// CPU), summed per op into a table sorted by total (ops/op_profile.h, obs/op_profile_report.h),
+// beside the measured time of the same steps. --trace writes the ops as a Chrome / Perfetto trace
+// (chrome://tracing, ui.perfetto.dev). The batches come from the config's training loader and are
+// on the device before the timed steps start, so the measured time is the steps' own.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "hourglass/base/atomic_file.h"
+#include "hourglass/base/parallel.h"
+#include "hourglass/obs/op_profile_report.h"
+#include "hourglass/ops/op_profile.h"
+#include "hourglass/train/training_setup.h"
+
+namespace hg::cli {
+
+Runner add_profile(CLI::App& app) {
+  struct Args {
+    std::string config;
+    std::vector<std::string> overrides;
+    int64_t steps = 20, warmup = 5;
+    std::string trace;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "profile",
+      "Time every op of a config's training steps on its device and print them as a table "
+      "(calls, total, mean, min, max, share), beside the measured step time; --trace writes a "
+      "Chrome/Perfetto trace.");
+  sub->add_option("config", a->config, "run configuration (see configs/)")->required();
+  sub->add_option("--set", a->overrides, "override a config key (repeatable)");
+  sub->add_option("--steps", a->steps, "profiled steps")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(100000)));
+  sub->add_option("--warmup", a->warmup, "untimed steps first (algorithm searches, caches)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(100000)));
+  sub->add_option("--trace", a->trace, "write a Chrome trace JSON file here");
+  sub->add_flag("--json", a->json, "print the table as one JSON object");
+  return [a] {
+    Config config = Config::load(a->config);
+    for (const auto& o : a->overrides) config.set_override(o);
+    const train::RunConfig run = train::parse_run_config(config);
+    if (run.threads > 0) set_num_threads(run.threads);
+    train::TrainingSetup s = train::build_training(run);
+    train::TrainStep& step = *s.step;
+    s.parts.model->train();
+    // The batches of warm-up and profiled steps, on the device before anything is timed.
+    std::vector<std::pair<Tensor, Tensor>> batches;
+    data::DataLoader& loader = *s.train_loader;
+    loader.start_epoch(0);
+    for (int64_t i = 0; i < a->warmup + a->steps; ++i) {
+      auto b = loader.next();
+      if (!b) {
+        loader.start_epoch(int64_t(batches.size()));
+        b = loader.next();
+      }
+      batches.emplace_back(s.mover->move(b->images), b->labels.to(run.device));
+    }
+    for (int64_t i = 0; i < a->warmup; ++i)
+      step.run(batches[size_t(i)].first, batches[size_t(i)].second);
+    auto sync = [&] {
+      if (step.last_loss().defined()) (void)step.last_loss().item();
+    };
+    auto timed_steps = [&] {  // ms per step of the profiled batches
+      sync();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = a->warmup; i < a->warmup + a->steps; ++i)
+        step.run(batches[size_t(i)].first, batches[size_t(i)].second);
+      sync();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                 .count() /
+             double(a->steps);
+    };
+    // The same steps without the profiler, before and after the profiled ones (the faster of
+    // the two, against drift and late warm-up): what profiling costs.
+    double plain_ms = timed_steps();
+    ops::OpProfiler profiler(run.device);
+    profiler.install();
+    const double step_ms = timed_steps();
+    profiler.uninstall();
+    plain_ms = std::min(plain_ms, timed_steps());
+    const obs::OpProfileSummary summary = obs::summarize(profiler);
+    if (!a->trace.empty()) write_file_atomic(a->trace, obs::chrome_trace_json(profiler));
+    if (a->json) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const obs::OpProfileRow& r : summary.rows)
+        rows.push_back({{"op", r.name},
+                        {"parent", r.parent},
+                        {"calls", r.calls},
+                        {"total_ms", r.total_ms},
+                        {"min_ms", r.min_ms},
+                        {"max_ms", r.max_ms}});
+      const nlohmann::json out{{"config", a->config},
+                               {"device", run.device.str()},
+                               {"steps", a->steps},
+                               {"step_ms", step_ms},
+                               {"ops_ms", summary.top_level_ms},
+                               {"ops_share", summary.top_level_ms / (step_ms * double(a->steps))},
+                               {"unprofiled_step_ms", plain_ms},
+                               {"profiler_overhead", step_ms / plain_ms - 1},
+                               {"rows", rows}};
+      std::printf("%s\n", out.dump().c_str());
+    } else {
+      std::printf("%s", obs::format_table(summary, step_ms, a->steps).c_str());
+      std::printf("without the profiler: %.3f ms a step (profiling cost %+.1f%%)\n", plain_ms,
+                  100 * (step_ms / plain_ms - 1));
+      if (!a->trace.empty()) std::printf("trace: %s\n", a->trace.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace hg::cli
