@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "hourglass/obs/monitor.h"
 #include "hourglass/train/trainer.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
@@ -258,6 +259,47 @@ TEST(MetricsOutput, AResumedRunKeepsOneRecordPerStepAndTellsTensorBoard) {
   EXPECT_EQ(tb.session_starts, std::vector<int64_t>{8});
   EXPECT_EQ(tb.by_tag["step/loss"].size(), 6u);
   EXPECT_EQ(tb.by_tag["epoch/test_acc"].size(), 2u);
+}
+
+// The device monitor's samples (monitor.csv) go to TensorBoard too, as "monitor/<name>" at the
+// step they were taken at: known readings only (no GPU on this run, and the first CPU reading
+// has no interval yet).
+TEST(MetricsOutput, MonitorSamplesBecomeTensorBoardScalars) {
+  obs::MonitorSample sample;
+  sample.host.process_rss_mib = 12.5;
+  sample.host.memory_used_mib = 1000;
+  const auto values = obs::Monitor::values(sample);
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0], (std::pair<std::string, double>{"host_mem_used_mib", 1000}));
+  EXPECT_EQ(values[1], (std::pair<std::string, double>{"process_rss_mib", 12.5}));
+  sample.gpu.index = 0;
+  sample.gpu.utilization_pct = 87;
+  EXPECT_EQ(obs::Monitor::values(sample).front(),
+            (std::pair<std::string, double>{"gpu_util_pct", 87}));
+
+  Config c = synthetic_mlp_config();
+  c.set_override("monitor.every_seconds=0.05");  // its first sample is taken as the run starts
+  const std::string dir = test::fresh_temp_dir("metrics_output_monitor");
+  train::Trainer t(c, {dir, false});
+  t.run();
+  Scalars tb = read_tensorboard(dir + "/tensorboard");
+  const auto& rss = tb.by_tag["monitor/process_rss_mib"];
+  ASSERT_GE(rss.size(), 1u);
+  for (const auto& [step, value] : rss) {
+    EXPECT_GE(step, 0);
+    EXPECT_LE(step, 12);
+    EXPECT_GT(value, 0);
+  }
+  EXPECT_EQ(tb.by_tag.count("monitor/gpu_util_pct"), 0u);  // no GPU
+  EXPECT_EQ(tb.by_tag["step/loss"].size(), 3u);            // beside the step records
+
+  // Without TensorBoard the monitor writes monitor.csv only.
+  c.set_override("metrics.tensorboard=false");
+  const std::string csv_only = test::fresh_temp_dir("metrics_output_monitor_csv");
+  train::Trainer u(c, {csv_only, false});
+  u.run();
+  EXPECT_TRUE(fs::exists(csv_only + "/monitor.csv"));
+  EXPECT_FALSE(fs::exists(csv_only + "/tensorboard"));
 }
 
 TEST(MetricsOutput, KeysAreCheckedAndLeaveTheTrajectoryAlone) {

@@ -111,6 +111,24 @@ std::string Monitor::csv_row(const MonitorSample& s) {
                      field(s.host.process_rss_mib, 0), field(s.data_wait_share, 4));
 }
 
+std::vector<std::pair<std::string, double>> Monitor::values(const MonitorSample& s) {
+  const GpuReading& g = s.gpu;
+  std::vector<std::pair<std::string, double>> all;
+  if (g.index >= 0)
+    all = {{"gpu_util_pct", g.utilization_pct},       {"gpu_mem_used_mib", g.memory_used_mib},
+           {"gpu_mem_total_mib", g.memory_total_mib}, {"gpu_power_w", g.power_w},
+           {"gpu_temp_c", g.temperature_c},           {"gpu_sm_clock_mhz", g.sm_clock_mhz},
+           {"gpu_mem_clock_mhz", g.memory_clock_mhz}};
+  all.insert(all.end(), {{"host_cpu_pct", s.host.cpu_pct},
+                         {"host_mem_used_mib", s.host.memory_used_mib},
+                         {"process_rss_mib", s.host.process_rss_mib},
+                         {"data_wait_share", s.data_wait_share}});
+  std::vector<std::pair<std::string, double>> known;
+  for (const auto& [name, value] : all)
+    if (std::isfinite(value)) known.emplace_back(name, value);
+  return known;
+}
+
 MonitorSample Monitor::sample() {
   MonitorSample s;
   s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -133,6 +151,14 @@ void Monitor::loop() {
     if (std::FILE* f = std::fopen(options_.csv_path.c_str(), "a")) {
       std::fprintf(f, "%s\n", csv_row(s).c_str());
       std::fclose(f);
+    }
+    if (options_.on_sample) {
+      try {
+        options_.on_sample(s);
+      } catch (const std::exception& e) {
+        if (!on_sample_failed_) HG_LOG_ERROR("monitor: {}", e.what());
+        on_sample_failed_ = true;
+      }
     }
     // The window: the samples of the last warn_window_seconds, once it spans that long.
     window_.push_back(s);

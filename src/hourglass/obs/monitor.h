@@ -36,6 +36,9 @@ struct MonitorOptions {
   int gpu_index = -1;    // the GPU to read (-1: none)
   // The step loop's totals so far: (seconds waiting for batches, seconds in the loop).
   std::function<std::pair<double, double>()> data_wait;
+  // Also handed each sample, on the monitor's thread, after its row is written (the trainer's
+  // TensorBoard scalars). An exception it throws is logged once and the sampling goes on.
+  std::function<void(const MonitorSample&)> on_sample;
   double low_utilization_pct = 50;  // warn when the mean over the window is below this
   double warn_window_seconds = 60;  // ... over this much time
 };
@@ -52,6 +55,9 @@ class Monitor {
   int64_t samples() const;
   std::string warning() const;
 
+  // A sample's numbers as name/value pairs (gpu_util_pct, gpu_mem_used_mib, ..., host_cpu_pct,
+  // process_rss_mib, data_wait_share), without those it does not know (NaN).
+  static std::vector<std::pair<std::string, double>> values(const MonitorSample& s);
   // The CSV columns and one sample as a CSV row (empty fields for NaN).
   static std::string csv_header();
   static std::string csv_row(const MonitorSample& s);
@@ -71,6 +77,7 @@ class Monitor {
   bool stop_ = false;
   int64_t samples_ = 0;
   std::string warning_;
+  bool on_sample_failed_ = false;  // its failure was logged
   std::thread thread_;
 };
 

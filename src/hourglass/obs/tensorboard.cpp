@@ -173,6 +173,7 @@ void TensorBoardWriter::write_record(const std::string& data) {
   record += data;
   put_little_endian(record, mask_crc32c(crc32c(data.data(), data.size())));
   // One write() per record: with O_APPEND it lands whole at the end of the file.
+  std::lock_guard<std::mutex> lock(mutex_);
   const char* p = record.data();
   size_t left = record.size();
   while (left > 0) {

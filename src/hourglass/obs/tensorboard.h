@@ -10,11 +10,13 @@
 // scalar summaries (tag, simple_value) at a step, or a SessionLog START.
 //
 // Every record reaches the kernel with one write() as it is written, so a crash loses at most
-// the record being written (readers stop at a record cut short).
+// the record being written (readers stop at a record cut short). Several threads may write to
+// one writer (the step loop and the device monitor): records are written one at a time.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +58,7 @@ class TensorBoardWriter {
 
   std::string path_;
   int fd_ = -1;
+  std::mutex mutex_;  // one record at a time
 };
 
 }  // namespace hg::obs

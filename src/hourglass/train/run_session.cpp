@@ -146,6 +146,7 @@ void RunSession::open_metric_sinks(int64_t resumed_step) {
   const std::string& dir = options_.run_dir;
   step_sinks_ = std::make_unique<obs::MetricSinks>();
   epoch_sinks_ = std::make_unique<obs::MetricSinks>();
+  monitor_sinks_ = std::make_unique<obs::MetricSinks>();
   if (m.csv) epoch_sinks_->add(std::make_unique<obs::CsvSink>(dir + "/metrics.csv"));
   if (m.every_steps > 0) {
     step_sinks_->add(std::make_unique<obs::JsonlSink>(dir + "/steps.jsonl"));
@@ -156,6 +157,7 @@ void RunSession::open_metric_sinks(int64_t resumed_step) {
     // The steps after the checkpoint are trained again: TensorBoard drops what it read of them.
     if (resumed_step >= 0) writer->session_start(resumed_step + 1);
     epoch_sinks_->add(std::make_unique<obs::TensorBoardSink>(writer, "epoch/"));
+    monitor_sinks_->add(std::make_unique<obs::TensorBoardSink>(writer, "monitor/"));
     if (m.every_steps > 0)
       step_sinks_->add(std::make_unique<obs::TensorBoardSink>(
           writer, "step/", std::set<std::string>{"step", "time"}));
@@ -274,6 +276,12 @@ void RunSession::append_step_metrics(int64_t step,
       values.emplace_back("budget_usd", ledger_->spent_usd());
   }
   step_sinks_->write(step, values);
+}
+
+void RunSession::append_monitor_record(int64_t step,
+                                       const std::vector<std::pair<std::string, double>>& values) {
+  // The sinks are set before the monitor starts and outlive it (the trainer stops it first).
+  if (writes() && monitor_sinks_ && !monitor_sinks_->empty()) monitor_sinks_->write(step, values);
 }
 
 void RunSession::save_final(const nn::Module& model, const optim::Optimizer& optimizer,

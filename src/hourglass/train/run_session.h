@@ -45,7 +45,8 @@ namespace hg::train {
 //   steps.csv       the same records as CSV (metrics.csv = true)
 //   tensorboard/    an event file per session (metrics.tensorboard = true): the step records as
 //                   scalars "step/<name>" (but step and time, which the event holds), the epoch
-//                   records as "epoch/<name>", at their optimizer step
+//                   records as "epoch/<name>", at their optimizer step, and the device monitor's
+//                   samples (obs/monitor.h) as "monitor/<name>" at the step of their time
 // A resumed run rewrites metrics.csv to the epochs metrics.jsonl keeps, drops the step records
 // after the checkpoint's step (they are trained again) and starts its event file with a
 // SessionLog START at the next step, which makes TensorBoard drop those steps' events. A new run
@@ -130,6 +131,10 @@ class RunSession {
   // `step`: "step" first, then `record`, then the budget spent (budget_device_hours, and
   // budget_usd with a price per hour) from the ledger. Nothing on ranks other than 0.
   void append_step_metrics(int64_t step, const std::vector<std::pair<std::string, double>>& record);
+  // One device monitor sample as TensorBoard's "monitor/<name>" at optimizer step `step`
+  // (metrics.tensorboard); safe to call from the monitor's thread.
+  void append_monitor_record(int64_t step,
+                             const std::vector<std::pair<std::string, double>>& values);
   // final.safetensors: the weights (and optimizer state) with `metadata` plus the config.
   void save_final(const nn::Module& model, const optim::Optimizer& optimizer,
                   std::map<std::string, std::string> metadata);
@@ -166,7 +171,7 @@ class RunSession {
   double checkpoint_seconds_total_ = 0;
   double checkpoint_stall_max_ = 0;
   // Opened once the resume point is settled (adopt, start_new); rank 0 only.
-  std::unique_ptr<obs::MetricSinks> step_sinks_, epoch_sinks_;
+  std::unique_ptr<obs::MetricSinks> step_sinks_, epoch_sinks_, monitor_sinks_;
   void open_metric_sinks(int64_t resumed_step);
 };
 

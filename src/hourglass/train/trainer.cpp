@@ -291,6 +291,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
       loop_wait_seconds_.store(loop_wait_seconds_.load() + p.data_wait_seconds - wait_mark);
       loop_mark = now;
       wait_mark = p.data_wait_seconds;
+      monitor_step_.store(global_step());
     }
     // The record's own wait for the device falls in the next window, which then covers the
     // device's work of its steps whatever the host ran ahead.
@@ -431,6 +432,11 @@ std::vector<EpochMetrics> Trainer::run() {
     mo.data_wait = [this] {
       return std::pair<double, double>{loop_wait_seconds_.load(), loop_seconds_.load()};
     };
+    monitor_step_.store(global_step());
+    if (run_.metrics.tensorboard)
+      mo.on_sample = [this](const obs::MonitorSample& s) {
+        session_->append_monitor_record(monitor_step_.load(), obs::Monitor::values(s));
+      };
     monitor_ = std::make_unique<obs::Monitor>(std::move(mo), std::move(gpus));
   }
   if (dp_) {

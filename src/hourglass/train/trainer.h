@@ -115,6 +115,7 @@ class Trainer {
   // step loop's totals it reads: seconds waiting for batches, seconds in the loop.
   std::unique_ptr<obs::Monitor> monitor_;
   std::atomic<double> loop_wait_seconds_{0}, loop_seconds_{0};
+  std::atomic<int64_t> monitor_step_{0};  // the global step, for its TensorBoard scalars
   // The step loop since the last per-step record: its time (evaluations excluded), the time it
   // waited for the loader and the samples this rank trained.
   struct StepWindow {
