@@ -72,6 +72,7 @@ Monitor::Monitor(MonitorOptions options, std::unique_ptr<GpuReader> gpus)
       std::fclose(f);
     }
   }
+  record();  // the first sample before the constructor returns: every run has one
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -145,8 +146,21 @@ MonitorSample Monitor::sample() {
 
 void Monitor::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
+  bool first = true;  // taken by the constructor
   while (!stop_) {
-    lock.unlock();
+    if (!first) {
+      lock.unlock();
+      record();
+      lock.lock();
+    }
+    first = false;
+    cv_.wait_for(lock, std::chrono::duration<double>(options_.every_seconds),
+                 [this] { return stop_; });
+  }
+}
+
+void Monitor::record() {
+  {
     const MonitorSample s = sample();
     if (std::FILE* f = std::fopen(options_.csv_path.c_str(), "a")) {
       std::fprintf(f, "%s\n", csv_row(s).c_str());
@@ -169,15 +183,12 @@ void Monitor::loop() {
     if (window_.size() >= 3 &&
         s.elapsed_s - window_.front().elapsed_s >= options_.warn_window_seconds * 0.9)
       cause = low_utilization_cause(window_, options_.low_utilization_pct);
-    lock.lock();
+    std::lock_guard<std::mutex> lock(mutex_);
     ++samples_;
     if (!cause.empty() && warning_.empty()) {
       warning_ = cause;
       HG_LOG_WARN("monitor: {}", cause);
     }
-    cv_.notify_all();
-    cv_.wait_for(lock, std::chrono::duration<double>(options_.every_seconds),
-                 [this] { return stop_; });
   }
 }
 

@@ -45,7 +45,8 @@ struct MonitorOptions {
 
 class Monitor {
  public:
-  // Starts sampling (the first sample at once); `gpus` may be null (host readings only).
+  // Takes the first sample, then samples every every_seconds on a thread of its own; `gpus`
+  // may be null (host readings only).
   Monitor(MonitorOptions options, std::unique_ptr<GpuReader> gpus);
   ~Monitor();  // stops the thread after its current sample
   Monitor(const Monitor&) = delete;
@@ -64,6 +65,8 @@ class Monitor {
 
  private:
   void loop();
+  // Takes a sample and writes it (monitor.csv, on_sample), then checks for low utilisation.
+  void record();
   MonitorSample sample();
 
   MonitorOptions options_;
