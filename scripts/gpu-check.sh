@@ -25,6 +25,7 @@
 #           synthetic ResNet-18 run with the monitor off and sampling every 0.5 s); bench_loader's
 #           folder rows (the loader alone at 1-16 workers); hourglass profile's table, cost and
 #           trace on the Fashion-MNIST config
+#   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 (table, cost)
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -196,6 +197,18 @@ TOML
       python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('trace events:', len(d['traceEvents']))" "$out/trace.json"
       ./build-device/bench/bench_loader --benchmark_filter='Folder' --benchmark_min_time=1 2>&1 \
         | grep BM_ | tee "$out/bench_loader_folder.txt"
+      ;;
+    profile)
+      # hourglass profile on a launch-bound step (Fashion-MNIST ResNet-18) and a GPU-bound one
+      # (ResNet-50 224 px bf16): the table's head, the ops' share, the profiler's cost.
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      ./build-device/hourglass profile configs/fashion-mnist-resnet18-gpu.toml \
+        --set data.path="\"$data\"" --steps 20 --warmup 10 > "$out/profile-fmnist.txt" 2>&1
+      row profile-fmnist $? "$(tail -1 "$out/profile-fmnist.txt")"
+      ./build-device/hourglass profile configs/synthetic-resnet50-gpu.toml --steps 10 --warmup 5 \
+        --trace "$out/trace-r50.json" > "$out/profile-r50.txt" 2>&1
+      row profile-r50 $? "$(grep 'without the profiler' "$out/profile-r50.txt")"
+      for f in "$out/profile-fmnist.txt" "$out/profile-r50.txt"; do head -12 "$f"; tail -3 "$f"; done
       ;;
     plan)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"

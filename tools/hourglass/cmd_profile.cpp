@@ -81,10 +81,20 @@ Runner add_profile(CLI::App& app) {
                  .count() /
              double(a->steps);
     };
+    // One step counts the ops, so the profiler's device marks are made before the timed steps.
+    int64_t ops_per_step = 0;
+    {
+      ops::OpProfiler counter(run.device);
+      counter.install();
+      step.run(batches.back().first, batches.back().second);
+      counter.uninstall();
+      ops_per_step = int64_t(counter.events().size());
+    }
     // The same steps without the profiler, before and after the profiled ones (the faster of
     // the two, against drift and late warm-up): what profiling costs.
     double plain_ms = timed_steps();
     ops::OpProfiler profiler(run.device);
+    profiler.clock().reserve(int(2 * (ops_per_step + 8) * a->steps));
     profiler.install();
     const double step_ms = timed_steps();
     profiler.uninstall();

@@ -1,5 +1,7 @@
 #include "hourglass/device/stream_clock.h"
 
+#include <algorithm>
+
 #include "hourglass/base/error.h"
 
 #ifdef HOURGLASS_HAS_GPU
@@ -17,6 +19,7 @@ StreamClock::StreamClock(Device device) : device_(device) {
 StreamClock::~StreamClock() {
 #ifdef HOURGLASS_HAS_GPU
   for (void* e : events_) gpuEventDestroy(static_cast<gpuEvent_t>(e));
+  for (void* e : spare_) gpuEventDestroy(static_cast<gpuEvent_t>(e));
 #endif
 }
 
@@ -27,13 +30,30 @@ int StreamClock::mark() {
   }
 #ifdef HOURGLASS_HAS_GPU
   gpu::set_device(device_.index);
-  gpuEvent_t e = nullptr;
-  HG_GPU_CHECK(gpuEventCreate(&e));
+  if (spare_.empty()) reserve(1);
+  auto e = static_cast<gpuEvent_t>(spare_.back());
+  spare_.pop_back();
   events_.push_back(e);
   HG_GPU_CHECK(gpuEventRecord(e, gpu::stream(device_.index)));
   return int(events_.size()) - 1;
 #else
   return 0;
+#endif
+}
+
+void StreamClock::reserve(int marks) {
+  if (device_.is_cpu()) {
+    host_.reserve(host_.size() + size_t(std::max(marks, 0)));
+    return;
+  }
+#ifdef HOURGLASS_HAS_GPU
+  gpu::set_device(device_.index);
+  for (int i = 0; i < marks; ++i) {
+    gpuEvent_t e = nullptr;
+    HG_GPU_CHECK(gpuEventCreate(&e));
+    spare_.push_back(e);
+  }
+  events_.reserve(events_.size() + spare_.size());
 #endif
 }
 
