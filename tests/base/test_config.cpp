@@ -194,6 +194,29 @@ TEST(Config, UnusedKeysListsWhatWasNeverRead) {
   EXPECT_EQ(copy.unused_keys().size(), 3u);
 }
 
+TEST(Config, UnusedKeysAreRefusedWithTheClosestKnownKey) {
+  Config c = Config::parse("[train]\nepoch = 3\nbatch = 8\n[optim]\nmomentum = 0.9\n", "run.toml");
+  c.set_override("optim.lrr=0.1");
+  c.get_int("train.epochs", 1);      // absent keys asked for count as known
+  c.get_int("train.batch_size", 1);  // too far from "batch": no suggestion by spelling
+  c.get_double("optim.lr", 0.1);
+  c.has("train.momentum");  // asked for in another table
+  EXPECT_EQ(c.closest_known_key("train.epoch"), "train.epochs");
+  EXPECT_EQ(c.closest_known_key("optim.lrr"), "optim.lr");
+  EXPECT_EQ(c.closest_known_key("optim.momentum"), "train.momentum");  // the same name
+  EXPECT_EQ(c.closest_known_key("data.something_else"), "");
+  expect_invalid([&] { c.reject_unused_keys(); },
+                 {"unknown config key 'train.epoch' in run.toml:2 (did you mean 'train.epochs'?)",
+                  "'optim.lrr' from --set optim.lrr=0.1 (did you mean 'optim.lr'?)",
+                  "'optim.momentum' in run.toml:5 (did you mean 'train.momentum'?)",
+                  "'train.batch' in run.toml:3; ", "fix the key's spelling or remove it"});
+  c.get_int("train.epoch", 0);
+  c.get_int("train.batch", 0);
+  c.get_double("optim.lrr", 0);
+  c.get_double("optim.momentum", 0);
+  c.reject_unused_keys();  // every key read: no error
+}
+
 TEST(Config, FloatGettersRefuseNanAndInfinityNamingTheKey) {
   const Config c = Config::parse(
       "[schedule]\nwarmup_epochs = nan\nmin_lr = inf\n"

@@ -26,6 +26,9 @@ struct Config::Impl {
   std::map<std::string, std::string, std::less<>> overrides;
   std::vector<std::string> override_order;  // for the header of to_toml()
   mutable std::set<std::string, std::less<>> used;
+  // Every key a getter or has() asked for, present or not: the keys hourglass knows, among
+  // which reject_unused_keys() looks for the one a misspelled key meant.
+  mutable std::set<std::string, std::less<>> asked;
 };
 
 namespace {
@@ -296,6 +299,7 @@ std::vector<T> as_list(const Config::Impl& impl, std::string_view key, const tom
 template <typename T, typename Convert>
 T read_key(const Config::Impl& impl, std::string_view key, const T* default_value,
            Convert convert) {
+  impl.asked.emplace(key);
   const toml::node* n = find_node(impl, key);
   if (!n) {
     if (default_value) return *default_value;
@@ -320,7 +324,10 @@ std::vector<double> as_double_list(const Config::Impl& impl, std::string_view ke
 
 }  // namespace
 
-bool Config::has(std::string_view key) const { return find_node(*impl_, key) != nullptr; }
+bool Config::has(std::string_view key) const {
+  impl_->asked.emplace(key);
+  return find_node(*impl_, key) != nullptr;
+}
 
 std::string Config::origin(std::string_view key) const {
   return hg::origin(*impl_, key, find_node(*impl_, key));
@@ -483,6 +490,63 @@ std::vector<std::string> Config::unused_keys() const {
   for (std::string& k : keys())
     if (!impl_->used.count(k)) out.push_back(std::move(k));
   return out;
+}
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string_view leaf(std::string_view key) {
+  const size_t dot = key.rfind('.');
+  return dot == std::string_view::npos ? key : key.substr(dot + 1);
+}
+
+}  // namespace
+
+std::string Config::closest_known_key(std::string_view key) const {
+  // A close spelling first (a few letters off, scaled with the key's length), else the same
+  // name in another table (train.lr for optim.lr).
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, key.size() / 4) + 1;
+  for (const std::string& known : impl_->asked) {
+    if (known == key) continue;
+    if (const size_t d = edit_distance(key, known); d < best_distance) {
+      best = known;
+      best_distance = d;
+    }
+  }
+  if (!best.empty()) return best;
+  for (const std::string& known : impl_->asked)
+    if (known != key && leaf(known) == leaf(key)) return known;
+  return {};
+}
+
+void Config::reject_unused_keys() const {
+  const std::vector<std::string> unused = unused_keys();
+  if (unused.empty()) return;
+  std::string message;
+  for (const std::string& key : unused) {
+    if (!message.empty()) message += "; ";
+    message += fmt::format("unknown config key '{}' {}", key, origin(key));
+    if (const std::string guess = closest_known_key(key); !guess.empty())
+      message += fmt::format(" (did you mean '{}'?)", guess);
+  }
+  throw_invalid(message,
+                "fix the key's spelling or remove it: hourglass reads no such key, so its setting "
+                "would keep the default");
 }
 
 }  // namespace hg

@@ -6,8 +6,9 @@
 // accepts an integer. Every error is InvalidInput naming the key, where its value came from
 // (file and line, or the --set that gave it) and what to do.
 //
-// The config remembers which keys were read, so that after setup the CLI can warn about keys
-// nobody used: almost always a misspelling. Reading is therefore not thread-safe.
+// The config remembers which keys were read, so that after setup the CLI can refuse keys
+// nobody used (almost always a misspelling, which would otherwise run with the default), and
+// which keys were asked for, to suggest the one meant. Reading is therefore not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,11 @@ class Config {
   std::vector<std::string> keys() const;
   // Keys holding a value that no getter has read yet, sorted.
   std::vector<std::string> unused_keys() const;
+  // The key asked for so far (by a getter or has()) that `key` most likely misspells, or "".
+  std::string closest_known_key(std::string_view key) const;
+  // After every part of hourglass that reads this config has read it: an InvalidInput error
+  // naming each unused key, where it came from and the closest known key ("did you mean").
+  void reject_unused_keys() const;
 
   struct Impl;  // opaque: keeps toml++ (linked privately) out of this header
 

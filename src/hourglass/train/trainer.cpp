@@ -28,6 +28,10 @@ double seconds_since(Clock::time_point t) {
 RunConfig prepare(const Config& config, const TrainerOptions& options) {
   HG_CHECK(!options.run_dir.empty(), "the trainer needs a run directory");
   RunConfig run = parse_run_config(config);
+  // With the budget keys (RunSession reads them) every key is read: one nobody read is a
+  // misspelling, refused before the data is loaded or the run directory is touched.
+  resolve_budget_settings(config, options.budget);
+  config.reject_unused_keys();
   if (run.threads > 0) set_num_threads(run.threads);
   if (options.memory_limit > 0) {
     allocator_for(run.device).set_limit(options.memory_limit);
@@ -78,9 +82,6 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   // Checked before the run directory is touched: a bad budget flag leaves nothing behind.
   session_ = std::make_unique<RunSession>(config, run_.name, trajectory_config_text(run_),
                                           run_.checkpoint, session_options(options, run_.metrics));
-  if (session_->writes())
-    for (const auto& key : config.unused_keys())
-      HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config.source(), key);
   const std::string trajectory = trajectory_config_text(run_);
   auto validate = [&](const LoadedCheckpoint& c) {
     check_resumable(c, trajectory, model(), *setup_.optimizer, setup_.steps_per_epoch);
