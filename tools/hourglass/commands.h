@@ -1,6 +1,7 @@
 // The subcommands of the hourglass CLI: each registers its options on a CLI11 app and returns
 // the function that runs it. Exit codes: 0 success, 2 bad input (config, flags, files),
-// 1 any other failure (I/O, out of memory), 70 an internal error, 75 (kExitStopped) training
+// 1 any other failure (I/O, out of memory), 3 (kExitDiverged) a NaN or infinite training loss,
+// 70 an internal error, 75 (kExitStopped) training
 // stopped on request or by a ledger that cannot be updated, with a checkpoint written (none
 // when it stopped before its first step; resume with --resume auto).
 #pragma once
@@ -16,6 +17,9 @@ using Runner = std::function<int()>;
 // "Stopped, resumable" (EX_TEMPFAIL): a signal, --stop-after, the STOP file or the budget
 // ledger ended the run after a checkpoint, or a signal ended it before it trained.
 inline constexpr int kExitStopped = 75;
+// "Diverged": the training loss became NaN or infinite (ErrorKind::Diverged). The run's last
+// checkpoint, written before the loss was found bad, is kept; nothing after it is saved.
+inline constexpr int kExitDiverged = 3;
 
 Runner add_train(CLI::App& app);
 Runner add_eval(CLI::App& app);

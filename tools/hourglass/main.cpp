@@ -14,6 +14,7 @@ int exit_code(hg::ErrorKind kind) {
   switch (kind) {
     case hg::ErrorKind::InvalidInput: return 2;
     case hg::ErrorKind::Internal: return 70;
+    case hg::ErrorKind::Diverged: return hg::cli::kExitDiverged;
     default: return 1;
   }
 }

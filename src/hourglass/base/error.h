@@ -15,6 +15,7 @@ enum class ErrorKind {
   OutOfMemory,   // an allocator could not satisfy a request
   Runtime,       // the environment failed (I/O, a library call)
   Internal,      // an invariant of hourglass itself broke: a bug
+  Diverged,      // training produced a NaN or infinite loss (exit code 3)
 };
 
 class Error : public std::runtime_error {

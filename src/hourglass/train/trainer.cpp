@@ -1,5 +1,6 @@
 #include "hourglass/train/trainer.h"
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <utility>
@@ -59,6 +60,11 @@ SessionOptions session_options(const TrainerOptions& o, const MetricsConfig& met
 // each exchange waits for the device, so it is not done every step (a stop lands at most this
 // many steps late). Host communicators exchange after every step.
 constexpr int64_t kDeviceDecisionInterval = 8;
+
+// How many steps apart the epoch's running loss is checked for NaN and infinity (one wait for
+// the device), besides before every checkpoint and at the epoch's end: a diverged run ends
+// within this many steps. fp16 steps skipped by the loss scaler have a finite loss.
+constexpr int64_t kDivergenceCheckInterval = 8;
 
 }  // namespace
 
@@ -197,7 +203,35 @@ void Trainer::write_step_record(int64_t epoch) {
   session_->append_step_metrics(global_step(), record);
 }
 
+void Trainer::diverged(int64_t epoch, double value, const char* what) {
+  const std::string checkpoint =
+      last_checkpoint().empty() ? std::string("none was written") : last_checkpoint() + " is kept";
+  monitor_.reset();
+  session_->finish("diverged");
+  throw Error(ErrorKind::Diverged,
+              fmt::format("training diverged in epoch {} by step {}: {} is {}; nothing after the "
+                          "last checkpoint was saved ({})",
+                          epoch + 1, global_step(), what, value, checkpoint),
+              "lower optim.lr, or add a warm-up (schedule.warmup_epochs) or gradient clipping "
+              "(train.clip_grad_norm); to continue from the kept checkpoint, start a new run "
+              "directory");
+}
+
+void Trainer::check_loss_finite(const EpochProgress& p, int64_t epoch) {
+  std::vector<double> loss{p.loss_sum.item()};
+  if (dp_) dp_->sum(loss);  // every rank checks at the same steps and takes the same decision
+  if (!std::isfinite(loss[0])) diverged(epoch, loss[0]);
+}
+
 double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t next_batch) {
+  // Weights that are not finite are not worth a checkpoint (a finite loss may have come before
+  // them): the run ends as diverged and the last checkpoint stays the newest. One reduction;
+  // the ranks hold the same weights.
+  {
+    autograd::NoGradGuard no_grad;
+    if (const double sum = ops::sum(setup_.flat.params).item(); !std::isfinite(sum))
+      diverged(epoch - (p == nullptr ? 1 : 0), sum, "the weights' sum");
+  }
   TrainingState s;
   s.epoch = epoch;
   s.batch = next_batch;
@@ -208,6 +242,8 @@ double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t 
     if (dp_) dp_->sync_buffers(setup_.flat.buffers);
     std::vector<double> sums{p->loss_sum.item(), p->correct.item(), double(p->samples)};
     if (dp_) dp_->sum(sums);
+    // Weights that gave a NaN loss are not worth a checkpoint either.
+    if (!std::isfinite(sums[0])) diverged(epoch, sums[0]);
     s.loss_sum = sums[0];
     s.correct = sums[1];
     s.samples = int64_t(sums[2]);
@@ -285,6 +321,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     ++index;
     ++steps_this_run_;
     step_seconds_.add(seconds_since(step_start));
+    if (steps_this_run_ % kDivergenceCheckInterval == 0) check_loss_finite(p, epoch);
     if (monitor_) {
       const auto now = Clock::now();
       loop_seconds_.store(loop_seconds_.load() +
@@ -332,8 +369,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   m.train_loss = samples > 0 ? totals[0] / samples : 0;
   m.train_acc = samples > 0 ? totals[1] / samples : 0;
   m.images_per_s = train_seconds > 0 ? samples / train_seconds : 0;
-  HG_CHECK(std::isfinite(m.train_loss), "training diverged in epoch {}: the loss is {}", m.epoch,
-           m.train_loss);
+  if (!std::isfinite(m.train_loss)) diverged(epoch, m.train_loss);
   // Validation (when held out) decides which checkpoint is `best`; the test set is reported only.
   double eval_seconds = 0;
   if (setup_.validation_loader) {

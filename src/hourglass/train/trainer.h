@@ -81,6 +81,12 @@ class Trainer {
   bool train_epoch(int64_t epoch, std::vector<EpochMetrics>& history);
   // Writes a checkpoint at (epoch, next_batch); returns the stall in seconds.
   double write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t next_batch);
+  // A NaN or infinite `value` (`what`: the epoch's training loss summed over the ranks, or the
+  // weights' sum): closes the session and throws ErrorKind::Diverged naming the last
+  // checkpoint, which is left as it is.
+  [[noreturn]] void diverged(int64_t epoch, double value, const char* what = "the training loss");
+  // Every rank at the same step: diverged() when the epoch's running loss is not finite.
+  void check_loss_finite(const EpochProgress& p, int64_t epoch);
   // The stop the session reports after a step, "" to go on.
   std::string poll_stop();
   // What every rank does after a step: stop (the reason; "" to go on) and/or write a
