@@ -1,7 +1,7 @@
 // hourglass doctor: checks the GPU stack end to end, one line per check (PASS / FAIL / SKIP)
 // with the remedy under each failure. Exit code 0 when every check passed, 1 otherwise (a
 // machine without a usable GPU fails). Each check is isolated: one failure does not hide the
-// others.
+// others. --json prints one JSON object at the end instead (checks: name, outcome, detail, remedy).
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hourglass/base/byte_size.h"
@@ -30,9 +31,11 @@ namespace {
 
 enum class Outcome { Pass, Fail, Skip };
 
-// Runs checks, printing each result as it comes (a hang or crash shows where it happened).
+// Runs checks, printing each result as it comes (a hang or crash shows where it happened), or
+// with `json` collecting them for one JSON object at the end.
 class Checklist {
  public:
+  explicit Checklist(bool json) : json_(json) {}
   // Runs `check`, which returns a detail for the PASS line or throws.
   bool run(const std::string& name, const std::function<std::string()>& check) {
     try {
@@ -56,6 +59,17 @@ class Checklist {
   int passed() const { return passed_; }
   int failed() const { return failed_; }
   int skipped() const { return skipped_; }
+  bool json() const { return json_; }
+  // A line between the checks (not in the JSON output).
+  void note(const std::string& text) const {
+    if (!json_) std::printf("%s\n", text.c_str());
+  }
+  // The JSON object of --json: every check and the counts.
+  void print_json() const {
+    const nlohmann::json out = {
+        {"checks", results_}, {"passed", passed_}, {"failed", failed_}, {"skipped", skipped_}};
+    std::printf("%s\n", out.dump(2).c_str());
+  }
 
  private:
   void report(Outcome outcome, const std::string& name, const std::string& detail,
@@ -63,10 +77,17 @@ class Checklist {
     const bool pass = outcome == Outcome::Pass, fail = outcome == Outcome::Fail;
     const char* tag = pass ? "PASS" : fail ? "FAIL" : "SKIP";
     (pass ? passed_ : fail ? failed_ : skipped_) += 1;
+    if (json_) {
+      results_.push_back(
+          {{"name", name}, {"outcome", tag}, {"detail", detail}, {"remedy", remedy}});
+      return;
+    }
     std::printf("%s  %s%s%s\n", tag, name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
     if (fail && !remedy.empty()) std::printf("      remedy: %s\n", remedy.c_str());
     std::fflush(stdout);
   }
+  bool json_;
+  nlohmann::json results_ = nlohmann::json::array();
   int passed_ = 0, failed_ = 0, skipped_ = 0;
 };
 
@@ -200,9 +221,9 @@ std::string check_conv_bf16(int index) {
 
 #endif
 
-int run_doctor() {
-  Checklist checks;
-  std::printf("hourglass doctor: checking the GPU stack\n");
+int run_doctor(bool json) {
+  Checklist checks(json);
+  checks.note("hourglass doctor: checking the GPU stack");
 #ifndef HOURGLASS_HAS_GPU
   checks.fail("build has a GPU backend",
               "this hourglass was built without one (HOURGLASS_GPU=off, or no CUDA/ROCm toolkit "
@@ -212,7 +233,7 @@ int run_doctor() {
   checks.skip("runtime loads and the driver is new enough", "no GPU backend in this build");
   checks.skip("a GPU is visible", "no GPU backend in this build");
   for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU is present");
-  std::printf("no GPU is present: this build has no GPU backend; training runs on the CPU\n");
+  checks.note("no GPU is present: this build has no GPU backend; training runs on the CPU");
 #else
   const gpu::GpuRuntimeInfo rt = gpu::runtime_info();
   checks.run("build has a GPU backend",
@@ -270,9 +291,9 @@ int run_doctor() {
   }
   if (count == 0) {
     for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU is present");
-    std::printf(
+    checks.note(
         "no GPU is present, so the device checks were skipped; training runs on the "
-        "CPU (device = \"cpu\")\n");
+        "CPU (device = \"cpu\")");
   }
   for (int i = 0; i < count; ++i) {
     const std::string prefix = fmt::format("gpu:{} ", i);
@@ -294,6 +315,10 @@ int run_doctor() {
   }
 #endif
   const int total = checks.passed() + checks.failed() + checks.skipped();
+  if (json) {
+    checks.print_json();
+    return checks.failed() == 0 ? 0 : 1;
+  }
   if (checks.failed() == 0) {
     std::printf("all %d checks passed\n", total);
     return 0;
@@ -305,10 +330,15 @@ int run_doctor() {
 }  // namespace
 
 Runner add_doctor(CLI::App& app) {
-  app.add_subcommand("doctor",
-                     "Check the GPU stack end to end (backend, driver, devices, allocator, "
-                     "kernels, dnn and blas libraries); exit code 1 when any check fails.");
-  return [] { return run_doctor(); };
+  auto json = std::make_shared<bool>(false);
+  CLI::App* sub =
+      app.add_subcommand("doctor",
+                         "Check the GPU stack end to end (backend, driver, devices, allocator, "
+                         "kernels, dnn and blas libraries); exit code 1 when any check fails.");
+  sub->add_flag("--json", *json,
+                "print one JSON object (checks: name, outcome PASS/FAIL/SKIP, detail, remedy; "
+                "passed, failed, skipped)");
+  return [json] { return run_doctor(*json); };
 }
 
 }  // namespace hg::cli

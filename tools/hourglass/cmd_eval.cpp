@@ -1,4 +1,6 @@
-// hourglass eval CHECKPOINT [--set key=value ...] [--split test|train] [--device DEV]
+// hourglass eval CHECKPOINT [--set key=value ...] [--split test|train] [--device DEV] [--json]
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/tensor/safetensors.h"
@@ -15,6 +17,7 @@ Runner add_eval(CLI::App& app) {
     std::string split = "test";
     std::string device;
     bool allow_unverified = false;
+    bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -31,6 +34,8 @@ Runner add_eval(CLI::App& app) {
   sub->add_flag("--allow-unverified-checkpoint", args->allow_unverified,
                 "also read a checkpoint written before checkpoint-v3, which has no whole-file "
                 "checksum (a warning says so)");
+  sub->add_flag("--json", args->json,
+                "print the result as one JSON object (split, accuracy, loss, images, seconds)");
   return [args] {
     SafetensorsFile file = train::read_checkpoint(
         args->checkpoint, args->allow_unverified ? train::CheckpointTrust::AllowUnverified
@@ -55,6 +60,16 @@ Runner add_eval(CLI::App& app) {
     auto loader = train::make_eval_loader(run, set);
     train::EvalResult r =
         train::evaluate(*parts.model, *loader, train::ExecutionContext::from_run(run));
+    if (args->json) {
+      const nlohmann::json out = {{"checkpoint", args->checkpoint},
+                                  {"split", args->split},
+                                  {"accuracy", r.accuracy},
+                                  {"loss", r.loss},
+                                  {"images", r.samples},
+                                  {"seconds", r.seconds}};
+      std::printf("%s\n", out.dump().c_str());
+      return 0;
+    }
     std::printf("%s accuracy %.4f loss %.4f (%lld images, %.1f s)\n", args->split.c_str(),
                 r.accuracy, r.loss, static_cast<long long>(r.samples), r.seconds);
     return 0;

@@ -1,7 +1,9 @@
 // hourglass pack FOLDER OUT [--shard-size 256MiB]: copies an image folder's encoded files
 // (root/<class>/<image>) into a pack (data/image_pack.h) that data.dataset = "folder" reads
 // like the folder. hourglass pack --check PACK reads a pack back and compares each shard's
-// CRC32 with its index.
+// CRC32 with its index. --json prints the result as one JSON object.
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
@@ -13,6 +15,7 @@ namespace hg::cli {
 Runner add_pack(CLI::App& app) {
   struct Args {
     std::string folder, out, shard_size = "256MiB", check;
+    bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -27,6 +30,7 @@ Runner add_pack(CLI::App& app) {
   sub->add_option("--check", args->check,
                   "instead of packing, read the pack in this folder and check every shard's "
                   "CRC32 against its index");
+  sub->add_flag("--json", args->json, "print the result as one JSON object");
   return [args] {
     if (!args->check.empty()) {
       if (!args->folder.empty())
@@ -34,6 +38,14 @@ Runner add_pack(CLI::App& app) {
                       "run: hourglass pack --check PACK");
       const data::PackImages pack(args->check);
       pack.verify_shards();
+      if (args->json) {
+        const nlohmann::json out = {{"pack", args->check},
+                                    {"images", pack.size()},
+                                    {"classes", pack.classes().size()},
+                                    {"verified", true}};
+        std::printf("%s\n", out.dump().c_str());
+        return 0;
+      }
       std::printf("%s: %lld images of %zu classes, every shard matches its CRC32\n",
                   args->check.c_str(), static_cast<long long>(pack.size()), pack.classes().size());
       return 0;
@@ -45,6 +57,15 @@ Runner add_pack(CLI::App& app) {
              args->shard_size);
     const data::ImageFolderIndex index = data::scan_image_folder(args->folder);
     const data::PackSummary s = data::write_image_pack(index, args->out, shard_bytes);
+    if (args->json) {
+      const nlohmann::json out = {{"out", args->out},
+                                  {"images", s.samples},
+                                  {"classes", index.classes.size()},
+                                  {"bytes", s.bytes},
+                                  {"shards", s.shards}};
+      std::printf("%s\n", out.dump().c_str());
+      return 0;
+    }
     std::printf("packed %lld images of %zu classes (%s) into %lld shards in %s\n",
                 static_cast<long long>(s.samples), index.classes.size(),
                 format_mib(size_t(s.bytes)).c_str(), static_cast<long long>(s.shards),

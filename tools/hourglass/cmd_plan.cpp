@@ -8,8 +8,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <limits>
+
+#include <nlohmann/json.hpp>
 
 #include "budget_flags.h"
 #include "commands.h"
@@ -185,6 +188,7 @@ Runner add_plan(CLI::App& app) {
     std::string price_table;
     int calibrate_steps = 20, warmup_steps = 3;
     double images_per_s = 0, eval_images_per_s = 0;
+    bool json = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -209,14 +213,16 @@ Runner add_plan(CLI::App& app) {
   sub->add_option("--eval-images-per-s", a->eval_images_per_s,
                   "evaluation throughput (default: measured, or 3x --images-per-s)")
       ->check(CLI::PositiveNumber);
+  sub->add_flag("--json", a->json,
+                "print the plan as one JSON object (the run, this machine's throughput, the "
+                "budget and one entry per platform)");
   return [a] {
     Config config = Config::load(a->config);
     for (const auto& o : a->overrides) config.set_override(o);
     const train::RunConfig run = train::parse_run_config(config);
     train::BudgetSettings budget =
         train::resolve_budget_settings(config, a->budget, /*usd_needs_price=*/false);
-    for (const auto& key : config.unused_keys())
-      HG_LOG_WARN("{}: key '{}' is not used by hourglass (misspelled?)", config.source(), key);
+    config.reject_unused_keys();
     std::vector<train::PricedPlatform> platforms;
     if (!a->price_table.empty())
       platforms = train::load_price_table(a->price_table);
@@ -269,6 +275,44 @@ Runner add_plan(CLI::App& app) {
 
     const int64_t steps_per_epoch =
         (m.train_images + run.train.batch_size - 1) / run.train.batch_size;
+    if (a->json) {
+      nlohmann::json platforms_json = nlohmann::json::array();
+      for (const auto& p : platforms) {
+        const train::PlatformPlan plan = train::plan_platform(in, p);
+        nlohmann::json entry = {{"platform", p.name},
+                                {"price_per_hour", p.price_per_hour},
+                                {"relative_speed", p.relative_speed},
+                                {"seconds_per_epoch", plan.seconds_per_epoch},
+                                {"seconds", plan.seconds},
+                                {"device_hours", plan.device_hours},
+                                {"cost_usd", plan.cost},
+                                {"fits", plan.fits}};
+        entry["epochs_in_budget"] = plan.epochs_in_budget == INT64_MAX
+                                        ? nlohmann::json()
+                                        : nlohmann::json(plan.epochs_in_budget);
+        platforms_json.push_back(std::move(entry));
+      }
+      const nlohmann::json out = {{"run", run.name},
+                                  {"model", run.model.name},
+                                  {"dataset", run.data.dataset},
+                                  {"train_images", m.train_images},
+                                  {"test_images", m.eval_images},
+                                  {"batch_size", run.train.batch_size},
+                                  {"steps_per_epoch", steps_per_epoch},
+                                  {"epochs", run.train.epochs},
+                                  {"train_images_per_s", in.train_images_per_s},
+                                  {"train_images_per_s_source", source},
+                                  {"eval_images_per_s", in.effective_eval_images_per_s()},
+                                  {"checkpoint_seconds", in.checkpoint_seconds},
+                                  {"budget_device_hours", limits.device_hours},
+                                  {"budget_usd", limits.usd},
+                                  {"spent_device_hours", spent_seconds / 3600.0},
+                                  {"spent_usd", spent_usd},
+                                  {"reserve_seconds", limits.reserve_seconds},
+                                  {"platforms", platforms_json}};
+      std::printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
     std::printf(
         "plan for %s: %s on %s, %lld training / %lld test images, batch %lld "
         "(%lld steps per epoch), %lld epochs\n",

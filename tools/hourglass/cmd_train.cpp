@@ -1,5 +1,9 @@
 // hourglass train CONFIG.toml [--set key=value ...] [--run-dir DIR] [--resume auto|PATH]
 //   [--checkpoint-every DURATION] [--checkpoint-every-steps N] [--stop-after N]
+//   [--print-config] [--json]
+//
+// Log lines go to stderr and to <run-dir>/train.log; the result (one line, or with --json one
+// JSON object) to stdout.
 //
 // SIGTERM, SIGINT and SIGUSR1 (stop_signals.h), --stop-after, a file named STOP in the run
 // directory and a budget ledger that cannot be updated make the run finish its current step
@@ -13,6 +17,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "budget_flags.h"
 #include "commands.h"
@@ -85,6 +90,8 @@ Runner add_train(CLI::App& app) {
     int64_t checkpoint_every_steps = -1;
     int64_t stop_after = 0;
     bool no_progress = false;
+    bool print_config = false;
+    bool json = false;
     std::string memory_limit;
     train::BudgetFlags budget;
   };
@@ -118,6 +125,13 @@ Runner add_train(CLI::App& app) {
                   "hold at most this much device memory, e.g. 8GiB; a step that needs more runs "
                   "out of memory and is retried with half the micro-batch");
   sub->add_flag("--no-progress", args->no_progress, "no progress bar, only per-epoch lines");
+  sub->add_flag("--print-config", args->print_config,
+                "print the config with the --set overrides applied and the resolved settings "
+                "(defaults filled in), checked like a run's, and exit without training or "
+                "creating the run directory");
+  sub->add_flag("--json", args->json,
+                "print the result as one JSON object (run_dir, stopped, stop_reason, step, "
+                "checkpoint, epochs, last_epoch: the last epoch's metrics)");
   add_budget_flags(sub, args->budget, /*with_session=*/true);
   return [args] {
     // Tests hold the command here, in its setup phase, on a FIFO nobody writes to, so that a
@@ -146,6 +160,30 @@ Runner add_train(CLI::App& app) {
     HG_CHECK(args->checkpoint_every_steps >= -1,
              "--checkpoint-every-steps must be non-negative, got {}", args->checkpoint_every_steps);
     HG_CHECK(args->stop_after >= 0, "--stop-after must be non-negative, got {}", args->stop_after);
+    if (args->print_config) {
+      const train::RunConfig run = train::parse_run_config(config);
+      train::resolve_budget_settings(config, args->budget);
+      config.reject_unused_keys();
+      const std::string resolved = train::trajectory_config_text(run);
+      if (args->json) {
+        const nlohmann::json out = {{"config", config.to_toml()},
+                                    {"resolved", resolved},
+                                    {"config_hash", train::config_hash(resolved)}};
+        std::printf("%s\n", out.dump(2).c_str());
+        return 0;
+      }
+      // Still TOML: the resolved settings are comments.
+      std::printf("%s\n# Resolved (defaults filled in; what decides the trajectory, hash %s):\n",
+                  config.to_toml().c_str(), train::config_hash(resolved).c_str());
+      size_t start = 0;
+      while (start < resolved.size()) {
+        const size_t end = resolved.find('\n', start);
+        std::printf("# %s\n", resolved.substr(start, end - start).c_str());
+        if (end == std::string::npos) break;
+        start = end + 1;
+      }
+      return 0;
+    }
     train::TrainerOptions options;
     options.progress = !args->no_progress;
     options.resume = args->resume;
@@ -162,8 +200,24 @@ Runner add_train(CLI::App& app) {
     options.run_dir =
         choose_run_dir(args->run_dir, args->resume, train::parse_run_config(config).name);
     train::Trainer trainer(config, options);
+    if (trainer.writes_run_files())
+      add_log_file((std::filesystem::path(trainer.run_dir()) / "train.log").string());
     const auto history = trainer.run();
     if (comm && comm->rank() != 0) return trainer.stopped() ? kExitStopped : 0;  // rank 0 reports
+    if (args->json) {
+      nlohmann::json out = {{"run_dir", trainer.run_dir()},
+                            {"stopped", trainer.stopped()},
+                            {"stop_reason", trainer.stop_reason()},
+                            {"step", trainer.global_step()},
+                            {"checkpoint", trainer.last_checkpoint()},
+                            {"epochs", history.size()}};
+      // The metrics.jsonl line of the last epoch (null before the first).
+      out["last_epoch"] = history.empty()
+                              ? nlohmann::json()
+                              : nlohmann::json::parse(train::epoch_record_json(history.back()));
+      std::printf("%s\n", out.dump().c_str());
+      return trainer.stopped() ? kExitStopped : 0;
+    }
     if (trainer.stopped()) {
       const std::string checkpoint = trainer.last_checkpoint().empty()
                                          ? "none (stopped before the first step)"

@@ -26,14 +26,28 @@ int main(int argc, char** argv) {
   hg::cli::install_stop_handlers();
   CLI::App app{"hourglass " HOURGLASS_VERSION
                ": a deep-learning training engine that gets the most out of a fixed compute "
-               "budget.\nExit codes: 0 success, 2 bad input (config, flags, data files), 1 other "
-               "failure, 70 internal error, 75 training stopped by a signal, --stop-after, a STOP "
-               "file or a budget ledger that cannot be updated, after writing a checkpoint "
-               "(none when stopped before the first step; continue with --resume auto)."};
+               "budget.\nResults go to stdout (--json: one JSON object), log lines and warnings "
+               "to stderr. --log-level and --color may come before or after the subcommand.\n"
+               "Exit codes: 0 success, 2 bad input (config, flags, data files, an unknown config "
+               "key), 1 other failure, 3 training diverged (the loss became NaN or infinite; the "
+               "last good checkpoint is kept), 70 internal error, 75 training stopped by a "
+               "signal, --stop-after, a STOP file or a budget ledger that cannot be updated, "
+               "after writing a checkpoint (none when stopped before the first step; continue "
+               "with --resume auto)."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "hourglass " HOURGLASS_VERSION, "print the version and exit");
+  // The global options are also accepted after the subcommand: an option a subcommand does
+  // not know falls through to this app (fallthrough is inherited by the subcommands).
+  app.fallthrough();
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")
       ->capture_default_str();
+  std::string color = "auto";
+  app.add_option("--color", color,
+                 "color the log lines: auto (when stderr is a terminal and NO_COLOR is not set), "
+                 "always or never")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   const std::map<std::string, hg::cli::Runner> runners = {
       {"train", hg::cli::add_train(app)},         {"eval", hg::cli::add_eval(app)},
       {"info", hg::cli::add_info(app)},           {"bench", hg::cli::add_bench(app)},
@@ -57,7 +71,7 @@ int main(int argc, char** argv) {
     return hg::cli::kExitStopped;
   }
   try {
-    spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+    hg::init_logging(color);
     hg::set_log_level(log_level);
     return runners.at(command)();
   } catch (const hg::Error& e) {

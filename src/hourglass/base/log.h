@@ -1,12 +1,32 @@
-// Logging through spdlog: one logger named "hourglass", level set from the CLI.
+// Logging through spdlog: one logger named "hourglass", level set from the CLI. Log lines
+// (information, warnings, errors) go to stderr, so that stdout carries only a command's results;
+// a run can copy them into a file in its run directory.
 #pragma once
 
 #include <spdlog/spdlog.h>
+
+#include <string>
 
 namespace hg {
 
 // Sets the global level from "debug", "info", "warn", "error" or "off".
 void set_log_level(const std::string& level);
+
+// Whether log lines are colored, from --color: "always", "never" or "auto" (a terminal on
+// stderr and no NO_COLOR environment variable set to a non-empty value: https://no-color.org).
+bool log_colors_wanted(const std::string& color);
+
+// Makes the default logger write to stderr, colored by `log_colors_wanted(color)`, with the
+// CLI's line pattern. Keeps the level set before.
+void init_logging(const std::string& color);
+
+// From now on log lines are appended to `path` too (with the date). Once per process; an
+// error names the file.
+void add_log_file(const std::string& path);
+
+// Appends a line (at info level) to the log file of add_log_file only, when there is one: for
+// what is already printed on stderr another way (the progress bar's epoch summaries).
+void log_to_file_only(const std::string& line);
 
 }  // namespace hg
 

@@ -403,13 +403,16 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   m.epoch_seconds += stall;
   session_->append_metrics(epoch_record(m), global_step());
   history.push_back(m);
-  if (session_->writes())
-    progress.finish(fmt::format(
+  if (session_->writes()) {
+    const std::string summary = fmt::format(
         "loss {:.4f} train_acc {:.4f} {}test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s, "
         "data wait {:.2f}s)",
         m.train_loss, m.train_acc,
         m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
-        m.images_per_s, m.epoch_seconds, m.checkpoint_seconds, m.data_wait_seconds));
+        m.images_per_s, m.epoch_seconds, m.checkpoint_seconds, m.data_wait_seconds);
+    progress.finish(summary);
+    log_to_file_only(fmt::format("epoch {}/{} {}", epoch + 1, run_.train.epochs, summary));
+  }
   // Unreadable image files (data.dataset = "folder") were replaced by the next sample; each was
   // named in a warning when first found.
   const int64_t skipped =

@@ -58,6 +58,8 @@ class Trainer {
   std::vector<EpochMetrics> run();
 
   bool stopped() const { return !stop_reason_.empty(); }
+  // Whether this process writes the run's files (rank 0 of a data-parallel job).
+  bool writes_run_files() const { return session_->writes(); }
   const std::string& stop_reason() const { return stop_reason_; }
   // Path of the checkpoint the run resumed from ("" for a new run) and of the newest written.
   const std::string& resumed_from() const { return session_->resumed_from(); }
