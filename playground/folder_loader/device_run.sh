@@ -22,34 +22,7 @@ nproc; lscpu | grep -E "Model name|Thread|Core|Socket|MHz" | head -6
   | grep -E "BM_" | tee "$out/bench_loader.txt"
 images=12800
 root=build-device/folder-data/jpeg-folder
-python3 - "$root" "$images" <<'PY'
-import os, sys
-from multiprocessing import Pool
-import numpy as np
-from PIL import Image
-root, n = sys.argv[1], int(sys.argv[2])
-classes = 10
-def write(job):
-    split, i = job
-    path = os.path.join(root, split, f"class_{i % classes}", f"img_{i:06d}.jpg")
-    if os.path.exists(path):
-        return
-    rng = np.random.default_rng(i)
-    h, w = (375, 500) if i % 3 else (500, 375)
-    y, x = np.mgrid[0:h, 0:w]
-    img = np.zeros((h, w, 3))
-    for c in range(3):
-        fy, fx, ph = rng.uniform(0.005, 0.05, 2).tolist() + [rng.uniform(0, 6.3)]
-        img[..., c] = 128 + 80 * np.sin(fy * y + fx * x + ph)
-    img += rng.normal(0, 12, img.shape)
-    Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(path, quality=90)
-jobs = [("train", i) for i in range(n)] + [("val", i) for i in range(n // 10)]
-for split in ("train", "val"):
-    for c in range(classes):
-        os.makedirs(os.path.join(root, split, f"class_{c}"), exist_ok=True)
-with Pool(os.cpu_count()) as p:
-    p.map(write, jobs, chunksize=64)
-PY
+python3 bench/make_jpeg_folder.py "$root" "$images"
 variant() {
   name=$1; shift
   run="$out/run-$name"

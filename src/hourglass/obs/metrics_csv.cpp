@@ -12,28 +12,16 @@
 
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
+#include "hourglass/obs/metrics_file_io.h"
 
 namespace hg::obs {
 
 namespace {
 
-[[noreturn]] void throw_io(const std::string& path, const char* what) {
-  throw_runtime(fmt::format("cannot {} metrics file {}: {}", what, path, std::strerror(errno)),
-                "check that the run directory exists, is writable and has free space");
-}
+using detail::write_all;
 
-void write_all(int fd, const std::string& text, const std::string& path) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_io(path, "write");
-    }
-    p += n;
-    left -= size_t(n);
-  }
+[[noreturn]] void throw_io(const std::string& path, const char* what) {
+  detail::throw_metrics_io(path, what);
 }
 
 std::vector<std::string> split_cells(const std::string& line) {
