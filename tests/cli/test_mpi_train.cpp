@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hourglass/tensor/safetensors.h"
+#include "support/run_files.h"
 #include "support/spawn.h"
 #include "support/temp_dir.h"
 
@@ -44,10 +45,7 @@ const std::string kMpiexec;
 #define SKIP_WITHOUT_MPIEXEC() \
   if (kMpiexec.empty()) GTEST_SKIP() << "built without MPI (openmpi-bin libopenmpi-dev)"
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
+using test::read_file;
 
 // A small MLP on synthetic data, 3 epochs of 16 steps, a checkpoint after every step; each
 // rank takes 16 rows of every batch of 32 (the same micro-batch the one-process reference uses).
@@ -147,12 +145,7 @@ pid_t rank_pid(const std::string& tag, int rank) {
   return 0;
 }
 
-// The step of the newest checkpoint (-1 before the first).
-int64_t last_step(const std::string& run_dir) {
-  const std::string name = read_file(run_dir + "/checkpoints/last");
-  if (name.size() < 14 || name.rfind("step-", 0) != 0) return -1;
-  return std::stoll(name.substr(5, 9));
-}
+int64_t last_step(const std::string& run_dir) { return test::last_checkpoint_step(run_dir); }
 
 // Waits until the job has checkpointed step `step` (true) or ended (false).
 bool wait_for_step(const Job& job, const std::string& run_dir, int64_t step) {
@@ -168,15 +161,7 @@ bool wait_for_step(const Job& job, const std::string& run_dir, int64_t step) {
 
 // The model tensors of final.safetensors, bit for bit.
 void expect_same_weights(const std::string& ref_dir, const std::string& dir) {
-  SafetensorsFile a = load_safetensors(ref_dir + "/final.safetensors");
-  SafetensorsFile b = load_safetensors(dir + "/final.safetensors");
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); ++i) {
-    ASSERT_EQ(a.tensors[i].name, b.tensors[i].name);
-    const Tensor &ta = a.tensors[i].tensor, &tb = b.tensors[i].tensor;
-    ASSERT_EQ(ta.nbytes(), tb.nbytes());
-    EXPECT_EQ(std::memcmp(ta.data_ptr(), tb.data_ptr(), ta.nbytes()), 0) << a.tensors[i].name;
-  }
+  test::expect_same_final_tensors(ref_dir, dir);
 }
 
 std::vector<std::string> train_args(const std::string& config, const std::string& run_dir,

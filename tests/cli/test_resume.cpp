@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "support/run_files.h"
 #include "support/spawn.h"
 #include "support/temp_dir.h"
 
@@ -45,10 +46,7 @@ std::string fresh_dir(const std::string& name) {
   return test::fresh_temp_dir("hourglass_cli_resume_" + name);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
+using test::read_file;
 
 // An MLP with dropout (masks from the step) on augmented synthetic images, SGD with Nesterov
 // momentum and a warm-up + cosine schedule; a checkpoint after every step (15 MB each, so
@@ -165,15 +163,7 @@ Reference reference_run(const std::string& name) {
 // final.safetensors (model and optimizer tensors) bit-identical, and the same metrics.jsonl
 // apart from timings: one line per epoch.
 void expect_same_result(const std::string& ref_dir, const std::string& dir) {
-  SafetensorsFile a = load_safetensors(ref_dir + "/final.safetensors");
-  SafetensorsFile b = load_safetensors(dir + "/final.safetensors");
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); ++i) {
-    ASSERT_EQ(a.tensors[i].name, b.tensors[i].name);
-    const Tensor &ta = a.tensors[i].tensor, &tb = b.tensors[i].tensor;
-    ASSERT_EQ(ta.nbytes(), tb.nbytes());
-    EXPECT_EQ(std::memcmp(ta.data_ptr(), tb.data_ptr(), ta.nbytes()), 0) << a.tensors[i].name;
-  }
+  test::expect_same_final_tensors(ref_dir, dir);
   auto lines = [](const std::string& path) {
     std::vector<nlohmann::json> out;
     std::ifstream in(path);
@@ -197,13 +187,7 @@ int count_temp_files(const std::string& dir) {
   return n;
 }
 
-// The step of the newest checkpoint, as the `last` marker names it ("step-000000012...");
-// -1 before the first.
-int64_t last_step(const std::string& run_dir) {
-  const std::string name = read_file(run_dir + "/checkpoints/last");
-  if (name.size() < 14 || name.rfind("step-", 0) != 0) return -1;
-  return std::stoll(name.substr(5, 9));
-}
+int64_t last_step(const std::string& run_dir) { return test::last_checkpoint_step(run_dir); }
 
 int count_occurrences(const std::string& text, const std::string& what) {
   int n = 0;
