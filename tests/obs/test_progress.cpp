@@ -91,6 +91,33 @@ TEST(Progress, TerminalLineShowsBarEtaAndIsCutToWidth) {
   EXPECT_EQ(narrow.str(), "\repoch 2/10 [.......\x1b[K");
 }
 
+TEST(Progress, TheRunWidePartFollowsTheEpochsEta) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressOptions options = clock.options();
+  options.bar_width = 4;
+  ProgressBar bar(out, ProgressMode::Terminal, "epoch 1/2", 10, options);
+  bar.set_suffix("run eta 0:01:40, budget 41% used");
+  clock.t += 5;
+  bar.update(5, {});
+  EXPECT_EQ(out.str(), "\repoch 1/2 [##..] 5/10 eta 0:05 | run eta 0:01:40, budget 41% used\x1b[K");
+}
+
+// A log line on stderr clears the live line first and redraws it after (never spliced into it).
+TEST(Progress, LogLinesMakeWayForTheLiveLine) {
+  struct Recorder : LiveLine {
+    std::string calls;
+    void clear_for_log() override { calls += "clear "; }
+    void redraw_after_log() override { calls += "redraw "; }
+  } live;
+  init_logging("never");
+  set_live_line(&live);
+  HG_LOG_WARN("a log line while a progress line is drawn");
+  set_live_line(nullptr);
+  HG_LOG_WARN("and one after");
+  EXPECT_EQ(live.calls, "clear redraw ");
+}
+
 TEST(Progress, OffModePrintsOnlyTheSummaryAndUnfinishedLinesAreEnded) {
   std::ostringstream out;
   {

@@ -21,7 +21,41 @@ constexpr const char* kFilePattern = "[%Y-%m-%d %H:%M:%S] %l %v";
 std::shared_ptr<spdlog::sinks::basic_file_sink_mt> g_file_sink;
 std::shared_ptr<spdlog::logger> g_file_only;
 
+LiveLine* g_live_line = nullptr;  // guarded by terminal_mutex()
+
+// The stderr sink, clearing the live line before each log line and redrawing it after.
+class LiveLineGuardSink final : public spdlog::sinks::sink {
+ public:
+  explicit LiveLineGuardSink(std::shared_ptr<spdlog::sinks::sink> inner)
+      : inner_(std::move(inner)) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    std::lock_guard<std::recursive_mutex> lock(terminal_mutex());
+    if (g_live_line != nullptr) g_live_line->clear_for_log();
+    inner_->log(msg);
+    inner_->flush();
+    if (g_live_line != nullptr) g_live_line->redraw_after_log();
+  }
+  void flush() override { inner_->flush(); }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    inner_->set_formatter(std::move(formatter));
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::sink> inner_;
+};
+
 }  // namespace
+
+std::recursive_mutex& terminal_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+void set_live_line(LiveLine* line) {
+  std::lock_guard<std::recursive_mutex> lock(terminal_mutex());
+  g_live_line = line;
+}
 
 void set_log_level(const std::string& level) {
   auto parsed = spdlog::level::from_str(level);
@@ -45,7 +79,8 @@ void init_logging(const std::string& color) {
   const auto mode =
       log_colors_wanted(color) ? spdlog::color_mode::always : spdlog::color_mode::never;
   auto logger = std::make_shared<spdlog::logger>(
-      "hourglass", std::make_shared<spdlog::sinks::stderr_color_sink_mt>(mode));
+      "hourglass", std::make_shared<LiveLineGuardSink>(
+                       std::make_shared<spdlog::sinks::stderr_color_sink_mt>(mode)));
   logger->set_level(spdlog::default_logger()->level());
   logger->set_pattern(kTerminalPattern);
   spdlog::set_default_logger(std::move(logger));

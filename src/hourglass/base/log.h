@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <mutex>
 #include <string>
 
 namespace hg {
@@ -23,6 +24,19 @@ void init_logging(const std::string& color);
 // From now on log lines are appended to `path` too (with the date). Once per process; an
 // error names the file.
 void add_log_file(const std::string& path);
+
+// A line redrawn in place on stderr (the progress bar on a terminal). While one is set, a log
+// line written to stderr first clears it and then has it redrawn below the log line, so no log
+// line is spliced into it. Its draws and the log's stderr writes hold terminal_mutex().
+class LiveLine {
+ public:
+  virtual ~LiveLine() = default;
+  virtual void clear_for_log() = 0;     // erases the line (the cursor at its start)
+  virtual void redraw_after_log() = 0;  // draws it again
+};
+// Sets the live line (null: none). The caller unsets it before the line goes away.
+void set_live_line(LiveLine* line);
+std::recursive_mutex& terminal_mutex();
 
 // Appends a line (at info level) to the log file of add_log_file only, when there is one: for
 // what is already printed on stderr another way (the progress bar's epoch summaries).

@@ -68,10 +68,22 @@ ProgressBar::ProgressBar(std::ostream& out, ProgressMode mode, std::string label
   options_.bar_width = std::max(options_.bar_width, 1);
   next_percent_ = options_.plain_every_percent;
   start_ = now();
+  // Log lines are written to stderr: a line drawn in place there must make way for them.
+  live_ = mode_ == ProgressMode::Terminal && &out_ == &std::cerr;
+  if (live_) set_live_line(this);
 }
 
 ProgressBar::~ProgressBar() {
+  if (live_) set_live_line(nullptr);
   if (mode_ == ProgressMode::Terminal && line_open_) out_ << '\n' << std::flush;
+}
+
+void ProgressBar::clear_for_log() {
+  if (line_open_) out_ << "\r\x1b[K" << std::flush;
+}
+
+void ProgressBar::redraw_after_log() {
+  if (line_open_) out_ << drawn_ << "\x1b[K" << std::flush;
 }
 
 double ProgressBar::now() const { return options_.clock(); }
@@ -115,6 +127,7 @@ void ProgressBar::update(int64_t done, const ProgressStats& stats) {
 }
 
 void ProgressBar::finish(const std::string& summary) {
+  std::lock_guard<std::recursive_mutex> lock(terminal_mutex());
   if (mode_ == ProgressMode::Terminal && line_open_) out_ << "\r\x1b[K";
   line_open_ = false;
   out_ << label_ << (summary.empty() ? "" : " ") << summary << '\n' << std::flush;
@@ -141,6 +154,7 @@ std::string ProgressBar::line(int64_t done, const ProgressStats& stats, bool wit
     s += " eta ";
     s += format_duration_clock(elapsed / double(clamped) * double(total_ - clamped));
   }
+  if (!suffix_.empty()) s += " | " + suffix_;
   return s;
 }
 
@@ -149,7 +163,9 @@ void ProgressBar::emit_terminal(std::string text) {
   if (options_.max_line_width > 1 && text.size() >= size_t(options_.max_line_width))
     text.resize(size_t(options_.max_line_width - 1));
   // "\r" returns to the line start; "\x1b[K" erases what a longer previous line left behind.
+  std::lock_guard<std::recursive_mutex> lock(terminal_mutex());
   out_ << '\r' << text << "\x1b[K" << std::flush;
+  drawn_ = std::move(text);
   line_open_ = true;
 }
 

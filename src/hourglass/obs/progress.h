@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "hourglass/base/log.h"
+
 namespace hg::obs {
 
 enum class ProgressMode {
@@ -36,7 +38,7 @@ struct ProgressOptions {
 
 using ProgressStats = std::vector<std::pair<std::string, double>>;
 
-class ProgressBar {
+class ProgressBar : private LiveLine {
  public:
   // Draws on stderr: Terminal when stderr is a terminal (cut to its width), else Plain; Off
   // when `enabled` is false. `label` starts every line ("epoch 2/10"); `total` is the number
@@ -58,11 +60,16 @@ class ProgressBar {
   void update(int64_t done, const ProgressStats& stats);
   // Clears the in-place line (if any) and prints "<label> <summary>".
   void finish(const std::string& summary);
+  // Text shown after " | " at the end of every later line ("run eta 1:02:03, budget 41% used").
+  void set_suffix(std::string suffix) { suffix_ = std::move(suffix); }
 
  private:
   double now() const;
   std::string line(int64_t done, const ProgressStats& stats, bool with_bar) const;
   void emit_terminal(std::string text);
+  // LiveLine: log lines on stderr clear the drawn line and have it drawn again below them.
+  void clear_for_log() override;
+  void redraw_after_log() override;
 
   std::ostream& out_;
   ProgressMode mode_;
@@ -73,6 +80,9 @@ class ProgressBar {
   double last_draw_ = -1e300;  // time of the last terminal draw or update() call
   int next_percent_ = 0;       // Plain: the next mark to print at
   bool line_open_ = false;     // Terminal: a drawn line not yet ended by a newline
+  std::string drawn_;          // Terminal: the text of the open line
+  std::string suffix_;
+  bool live_ = false;  // registered as stderr's live line (base/log.h)
 };
 
 // Formats one statistic the way the progress line shows it: "loss 0.4123", "1234 img/s".

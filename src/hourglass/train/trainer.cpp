@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "hourglass/autograd/tape.h"
+#include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/device/allocator.h"
@@ -144,6 +145,22 @@ std::string Trainer::poll_stop() {
   // Leave room for the final checkpoint and evaluation.
   return session_->poll_stop(steps_this_run_, step_seconds_.value(),
                              session_->checkpoint_stall_max() + last_eval_seconds_);
+}
+
+std::string Trainer::run_progress_text(int64_t epoch) const {
+  // The steps left in the run at the recent step time, and the evaluations after each epoch.
+  const int64_t steps_left = setup_.total_steps - global_step();
+  const double seconds = double(steps_left) * step_seconds_.value() +
+                         double(run_.train.epochs - epoch) * last_eval_seconds_;
+  std::string text = "run eta " + format_duration_clock(seconds);
+  if (session_->writes()) {
+    const BudgetLedger& ledger = session_->ledger();
+    if (ledger.limits().has_limit())
+      text += fmt::format(", budget {:.0f}% used", 100 * ledger.fraction_used());
+    else if (ledger.limits().price_per_hour > 0)
+      text += fmt::format(", ${:.2f} spent", ledger.spent_usd());
+  }
+  return text;
 }
 
 Trainer::Decision Trainer::decide(std::string stop, bool checkpoint, bool force) {
@@ -340,6 +357,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     if (progress.wants_update(index)) {
       const double elapsed = seconds_since(p.segment_start);
       const double ranks = dp_ ? double(dp_->size()) : 1.0;  // the job's rate, about
+      progress.set_suffix(run_progress_text(epoch));
       progress.update(index,
                       {{"loss", step.last_loss().item()},
                        {"img/s", elapsed > 0 ? ranks * double(segment_samples) / elapsed : 0.0}});

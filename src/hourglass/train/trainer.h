@@ -91,6 +91,8 @@ class Trainer {
   void check_loss_finite(const EpochProgress& p, int64_t epoch);
   // The stop the session reports after a step, "" to go on.
   std::string poll_stop();
+  // The progress line's run-wide part: "run eta 1:02:03, budget 41% used".
+  std::string run_progress_text(int64_t epoch) const;
   // What every rank does after a step: stop (the reason; "" to go on) and/or write a
   // checkpoint. Alone: this process's own answers. Data-parallel: rank 0's decision, taken
   // from what every rank has seen, exchanged every few steps (`force`: now).
