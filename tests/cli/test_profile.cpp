@@ -77,5 +77,14 @@ TEST(Profile, TheTableNamesTheOpsAndTheShare) {
   EXPECT_NE(r.output.find("of the step time"), std::string::npos) << r.output;
 }
 
+TEST(Profile, AMisspelledKeyIsRefusedAsTrainRefusesIt) {
+  const std::string dir = test::fresh_temp_dir("hourglass_profile_key");
+  const test::RunResult r = test::run_hourglass("profile " + write_config(dir) +
+                                                " --set train.epochz=2 --steps 1 --warmup 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.epochz"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train.epochs"), std::string::npos) << r.output;  // the suggestion
+}
+
 }  // namespace
 }  // namespace hg

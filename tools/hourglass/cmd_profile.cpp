@@ -18,6 +18,7 @@
 #include "hourglass/base/parallel.h"
 #include "hourglass/obs/op_profile_report.h"
 #include "hourglass/ops/op_profile.h"
+#include "hourglass/train/budget.h"
 #include "hourglass/train/training_setup.h"
 
 namespace hg::cli {
@@ -50,6 +51,9 @@ Runner add_profile(CLI::App& app) {
     Config config = Config::load(a->config);
     for (const auto& o : a->overrides) config.set_override(o);
     const train::RunConfig run = train::parse_run_config(config);
+    // A misspelled key is refused as train refuses it (the budget keys are read, not used).
+    (void)train::resolve_budget_settings(config, {}, /*usd_needs_price=*/false);
+    config.reject_unused_keys();
     if (run.threads > 0) set_num_threads(run.threads);
     train::TrainingSetup s = train::build_training(run);
     train::TrainStep& step = *s.step;
