@@ -64,8 +64,8 @@ printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -I{} bash -c '
   fi' _ {} "${flags[@]}"
 echo "hip-check: all ${#files[@]} files compiled for ${archs[*]}"
 
-# The CMake build compiles only the .cu files as HIP; the GPU host files (.cpp) and the CLI
-# files that include the runtime header are plain C++ there (hip::host: __HIP_PLATFORM_AMD__
+# The CMake build compiles only the .cu files as HIP; the GPU host files (.cpp), the other
+# library files and the CLI files that include the runtime header are plain C++ there (hip::host: __HIP_PLATFORM_AMD__
 # and the headers, no -x hip). Checked again that way, syntax only, with Debian's clang++ (14;
 # OpenMP from libomp-dev, as scripts/fuzz.sh uses), with the definitions the build gives them.
 host_cxx=${HOURGLASS_HOST_CXX:-clang++}
@@ -74,6 +74,7 @@ if ! command -v "$host_cxx" >/dev/null; then
   exit 1
 fi
 mapfile -t host_files < <(printf '%s\n' "${files[@]}" | grep '\.cpp$'
+  grep -rl 'HOURGLASS_HAS_GPU' --include='*.cpp' src/hourglass | grep -v '/gpu/' | sort
   grep -l 'HOURGLASS_HAS_GPU' tools/hourglass/*.cpp | sort)
 host_flags=(-std=c++20 -fsyntax-only -fopenmp -DHOURGLASS_VERSION='"hip-check"' -D__HIP_PLATFORM_AMD__=1 -D__HIP_PLATFORM_HCC__=1
   -DHOURGLASS_HAS_GPU=1 -DHOURGLASS_GPU_HIP=1 -isystem "$rocm_include" -Wall -Wextra

@@ -18,8 +18,8 @@ StreamClock::StreamClock(Device device) : device_(device) {
 
 StreamClock::~StreamClock() {
 #ifdef HOURGLASS_HAS_GPU
-  for (void* e : events_) gpuEventDestroy(static_cast<gpuEvent_t>(e));
-  for (void* e : spare_) gpuEventDestroy(static_cast<gpuEvent_t>(e));
+  for (void* e : events_) (void)gpuEventDestroy(static_cast<gpuEvent_t>(e));
+  for (void* e : spare_) (void)gpuEventDestroy(static_cast<gpuEvent_t>(e));
 #endif
 }
 
