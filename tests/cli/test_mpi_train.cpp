@@ -95,6 +95,7 @@ Job start(int ranks, const std::vector<std::string>& args, const std::string& lo
   argv_s.push_back(kBinary);
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   ::setenv("HG_TEST_JOB", tag.c_str(), 1);
+  test::without_leak_checks_in_children();  // the ranks initialise MPI
   // Local ranks need no ssh agent; containers may refuse cross-process memory copies.
   ::setenv("OMPI_MCA_plm_rsh_agent", "", 1);
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -55,5 +56,15 @@ std::optional<int> wait_status(pid_t pid, double seconds) {
 }
 
 int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+}  // namespace hg::test
+
+namespace hg::test {
+
+void without_leak_checks_in_children() {
+  const char* now = std::getenv("ASAN_OPTIONS");
+  std::string options = now != nullptr && *now != '\0' ? std::string(now) + ":" : std::string();
+  ::setenv("ASAN_OPTIONS", (options + "detect_leaks=0").c_str(), 1);
+}
 
 }  // namespace hg::test
