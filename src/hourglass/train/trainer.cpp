@@ -303,7 +303,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   loader.start_epoch(epoch, first_batch);
   int64_t index = first_batch;
   const int64_t record_every = session_->writes() ? run_.metrics.every_steps : 0;
-  auto window_tick = Clock::now();  // the step window's clock (write_step_record)
+  auto window_tick = Clock::now();  // the step loop's clock (step window, monitor)
   // Waiting for the loader counts as data wait: next() blocks only when no batch is ready.
   auto next_batch = [&] {
     const auto wait_start = Clock::now();
@@ -311,10 +311,9 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     const double waited = seconds_since(wait_start);
     p.data_wait_seconds += waited;
     step_window_.data_wait_seconds += waited;
+    if (monitor_) loop_wait_seconds_.fetch_add(waited);
     return b;
   };
-  auto loop_mark = Clock::now();  // the monitor's totals advance after each step
-  double wait_mark = p.data_wait_seconds;
   while (auto batch = next_batch()) {
     Tensor images = setup_.mover->move(batch->images);
     Tensor labels = batch->labels.to(device);
@@ -339,20 +338,18 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     ++steps_this_run_;
     step_seconds_.add(seconds_since(step_start));
     if (steps_this_run_ % kDivergenceCheckInterval == 0) check_loss_finite(p, epoch);
+    // The step loop's clock, for the step window and the monitor's totals. The record's own
+    // wait for the device falls in the next window, which then covers the device's work of its
+    // steps whatever the host ran ahead.
+    const auto now = Clock::now();
+    const double loop_seconds = std::chrono::duration<double>(now - window_tick).count();
+    window_tick = now;
+    step_window_.samples += n;
+    step_window_.seconds += loop_seconds;
     if (monitor_) {
-      const auto now = Clock::now();
-      loop_seconds_.store(loop_seconds_.load() +
-                          std::chrono::duration<double>(now - loop_mark).count());
-      loop_wait_seconds_.store(loop_wait_seconds_.load() + p.data_wait_seconds - wait_mark);
-      loop_mark = now;
-      wait_mark = p.data_wait_seconds;
+      loop_seconds_.fetch_add(loop_seconds);
       monitor_step_.store(global_step());
     }
-    // The record's own wait for the device falls in the next window, which then covers the
-    // device's work of its steps whatever the host ran ahead.
-    step_window_.samples += n;
-    step_window_.seconds += seconds_since(window_tick);
-    window_tick = Clock::now();
     if (record_every > 0 && global_step() % record_every == 0) write_step_record(epoch);
     if (progress.wants_update(index)) {
       const double elapsed = seconds_since(p.segment_start);
