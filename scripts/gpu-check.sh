@@ -26,6 +26,8 @@
 #           folder rows (the loader alone at 1-16 workers); hourglass profile's table, cost and
 #           trace on the Fashion-MNIST config
 #   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 (table, cost)
+#   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
+#           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -106,6 +108,12 @@ for stage in "${stages[@]}"; do
         --set data.path="$data" > "$out/eval-cpu.txt" 2>&1
       row eval-on-cpu $? "$(tail -1 "$out/eval-cpu.txt")"
       row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
+      ;;
+    graph)
+      bash bench/graph_replay.sh ./build-device/hourglass "$out/graph" "${GRAPH_REPEATS:-2}" \
+        > "$out/graph.md" 2>&1
+      row graph $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/graph.md"
       ;;
     data)
       bash bench/data_e2e.sh ./build-device/hourglass "$out/data" "${DATA_EPOCHS:-4}" build-device \

@@ -118,6 +118,44 @@ TEST(GpuOptimizer, AdamWMatchesCpuOverSeveralSteps) {
       }
 }
 
+// The learning rate read from a device tensor: SGD's update is the options rate's bit for bit;
+// AdamW's decay computed on the device from it follows the CPU.
+TEST(GpuOptimizer, ADeviceRateReplacesTheOptionsRate) {
+  HG_REQUIRE_GPU();
+  const int64_t n = 200003;
+  const Tensor lr = Tensor::from_vector<double>({0.03}, {1}).to(gpu0());
+  SgdOptions s;
+  s.momentum = 0.9;
+  s.weight_decay = 0.05;
+  s.nesterov = true;
+  s.lr = 0.03;
+  SgdOptions s_wrong = s;
+  s_wrong.lr = 9.0;
+  AdamWOptions w;
+  w.lr = 0.03;
+  w.weight_decay = 0.3;
+  AdamWOptions w_wrong = w;
+  w_wrong.lr = 2.0;
+  Flat a = flat(random_values(n, 1)), b = flat(random_values(n, 1));
+  Flat ma = flat(std::vector<double>(size_t(n), 0.0));
+  Flat mb = flat(std::vector<double>(size_t(n), 0.0));
+  Flat c = flat(random_values(n, 2));
+  Flat m = flat(std::vector<double>(size_t(n), 0.0)), v = flat(std::vector<double>(size_t(n), 0.0));
+  Flat count = flat({0.0});
+  const Tensor lr_cpu = Tensor::from_vector<double>({0.03}, {1});
+  for (int step = 0; step < kSteps; ++step) {
+    const Flat g = flat(random_values(n, uint64_t(30 + step)));
+    ops::sgd_step(a.gpu, g.gpu, ma.gpu, s, step == 0);
+    ops::sgd_step(b.gpu, g.gpu, mb.gpu, s_wrong, step == 0, Tensor(), lr);
+    ops::advance_step_(count.gpu);
+    ops::advance_step_(count.cpu);
+    ops::adamw_step(c.gpu, g.gpu, m.gpu, v.gpu, w_wrong, count.gpu, Tensor(), lr);
+    ops::adamw_step(c.cpu, g.cpu, m.cpu, v.cpu, w_wrong, count.cpu, Tensor(), lr_cpu);
+  }
+  EXPECT_EQ(b.gpu.to_vector<float>(), a.gpu.to_vector<float>());
+  EXPECT_TRUE(all_close(c.gpu, to_doubles(c.cpu), tol()));
+}
+
 TEST(GpuOptimizer, NonzeroSkipFlagLeavesEverythingUntouched) {
   HG_REQUIRE_GPU();
   const int64_t n = 100003;

@@ -184,6 +184,46 @@ TEST(AdamWKernel, FirstStepMovesEachParameterByLr) {
   EXPECT_NEAR(p[2], -0.1 * 1e-3 / (1e-3 + 1e-8), 1e-6);
 }
 
+// A learning rate held in a tensor (a captured step reads it there) replaces the options' rate,
+// in SGD's update and in AdamW's step size and decoupled decay alike.
+TEST(OptimizerKernels, ATensorRateReplacesTheOptionsRate) {
+  const int64_t n = 1001;
+  const Tensor lr = Tensor::from_vector<double>({0.05}, {1});
+  SgdOptions s;
+  s.momentum = 0.9;
+  s.weight_decay = 0.01;
+  s.nesterov = true;
+  SgdOptions s_wrong = s;
+  s.lr = 0.05;
+  s_wrong.lr = 7.0;
+  Tensor a = f32_tensor(random_values(n, 1), {n}), b = a.clone();
+  Tensor ma = Tensor::zeros({n}), mb = Tensor::zeros({n});
+  AdamWOptions w;
+  w.weight_decay = 0.3;
+  AdamWOptions w_wrong = w;
+  w.lr = 0.05;
+  w_wrong.lr = 3.0;
+  Tensor c = a.clone(), d = a.clone();
+  Tensor m1 = Tensor::zeros({n}), v1 = Tensor::zeros({n}), m2 = Tensor::zeros({n}),
+         v2 = Tensor::zeros({n});
+  for (int step = 0; step < 3; ++step) {
+    const Tensor g = f32_tensor(random_values(n, uint64_t(10 + step)), {n});
+    ops::sgd_step(a, g, ma, s, step == 0);
+    ops::sgd_step(b, g, mb, s_wrong, step == 0, Tensor(), lr);
+    ops::adamw_step(c, g, m1, v1, w, step_tensor(step + 1));
+    ops::adamw_step(d, g, m2, v2, w_wrong, step_tensor(step + 1), Tensor(), lr);
+  }
+  EXPECT_EQ(b.to_vector<float>(), a.to_vector<float>());
+  EXPECT_EQ(d.to_vector<float>(), c.to_vector<float>());
+  test::expect_invalid([&] { ops::sgd_step(a, a, ma, s, false, Tensor(), Tensor::zeros({1})); },
+                       {"sgd_step", "lr", "f64"});
+  test::expect_invalid(
+      [&] {
+        ops::adamw_step(c, c, m1, v1, w, step_tensor(1), Tensor(), Tensor::zeros({2}, DType::F64));
+      },
+      {"adamw_step", "lr", "[2]"});
+}
+
 TEST(OptimizerKernels, ValidateOperands) {
   Tensor p = Tensor::zeros({4});
   Tensor m = Tensor::zeros({3});

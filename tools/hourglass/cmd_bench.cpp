@@ -61,6 +61,7 @@ Runner add_bench(CLI::App& app) {
     bool json = false;
     bool data_parallel = false;
     int64_t bucket_mb = 25;
+    std::string graph = "off";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
@@ -92,6 +93,10 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--bucket-mb", a->bucket_mb, "gradient bucket size with --data-parallel (MiB)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  sub->add_option("--graph", a->graph,
+                  "auto: replay each training step as a graph on a GPU (as train.graph); off: "
+                  "every step eager (the default for now, as train.graph's)")
+      ->capture_default_str();
   return [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     nn::ModelSpec spec;
@@ -126,6 +131,7 @@ Runner add_bench(CLI::App& app) {
     optim::Sgd sgd(flat, so);
     train::StepOptions step_options;
     step_options.micro_batch = a->batch;
+    step_options.graph = train::parse_graph_mode(a->graph, "--graph");
     train::TrainStep step(*model, sgd, context, step_options);
     std::unique_ptr<train::DataParallel> dp;
     int64_t global_rows = a->batch;
@@ -185,6 +191,7 @@ Runner add_bench(CLI::App& app) {
                      {"eval_images_per_s", double(a->batch) * 1000.0 / eval},
                      {"final_loss", final_loss},
                      {"ranks", comm ? comm->size() : 0},
+                     {"graph_replays", step.graph() ? step.graph()->replays() : 0},
                      {"communicator", comm ? comm->backend_name() : "none"}};
     if (a->json)
       std::printf("%s\n", r.dump().c_str());

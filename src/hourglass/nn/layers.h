@@ -106,6 +106,7 @@ class Dropout : public Module {
   // it, never on how many models the process built before.
   Dropout(double p, uint64_t layer_id);
   Tensor forward(const Tensor& x) override;
+  double p() const { return p_; }
 
  private:
   double p_;

@@ -392,19 +392,23 @@ HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& lab
 // ---- optimizer updates over flat f32 tensors of equal shape ----
 // `skip`, when defined, is a one-element f32 tensor on the parameters' device; the update does
 // nothing when it is nonzero (the loss scaler's found-inf flag). The decision is taken on the
-// device: the host never waits for it.
+// device: the host never waits for it. `lr`, when defined, is a one-element f64 tensor on the
+// parameters' device holding the learning rate, read on the device in place of `o.lr` (and in
+// AdamW's decoupled decay): a step captured as a graph then takes each replay's rate from it.
 
 HG_OP(void, sgd_step, (Tensor& params, const Tensor& grads, Tensor& momentum,
                        const SgdOptions& o, bool first_step,
-                       const Tensor& skip HG_OP_DEFAULT(Tensor())), {
+                       const Tensor& skip HG_OP_DEFAULT(Tensor()),
+                       const Tensor& lr HG_OP_DEFAULT(Tensor())), {
   check_skip(op, params, skip);
+  check_lr(op, params, lr);
   if (o.momentum != 0.0)
     check_flat(op, params, {&grads, &momentum});
   else
     check_flat(op, params, {&grads});
   HG_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
            "{}: nesterov needs momentum > 0 and dampening 0", op);
-  backend_for(params.device()).sgd_step(params, grads, momentum, o, first_step, skip);
+  backend_for(params.device()).sgd_step(params, grads, momentum, o, first_step, skip, lr);
 })
 
 // `step` is a one-element f32 tensor on the parameters' device holding the number of this
@@ -412,11 +416,13 @@ HG_OP(void, sgd_step, (Tensor& params, const Tensor& grads, Tensor& momentum,
 // when the update is applied: the CPU throws otherwise, a GPU gives non-finite parameters.
 HG_OP(void, adamw_step, (Tensor& params, const Tensor& grads, Tensor& exp_avg,
                          Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step,
-                         const Tensor& skip HG_OP_DEFAULT(Tensor())), {
+                         const Tensor& skip HG_OP_DEFAULT(Tensor()),
+                         const Tensor& lr HG_OP_DEFAULT(Tensor())), {
   check_flat(op, params, {&grads, &exp_avg, &exp_avg_sq});
   check_skip(op, params, skip);
   check_step(op, params, step);
-  backend_for(params.device()).adamw_step(params, grads, exp_avg, exp_avg_sq, o, step, skip);
+  check_lr(op, params, lr);
+  backend_for(params.device()).adamw_step(params, grads, exp_avg, exp_avg_sq, o, step, skip, lr);
 })
 
 // step += 1 on the device, unless `skip` is defined and nonzero: the count of applied updates

@@ -80,6 +80,14 @@ void check_skip(const char* op, const Tensor& params, const Tensor& skip) {
   check_same_device(op, params, skip);
 }
 
+// A learning rate held on the device, as sgd_step and adamw_step take it.
+void check_lr(const char* op, const Tensor& params, const Tensor& lr) {
+  if (!lr.defined()) return;
+  HG_CHECK(lr.numel() == 1, "{}: lr must be a one-element f64 tensor, got {}", op, lr.describe());
+  check_dtype(op, "lr", lr, DType::F64);
+  check_same_device(op, params, lr);
+}
+
 // The optimizer's count of applied updates, as adamw_step and advance_step_ take it.
 void check_step(const char* op, const Tensor& params, const Tensor& step) {
   HG_CHECK(step.defined() && step.numel() == 1,

@@ -15,11 +15,13 @@ AdamW::AdamW(FlatParameters flat, const AdamWOptions& options)
   exp_avg_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
   exp_avg_sq_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
   applied_steps_ = Tensor::zeros({1}, DType::F32, flat_.params.device());
+  store_lr(options.lr);
 }
 
 void AdamW::set_lr(double lr) {
   HG_CHECK(lr >= 0, "adamw: learning rate must be non-negative, got {}", lr);
   options_.lr = lr;
+  store_lr(lr);
 }
 
 NamedTensors AdamW::state() const {
@@ -40,7 +42,8 @@ void AdamW::apply_update() {
   if (decayed == 0 || decayed == n) {  // one call over the whole arena
     AdamWOptions o = options_;
     if (decayed == 0) o.weight_decay = 0.0;
-    ops::adamw_step(flat_.params, flat_.grads, exp_avg_, exp_avg_sq_, o, applied_steps_, skip_);
+    ops::adamw_step(flat_.params, flat_.grads, exp_avg_, exp_avg_sq_, o, applied_steps_, skip_,
+                    lr_device_);
     return;
   }
   // Two calls: the decayed prefix with weight decay, the rest without.
@@ -49,11 +52,11 @@ void AdamW::apply_update() {
   const DecaySplit m = split_at_decay(exp_avg_, decayed);
   const DecaySplit v = split_at_decay(exp_avg_sq_, decayed);
   Tensor p_decay = p.decay, m_decay = m.decay, v_decay = v.decay;
-  ops::adamw_step(p_decay, g.decay, m_decay, v_decay, options_, applied_steps_, skip_);
+  ops::adamw_step(p_decay, g.decay, m_decay, v_decay, options_, applied_steps_, skip_, lr_device_);
   AdamWOptions no_decay = options_;
   no_decay.weight_decay = 0.0;
   Tensor p_rest = p.no_decay, m_rest = m.no_decay, v_rest = v.no_decay;
-  ops::adamw_step(p_rest, g.no_decay, m_rest, v_rest, no_decay, applied_steps_, skip_);
+  ops::adamw_step(p_rest, g.no_decay, m_rest, v_rest, no_decay, applied_steps_, skip_, lr_device_);
 }
 
 }  // namespace hg::optim

@@ -16,7 +16,15 @@ Optimizer::Optimizer(FlatParameters flat) : flat_(std::move(flat)) {
            flat_.params.describe());
   HG_CHECK(flat_.decay_count >= 0 && flat_.decay_count <= flat_.params.numel(),
            "optimizer: decay_count {} outside [0, {}]", flat_.decay_count, flat_.params.numel());
+  lr_device_ = Tensor::zeros({1}, DType::F64, flat_.params.device());
 }
+
+void Optimizer::set_step_count(int64_t count) {
+  HG_CHECK(count >= 0, "{}: negative step count {}", name(), count);
+  step_count_ = count;
+}
+
+void Optimizer::store_lr(double lr) { lr_device_.fill_(lr); }
 
 void Optimizer::step() {
   ++step_count_;

@@ -39,6 +39,15 @@ class Optimizer {
   // optimizer whose arithmetic depends on the number of updates actually applied (AdamW's bias
   // correction) counts those on the device, in its state.
   int64_t step_count() const { return step_count_; }
+  // Moves the schedule's position to `count` without an update: a training step replayed from
+  // a graph ran the update on the device, and the host counts it here (the captured step()
+  // counted once, at capture).
+  void set_step_count(int64_t count);
+
+  // The learning rate as the updates read it: one f64 on the parameters' device, rewritten by
+  // every set_lr() (in the device's stream order), so an update replayed from a captured graph
+  // uses the rate set before the replay.
+  const Tensor& lr_tensor() const { return lr_device_; }
 
   // The state tensors, sharing memory with the optimizer (copy them before mutating).
   virtual NamedTensors state() const = 0;
@@ -63,10 +72,13 @@ class Optimizer {
  protected:
   // Applies update number step_count() (>= 1).
   virtual void apply_update() = 0;
+  // Writes `lr` to lr_tensor() (set_lr() and the constructors of the optimizers).
+  void store_lr(double lr);
 
   FlatParameters flat_;
   int64_t step_count_ = 0;
   Tensor skip_;
+  Tensor lr_device_;
 };
 
 // Splits a flat tensor at the weight-decay boundary: [0, decay_count) and the rest. Either part

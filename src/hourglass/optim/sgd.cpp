@@ -15,11 +15,13 @@ Sgd::Sgd(FlatParameters flat, const SgdOptions& options)
            options.momentum, options.dampening);
   if (options.momentum != 0.0)
     momentum_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
+  store_lr(options.lr);
 }
 
 void Sgd::set_lr(double lr) {
   HG_CHECK(lr >= 0, "sgd: learning rate must be non-negative, got {}", lr);
   options_.lr = lr;
+  store_lr(lr);
 }
 
 NamedTensors Sgd::state() const {
@@ -36,7 +38,7 @@ void Sgd::apply_update() {
   if (decayed == 0 || decayed == n) {  // one call over the whole arena
     SgdOptions o = options_;
     if (decayed == 0) o.weight_decay = 0.0;
-    ops::sgd_step(flat_.params, flat_.grads, momentum_, o, first, skip_);
+    ops::sgd_step(flat_.params, flat_.grads, momentum_, o, first, skip_, lr_device_);
     return;
   }
   // Two calls: the decayed prefix with weight decay, the rest without.
@@ -44,10 +46,10 @@ void Sgd::apply_update() {
   const DecaySplit g = split_at_decay(flat_.grads, decayed);
   DecaySplit m = split_at_decay(momentum_, decayed);
   Tensor p_decay = p.decay, p_rest = p.no_decay;
-  ops::sgd_step(p_decay, g.decay, m.decay, options_, first, skip_);
+  ops::sgd_step(p_decay, g.decay, m.decay, options_, first, skip_, lr_device_);
   SgdOptions no_decay = options_;
   no_decay.weight_decay = 0.0;
-  ops::sgd_step(p_rest, g.no_decay, m.no_decay, no_decay, first, skip_);
+  ops::sgd_step(p_rest, g.no_decay, m.no_decay, no_decay, first, skip_, lr_device_);
 }
 
 }  // namespace hg::optim

@@ -14,6 +14,7 @@
 #include "hourglass/ops/params.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/schedule.h"
+#include "hourglass/train/step_graph.h"
 
 namespace hg::train {
 
@@ -86,6 +87,9 @@ struct TrainConfig {
   // Rows per micro-batch: ceil(batch_size / grad_accum), train.micro_batch, or kAutoMicroBatch
   // ("auto": the trainer finds the largest that fits before training).
   int64_t micro_batch = 0;
+  // train.graph: whole-step graph replay on a GPU (step_graph.h). Replayed steps compute what
+  // eager ones do, bit for bit, so it is not part of the trajectory.
+  GraphMode graph = GraphMode::Off;
 };
 
 // [checkpoint]: when the trainer writes a resumable checkpoint (always at each epoch's end too).

@@ -2,6 +2,7 @@
 
 #include "hourglass/autograd/functions.h"
 #include "hourglass/nn/layers.h"
+#include "hourglass/ops/op_profile.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/optim/clip.h"
 
@@ -46,6 +47,28 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
   }
   sums_.loss = Tensor::zeros({}, DType::F32, device);
   sums_.correct = Tensor::zeros({}, DType::F32, device);
+  if (options.graph == GraphMode::Auto && CapturedWork::supported(device)) {
+    graph_ = std::make_unique<StepGraph>(device);
+    model.for_each_module([this](nn::Module& m) {
+      if (auto* d = dynamic_cast<nn::Dropout*>(&m); d != nullptr && d->p() > 0)
+        graph_blocker_ = "the model has dropout (its masks are keyed by the step on the host)";
+    });
+  }
+}
+
+std::string TrainStep::eager_reason() const {
+  if (!graph_blocker_.empty()) return graph_blocker_;
+  if (buckets_ || hooks_.gradients_ready || hooks_.gradients_done)
+    return "a gradient hook is installed (data-parallel reductions)";
+  if (hooks_.phase) return "a phase hook is installed (per-phase timing)";
+  if (hooks_.device_work) return "a device-work hook wraps the step";
+  if (ops::OpProfiler::current() != nullptr) return "the op profiler times every op";
+  std::string synced;
+  model_.for_each_module([&](nn::Module& m) {
+    if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(&m); bn != nullptr && bn->sync != nullptr)
+      synced = "batch norm is synchronised over the ranks on the host";
+  });
+  return synced;
 }
 
 TrainStep::~TrainStep() = default;
@@ -90,11 +113,47 @@ const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels, int64
     if (hooks_.gradients_done) hooks_.gradients_done();
     update();
   };
+  StepShape shape;
+  GraphAction action = GraphAction::Eager;
+  if (graph_) {
+    shape = {images.shape(), images.dtype(), n, global_rows, plan_.micro_batch_size()};
+    action = graph_->plan(shape, eager_reason());
+  }
+  if (action == GraphAction::Replay) {
+    graph_->replay(images, labels);
+    optimizer_.set_step_count(step + 1);  // the update ran on the device
+    last_loss_ = graph_->last_loss();     // rewritten by the replay (an eager step may have
+    return sums_;                         // pointed last_loss_ elsewhere)
+  }
+  if (action == GraphAction::Capture && capture(shape, images, labels, step, global_rows))
+    return sums_;
   if (hooks_.device_work)
     hooks_.device_work(issue);
   else
     issue();
+  if (graph_) graph_->ran_eagerly(shape);
   return sums_;
+}
+
+// The captured work is the eager step's without the out-of-memory retry (a graph is captured
+// only after its shape ran eagerly, so its memory is known) and without the batch-norm
+// snapshot that only a retry reads.
+bool TrainStep::capture(const StepShape& shape, const Tensor& images, const Tensor& labels,
+                        int64_t step, int64_t global_rows) {
+  const Tensor last_loss = last_loss_;
+  const bool captured =
+      graph_->capture(shape, images, labels, [&](const Tensor& x, const Tensor& y) {
+        accumulate(x, y, step, global_rows);
+        update();
+      });
+  if (!captured) {  // nothing ran: undo the host's side of the recorded step
+    autograd::Tape::current().clear();
+    optimizer_.set_step_count(step);
+    last_loss_ = last_loss;
+    return false;
+  }
+  graph_->keep_last_loss(last_loss_);
+  return true;
 }
 
 void TrainStep::use_gradient_buckets(int64_t bucket_bytes) {

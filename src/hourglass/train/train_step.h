@@ -12,7 +12,8 @@
 //   4. fp16: unscale and check for inf/NaN; clipping by the global norm; the optimizer update
 //      (skipped on the device after an overflow); the loss-scale update; zeroing the gradients.
 // The step's loss sum and correct count stay on the device: nothing in a step waits for the
-// host, which is what lets the device work of a step be captured and replayed as a graph.
+// host, which is what lets the device work of a step be captured and replayed as a graph
+// (step_graph.h: on a GPU with options.graph Auto, from a shape's second step on).
 #pragma once
 
 #include <functional>
@@ -25,6 +26,7 @@
 #include "hourglass/train/execution_context.h"
 #include "hourglass/train/gradient_buckets.h"
 #include "hourglass/train/oom_policy.h"
+#include "hourglass/train/step_graph.h"
 
 namespace hg::train {
 
@@ -33,6 +35,7 @@ struct StepOptions {
   double clip_grad_norm = 0;  // > 0: clip the global gradient norm to this
   int64_t micro_batch = 0;    // rows per micro-batch (>= 1; the batch size: no split)
   const optim::LrSchedule* schedule = nullptr;  // null: the optimizer's rate stays as set
+  GraphMode graph = GraphMode::Off;             // whole-step graph replay on a GPU
 };
 
 // The parts of a step, for per-phase timing. Forward and Backward repeat per micro-batch.
@@ -106,8 +109,14 @@ class TrainStep {
   const Tensor& last_loss() const { return last_loss_; }
   nn::Module& model() { return model_; }
   optim::Optimizer& optimizer() { return optimizer_; }
+  // The graph replay of this step, or null (options.graph Off, or a device without graphs).
+  const StepGraph* graph() const { return graph_.get(); }
 
  private:
+  // Why this step must run eagerly now ("" when it may be captured or replayed).
+  std::string eager_reason() const;
+  bool capture(const StepShape& shape, const Tensor& images, const Tensor& labels, int64_t step,
+               int64_t global_rows);
   void accumulate(const Tensor& images, const Tensor& labels, int64_t step, int64_t global_rows);
   void update();
   void phase(StepPhase p, PhaseEdge e) {
@@ -124,6 +133,8 @@ class TrainStep {
   std::unique_ptr<BufferSnapshot> buffers_;  // batch-norm models: rolled back on a retry
   std::unique_ptr<optim::LossScaler> scaler_;
   std::unique_ptr<GradientBuckets> buckets_;
+  std::unique_ptr<StepGraph> graph_;
+  std::string graph_blocker_;  // what keeps every step of this model eager
   StepSums sums_;
   Tensor last_loss_;
 };

@@ -182,6 +182,7 @@ TrainingSetup build_training(const RunConfig& run, Shard shard) {
   o.label_smoothing = run.train.label_smoothing;
   o.clip_grad_norm = run.train.clip_grad_norm;
   o.schedule = s.schedule.get();
+  o.graph = run.train.graph;
   const bool auto_micro = run.train.micro_batch == kAutoMicroBatch;
   // This rank's part of a full batch (the first rank's part is never larger than another's).
   const int64_t rank_rows = (run.train.batch_size + shard.count - 1) / shard.count;

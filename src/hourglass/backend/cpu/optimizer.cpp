@@ -17,12 +17,13 @@ constexpr int64_t kGrain = int64_t(1) << 16;
 }  // namespace
 
 void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
-                          const SgdOptions& o, bool first_step, const Tensor& skip) {
+                          const SgdOptions& o, bool first_step, const Tensor& skip,
+                          const Tensor& rate) {
   if (skip.defined() && skip.item() != 0.0) return;
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   const int64_t n = params.numel();
-  const float lr = float(o.lr), wd = float(o.weight_decay);
+  const float lr = float(rate.defined() ? rate.item() : o.lr), wd = float(o.weight_decay);
   const bool decay = o.weight_decay != 0.0;
 
   if (o.momentum == 0.0) {
@@ -51,8 +52,9 @@ void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
 
 void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
                             Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step_count,
-                            const Tensor& skip) {
+                            const Tensor& skip, const Tensor& rate) {
   if (skip.defined() && skip.item() != 0.0) return;
+  const double lr = rate.defined() ? rate.item() : o.lr;
   const double step = step_count.item();
   if (!(step >= 1.0))
     throw_invalid(fmt::format("adamw_step: the update number must be at least 1, got {}", step),
@@ -68,10 +70,10 @@ void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
   //          param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
   const double bc1 = 1.0 - std::pow(o.beta1, step);
   const double bc2 = 1.0 - std::pow(o.beta2, step);
-  const float decay = float(1.0 - o.lr * o.weight_decay);
+  const float decay = float(1.0 - lr * o.weight_decay);
   const float b1 = float(o.beta1), one_minus_b1 = float(1.0 - o.beta1);
   const float b2 = float(o.beta2), one_minus_b2 = float(1.0 - o.beta2);
-  const float step_size = float(o.lr / bc1);
+  const float step_size = float(lr / bc1);
   const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
   const float eps = float(o.eps);
   parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {

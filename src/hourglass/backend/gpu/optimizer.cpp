@@ -2,8 +2,8 @@
 // kernel launch each (optimizer_kernels.cu). Scalar coefficients are computed in double and
 // rounded to f32 once, exactly as the CPU backend does (here, or in the kernel for AdamW's bias
 // corrections, which depend on the update number held on the device), so both backends apply
-// the same f32 arithmetic per element. The skip flag and the update number are read by the
-// kernels, never here.
+// the same f32 arithmetic per element. The skip flag, the update number and a learning rate
+// held on the device are read by the kernels, never here.
 #include <cmath>
 
 #include "hourglass/backend/gpu/gpu_backend.h"
@@ -22,13 +22,20 @@ const float* skip_pointer(const char* op, const Tensor& params, const Tensor& sk
   return static_cast<const float*>(skip.data_ptr());
 }
 
+// The device copy of the learning rate (ops::check_lr has checked it), or null.
+const double* lr_pointer(const Tensor& lr) {
+  return lr.defined() ? static_cast<const double*>(lr.data_ptr()) : nullptr;
+}
+
 }  // namespace
 
 void GpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
-                          const SgdOptions& o, bool first_step, const Tensor& skip) {
+                          const SgdOptions& o, bool first_step, const Tensor& skip,
+                          const Tensor& lr) {
   const float* skip_flag = skip_pointer("sgd_step", params, skip);
   gpu::SgdCoefficients c{};
   c.lr = float(o.lr);
+  c.lr_device = lr_pointer(lr);
   c.weight_decay = float(o.weight_decay);
   c.decay = o.weight_decay != 0.0;
   c.momentum = float(o.momentum);
@@ -43,7 +50,7 @@ void GpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
 
 void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg,
                             Tensor& exp_avg_sq, const AdamWOptions& o, const Tensor& step,
-                            const Tensor& skip) {
+                            const Tensor& skip, const Tensor& lr) {
   const float* skip_flag = skip_pointer("adamw_step", params, skip);
   // PyTorch: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   //          param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
@@ -56,6 +63,8 @@ void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
   c.one_minus_beta2 = float(1.0 - o.beta2);
   c.eps = float(o.eps);
   c.lr = o.lr;
+  c.lr_device = lr_pointer(lr);
+  c.weight_decay_exact = o.weight_decay;
   c.beta1_exact = o.beta1;
   c.beta2_exact = o.beta2;
   gpu::launch_adamw(static_cast<float*>(params.data_ptr()),

@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(kThreads)
     sgd_kernel(float* __restrict__ params, const float* __restrict__ grads,
                float* __restrict__ momentum, int64_t n, SgdUpdate u, const float* skip) {
   if (skip != nullptr && *skip != 0.0f) return;  // NaN counts as nonzero, as on the CPU
+  if (u.c.lr_device != nullptr) u.c.lr = float(*u.c.lr_device);
   const int64_t packs = n / V;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -104,14 +105,18 @@ __global__ void __launch_bounds__(kThreads)
   if (skip != nullptr && *skip != 0.0f) return;
   // The bias corrections in double from the device's update number, as the CPU computes them
   // on the host: once per block, shared.
-  __shared__ float bias[2];
+  __shared__ float bias[3];
   if (threadIdx.x == 0) {
     const double t = double(*step);
-    bias[0] = float(c.lr / (1.0 - pow(c.beta1_exact, t)));
+    const double lr = c.lr_device != nullptr ? *c.lr_device : c.lr;
+    bias[0] = float(lr / (1.0 - pow(c.beta1_exact, t)));
     bias[1] = float(1.0 / sqrt(1.0 - pow(c.beta2_exact, t)));
+    bias[2] = c.lr_device != nullptr ? float(__dsub_rn(1.0, __dmul_rn(lr, c.weight_decay_exact)))
+                                     : c.decay;
   }
   __syncthreads();
-  const AdamWUpdate u{c, bias[0], bias[1]};
+  AdamWUpdate u{c, bias[0], bias[1]};
+  u.c.decay = bias[2];
   const int64_t packs = n / V;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;

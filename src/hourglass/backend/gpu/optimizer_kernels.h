@@ -14,9 +14,12 @@ namespace hg::gpu {
 //   d = g + wd p (when decay); b = first_step ? d : mu b + keep d;
 //   p -= lr (nesterov ? d + mu b : b)
 // Without momentum (momentum == nullptr): p -= lr d.
+// lr_device, when not null, points to the learning rate (f64) on the device, read by every
+// thread and rounded to f32 there in place of lr.
 struct SgdCoefficients {
   float lr, weight_decay, momentum, keep;  // keep = 1 - dampening
   bool decay, nesterov, first_step;
+  const double* lr_device;
 };
 void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
                 const SgdCoefficients& c, const float* skip, gpuStream_t stream);
@@ -28,9 +31,13 @@ void launch_sgd(float* params, const float* grads, float* momentum, int64_t n,
 //   step_size = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t), each rounded to f32;
 //   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p = p * decay - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
+// lr_device, when not null, points to the learning rate (f64) on the device, which then
+// replaces lr there, and decay = 1 - lr * weight_decay_exact is computed from it the same way
+// (in double, rounded once, no fused multiply-add).
 struct AdamWCoefficients {
   float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  double lr, beta1_exact, beta2_exact;
+  double lr, weight_decay_exact, beta1_exact, beta2_exact;
+  const double* lr_device;
 };
 void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const AdamWCoefficients& c, const float* step, const float* skip,

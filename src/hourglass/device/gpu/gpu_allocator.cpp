@@ -12,6 +12,11 @@
 // is served from the cache without a driver call. When the driver refuses memory the cache is
 // released (after the stream has finished with it) and the request retried once; then an
 // OutOfMemory Error names the request, the allocator's view and the device's.
+//
+// Graph pools (gpu_allocator.h) keep a free list of their own. A request routed to a pool
+// takes a block from it, else a free block of the size from the common cache (free blocks can
+// change owner at any time, by the ordering argument above), else new memory; it never
+// releases the cache, since that waits for the stream, which a capture forbids.
 #include "hourglass/device/gpu/gpu_allocator.h"
 
 #include <array>
@@ -29,6 +34,20 @@ namespace {
 constexpr int kMaxDevices = 64;
 
 std::atomic<bool> g_poison{false};
+
+// The graph pool this thread's requests to device t_route_device go to (0: none).
+thread_local int t_route_device = -1;
+thread_local uint64_t t_route_pool = 0;
+
+using FreeBlocks = std::unordered_map<size_t, std::vector<void*>>;  // block size -> blocks
+
+void* take_free(FreeBlocks& free, size_t size) {
+  auto it = free.find(size);
+  if (it == free.end() || it->second.empty()) return nullptr;
+  void* ptr = it->second.back();
+  it->second.pop_back();
+  return ptr;
+}
 
 size_t block_size(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
@@ -51,7 +70,22 @@ class GpuAllocator final : public Allocator {
   void empty_cache() override;
   Device device() const override { return Device::gpu(index_); }
 
+  uint64_t create_pool();
+  void destroy_pool(uint64_t pool);
+  size_t pool_bytes(uint64_t pool) const;
+
  private:
+  struct Block {
+    size_t size;
+    uint64_t pool;  // 0: the common cache's
+  };
+  struct Pool {
+    FreeBlocks free;
+    size_t bytes = 0;  // every block of the pool's, free or not
+  };
+  void* allocate_in_pool_locked(uint64_t pool, size_t bytes, size_t size);
+  void* new_block_locked(size_t bytes, size_t size, bool may_release_cache);
+  void poison_locked(void* ptr, size_t size);
   void* take_cached_locked(size_t size);
   void release_cached_locked();
   [[noreturn]] void throw_oom_locked(size_t bytes, const std::string& cause);
@@ -60,17 +94,16 @@ class GpuAllocator final : public Allocator {
   mutable std::mutex mutex_;
   AllocatorStats stats_;
   size_t limit_ = 0;
-  std::unordered_map<size_t, std::vector<void*>> cached_;  // block size -> free blocks
+  FreeBlocks cached_;
   size_t cached_bytes_ = 0;
-  std::unordered_map<void*, size_t> live_;  // block -> its size
+  std::unordered_map<void*, Block> live_;
+  std::unordered_map<uint64_t, Pool> pools_;
+  uint64_t next_pool_ = 1;
 };
 
 void* GpuAllocator::take_cached_locked(size_t size) {
-  auto it = cached_.find(size);
-  if (it == cached_.end() || it->second.empty()) return nullptr;
-  void* ptr = it->second.back();
-  it->second.pop_back();
-  cached_bytes_ -= size;
+  void* ptr = take_free(cached_, size);
+  if (ptr) cached_bytes_ -= size;
   return ptr;
 }
 
@@ -111,48 +144,93 @@ void GpuAllocator::throw_oom_locked(size_t bytes, const std::string& cause) {
       out_of_memory_remedy());
 }
 
+// New device memory for a block of `size` bytes (counted as reserved, not yet in use).
+void* GpuAllocator::new_block_locked(size_t bytes, size_t size, bool may_release_cache) {
+  void* ptr = nullptr;
+  gpuError_t err = gpuMalloc(&ptr, size);
+  const bool had_cache = cached_bytes_ != 0;
+  if (err == gpuErrorOutOfMemory && had_cache && may_release_cache) {
+    (void)gpuGetLastError();
+    release_cached_locked();
+    err = gpuMalloc(&ptr, size);
+  }
+  if (err != gpuSuccess) {
+    (void)gpuGetLastError();
+    ++stats_.failures;
+    if (err != gpuErrorOutOfMemory) throw_gpu_error(err, "gpuMalloc", __FILE__, __LINE__);
+    throw_oom_locked(
+        bytes,
+        fmt::format("which the {} runtime refused ({}){}", kRuntimeName, gpuGetErrorName(err),
+                    !had_cache          ? ""
+                    : may_release_cache ? " even after the allocator released its cached "
+                                          "blocks"
+                                        : " while capturing a graph, when the cache "
+                                          "cannot be released"));
+  }
+  stats_.reserved += size;
+  return ptr;
+}
+
+void GpuAllocator::poison_locked(void* ptr, size_t size) {
+  if (!g_poison.load(std::memory_order_relaxed)) return;
+  const gpuError_t err = gpuMemsetAsync(ptr, 0xFF, size, stream(index_));
+  if (err != gpuSuccess) throw_gpu_error(err, "gpuMemsetAsync (poison)", __FILE__, __LINE__);
+}
+
 void* GpuAllocator::allocate(size_t bytes) {
   const size_t size = block_size(bytes);
+  const uint64_t pool = t_route_device == index_ ? t_route_pool : 0;
   std::lock_guard lock(mutex_);
   set_device(index_);
+  if (pool != 0) return allocate_in_pool_locked(pool, bytes, size);
   if (limit_ != 0 && stats_.in_use + size > limit_) {
     ++stats_.failures;
     throw_oom_locked(
         bytes, fmt::format("which would exceed the allocator's limit of {}", format_mib(limit_)));
   }
   void* ptr = take_cached_locked(size);
-  if (!ptr) {
-    gpuError_t err = gpuMalloc(&ptr, size);
-    const bool had_cache = cached_bytes_ != 0;
-    if (err == gpuErrorOutOfMemory && had_cache) {
-      (void)gpuGetLastError();
-      release_cached_locked();
-      err = gpuMalloc(&ptr, size);
-    }
-    if (err != gpuSuccess) {
-      (void)gpuGetLastError();
-      ++stats_.failures;
-      if (err != gpuErrorOutOfMemory) throw_gpu_error(err, "gpuMalloc", __FILE__, __LINE__);
-      throw_oom_locked(bytes, fmt::format("which the {} runtime refused ({}){}", kRuntimeName,
-                                          gpuGetErrorName(err),
-                                          had_cache ? " even after the allocator released its "
-                                                      "cached blocks"
-                                                    : ""));
-    }
-    stats_.reserved += size;
+  if (!ptr) ptr = new_block_locked(bytes, size, /*may_release_cache=*/true);
+  try {
+    poison_locked(ptr, size);
+  } catch (...) {
+    cached_[size].push_back(ptr);
+    cached_bytes_ += size;
+    throw;
   }
-  if (g_poison.load(std::memory_order_relaxed)) {
-    const gpuError_t err = gpuMemsetAsync(ptr, 0xFF, size, stream(index_));
-    if (err != gpuSuccess) {
-      cached_[size].push_back(ptr);
-      cached_bytes_ += size;
-      throw_gpu_error(err, "gpuMemsetAsync (poison)", __FILE__, __LINE__);
-    }
-  }
-  live_.emplace(ptr, size);
+  live_.emplace(ptr, Block{size, 0});
   stats_.in_use += size;
   stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
   ++stats_.allocations;
+  return ptr;
+}
+
+// A pool's blocks are counted in use from the moment the pool takes them until it is destroyed.
+void* GpuAllocator::allocate_in_pool_locked(uint64_t pool, size_t bytes, size_t size) {
+  auto it = pools_.find(pool);
+  HG_ASSERT(it != pools_.end(), "gpu:{} allocator: a request routed to a destroyed pool", index_);
+  Pool& p = it->second;
+  void* ptr = take_free(p.free, size);
+  if (!ptr) {
+    if (limit_ != 0 && stats_.in_use + size > limit_) {
+      ++stats_.failures;
+      throw_oom_locked(
+          bytes, fmt::format("which would exceed the allocator's limit of {}", format_mib(limit_)));
+    }
+    ptr = take_cached_locked(size);
+    if (!ptr) ptr = new_block_locked(bytes, size, /*may_release_cache=*/false);
+    p.bytes += size;
+    stats_.in_use += size;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+  }
+  live_.emplace(ptr, Block{size, pool});
+  ++stats_.allocations;
+  try {
+    poison_locked(ptr, size);
+  } catch (...) {
+    live_.erase(ptr);
+    p.free[size].push_back(ptr);
+    throw;
+  }
   return ptr;
 }
 
@@ -161,11 +239,44 @@ void GpuAllocator::deallocate(void* ptr, size_t) {
   std::lock_guard lock(mutex_);
   auto it = live_.find(ptr);
   HG_ASSERT(it != live_.end(), "gpu:{} allocator: freeing a block it did not hand out", index_);
-  const size_t size = it->second;
+  const Block block = it->second;
   live_.erase(it);
-  stats_.in_use -= size;
-  cached_[size].push_back(ptr);
-  cached_bytes_ += size;
+  if (block.pool != 0) {
+    if (auto p = pools_.find(block.pool); p != pools_.end()) {
+      p->second.free[block.size].push_back(ptr);  // still the graph's, still in use
+      return;
+    }
+  }
+  stats_.in_use -= block.size;
+  cached_[block.size].push_back(ptr);
+  cached_bytes_ += block.size;
+}
+
+uint64_t GpuAllocator::create_pool() {
+  std::lock_guard lock(mutex_);
+  const uint64_t id = next_pool_++;
+  pools_.emplace(id, Pool{});
+  return id;
+}
+
+void GpuAllocator::destroy_pool(uint64_t pool) {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return;
+  for (auto& [size, blocks] : it->second.free) {
+    for (void* ptr : blocks) {
+      stats_.in_use -= size;
+      cached_[size].push_back(ptr);
+      cached_bytes_ += size;
+    }
+  }
+  pools_.erase(it);
+}
+
+size_t GpuAllocator::pool_bytes(uint64_t pool) const {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  return it == pools_.end() ? 0 : it->second.bytes;
 }
 
 AllocatorStats GpuAllocator::stats() const {
@@ -207,6 +318,26 @@ Allocator& allocator(int index) {
   if (!slot.load(std::memory_order_acquire))
     slot.store(new GpuAllocator(index), std::memory_order_release);  // lives for the process
   return *slot.load(std::memory_order_acquire);
+}
+
+GraphPool::GraphPool(int device)
+    : device_(device), id_(static_cast<GpuAllocator&>(allocator(device)).create_pool()) {}
+
+GraphPool::~GraphPool() { static_cast<GpuAllocator&>(allocator(device_)).destroy_pool(id_); }
+
+size_t GraphPool::bytes() const {
+  return static_cast<GpuAllocator&>(allocator(device_)).pool_bytes(id_);
+}
+
+GraphPoolRoute::GraphPoolRoute(GraphPool& pool) {
+  HG_ASSERT(t_route_pool == 0, "graph pool routes do not nest");
+  t_route_device = pool.device_;
+  t_route_pool = pool.id_;
+}
+
+GraphPoolRoute::~GraphPoolRoute() {
+  t_route_device = -1;
+  t_route_pool = 0;
 }
 
 void set_poison(bool on) { g_poison.store(on, std::memory_order_relaxed); }

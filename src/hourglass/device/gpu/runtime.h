@@ -75,6 +75,19 @@
 #define gpuPointerAttributes hipPointerAttribute_t
 #define gpuPointerGetAttributes hipPointerGetAttributes
 #define gpuMemoryTypeHost hipMemoryTypeHost
+#define gpuGraph_t hipGraph_t
+#define gpuGraphExec_t hipGraphExec_t
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuStreamCaptureStatus hipStreamCaptureStatus
+#define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
+#define gpuStreamIsCapturing hipStreamIsCapturing
+#define gpuGraphInstantiateWithFlags hipGraphInstantiateWithFlags
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphGetNodes hipGraphGetNodes
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphExecDestroy hipGraphExecDestroy
 // ROCm 6 renamed hipPointerAttribute_t::memoryType to type.
 #if HIP_VERSION_MAJOR >= 6
 #define HG_GPU_POINTER_TYPE(attr) ((attr).type)
@@ -146,6 +159,19 @@
 #define gpuPointerAttributes cudaPointerAttributes
 #define gpuPointerGetAttributes cudaPointerGetAttributes
 #define gpuMemoryTypeHost cudaMemoryTypeHost
+#define gpuGraph_t cudaGraph_t
+#define gpuGraphExec_t cudaGraphExec_t
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuStreamCaptureStatus cudaStreamCaptureStatus
+#define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define gpuStreamIsCapturing cudaStreamIsCapturing
+#define gpuGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphGetNodes cudaGraphGetNodes
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphExecDestroy cudaGraphExecDestroy
 #define HG_GPU_POINTER_TYPE(attr) ((attr).type)
 #endif
 
