@@ -249,15 +249,24 @@ void budget_section(const RunReport& r, double t0, Page& p) {
   const int devices =
       r.budget && !r.budget->sessions.empty() ? r.budget->sessions.back().devices : 1;
   if (r.planned_epochs > 0 && left > 0 && epoch_seconds > 0) {
-    const double seconds = double(left) * epoch_seconds;
+    // Time already spent in the epoch in progress: since the last step record of a finished
+    // epoch (within metrics.every_steps steps of its end), at most one epoch.
+    double into_epoch = 0;
+    const double last_time = r.steps.empty() ? NAN : field_of(r.steps.back(), "time");
+    for (size_t i = r.steps.size(); i-- > 0;)
+      if (field_of(r.steps[i], "epoch") <= double(r.epochs.size())) {
+        into_epoch = std::clamp(last_time - field_of(r.steps[i], "time"), 0.0, epoch_seconds);
+        break;
+      }
+    if (!finite(into_epoch)) into_epoch = 0;
+    const double seconds = double(left) * epoch_seconds - into_epoch;
     projection = {
         spent.back(),
         {spent.back().first + seconds / 60.0, spent.back().second + seconds * devices / 3600.0}};
     projection_note = fmt::format(
-        "Projection: the {} epoch(s) left at {:.1f} s each (the mean of the last {}), on {} "
-        "device(s), from the last record: {:.4g} device-hours at the end{}.",
-        left, epoch_seconds, counted, devices, projection.back().second,
-        limit > 0 ? fmt::format(" against a limit of {:.4g}", limit) : std::string());
+        "Projection: the {} epoch(s) left at {:.1f} s each (the mean of the last {}; {:.0f} s of "
+        "the first already done), on {} device(s), from the last record: ",
+        left, epoch_seconds, counted, into_epoch, devices);
   } else if (r.planned_epochs > 0 && left <= 0) {
     projection_note = "The run has trained all its epochs: nothing left to project.";
   } else {
@@ -268,10 +277,15 @@ void budget_section(const RunReport& r, double t0, Page& p) {
   for (const auto& pt : spent) top = std::max(top, pt.second);
   const bool minutes = top < 0.5;
   const double unit = minutes ? 60.0 : 1.0;
+  const char* unit_name = minutes ? "device-minutes" : "device-hours";
   auto scaled = [&](std::vector<std::pair<double, double>> pts) {
     for (auto& pt : pts) pt.second *= unit;
     return pts;
   };
+  if (!projection.empty())
+    projection_note += fmt::format(
+        "{:.3g} {} at the end{}.", projection.back().second * unit, unit_name,
+        limit > 0 ? fmt::format(", against a limit of {:.3g}", limit * unit) : std::string());
   ChartSpec chart{"budget",
                   "Budget burn-down",
                   "minutes since the run started",

@@ -120,7 +120,9 @@ std::vector<CheckpointEntry> read_checkpoints(const std::string& dir,
       continue;
     const std::string digits =
         name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    if (digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](char d) { return d >= '0' && d <= '9'; }))
+      continue;
     CheckpointEntry c;
     c.file = name;
     c.step = std::stoll(digits);
