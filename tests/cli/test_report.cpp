@@ -76,7 +76,7 @@ TEST(ReportCli, AReportOfARealRunHasEverySectionAndAddsOnlyItself) {
   EXPECT_EQ(listing(dir), with_report);
 }
 
-TEST(ReportCli, APartialLastLineIsWarnedAboutAndTheReportIsWritten) {
+TEST(ReportCli, APartialLineOrABadLedgerIsWarnedAboutAndTheReportIsWritten) {
   const std::string dir = test::fresh_temp_dir("report_cli_partial") + "/run";
   ASSERT_EQ(test::run_hourglass("train " HG_SOURCE_DIR "/configs/quickstart.toml --run-dir " + dir +
                                 kTrainArgs + " --set train.epochs=1")
@@ -90,6 +90,22 @@ TEST(ReportCli, APartialLastLineIsWarnedAboutAndTheReportIsWritten) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("metrics.jsonl line 2: not a JSON object"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(dir + "/report.html"));
+  // A ledger that cannot be read leaves the sessions out, named; the report is still written.
+  std::ofstream(dir + "/budget.json") << "{";
+  const test::SplitRunResult bad_ledger = test::run_hourglass_split("report " + dir);
+  ASSERT_EQ(bad_ledger.code, 0) << bad_ledger.err;
+  EXPECT_NE(bad_ledger.err.find("budget ledger " + dir + "/budget.json is corrupted"),
+            std::string::npos)
+      << bad_ledger.err;
+  EXPECT_NE(test::read_file(dir + "/report.html").find("the budget sessions are left out"),
+            std::string::npos);
+  // No ledger at all: a note, and the burn-down still drawn from the step records.
+  fs::remove(dir + "/budget.json");
+  const test::SplitRunResult no_ledger = test::run_hourglass_split("report " + dir);
+  ASSERT_EQ(no_ledger.code, 0) << no_ledger.err;
+  EXPECT_NE(no_ledger.err.find("no budget ledger at " + dir + "/budget.json"), std::string::npos)
+      << no_ledger.err;
+  EXPECT_NE(test::read_file(dir + "/report.html").find("data-chart=\"budget\""), std::string::npos);
 }
 
 TEST(ReportCli, AMissingOrEmptyRunDirectoryExits2NamingIt) {

@@ -199,6 +199,30 @@ TEST(RunReport, MissingOptionalFilesLeaveTheirSectionsOutWithANote) {
   EXPECT_NE(page.html.find("Throughput: no step records"), std::string::npos);
 }
 
+TEST(RunReport, AGpuRunShowsUtilisationAndMemoryOfTheGpu) {
+  // monitor.csv as a GPU run writes it (obs/monitor.h's columns), over the real run's files.
+  const std::string d = copy_of_run("run_report_gpu");
+  {
+    std::ofstream f(d + "/monitor.csv");
+    f << "unix_time,elapsed_s,gpu,gpu_name,gpu_util_pct,gpu_mem_used_mib,gpu_mem_total_mib,"
+         "gpu_power_w,gpu_temp_c,gpu_sm_clock_mhz,gpu_mem_clock_mhz,host_cpu_pct,"
+         "host_mem_used_mib,host_mem_total_mib,process_rss_mib,data_wait_share\n";
+    for (int i = 0; i < 4; ++i)
+      f << 1796150500 + 5 * i << "," << 5 * i << ",0,\"NVIDIA H200, <b>\"," << 90 + i << ","
+        << 1000 + i << ",143771,500,60,1980,2619,12.5,2000,24000,900,0.01\n";
+  }
+  const obs::RunReport r = obs::read_run_report(d);
+  ASSERT_EQ(r.monitor.size(), 4u);
+  EXPECT_EQ(r.gpu_name, "NVIDIA H200, <b>");  // a quoted cell with a comma
+  EXPECT_EQ(obs::field_of(r.monitor[3], "gpu_util_pct"), 93);
+  const obs::ReportHtml page = obs::render_report_html(r);
+  EXPECT_NE(page.html.find("data-chart=\"gpu_util\" data-points=\"8\""), std::string::npos);
+  EXPECT_NE(page.html.find("data-chart=\"gpu_memory\""), std::string::npos);
+  EXPECT_EQ(page.html.find("data-chart=\"host_cpu\""), std::string::npos);
+  EXPECT_NE(page.html.find("NVIDIA H200, &lt;b&gt;"), std::string::npos);
+  EXPECT_EQ(page.html.find("no GPU readings"), std::string::npos);
+}
+
 TEST(RunReport, AProjectionRunsFromTheLastRecordToTheRunsEnd) {
   // The run's config says 6 epochs: 4 are left at the recent epoch time.
   const std::string d = copy_of_run("run_report_projection");

@@ -81,7 +81,7 @@ RunReport read_run_report(const std::string& run_dir);
 std::vector<Record> read_jsonl_records(const std::string& path, const std::string& label,
                                        std::vector<std::string>& notes);
 // The rows of a CSV file with a header; a row with a different number of cells is skipped with a
-// note. `text_column` (when not empty) receives the first non-empty cell of that column.
+// note. With a `text_column_name`, `*text_column` receives that column's first non-empty cell.
 std::vector<Record> read_csv_records(const std::string& path, const std::string& label,
                                      std::vector<std::string>& notes,
                                      const std::string& text_column_name = "",
