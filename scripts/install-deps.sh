@@ -17,6 +17,7 @@ packages=(
   clang libclang-rt-14-dev libomp-dev       # fuzz.sh (libFuzzer, sanitizer runtimes); hip-check.sh (host files)
   dataset-fashion-mnist                     # /usr/share/datasets/fashion-mnist
   openmpi-bin libopenmpi-dev                # the MPI communicator (CPU ranks) and its mpiexec tests
+  chromium                                  # headless: renders `hourglass report`'s page in a test
 )
 if [ "${1:-}" = "--bench" ]; then packages+=(python3-torch); fi
 export DEBIAN_FRONTEND=noninteractive

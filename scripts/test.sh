@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # The tree's formatting (.clang-format), before the build so that a misformatted file fails fast.
 bash scripts/check-format.sh
-bash scripts/build.sh -DHOURGLASS_BUILD_TESTS=ON -DHOURGLASS_BUILD_BENCH=ON
+# HOURGLASS_REQUIRE_CHROMIUM: the report's browser test fails rather than being left out when
+# chromium is missing (install-deps installs it).
+bash scripts/build.sh -DHOURGLASS_BUILD_TESTS=ON -DHOURGLASS_BUILD_BENCH=ON -DHOURGLASS_REQUIRE_CHROMIUM=ON
 # The GPU backend compiled for AMD GPUs (HIP) as well: the CUDA build above covers NVIDIA.
 bash scripts/hip-check.sh
 (

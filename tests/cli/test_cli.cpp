@@ -52,9 +52,11 @@ bool have_fashion_mnist() { return fs::exists(kFashion + "/train-images-idx3-uby
 TEST(Cli, HelpListsEverySubcommand) {
   Result r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* sub : {"train", "eval", "info", "bench"})
+  for (const char* sub : {"train", "eval", "info", "bench", "plan", "doctor", "pack", "launch",
+                          "monitor", "profile", "report"})
     EXPECT_NE(r.output.find(std::string("\n  ") + sub), std::string::npos) << sub;
   EXPECT_EQ(run("train --help").code, 0);
+  EXPECT_EQ(run("report --help").code, 0);
 }
 
 TEST(Cli, TrainsSmallCnnOnFashionMnistSubsetAndEvalReadsItBack) {
