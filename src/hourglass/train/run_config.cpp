@@ -377,6 +377,17 @@ RunConfig parse_run_config(const Config& c) {
                                       "in [0, 3600] seconds (0 = no monitor)");
   check_range(r.monitor.every_seconds == 0 || r.monitor.every_seconds >= 0.05, c,
               "monitor.every_seconds", "must be 0 (off) or at least 0.05 seconds");
+
+  // [tune]
+  r.tune.cache = ops::parse_tuning_cache_mode(
+      c.get_string("tune.cache", "on"),
+      fmt::format("config key 'tune.cache' {}", c.origin("tune.cache")));
+  r.tune.cache_dir = c.get_string("tune.cache_dir", "");
+  if (!r.tune.cache_dir.empty() && r.tune.cache_dir.front() != '/')
+    throw_invalid(fmt::format("config key 'tune.cache_dir' {}: '{}' is not an absolute path",
+                              c.origin("tune.cache_dir"), r.tune.cache_dir),
+                  "give the tuning cache's folder as an absolute path, or leave the key out for "
+                  "$XDG_CACHE_HOME/hourglass (~/.cache/hourglass)");
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/ops/params.h"
+#include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/schedule.h"
 
@@ -122,6 +123,16 @@ struct MonitorConfig {
   double every_seconds = 5;  // monitor.every_seconds; 0: off
 };
 
+// [tune]: the tuning cache (ops/tuning_cache.h), where the libraries' algorithm searches are
+// saved for later runs on the same GPU and libraries. It changes how fast a run starts, not
+// what it computes, and enters no hash.
+struct TuneConfig {
+  ops::TuningCacheMode cache = ops::TuningCacheMode::ReadWrite;  // tune.cache: on, read-only, off
+  // tune.cache_dir: the folder; "" for $XDG_CACHE_HOME/hourglass or ~/.cache/hourglass.
+  // $HOURGLASS_CACHE_DIR, when set, overrides it.
+  std::string cache_dir;
+};
+
 struct RunConfig {
   std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
@@ -139,6 +150,7 @@ struct RunConfig {
   MetricsConfig metrics;
   DistributedConfig distributed;
   MonitorConfig monitor;
+  TuneConfig tune;
 };
 
 // The precision a run on `device` gets without a precision key: "tf32" on GPUs (f32 tensors,
