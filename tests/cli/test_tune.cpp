@@ -46,6 +46,17 @@ TEST(Tune, RunsEveryBatchShapeOfTheConfigOnce) {
   EXPECT_EQ(j["cache_dir"], dir + "/cache");
 }
 
+TEST(Tune, RanksTunesOneRanksShareOfEachBatch) {
+  const std::string dir = test::fresh_temp_dir("hourglass_tune_ranks");
+  const test::SplitRunResult r = test::run_hourglass_split(
+      "tune " + write_config(dir) + " --ranks 2 --json --set " + "tune.cache='\"off\"'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["train_batch_rows"], nlohmann::json::array({16, (200 % 32) / 2})) << r.out;
+  EXPECT_EQ(j["eval_samples"], 20);  // this rank's half of the test set
+  EXPECT_EQ(j["cache_mode"], "off");
+}
+
 TEST(Tune, RefusesBadTuneKeys) {
   const std::string dir = test::fresh_temp_dir("hourglass_tune_keys");
   const std::string config = write_config(dir);

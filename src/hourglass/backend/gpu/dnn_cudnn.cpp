@@ -32,13 +32,10 @@
 // whole. HOURGLASS_CUDNN_LAYOUT=nhwc or =nchw restricts the search to one layout (nchw only
 // where it is tried: tests and comparisons).
 //
-// The tuning cache (tuning_cudnn.h): a pass's search first looks its key up there, and takes
-// a cached choice only after rebuilding it and checking it as the search checks a candidate
-// (its notes acceptable, it builds, its workspace fits); one that fails is ignored with a
-// warning and the search runs. The search's choice is stored there. In deterministic mode
-// the cache applies too: its entry is what the heuristics' first acceptable configuration
-// was for the same GPU, driver and cuDNN (the identity of the file), which those heuristics
-// give again, so the choice is the same and only the heuristics queries are saved.
+// A search first asks the tuning cache (tuning_cudnn.h) and takes a cached choice once it is
+// rebuilt and passes the candidates' checks (plan_from_cache); its own choice is stored there.
+// Deterministic mode too: on the same GPU, driver and cuDNN the heuristics give that choice
+// again, so the cache saves their queries and changes nothing.
 //
 // HOURGLASS_CUDNN_LOG=1 prints each pass's choice (engine, time, workspace) to stderr; =2 also
 // every timed candidate.
@@ -763,9 +760,17 @@ bool plan_from_cache(DeviceState& st, ConvPlan& plan, Pass pass, int device,
     take_last_error();
     return reject("cuDNN does not offer that engine configuration for this convolution");
   }
-  Candidate c = describe_config(Descriptor::adopt(config), ctx);
-  c.engine = Descriptor::adopt(engine);
-  for (cudnnBackendDescriptor_t k : knobs) c.knob_choices.push_back(Descriptor::adopt(k));
+  Descriptor engine_owner = Descriptor::adopt(engine);
+  std::vector<Descriptor> knob_owners;
+  for (cudnnBackendDescriptor_t k : knobs) knob_owners.push_back(Descriptor::adopt(k));
+  Candidate c;
+  try {  // a configuration made from the file is described as the search's are
+    c = describe_config(Descriptor::adopt(config), ctx);
+  } catch (const Error& e) {
+    return reject(e.message());
+  }
+  c.engine = std::move(engine_owner);
+  c.knob_choices = std::move(knob_owners);
   std::vector<std::pair<int64_t, int64_t>> wanted = choice->knobs;
   std::sort(wanted.begin(), wanted.end());
   if (c.engine_index != choice->engine || c.knobs != wanted)
