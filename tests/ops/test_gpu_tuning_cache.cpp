@@ -169,8 +169,8 @@ TEST_F(GpuTuningCache, StaleOrMalformedEntriesAreSearchedAgain) {
   const PassOutputs reference = run_passes(6, DType::F32, MathMode::Exact);
   const std::map<std::string, std::string> chosen = choices_of(6);
   ASSERT_EQ(chosen.size(), 3u);
-  // Rewrite the file's three entries: an engine cuDNN does not have, a choice that does not
-  // parse, and a knob no engine has.
+  // Rewrite the file's three entries: engines cuDNN does not have (in either layout, one with a
+  // knob) and a choice that does not parse.
   std::string file;
   for (const auto& entry : std::filesystem::directory_iterator(dir_))
     if (entry.path().extension() == ".txt") file = entry.path().string();
@@ -180,7 +180,7 @@ TEST_F(GpuTuningCache, StaleOrMalformedEntriesAreSearchedAgain) {
   const std::string identity = header.substr(header.find("# identity: ") + 12,
                                              header.size() - header.find("# identity: ") - 13);
   std::map<std::string, std::string> bad;
-  const char* replacements[] = {"nhwc:99999:", "not-a-choice", "nhwc:0:9999=1"};
+  const char* replacements[] = {"nhwc:99999:", "not-a-choice", "nchw:88888:1=2"};
   size_t i = 0;
   for (const auto& [key, choice] : chosen) bad[key] = replacements[i++];
   write_file_atomic(file, ops::encode_tuning_file(identity, bad));

@@ -20,8 +20,9 @@
 // cuDNN's choices (timed or not) also go to the tuning cache on disk (ops/tuning_cache.h,
 // tuning_cudnn.h), keyed by the GPU, driver and library versions: a later process takes a
 // cached choice, once it has checked that cuDNN still builds it, that its numerical notes
-// suit the call and that its workspace fits, instead of searching. MIOpen keeps its own
-// find-db and kernel cache on disk, which already spare a later process most of its Find.
+// suit the call and that its workspace fits, instead of searching. MIOpen's are not cached:
+// its algorithm API launches only what a Find of the same process registered, and its own
+// find-db on disk already makes a later process's Find a lookup.
 #pragma once
 
 #include <fmt/format.h>
