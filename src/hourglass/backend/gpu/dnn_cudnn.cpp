@@ -775,8 +775,7 @@ bool plan_from_cache(DeviceState& st, ConvPlan& plan, Pass pass, int device,
   std::sort(wanted.begin(), wanted.end());
   if (c.engine_index != choice->engine || c.knobs != wanted)
     return reject(fmt::format("cuDNN reads it back as {}", c.name));
-  if (!acceptable(c, plan) || c.runtime_compiled)
-    return reject("its engine's numerical or behaviour notes do not suit this call");
+  if (!acceptable(c, plan)) return reject("its engine's numerical notes do not suit this call");
   size_t workspace = 0;
   Descriptor built = build_plan(st.handle, c, workspace, ctx);
   if (!built) return reject("its execution plan does not build");
