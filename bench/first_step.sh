@@ -15,14 +15,16 @@
 #     default 3 epochs, precision bf16 (PRECISION=tf32 etc. to change); the CIFAR files (180 MB)
 #     go to DATA_DIR (default OUT_DIR)
 set -euo pipefail
-hg=$1
-out=$2
-epochs=${3:-3}
-mkdir -p "$out"
-data="${4:-$out}/cifar-10-batches-bin"
-shift $(( $# < 4 ? $# : 4 ))
+positional=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do positional+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 extra=("$@")
+hg=${positional[0]:?usage: bench/first_step.sh HOURGLASS OUT_DIR [EPOCHS] [DATA_DIR] [-- flags]}
+out=${positional[1]:?usage: bench/first_step.sh HOURGLASS OUT_DIR [EPOCHS] [DATA_DIR] [-- flags]}
+epochs=${positional[2]:-3}
+mkdir -p "$out"
+data="${positional[3]:-$out}/cifar-10-batches-bin"
+
 precision=${PRECISION:-bf16}
 python3 - "$data" <<'PY'
 import os, sys
