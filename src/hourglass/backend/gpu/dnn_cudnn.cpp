@@ -905,7 +905,8 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPo
   pp.choice = cudnn_tuning::encode_choice({b.layout, b.candidate.engine_index, b.candidate.knobs});
   ++g_searched;
   g_timed += timed;
-  ops::tuning_cache_store(cudnn_tuning::identity(device), key, pp.choice);
+  if (pp.choice.size() <= ops::kMaxTuningChoice)  // (engines have a handful of knobs)
+    ops::tuning_cache_store(cudnn_tuning::identity(device), key, pp.choice);
 }
 
 // The workspace of a call, from the caching allocator (freed when the call returns; the
