@@ -92,7 +92,9 @@ class GpuTuningCache : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::gpu_available()) GTEST_SKIP() << test::gpu_unavailable_reason();
-    dir_ = test::fresh_temp_dir("gpu_tuning_cache");
+    // A folder per test: CTest runs the tests of this file as processes side by side.
+    dir_ = test::fresh_temp_dir(std::string("gpu_tuning_cache_") +
+                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
     ops::configure_tuning_cache(ops::TuningCacheMode::ReadWrite, dir_);
     ops::tuning_cache_forget();  // the counts start at zero
   }

@@ -73,7 +73,9 @@ class ScopedEnv {
 class TuningCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = test::fresh_temp_dir("tuning_cache");
+    // A folder per test: CTest runs the tests of this file as processes side by side.
+    dir_ = test::fresh_temp_dir(std::string("tuning_cache_") +
+                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
     configure_tuning_cache(TuningCacheMode::ReadWrite, dir_);
   }
   void TearDown() override { configure_tuning_cache(TuningCacheMode::Off, ""); }
