@@ -56,7 +56,7 @@ Runner add_tune(CLI::App& app) {
       "Fill the tuning cache for a config ahead of its run: run its training step and "
       "evaluation once on its device, at every batch size the run uses, so that every "
       "algorithm search (cuDNN's convolutions) runs now and is saved; the run then searches "
-      "nothing. The cache is tune.cache_dir, $HOURGLASS_CACHE_DIR, or "
+      "nothing. The cache is $HOURGLASS_CACHE_DIR, else tune.cache_dir, else "
       "$XDG_CACHE_HOME/hourglass (~/.cache/hourglass).");
   sub->add_option("config", a->config, "run configuration (see configs/)")->required();
   sub->add_option("--set", a->overrides, "override a config key (repeatable)");
