@@ -28,6 +28,10 @@
 #   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 (table, cost)
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
 #           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
+#   tune    the tuning cache: its CPU and GPU tests (test_ops_tuning_cache,
+#           test_ops_gpu_tuning_cache), then bench/first_step.sh: CIFAR-format ResNet-18 trained
+#           with a cold, a warm and a `hourglass tune`-filled cache (first step after process
+#           start, first epoch against the later ones; TUNE_EPOCHS, default 3)
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -227,6 +231,20 @@ TOML
       grep -E "epoch on this machine|images/s" build-device/plan/*-plan.txt
       tail -2 build-device/plan/*-train.txt 2>/dev/null
       row plan $rc "$(grep '^| fashion' "$out/plan.md" | cut -c1-160), $(( $(date +%s) - t0 )) s"
+      ;;
+    tune)
+      : > "$out/tune-tests.log"
+      for t in build-device/tests/test_ops_tuning_cache build-device/tests/test_ops_gpu_tuning_cache; do
+        timeout 600 "$t" --gtest_brief=1 > "$out/tune-test.log" 2>&1
+        rc=$?
+        cat "$out/tune-test.log" >> "$out/tune-tests.log"
+        row "$(basename "$t")" $rc "$(grep -E 'PASSED|FAILED|SKIPPED' "$out/tune-test.log" | tr '\n' ' ' | cut -c1-160)"
+      done
+      grep -E "Failure|Expected|Which is|actual|error:" "$out/tune-tests.log" | head -40
+      bash bench/first_step.sh ./build-device/hourglass "$out/first-step" "${TUNE_EPOCHS:-3}" \
+        build-device > "$out/first-step.md" 2>&1
+      row first-step $? "$(grep '^| warm' "$out/first-step.md"), $(( $(date +%s) - t0 )) s"
+      cat "$out/first-step.md"
       ;;
     *) row "$stage" 2 "unknown stage" ;;
   esac

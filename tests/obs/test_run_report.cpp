@@ -4,6 +4,7 @@
 // optional files leaving their sections out with a note; a missing or empty run directory
 // refused naming the path.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -48,10 +49,11 @@ Config tiny_run_config(const std::string& name = "tiny") {
                        "tiny.toml");
 }
 
-// A finished tiny run's directory, trained once for the whole suite.
+// A finished tiny run's directory, trained once per test process (CTest runs each test in a
+// process of its own, several at once with -j: each trains into a folder of its own).
 const std::string& trained_run() {
   static const std::string dir = [] {
-    const std::string d = test::fresh_temp_dir("run_report_trained");
+    const std::string d = test::fresh_temp_dir("run_report_trained_" + std::to_string(::getpid()));
     train::Trainer t(tiny_run_config(), {d, false});
     (void)t.run();
     return d;

@@ -10,6 +10,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/device/allocator.h"
+#include "hourglass/ops/tuning_cache.h"
 #ifdef HOURGLASS_HAS_GPU
 #include "hourglass/backend/gpu/libraries.h"
 #include "hourglass/device/gpu/device_info.h"
@@ -142,6 +143,9 @@ Runner add_info(CLI::App& app) {
         "this hourglass was built without a GPU backend (HOURGLASS_GPU=off, or no CUDA/ROCm "
         "toolkit was found); rebuild with -DHOURGLASS_GPU=cuda or -DHOURGLASS_GPU=hip";
 #endif
+    // Where a run without tune.cache_dir keeps its tuning cache (ops/tuning_cache.h).
+    const std::string cache_dir = ops::resolve_tuning_cache_dir("");
+    info["tuning_cache_dir"] = cache_dir;
     if (*json) {
       std::printf("%s\n", info.dump(2).c_str());
       return 0;
@@ -154,6 +158,9 @@ Runner add_info(CLI::App& app) {
 #else
     std::printf("gpu: none: %s\n", info["no_gpu_reason"].get<std::string>().c_str());
 #endif
+    std::printf("tuning cache: %s\n", cache_dir.empty()
+                                          ? "none (no HOME, XDG_CACHE_HOME or HOURGLASS_CACHE_DIR)"
+                                          : cache_dir.c_str());
     return 0;
   };
 }

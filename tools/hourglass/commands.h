@@ -32,6 +32,8 @@ Runner add_monitor(CLI::App& app);
 Runner add_profile(CLI::App& app);
 // An HTML report of a run directory (cmd_report.cpp).
 Runner add_report(CLI::App& app);
+// Fills the tuning cache for a config (cmd_tune.cpp).
+Runner add_tune(CLI::App& app);
 // N local processes of a subcommand with torchrun's environment (cmd_launch.cpp).
 Runner add_launch(CLI::App& app);
 // Hidden: prints the launch environment, for the tests of launch (cmd_rank_info.cpp).

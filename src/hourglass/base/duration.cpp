@@ -1,8 +1,13 @@
 #include "hourglass/base/duration.h"
 
+#include <unistd.h>
 #include <cctype>
 #include <charconv>
+
+#include <chrono>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/untrusted_text.h"
@@ -81,6 +86,39 @@ std::string format_duration_clock(double seconds) {
   const long long h = total / 3600, m = (total / 60) % 60, s = total % 60;
   if (h > 0) return fmt::format("{}:{:02}:{:02}", h, m, s);
   return fmt::format("{}:{:02}", m, s);
+}
+
+namespace {
+
+const auto g_loaded = std::chrono::steady_clock::now();
+
+// Seconds between boot and this process's start, or a negative value when /proc says nothing.
+double process_start_after_boot() {
+  std::ifstream stat("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(text.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)  // field 22: starttime, in clock ticks
+    if (i == 22) {
+      const long ticks = sysconf(_SC_CLK_TCK);
+      return ticks > 0 ? std::stod(field) / double(ticks) : -1;
+    }
+  return -1;
+}
+
+}  // namespace
+
+double seconds_since_process_start() {
+  try {
+    static const double start = process_start_after_boot();
+    double uptime = -1;
+    if (std::ifstream in("/proc/uptime"); in >> uptime && start >= 0 && uptime >= start)
+      return uptime - start;
+  } catch (const std::exception&) {  // a malformed number: fall back
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_loaded).count();
 }
 
 }  // namespace hg

@@ -14,4 +14,9 @@ double parse_duration_seconds(std::string_view text);
 // rounded); "?" for a negative or non-finite value.
 std::string format_duration_clock(double seconds);
 
+// Seconds since this process started, by the kernel's record of its start (/proc/self/stat's
+// start time against /proc/uptime, 10 ms steps), so loading the libraries before main counts;
+// where /proc cannot be read, since this library was loaded.
+double seconds_since_process_start();
+
 }  // namespace hg

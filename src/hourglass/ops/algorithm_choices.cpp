@@ -15,29 +15,27 @@ AlgorithmChoices& records() {
   return *r;
 }
 
-// Empty when `key` and `choice` are a valid record, else what is wrong with them.
-std::string record_fault(std::string_view key, std::string_view choice) {
+}  // namespace
+
+std::string algorithm_record_fault(std::string_view key, std::string_view choice, size_t max_key,
+                                   size_t max_choice) {
   auto printable = [](std::string_view s, bool spaces) {
     for (const char c : s)
       if (c < (spaces ? ' ' : '!') || c > '~') return false;
     return true;
   };
-  if (key.empty() || key.size() > kMaxAlgorithmChoiceKey)
-    return fmt::format("the key has {} characters (1 to {} allowed)", key.size(),
-                       kMaxAlgorithmChoiceKey);
+  if (key.empty() || key.size() > max_key)
+    return fmt::format("the key has {} characters (1 to {} allowed)", key.size(), max_key);
   if (!printable(key, true)) return "the key holds a character other than printable ASCII";
-  if (choice.empty() || choice.size() > kMaxAlgorithmChoiceValue)
-    return fmt::format("the choice has {} characters (1 to {} allowed)", choice.size(),
-                       kMaxAlgorithmChoiceValue);
+  if (choice.empty() || choice.size() > max_choice)
+    return fmt::format("the choice has {} characters (1 to {} allowed)", choice.size(), max_choice);
   if (!printable(choice, false))
     return "the choice holds a space or a character other than printable ASCII";
   return {};
 }
 
-}  // namespace
-
 void record_algorithm_choice(const std::string& key, const std::string& choice) {
-  const std::string fault = record_fault(key, choice);
+  const std::string fault = algorithm_record_fault(key, choice);
   HG_ASSERT(fault.empty(), "algorithm choice '{}' -> '{}': {}", untrusted_excerpt(key),
             untrusted_excerpt(choice), fault);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -92,7 +90,7 @@ AlgorithmChoices decode_algorithm_choices(std::string_view text, const std::stri
           fmt::format("{}: line {} of the algorithm choices, '{}', is not 'key<TAB>choice'", where,
                       line, untrusted_excerpt(record)));
     const std::string_view key = record.substr(0, tab), choice = record.substr(tab + 1);
-    const std::string fault = record_fault(key, choice);
+    const std::string fault = algorithm_record_fault(key, choice);
     if (!fault.empty())
       throw_invalid(fmt::format("{}: line {} of the algorithm choices, '{}': {}", where, line,
                                 untrusted_excerpt(record), fault));

@@ -26,6 +26,13 @@ inline constexpr size_t kMaxAlgorithmChoiceKey = 256;
 inline constexpr size_t kMaxAlgorithmChoiceValue = 64;
 inline constexpr size_t kMaxAlgorithmChoices = 4096;
 
+// Empty when `key` and `choice` are a valid record (printable ASCII, no tab; the choice also
+// without spaces; 1 to max_key / max_choice characters), else what is wrong with them. Shared
+// with the tuning cache (tuning_cache.h), whose records have the same form.
+std::string algorithm_record_fault(std::string_view key, std::string_view choice,
+                                   size_t max_key = kMaxAlgorithmChoiceKey,
+                                   size_t max_choice = kMaxAlgorithmChoiceValue);
+
 // Records the choice made for `key` (replacing an earlier one). A record out of the bounds
 // above is a programming error (Internal).
 void record_algorithm_choice(const std::string& key, const std::string& choice);

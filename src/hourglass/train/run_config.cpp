@@ -385,6 +385,17 @@ RunConfig parse_run_config(const Config& c) {
   r.profile.steps = int_in(c, "profile.steps", 20, 1, 100000, "must be in [1, 100000]");
   r.profile.after = int_in(c, "profile.after", 10, 0, std::numeric_limits<int64_t>::max(),
                            "must be non-negative (steps before the profiled ones)");
+
+  // [tune]
+  r.tune.cache = ops::parse_tuning_cache_mode(
+      c.get_string("tune.cache", "off"),
+      fmt::format("config key 'tune.cache' {}", c.origin("tune.cache")));
+  r.tune.cache_dir = c.get_string("tune.cache_dir", "");
+  if (!r.tune.cache_dir.empty() && r.tune.cache_dir.front() != '/')
+    throw_invalid(fmt::format("config key 'tune.cache_dir' {}: '{}' is not an absolute path",
+                              c.origin("tune.cache_dir"), r.tune.cache_dir),
+                  "give the tuning cache's folder as an absolute path, or leave the key out for "
+                  "$XDG_CACHE_HOME/hourglass (~/.cache/hourglass)");
   return r;
 }
 

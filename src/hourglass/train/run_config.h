@@ -12,6 +12,7 @@
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/ops/params.h"
+#include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/schedule.h"
 #include "hourglass/train/step_graph.h"
@@ -134,6 +135,17 @@ struct ProfileConfig {
   int64_t after = 10;    // profile.after: steps this session trains before the profiled ones
 };
 
+// [tune]: the tuning cache (ops/tuning_cache.h), where the libraries' algorithm searches are
+// saved for later runs on the same GPU and libraries. It changes how fast a run starts, not
+// what it computes, and enters no hash.
+struct TuneConfig {
+  // tune.cache: on, read-only, off (the default until its GPU tests have run; tuning_cache.h)
+  ops::TuningCacheMode cache = ops::TuningCacheMode::Off;
+  // tune.cache_dir: the folder; "" for $XDG_CACHE_HOME/hourglass or ~/.cache/hourglass.
+  // $HOURGLASS_CACHE_DIR, when set, overrides it.
+  std::string cache_dir;
+};
+
 struct RunConfig {
   std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
@@ -152,6 +164,7 @@ struct RunConfig {
   DistributedConfig distributed;
   MonitorConfig monitor;
   ProfileConfig profile;
+  TuneConfig tune;
 };
 
 // The precision a run on `device` gets without a precision key: "tf32" on GPUs (f32 tensors,

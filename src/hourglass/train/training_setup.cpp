@@ -4,6 +4,7 @@
 #include "hourglass/data/holdout.h"
 #include "hourglass/data/image_split.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/adamw.h"
 #include "hourglass/optim/sgd.h"
 
@@ -86,6 +87,8 @@ RunParts image_file_parts(const RunConfig& run, bool with_train) {
 }  // namespace
 
 RunParts build_run_parts(const RunConfig& run, bool with_train) {
+  // The tuning cache's settings are the process's: every run built here reads them.
+  ops::configure_tuning_cache(run.tune.cache, ops::resolve_tuning_cache_dir(run.tune.cache_dir));
   RunParts parts = run.data.dataset == data::kImageFolderDataset ? image_file_parts(run, with_train)
                                                                  : in_memory_parts(run, with_train);
   const data::SampleSource& shape_source = *parts.test_set;

@@ -25,7 +25,8 @@ struct RunParts {
   std::shared_ptr<const data::SampleSource> validation_set;
   std::shared_ptr<nn::Module> model;
 };
-// Loads or opens the datasets (the train set, and the validation set held out of it, only
+// Sets the process's tuning cache from [tune] (ops/tuning_cache.h). Loads or opens the datasets
+// (the train set, and the validation set held out of it, only
 // when `with_train`) and builds the model, initialised from the run's seed, on the run's
 // device.
 RunParts build_run_parts(const RunConfig& run, bool with_train);

@@ -16,12 +16,20 @@
 // resumed run's checkpoint recorded (ops/algorithm_choices.h). Later calls look the plan up, take a
 // workspace from the caching allocator and launch: nothing synchronises. One library handle
 // per device, created lazily and bound to gpu::stream().
+//
+// cuDNN's choices (timed or not) also go to the tuning cache on disk (ops/tuning_cache.h,
+// tuning_cudnn.h), keyed by the GPU, driver and library versions: a later process takes a
+// cached choice, once it has checked that cuDNN still builds it, that its numerical notes
+// suit the call and that its workspace fits, instead of searching. MIOpen's are not cached:
+// its algorithm API launches only what a Find of the same process registered, and its own
+// find-db on disk already makes a later process's Find a lookup.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "hourglass/backend/gpu/blas.h"  // MathMode
@@ -75,6 +83,21 @@ void conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
 // dweight = gradient of the weights from dy and the input, written in full.
 void conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy, const Tensor& x,
                           Tensor& dweight);
+
+// What the algorithm searches of this process did, over all devices: passes searched,
+// candidates timed (cuDNN: each timed engine configuration; MIOpen: each Find call), and
+// passes whose plan came from the tuning cache (ops/tuning_cache.h; cuDNN only) without a
+// search. For tests and `hourglass tune`.
+struct SearchCounts {
+  int64_t searched = 0, timed = 0, from_cache = 0;
+};
+SearchCounts search_counts();
+// Each pass planned so far on `device`: the tuning cache's key -> the chosen algorithm as the
+// cache spells it (MIOpen: its search's algorithm or solution id). For tests.
+std::map<std::string, std::string> planned_choices(int device);
+// Drops every plan of every device, so the next call of each shape plans again (from the
+// tuning cache or a search). Tests only: no convolution may be running on another thread.
+void forget_plans_for_testing();
 
 // Largest workspace a convolution algorithm may use (the search skips hungrier ones, and ones
 // hungrier than what the allocator can give at the time). In f32 with NHWC tensors cuDNN's

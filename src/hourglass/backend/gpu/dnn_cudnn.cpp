@@ -32,12 +32,18 @@
 // whole. HOURGLASS_CUDNN_LAYOUT=nhwc or =nchw restricts the search to one layout (nchw only
 // where it is tried: tests and comparisons).
 //
+// A search first asks the tuning cache (tuning_cudnn.h) and takes a cached choice once it is
+// rebuilt and passes the candidates' checks (plan_from_cache); its own choice is stored there.
+// Deterministic mode too: on the same GPU, driver and cuDNN the heuristics give that choice
+// again, so the cache saves their queries and changes nothing.
+//
 // HOURGLASS_CUDNN_LOG=1 prints each pass's choice (engine, time, workspace) to stderr; =2 also
 // every timed candidate.
 #include <cudnn.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -49,81 +55,27 @@
 #include <utility>
 #include <vector>
 
+#include "hourglass/backend/gpu/cudnn_descriptor.h"
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/layout_kernels.h"
 #include "hourglass/backend/gpu/libraries.h"
 #include "hourglass/backend/gpu/plan_key.h"
+#include "hourglass/backend/gpu/tuning_cudnn.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
 #include "hourglass/ops/ops.h"
+#include "hourglass/ops/tuning_cache.h"
 
 namespace hg::gpu {
 
 namespace {
 
+using cudnn::CallContext;
+using cudnn::Descriptor;
+using cudnn::log_if_failed;
+using cudnn::take_last_error;
 using dnn::ConvGeometry;
-
-// What a failed call was working on, for the error message (null for handle-level calls).
-struct CallContext {
-  const ConvGeometry* geometry = nullptr;
-  DType dtype = DType::F32;
-};
-
-// Reads out cuDNN's last error message (it keeps one per thread until read).
-std::string take_last_error() {
-  char detail[1024] = {};
-  cudnnGetLastErrorString(detail, sizeof(detail));
-  return detail;
-}
-
-[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
-                                    int line, const CallContext& ctx) {
-  const std::string detail = take_last_error();
-  std::string message = fmt::format("{} failed: {}", call, cudnnGetErrorString(status));
-  if (!detail.empty()) message += fmt::format(" ({})", detail);
-  if (ctx.geometry != nullptr)
-    message +=
-        fmt::format(" for the {} convolution {}", dtype_name(ctx.dtype), ctx.geometry->describe());
-  message += fmt::format(" at {}:{}", file, line);
-  if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
-      status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
-    throw Error(ErrorKind::OutOfMemory, message, gpu::out_of_memory_remedy());
-  switch (CUDNN_STATUS_CATEGORY(status)) {
-    case CUDNN_STATUS_NOT_SUPPORTED:
-      throw Error(ErrorKind::InvalidInput, message,
-                  "cuDNN has no kernel for this convolution on this GPU: change its shape, "
-                  "padding, dilation or groups, use another precision, or device = \"cpu\"");
-    case CUDNN_STATUS_NOT_INITIALIZED:
-      throw Error(ErrorKind::Runtime, message,
-                  "cuDNN could not start: check that the cuDNN 9 libraries (libcudnn*.so.9) "
-                  "are on the library path and match the driver; `hourglass doctor` checks the "
-                  "GPU stack");
-    default:
-      throw Error(ErrorKind::Runtime, message,
-                  "an earlier kernel may have failed: rerun with CUDA_LAUNCH_BLOCKING=1 to find "
-                  "it; `hourglass doctor` checks the GPU stack");
-  }
-}
-
-// Checks a cuDNN call; HG_CUDNN_CHECK_FOR names the convolution in the error.
-#define HG_CUDNN_CHECK_FOR(call, ctx)                                        \
-  do {                                                                       \
-    const cudnnStatus_t hg_cudnn_status_ = (call);                           \
-    if (hg_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]]               \
-      throw_cudnn_error(hg_cudnn_status_, #call, __FILE__, __LINE__, (ctx)); \
-  } while (0)
-#define HG_CUDNN_CHECK(call) HG_CUDNN_CHECK_FOR(call, CallContext{})
-
-// Sets one attribute of a backend descriptor; an error names the attribute.
-#define HG_CUDNN_SET(desc, attribute, type, count, values, ctx) \
-  HG_CUDNN_CHECK_FOR(cudnnBackendSetAttribute((desc).get(), attribute, type, count, values), ctx)
-
-// Destructors log instead of throwing.
-void log_if_failed(cudnnStatus_t status, const char* what) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    HG_LOG_WARN("{} failed: {}", what, cudnnGetErrorString(status));
-}
 
 enum Pass : int { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kPasses = 3 };
 constexpr const char* kPassNames[kPasses] = {"forward", "backward data", "backward filter"};
@@ -145,39 +97,6 @@ int log_level() {
   }();
   return level;
 }
-
-// ---- backend descriptors
-
-// Owns one cudnnBackendDescriptor_t.
-class Descriptor {
- public:
-  Descriptor() = default;
-  Descriptor(cudnnBackendDescriptorType_t type, const CallContext& ctx) {
-    HG_CUDNN_CHECK_FOR(cudnnBackendCreateDescriptor(type, &desc_), ctx);
-  }
-  Descriptor(Descriptor&& other) noexcept : desc_(std::exchange(other.desc_, nullptr)) {}
-  Descriptor& operator=(Descriptor&& other) noexcept {
-    if (this != &other) {
-      reset();
-      desc_ = std::exchange(other.desc_, nullptr);
-    }
-    return *this;
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  ~Descriptor() { reset(); }
-
-  cudnnBackendDescriptor_t get() const { return desc_; }
-  explicit operator bool() const { return desc_ != nullptr; }
-
- private:
-  void reset() {
-    if (desc_ != nullptr)
-      log_if_failed(cudnnBackendDestroyDescriptor(desc_), "cudnnBackendDestroyDescriptor");
-    desc_ = nullptr;
-  }
-  cudnnBackendDescriptor_t desc_ = nullptr;
-};
 
 // The tensors' ids in the graphs and variant packs: x (dx), w (dw), y (dy).
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
@@ -259,6 +178,8 @@ struct PassPlan {
   bool found = false;
   std::array<Descriptor, kLayouts> operation, graph;  // per layout, made when searched
   Descriptor engine, config, plan;
+  std::vector<Descriptor> knobs;  // the knob choices of a configuration rebuilt from the cache
+  std::string choice;             // the tuning cache's spelling of the chosen configuration
   Layout layout = kChannelsLast;  // of the chosen plan
   size_t workspace = 0;           // bytes, the engine's own (NCHW copies come on top)
   // Variant packs by their pointers (x, w, y, workspace): a training step repeats its
@@ -471,10 +392,14 @@ struct DeviceState {
   std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, PlanKeyHash> plans;
 };
 
+std::array<DeviceState, kMaxDevices>& all_states() {
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed: see top
+  return *states;
+}
+
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed: see top
-  DeviceState& st = (*states)[size_t(device)];
+  DeviceState& st = all_states()[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
     cudnnHandle_t handle = nullptr;
@@ -506,8 +431,10 @@ ConvPlan& plan_for(DeviceState& st, const ConvGeometry& g, DType dtype, MathMode
 
 // One engine configuration from the heuristics, with what its engine's notes say.
 struct Candidate {
-  Descriptor engine, config;  // engine: set when the configuration was made here
+  Descriptor engine, config;             // engine: set when the configuration was made here
+  std::vector<Descriptor> knob_choices;  // set when it was made from the tuning cache
   int64_t engine_index = -1;
+  std::vector<std::pair<int64_t, int64_t>> knobs;  // (knob type, value), as cuDNN reports them
   std::string name;  // "engine 12 (knob=value ...)", for logs and to drop repeats
   bool tensor_core = false, down_convert = false, reduced_precision = false,
        nondeterministic = false, runtime_compiled = false;
@@ -577,10 +504,12 @@ Candidate describe_config(Descriptor config, const CallContext& ctx) {
         cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
                                  CUDNN_TYPE_INT64, 1, &n, &value);
         c.name += fmt::format("{}{}={}", i > 0 ? " " : "", int(type), value);
+        c.knobs.emplace_back(int64_t(type), value);
       }
       c.name += ")";
     }
   }
+  std::sort(c.knobs.begin(), c.knobs.end());  // the tuning cache compares them as a set
   take_last_error();
   c.config = std::move(config);
   return c;
@@ -796,8 +725,84 @@ class PlanTimer {
   gpuEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
-// Chooses pass `pass`'s execution plan (see the top of the file) on the call's own buffers.
+// dnn.h's SearchCounts.
+std::atomic<int64_t> g_searched{0}, g_timed{0}, g_from_cache{0};
+
+std::string tuning_key(const ConvPlan& plan, Pass pass) {
+  return cudnn_tuning::conv_key(kPassNames[pass], plan.geometry, plan.dtype, plan.math,
+                                plan.determinism, plan.alignment, plan.searched[kChannelsLast],
+                                plan.searched[kChannelsFirst]);
+}
+
+// Takes pass `pass`'s plan from the tuning cache when it holds a choice for it that still
+// builds and passes the search's checks; false (the cache told why) otherwise.
+bool plan_from_cache(DeviceState& st, ConvPlan& plan, Pass pass, int device,
+                     const std::string& key) {
+  const std::string& identity = cudnn_tuning::identity(device);
+  const std::optional<std::string> text = ops::tuning_cache_lookup(identity, key);
+  if (!text) return false;
+  auto reject = [&](const std::string& why) {
+    ops::tuning_cache_reject(identity, key, why);
+    return false;
+  };
+  const std::optional<cudnn_tuning::EngineChoice> choice = cudnn_tuning::parse_choice(*text);
+  if (!choice) return reject("it is not 'layout:engine:knob=value,...'");
+  const Layout layout = Layout(choice->layout);
+  if (!plan.searched[layout])
+    return reject(fmt::format("the search does not try {} for it", kLayoutNames[layout]));
+  PassPlan& pp = plan.pass[size_t(pass)];
+  const CallContext ctx = plan.context();
+  if (!pp.graph[layout]) init_graph(plan, pass, layout, pp, st.handle);
+  cudnnBackendDescriptor_t engine = nullptr, config = nullptr;
+  std::vector<cudnnBackendDescriptor_t> knobs;
+  if (cudnn_tuning::make_engine_config(pp.graph[layout].get(), *choice, &engine, &config, &knobs) !=
+      CUDNN_STATUS_SUCCESS) {
+    take_last_error();
+    return reject("cuDNN does not offer that engine configuration for this convolution");
+  }
+  Descriptor engine_owner = Descriptor::adopt(engine);
+  std::vector<Descriptor> knob_owners;
+  for (cudnnBackendDescriptor_t k : knobs) knob_owners.push_back(Descriptor::adopt(k));
+  Candidate c;
+  try {  // a configuration made from the file is described as the search's are
+    c = describe_config(Descriptor::adopt(config), ctx);
+  } catch (const Error& e) {
+    return reject(e.message());
+  }
+  c.engine = std::move(engine_owner);
+  c.knob_choices = std::move(knob_owners);
+  std::vector<std::pair<int64_t, int64_t>> wanted = choice->knobs;
+  std::sort(wanted.begin(), wanted.end());
+  if (c.engine_index != choice->engine || c.knobs != wanted)
+    return reject(fmt::format("cuDNN reads it back as {}", c.name));
+  if (!acceptable(c, plan)) return reject("its engine's numerical notes do not suit this call");
+  size_t workspace = 0;
+  Descriptor built = build_plan(st.handle, c, workspace, ctx);
+  if (!built) return reject("its execution plan does not build");
+  if (workspace > dnn::kMaxWorkspaceBytes)
+    return reject(fmt::format("it needs {} bytes of workspace, over the bound of {}", workspace,
+                              dnn::kMaxWorkspaceBytes));
+  if (log_level() >= 1)
+    fmt::print(stderr, "cuDNN {} {} {}: {} {} (tuning cache; {} bytes of workspace)\n",
+               kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
+               kLayoutNames[layout], c.name, workspace);
+  pp.engine = std::move(c.engine);
+  pp.config = std::move(c.config);
+  pp.knobs = std::move(c.knob_choices);
+  pp.plan = std::move(built);
+  pp.layout = layout;
+  pp.workspace = workspace;
+  pp.choice = *text;
+  pp.found = true;
+  ++g_from_cache;
+  return true;
+}
+
+// Chooses pass `pass`'s execution plan (see the top of the file) on the call's own buffers,
+// or takes it from the tuning cache.
 void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPointers& call) {
+  const std::string key = tuning_key(plan, pass);
+  if (plan_from_cache(st, plan, pass, device, key)) return;
   PassPlan& pp = plan.pass[size_t(pass)];
   const CallContext ctx = plan.context();
   const bool deterministic = plan.determinism == dnn::Determinism::Required;
@@ -897,6 +902,11 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPo
   pp.layout = b.layout;
   pp.workspace = b.workspace;
   pp.found = true;
+  pp.choice = cudnn_tuning::encode_choice({b.layout, b.candidate.engine_index, b.candidate.knobs});
+  ++g_searched;
+  g_timed += timed;
+  if (pp.choice.size() <= ops::kMaxTuningChoice)  // (engines have a handful of knobs)
+    ops::tuning_cache_store(cudnn_tuning::identity(device), key, pp.choice);
 }
 
 // The workspace of a call, from the caching allocator (freed when the call returns; the
@@ -960,6 +970,28 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
 void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
                                const Tensor& x, Tensor& dweight) {
   run_pass(kBackwardFilter, g, math, dy.dtype(), dy.device().index, x, dweight, dy);
+}
+
+dnn::SearchCounts dnn::search_counts() {
+  return SearchCounts{g_searched.load(), g_timed.load(), g_from_cache.load()};
+}
+
+std::map<std::string, std::string> dnn::planned_choices(int device) {
+  DeviceState& st = device_state(device);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  std::map<std::string, std::string> out;
+  for (const auto& [key, plan] : st.plans)
+    for (int pass = 0; pass < kPasses; ++pass)
+      if (plan->pass[size_t(pass)].found)
+        out[tuning_key(*plan, Pass(pass))] = plan->pass[size_t(pass)].choice;
+  return out;
+}
+
+void dnn::forget_plans_for_testing() {
+  for (DeviceState& st : all_states()) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.plans.clear();
+  }
 }
 
 // ---- libraries.h

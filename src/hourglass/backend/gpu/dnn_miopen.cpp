@@ -23,6 +23,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -198,10 +199,14 @@ struct DeviceState {
   std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, PlanKeyHash> plans;
 };
 
+std::array<DeviceState, kMaxDevices>& all_states() {
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
+  return *states;
+}
+
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
-  DeviceState& st = (*states)[size_t(device)];
+  DeviceState& st = all_states()[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
     miopenHandle_t handle = nullptr;
@@ -224,6 +229,9 @@ ConvPlan& plan_for(DeviceState& st, const ConvGeometry& g, DType dtype, MathMode
   init_plan(*plan);
   return *st.plans.emplace(key, std::move(plan)).first->second;
 }
+
+// dnn.h's SearchCounts: passes planned, Find calls.
+std::atomic<int64_t> g_searched{0}, g_timed{0};
 
 // Device memory for the benchmark: `bytes` when the allocator can give it, else less.
 Tensor benchmark_workspace(size_t& bytes, int device) {
@@ -248,6 +256,7 @@ void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, size_t ma
   Tensor workspace = benchmark_workspace(bytes, device);
   std::array<miopenConvAlgoPerf_t, 8> perf{};
   int returned = 0;
+  ++g_timed;
   find(workspace.defined() ? workspace.data_ptr() : nullptr, bytes, perf.data(), int(perf.size()),
        &returned);
   const miopenConvAlgoPerf_t* chosen = nullptr;
@@ -265,6 +274,7 @@ void search(const ConvPlan& plan, Pass pass, PassAlgo& pa, int device, size_t ma
   pa.algo = algo_of(*chosen);
   pa.workspace = chosen->memory;
   pa.found = true;
+  ++g_searched;
   HG_LOG_DEBUG("MIOpen {} {} {}: algorithm {} ({:.3f} ms, {} bytes of workspace)", kPassNames[pass],
                dtype_name(plan.dtype), plan.geometry.describe(), pa.algo, chosen->time,
                pa.workspace);
@@ -325,6 +335,7 @@ void choose_solution(const ConvPlan& plan, Pass pass, PassAlgo& pa, Count count,
         "or groups, use another precision, or device = \"cpu\"");
   HG_MIOPEN_CHECK_FOR(compile(chosen->solution_id), plan.context());
   ops::record_algorithm_choice(key, std::to_string(chosen->solution_id));
+  ++g_searched;
   pa.immediate = true;
   pa.solution = chosen->solution_id;
   pa.workspace = chosen->workspace_size;
@@ -515,6 +526,32 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
                           miopenConvBwdWeightsAlgorithm_t(pa.algo), &zero, plan.w,
                           dweight.data_ptr(), pointer_of(workspace), pa.workspace),
                       plan.context());
+}
+
+dnn::SearchCounts dnn::search_counts() {
+  return SearchCounts{g_searched.load(), g_timed.load(), 0};
+}
+
+std::map<std::string, std::string> dnn::planned_choices(int device) {
+  DeviceState& st = device_state(device);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  std::map<std::string, std::string> out;
+  for (const auto& [key, plan] : st.plans)
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const PassAlgo& pa = plan->pass[size_t(pass)];
+      if (pa.found)
+        out[choice_key(*plan, Pass(pass)) + (pa.immediate ? " deterministic" : "")] =
+            pa.immediate ? "solution " + std::to_string(pa.solution)
+                         : "algorithm " + std::to_string(pa.algo);
+    }
+  return out;
+}
+
+void dnn::forget_plans_for_testing() {
+  for (DeviceState& st : all_states()) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.plans.clear();
+  }
 }
 
 // ---- libraries.h
