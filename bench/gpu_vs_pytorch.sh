@@ -4,7 +4,9 @@
 #   ResNet-18 CIFAR, batch 512, 32x32, in fp32, tf32, bf16 and fp16: hourglass vs PyTorch eager
 #   (autocast, channels-last); bf16 also vs torch.compile. ResNet-50 224x224 batch 256 in bf16
 #   and fp32 vs PyTorch eager channels-last. Synthetic device-resident data, SGD with Nesterov
-#   momentum, both timed the same way (bench/torch_gpu.py's docstring). Prints a Markdown table
+#   momentum, both timed the same way (bench/torch_gpu.py's docstring). hourglass runs each
+#   workload with eager steps and, for bf16 and fp16, again with whole-step graph replay
+#   (--graph auto); ResNet-50 bf16 is also compared with torch.compile. Prints a Markdown table
 #   last. --quick: fewer steps; --fp32: only the two fp32 rows (TF32 off).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +38,7 @@ run_pt() {
 rm -f "$out"/*.json
 for p in $precisions; do
   run_hg "hg-r18-$p" resnet18-cifar --batch 512 --precision $p
+  case $p in bf16|fp16) run_hg "hgg-r18-$p" resnet18-cifar --batch 512 --precision $p --graph auto ;; esac
   run_pt "pt-r18-$p" --model resnet18-cifar --batch 512 --precision $p --channels-last
 done
 case " $precisions " in *" bf16 "*)
@@ -43,8 +46,12 @@ case " $precisions " in *" bf16 "*)
 esac
 for p in $r50_precisions; do
   run_hg "hg-r50-$p" resnet50 --batch 256 --size 224 --precision $p
+  [ "$p" = bf16 ] && run_hg "hgg-r50-$p" resnet50 --batch 256 --size 224 --precision $p --graph auto
   run_pt "pt-r50-$p" --model resnet50 --batch 256 --size 224 --precision $p --channels-last
 done
+case " $r50_precisions " in *" bf16 "*)
+  run_pt "ptc-r50-bf16" --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last --compile ;;
+esac
 
 python3 - "$out" <<'PY'
 import json, sys, os
@@ -56,9 +63,15 @@ def load(n):
         return {}
 def ips(r): return r.get("train_images_per_s", 0.0)
 def gib(r): return r.get("peak_memory_gib", 0.0)
-rows = [(f"ResNet-18 CIFAR b512 {p}", f"hg-r18-{p}", f"pt-r18-{p}", "ptc-r18-bf16" if p == "bf16" else None)
-        for p in ["fp32", "tf32", "bf16", "fp16"]]
-rows += [(f"ResNet-50 224 b256 {p}", f"hg-r50-{p}", f"pt-r50-{p}", None) for p in ["bf16", "fp32"]]
+rows = []
+for p in ["fp32", "tf32", "bf16", "fp16"]:
+    compiled = "ptc-r18-bf16" if p == "bf16" else None
+    rows.append((f"ResNet-18 CIFAR b512 {p}", f"hg-r18-{p}", f"pt-r18-{p}", compiled))
+    rows.append((f"ResNet-18 CIFAR b512 {p}, graph replay", f"hgg-r18-{p}", f"pt-r18-{p}", compiled))
+for p in ["bf16", "fp32"]:
+    compiled = "ptc-r50-bf16" if p == "bf16" else None
+    rows.append((f"ResNet-50 224 b256 {p}", f"hg-r50-{p}", f"pt-r50-{p}", compiled))
+    rows.append((f"ResNet-50 224 b256 {p}, graph replay", f"hgg-r50-{p}", f"pt-r50-{p}", compiled))
 rows = [r for r in rows if os.path.exists(os.path.join(out, r[1] + ".json"))]
 dev = next((load(r[2]).get("device") for r in rows if load(r[2]).get("device")), "?")
 ver = next((load(r[2]).get("version") for r in rows if load(r[2]).get("version")), "?")

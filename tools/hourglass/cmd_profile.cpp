@@ -11,8 +11,6 @@
 #include <cstdio>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.h"
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/parallel.h"
@@ -106,24 +104,8 @@ Runner add_profile(CLI::App& app) {
     const obs::OpProfileSummary summary = obs::summarize(profiler);
     if (!a->trace.empty()) write_file_atomic(a->trace, obs::chrome_trace_json(profiler));
     if (a->json) {
-      nlohmann::json rows = nlohmann::json::array();
-      for (const obs::OpProfileRow& r : summary.rows)
-        rows.push_back({{"op", r.name},
-                        {"parent", r.parent},
-                        {"calls", r.calls},
-                        {"total_ms", r.total_ms},
-                        {"min_ms", r.min_ms},
-                        {"max_ms", r.max_ms}});
-      const nlohmann::json out{{"config", a->config},
-                               {"device", run.device.str()},
-                               {"steps", a->steps},
-                               {"step_ms", step_ms},
-                               {"ops_ms", summary.top_level_ms},
-                               {"ops_share", summary.top_level_ms / (step_ms * double(a->steps))},
-                               {"unprofiled_step_ms", plain_ms},
-                               {"profiler_overhead", step_ms / plain_ms - 1},
-                               {"rows", rows}};
-      std::printf("%s\n", out.dump().c_str());
+      const obs::OpProfileSource source{a->config, run.device.str(), a->steps, step_ms, plain_ms};
+      std::printf("%s\n", obs::profile_json(summary, source).c_str());
     } else {
       std::printf("%s", obs::format_table(summary, step_ms, a->steps).c_str());
       std::printf("without the profiler: %.3f ms a step (profiling cost %+.1f%%)\n", plain_ms,

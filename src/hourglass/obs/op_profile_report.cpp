@@ -10,6 +10,30 @@
 
 namespace hg::obs {
 
+std::string profile_json(const OpProfileSummary& summary, const OpProfileSource& source) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const OpProfileRow& r : summary.rows)
+    rows.push_back({{"op", r.name},
+                    {"parent", r.parent},
+                    {"calls", r.calls},
+                    {"total_ms", r.total_ms},
+                    {"min_ms", r.min_ms},
+                    {"max_ms", r.max_ms}});
+  const double steps_ms = source.step_ms * double(source.steps);
+  nlohmann::json out{{"config", source.config},
+                     {"device", source.device},
+                     {"steps", source.steps},
+                     {"step_ms", source.step_ms},
+                     {"ops_ms", summary.top_level_ms},
+                     {"ops_share", steps_ms > 0 ? summary.top_level_ms / steps_ms : 0.0}};
+  if (source.unprofiled_step_ms > 0) {
+    out["unprofiled_step_ms"] = source.unprofiled_step_ms;
+    out["profiler_overhead"] = source.step_ms / source.unprofiled_step_ms - 1;
+  }
+  out["rows"] = std::move(rows);
+  return out.dump();
+}
+
 OpProfileSummary summarize(ops::OpProfiler& profiler) {
   std::map<std::pair<std::string, std::string>, OpProfileRow> by_key;
   OpProfileSummary s;

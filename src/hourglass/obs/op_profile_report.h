@@ -31,6 +31,19 @@ OpProfileSummary summarize(ops::OpProfiler& profiler);
 // measured steps'.
 std::string format_table(const OpProfileSummary& summary, double step_ms, int64_t steps);
 
+// The profile as one JSON object, what `hourglass profile --json` prints and a run's
+// profile.json holds (`profile.enabled`): where it came from, the device, the steps and their
+// measured milliseconds, the ops' milliseconds and share of them, and a row per table line
+// (op, parent, calls, total_ms, min_ms, max_ms).
+struct OpProfileSource {
+  std::string config;  // the config file profiled
+  std::string device;
+  int64_t steps = 0;
+  double step_ms = 0;             // measured, profiler on
+  double unprofiled_step_ms = 0;  // the same steps with the profiler off; 0: not measured
+};
+std::string profile_json(const OpProfileSummary& summary, const OpProfileSource& source);
+
 // Chrome's trace event format: complete events ("ph": "X", microseconds) on thread 1 (host:
 // when each op was issued) and thread 2 (device: when it ran).
 std::string chrome_trace_json(ops::OpProfiler& profiler);

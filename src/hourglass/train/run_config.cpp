@@ -387,6 +387,12 @@ RunConfig parse_run_config(const Config& c) {
                                       "in [0, 3600] seconds (0 = no monitor)");
   check_range(r.monitor.every_seconds == 0 || r.monitor.every_seconds >= 0.05, c,
               "monitor.every_seconds", "must be 0 (off) or at least 0.05 seconds");
+
+  // [profile]
+  r.profile.enabled = c.get_bool("profile.enabled", false);
+  r.profile.steps = int_in(c, "profile.steps", 20, 1, 100000, "must be in [1, 100000]");
+  r.profile.after = int_in(c, "profile.after", 10, 0, std::numeric_limits<int64_t>::max(),
+                           "must be non-negative (steps before the profiled ones)");
   return r;
 }
 

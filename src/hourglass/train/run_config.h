@@ -131,6 +131,14 @@ struct MonitorConfig {
   double every_seconds = 5;  // monitor.every_seconds; 0: off
 };
 
+// [profile]: the op profiler inside a run (profile.json and trace.json in the run directory, rank
+// 0). It observes the run and enters no hash; the profiled steps run eagerly (no graph replay).
+struct ProfileConfig {
+  bool enabled = false;  // profile.enabled
+  int64_t steps = 20;    // profile.steps: steps profiled
+  int64_t after = 10;    // profile.after: steps this session trains before the profiled ones
+};
+
 struct RunConfig {
   std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
@@ -148,6 +156,7 @@ struct RunConfig {
   MetricsConfig metrics;
   DistributedConfig distributed;
   MonitorConfig monitor;
+  ProfileConfig profile;
 };
 
 // The precision a run on `device` gets without a precision key: "tf32" on GPUs (f32 tensors,

@@ -1,6 +1,7 @@
 #include "hourglass/train/train_step.h"
 
 #include "hourglass/autograd/functions.h"
+#include "hourglass/device/trace_range.h"
 #include "hourglass/nn/layers.h"
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/ops/ops.h"
@@ -15,6 +16,12 @@ const char* step_phase_name(StepPhase phase) {
     case StepPhase::Update: return "update";
   }
   return "?";
+}
+
+void TrainStep::phase(StepPhase p, PhaseEdge e) {
+  if (e == PhaseEdge::Begin) push_trace_range(step_phase_name(p));
+  if (hooks_.phase) hooks_.phase(p, e);
+  if (e == PhaseEdge::End) pop_trace_range();
 }
 
 TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionContext context,
@@ -121,6 +128,7 @@ const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels, int64
     action = graph_->plan(shape, eager_reason());
   }
   if (action == GraphAction::Replay) {
+    TraceRange range("step (graph replay)");
     graph_->replay(images, labels);
     optimizer_.set_step_count(step + 1);  // the update ran on the device
     last_loss_ = graph_->last_loss();     // rewritten by the replay (an eager step may have

@@ -129,9 +129,8 @@ class TrainStep {
                int64_t global_rows);
   void accumulate(const Tensor& images, const Tensor& labels, int64_t step, int64_t global_rows);
   void update();
-  void phase(StepPhase p, PhaseEdge e) {
-    if (hooks_.phase) hooks_.phase(p, e);
-  }
+  // A phase's edge: its profiler range (trace_range.h) and the phase hook.
+  void phase(StepPhase p, PhaseEdge e);
 
   nn::Module& model_;
   optim::Optimizer& optimizer_;

@@ -11,12 +11,14 @@
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/device/allocator.h"
+#include "hourglass/device/trace_range.h"
 #include "hourglass/nn/layers.h"
 #include "hourglass/obs/progress.h"
 #include "hourglass/obs/tensorboard.h"
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/train/evaluate.h"
+#include "hourglass/train/run_profiler.h"
 
 namespace hg::train {
 
@@ -190,6 +192,7 @@ Trainer::Decision Trainer::decide(std::string stop, bool checkpoint, bool force)
 }
 
 EvalResult Trainer::evaluate_all(data::DataLoader& loader) {
+  TraceRange range("evaluate");
   EvalResult r = evaluate(model(), loader, setup_.step->context(), setup_.mover.get());
   if (!dp_) return r;
   std::vector<double> sums{r.loss * double(r.samples), r.accuracy * double(r.samples),
@@ -242,6 +245,7 @@ void Trainer::check_loss_finite(const EpochProgress& p, int64_t epoch) {
 }
 
 double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t next_batch) {
+  TraceRange range("checkpoint");
   // Weights that are not finite are not worth a checkpoint (a finite loss may have come before
   // them): the run ends as diverged and the last checkpoint stays the newest. One reduction;
   // the ranks hold the same weights.
@@ -310,7 +314,10 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   // Waiting for the loader counts as data wait: next() blocks only when no batch is ready.
   auto next_batch = [&] {
     const auto wait_start = Clock::now();
-    auto b = loader.next();
+    auto b = [&] {
+      TraceRange range("next batch");
+      return loader.next();
+    }();
     const double waited = seconds_since(wait_start);
     p.data_wait_seconds += waited;
     step_window_.data_wait_seconds += waited;
@@ -321,6 +328,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     Tensor images = setup_.mover->move(batch->images);
     Tensor labels = batch->labels.to(device);
     const int64_t n = labels.size(0);
+    if (profiler_) profiler_->before_step(steps_this_run_, step.last_loss());
     const auto step_start = Clock::now();
     try {
       const StepSums& sums = step.run(images, labels, dp_ ? loader.global_rows(index) : 0);
@@ -339,6 +347,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     segment_samples += n;
     ++index;
     ++steps_this_run_;
+    if (profiler_) profiler_->after_step(steps_this_run_, step.last_loss());
     step_seconds_.add(seconds_since(step_start));
     if (steps_this_run_ % kDivergenceCheckInterval == 0) check_loss_finite(p, epoch);
     // The step loop's clock, for the step window and the monitor's totals. The record's own
@@ -366,6 +375,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     // step is checkpointed after the evaluation instead).
     const Decision d = decide(poll_stop(), session_->checkpoint_due(global_step()), false);
     if (!d.stop.empty()) {
+      if (profiler_) profiler_->interrupt(step.last_loss());
       write_checkpoint(&p, epoch, index);
       stop_reason_ = d.stop;
       if (session_->writes())  // one line per job: rank 0's
@@ -374,6 +384,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     }
     if (index < batches && d.checkpoint) p.checkpoint_seconds += write_checkpoint(&p, epoch, index);
   }
+  if (profiler_) profiler_->interrupt(step.last_loss());  // evaluations are not profiled
   EpochMetrics m;
   m.epoch = epoch + 1;
   const double train_seconds = p.train_seconds();
@@ -504,6 +515,9 @@ std::vector<EpochMetrics> Trainer::run() {
       };
     monitor_ = std::make_unique<obs::Monitor>(std::move(mo), std::move(gpus));
   }
+  if (session_->writes() && run_.profile.enabled)
+    profiler_ = std::make_unique<RunProfiler>(run_.profile, run_.device, session_->run_dir(),
+                                              session_->run_dir() + "/config.toml");
   if (dp_) {
     const GradientBuckets* buckets = setup_.step->gradient_buckets();
     HG_LOG_INFO(

@@ -28,6 +28,8 @@
 
 namespace hg::train {
 
+class RunProfiler;
+
 struct TrainerOptions {
   std::string run_dir;
   bool progress = true;          // progress bar on stderr (plain lines when not a terminal)
@@ -124,6 +126,8 @@ class Trainer {
   // The device monitor (monitor.csv; rank 0, monitor.every_seconds > 0) during run(), and the
   // step loop's totals it reads: seconds waiting for batches, seconds in the loop.
   std::unique_ptr<obs::Monitor> monitor_;
+  // The op profiler over a window of steps (profile.enabled; rank 0) during run().
+  std::unique_ptr<RunProfiler> profiler_;
   std::atomic<double> loop_wait_seconds_{0}, loop_seconds_{0};
   std::atomic<int64_t> monitor_step_{0};  // the global step, for its TensorBoard scalars
   // The step loop since the last per-step record: its time (evaluations excluded), the time it

@@ -144,15 +144,27 @@ void GpuAllocator::throw_oom_locked(size_t bytes, const std::string& cause) {
       out_of_memory_remedy());
 }
 
+// gpuMalloc, also while this thread captures a graph: a capture in thread-local mode forbids the
+// thread calls that might wait for the device, gpuMalloc among them, so the thread's mode is
+// relaxed around it. Allocating during a capture is safe here: the memory is not part of the
+// recorded work, the pool keeps it for the graph's life, and it is never freed before a replay.
+gpuError_t malloc_even_capturing(void** ptr, size_t size) {
+  gpuStreamCaptureMode mode = gpuStreamCaptureModeRelaxed;
+  const gpuError_t exchanged = gpuThreadExchangeStreamCaptureMode(&mode);
+  const gpuError_t err = gpuMalloc(ptr, size);
+  if (exchanged == gpuSuccess) (void)gpuThreadExchangeStreamCaptureMode(&mode);
+  return err;
+}
+
 // New device memory for a block of `size` bytes (counted as reserved, not yet in use).
 void* GpuAllocator::new_block_locked(size_t bytes, size_t size, bool may_release_cache) {
   void* ptr = nullptr;
-  gpuError_t err = gpuMalloc(&ptr, size);
+  gpuError_t err = malloc_even_capturing(&ptr, size);
   const bool had_cache = cached_bytes_ != 0;
   if (err == gpuErrorOutOfMemory && had_cache && may_release_cache) {
     (void)gpuGetLastError();
     release_cached_locked();
-    err = gpuMalloc(&ptr, size);
+    err = malloc_even_capturing(&ptr, size);
   }
   if (err != gpuSuccess) {
     (void)gpuGetLastError();

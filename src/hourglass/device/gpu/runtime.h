@@ -80,6 +80,9 @@
 #define gpuStreamBeginCapture hipStreamBeginCapture
 #define gpuStreamEndCapture hipStreamEndCapture
 #define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
+#define gpuStreamCaptureMode hipStreamCaptureMode
+#define gpuThreadExchangeStreamCaptureMode hipThreadExchangeStreamCaptureMode
 #define gpuStreamCaptureStatus hipStreamCaptureStatus
 #define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
 #define gpuStreamIsCapturing hipStreamIsCapturing
@@ -164,6 +167,9 @@
 #define gpuStreamBeginCapture cudaStreamBeginCapture
 #define gpuStreamEndCapture cudaStreamEndCapture
 #define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuStreamCaptureModeRelaxed cudaStreamCaptureModeRelaxed
+#define gpuStreamCaptureMode cudaStreamCaptureMode
+#define gpuThreadExchangeStreamCaptureMode cudaThreadExchangeStreamCaptureMode
 #define gpuStreamCaptureStatus cudaStreamCaptureStatus
 #define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
 #define gpuStreamIsCapturing cudaStreamIsCapturing
