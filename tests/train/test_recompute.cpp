@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hourglass/device/allocator.h"
+#include "hourglass/device/comm.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"
@@ -322,6 +323,16 @@ TEST(RecomputeTrainer, TrainsTheSameWeightsAndReportsMemoryPerEpoch) {
   EXPECT_NE(test::read_file(dir + "/metrics.csv").find("peak_memory_mib"), std::string::npos);
   // The same epochs' peak with and without recomputation: lower with it.
   EXPECT_LT(hl.back().peak_memory_mib, hp.back().peak_memory_mib);
+}
+
+TEST(RecomputeTrainer, DataParallelRanksTakeRankZerosAutoChoice) {
+  // One rank of the data-parallel path: the choice goes through the broadcast and back.
+  auto comm = make_single_process_communicator();
+  train::TrainerOptions o{test::fresh_temp_dir("hourglass_recompute_dp"), false};
+  o.communicator = comm.get();
+  train::Trainer t(config_with("recompute = \"auto\""), o);
+  EXPECT_TRUE(t.step().recompute_modules().empty()) << "no memory limit";
+  t.run();
 }
 
 }  // namespace

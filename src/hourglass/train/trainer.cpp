@@ -112,6 +112,17 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   session_->open_ledger();
   if (dp_) {
     dp_->broadcast_parameters(setup_.flat);
+    if (run_.train.recompute.mode == RecomputeMode::Auto) {
+      // Each rank probed on its own; they recompute rank 0's choice, so that every rank's
+      // backward reports its gradient buckets in the same order.
+      std::string chosen;
+      for (const std::string& name : setup_.step->recompute_modules())
+        chosen += (chosen.empty() ? "" : ",") + name;
+      chosen = dp_->broadcast(chosen);
+      setup_.step->set_recompute(
+          chosen.empty() ? std::vector<std::string>{}
+                         : parse_recompute_text(chosen, "rank 0's train.recompute").modules);
+    }
     dp_->attach(*setup_.step);
     if (run_.distributed.sync_batch_norm) nn::sync_batch_norm(model(), options.communicator);
   }
