@@ -32,6 +32,8 @@
 #           test_ops_gpu_tuning_cache), then bench/first_step.sh: CIFAR-format ResNet-18 trained
 #           with a cold, a warm and a `hourglass tune`-filled cache (first step after process
 #           start, first epoch against the later ones; TUNE_EPOCHS, default 3)
+#   recompute bench/recompute.sh: ResNet-50 bf16 batch 256 plain, with train.recompute "auto"
+#           under half its peak memory, and with every block recomputed (throughput ratios)
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -118,6 +120,11 @@ for stage in "${stages[@]}"; do
         > "$out/graph.md" 2>&1
       row graph $? "$(( $(date +%s) - t0 )) s"
       cat "$out/graph.md"
+      ;;
+    recompute)
+      bash bench/recompute.sh ./build-device/hourglass "$out/recompute" > "$out/recompute.md" 2>&1
+      row recompute $? "$(grep -m1 '^auto:' "$out/recompute.md"), $(( $(date +%s) - t0 )) s"
+      cat "$out/recompute.md"
       ;;
     data)
       bash bench/data_e2e.sh ./build-device/hourglass "$out/data" "${DATA_EPOCHS:-4}" build-device \

@@ -21,6 +21,7 @@
 #include "hourglass/ops/tuning_cache.h"
 #include "support/compare.h"
 #include "support/gpu.h"
+#include "support/log_capture.h"
 #include "support/temp_dir.h"
 
 #ifdef HOURGLASS_HAS_GPU
@@ -35,24 +36,7 @@ namespace {
 using gpu::MathMode;
 using gpu::dnn::ConvGeometry;
 
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const {
-    std::string out;
-    for (const auto& line : sink_->last_formatted()) out += line;
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
+using test::LogCapture;
 
 // The three passes of one convolution on the GPU, each output copied back to the host.
 struct PassOutputs {

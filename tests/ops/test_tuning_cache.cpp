@@ -19,6 +19,7 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 #include "hourglass/ops/tuning_cache.h"
+#include "support/log_capture.h"
 #include "support/temp_dir.h"
 
 namespace hg::ops {
@@ -26,25 +27,7 @@ namespace {
 
 const std::string kIdentity = "device=Test GPU; driver=1.2; cuDNN 9.1.0; cuBLASLt 12.0.0";
 
-// Captures warnings from the default logger (HG_LOG_WARN) for its lifetime.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const {
-    std::string out;
-    for (const auto& line : sink_->last_formatted()) out += line;
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
+using test::LogCapture;
 
 // Sets an environment variable for the object's lifetime (unset: nullptr).
 class ScopedEnv {

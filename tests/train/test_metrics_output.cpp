@@ -118,9 +118,19 @@ const std::vector<std::string> kStepFields = {"step",
                                               "data_wait_share",
                                               "peak_memory_mib",
                                               "budget_device_hours"};
-const std::vector<std::string> kEpochFields = {
-    "epoch",        "train_loss",    "train_acc", "test_loss",          "test_acc",
-    "images_per_s", "epoch_seconds", "lr",        "checkpoint_seconds", "data_wait_seconds"};
+const std::vector<std::string> kEpochFields = {"epoch",
+                                               "train_loss",
+                                               "train_acc",
+                                               "test_loss",
+                                               "test_acc",
+                                               "images_per_s",
+                                               "epoch_seconds",
+                                               "lr",
+                                               "checkpoint_seconds",
+                                               "data_wait_seconds",
+                                               "peak_memory_mib",
+                                               "reserved_memory_mib",
+                                               "memory_fragmentation"};
 
 std::vector<std::string> keys_of(const json& j) {
   std::vector<std::string> k;

@@ -18,6 +18,7 @@
 #include "hourglass/train/oom_policy.h"
 #include "hourglass/train/train_step.h"
 #include "support/compare.h"
+#include "support/log_capture.h"
 
 namespace hg {
 namespace {
@@ -36,25 +37,7 @@ class LimitGuard {
   LimitGuard& operator=(const LimitGuard&) = delete;
 };
 
-// Captures warnings from the default logger (HG_LOG_WARN) for its lifetime.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const {
-    std::string out;
-    for (const auto& line : sink_->last_formatted()) out += line;
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
+using test::LogCapture;
 
 // A model, its arena and an SGD optimizer, initialised from a fixed seed.
 struct Rig {

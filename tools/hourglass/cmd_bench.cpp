@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "hourglass/autograd/tape.h"
+#include "hourglass/base/byte_size.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/device/allocator.h"
@@ -16,6 +17,7 @@
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/train/data_parallel.h"
+#include "hourglass/train/recompute_plan.h"
 #include "hourglass/train/train_step.h"
 
 namespace hg::cli {
@@ -62,6 +64,8 @@ Runner add_bench(CLI::App& app) {
     bool data_parallel = false;
     int64_t bucket_mb = 25;
     std::string graph = "off";
+    std::string recompute = "none";
+    std::string memory_limit;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
@@ -97,6 +101,13 @@ Runner add_bench(CLI::App& app) {
                   "auto: replay each training step as a graph on a GPU (as train.graph); off: "
                   "every step eager (the default for now, as train.graph's)")
       ->capture_default_str();
+  sub->add_option("--recompute", a->recompute,
+                  "blocks whose activations are recomputed during backward, as train.recompute: "
+                  "none, auto (the fewest that fit --memory-limit), or names separated by "
+                  "commas (layer3.0,layer4.1)")
+      ->capture_default_str();
+  sub->add_option("--memory-limit", a->memory_limit,
+                  "cap the device allocator's bytes in use (e.g. 40GiB), as train's flag");
   return [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     nn::ModelSpec spec;
@@ -119,6 +130,12 @@ Runner add_bench(CLI::App& app) {
     context.validated();
     HG_CHECK(a->steps > 0 && a->rounds > 0 && a->warmup >= 0,
              "--steps and --rounds must be positive, --warmup non-negative");
+    const train::RecomputeConfig recompute =
+        train::parse_recompute_text(a->recompute, "--recompute");
+    Allocator& allocator = allocator_for(device);
+    const size_t memory_limit =
+        a->memory_limit.empty() ? 0 : parse_byte_size(a->memory_limit, "--memory-limit");
+    if (memory_limit > 0) allocator.set_limit(memory_limit);
     auto model = nn::make_model(spec);
     nn::initialize(*model, 0);
     model->to(device);
@@ -132,7 +149,13 @@ Runner add_bench(CLI::App& app) {
     train::StepOptions step_options;
     step_options.micro_batch = a->batch;
     step_options.graph = train::parse_graph_mode(a->graph, "--graph");
+    if (recompute.mode == train::RecomputeMode::Modules) {
+      nn::set_recompute_modules(*model, recompute.modules, "--recompute");
+      step_options.recompute = recompute.modules;
+    }
     train::TrainStep step(*model, sgd, context, step_options);
+    if (recompute.mode == train::RecomputeMode::Auto)
+      train::choose_recompute(step, {a->size, a->size, a->in_channels}, a->batch, allocator);
     std::unique_ptr<train::DataParallel> dp;
     int64_t global_rows = a->batch;
     if (comm) {
@@ -158,7 +181,6 @@ Runner add_bench(CLI::App& app) {
     };
     // Peak memory of the timed steps (warm-up also holds the convolution algorithm search's
     // workspaces, which steady training never needs).
-    Allocator& allocator = allocator_for(device);
     const double train = time_steps(
         a->warmup, a->steps, a->rounds,
         [&] {
@@ -192,6 +214,9 @@ Runner add_bench(CLI::App& app) {
                      {"final_loss", final_loss},
                      {"ranks", comm ? comm->size() : 0},
                      {"graph_replays", step.graph() ? step.graph()->replays() : 0},
+                     {"recompute", step.recompute_modules()},
+                     {"memory_limit_gib", double(memory_limit) / double(1 << 30)},
+                     {"micro_batch", step.micro_batch_plan().micro_batch_size()},
                      {"communicator", comm ? comm->backend_name() : "none"}};
     if (a->json)
       std::printf("%s\n", r.dump().c_str());

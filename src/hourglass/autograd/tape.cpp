@@ -15,10 +15,23 @@ bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
-Tape& Tape::current() {
+namespace {
+Tape& own_tape() {
   thread_local Tape tape;
   return tape;
 }
+thread_local Tape* t_current = nullptr;  // null: the thread's own
+thread_local bool t_recomputing = false;
+}  // namespace
+
+Tape& Tape::current() { return t_current != nullptr ? *t_current : own_tape(); }
+
+TapeScope::TapeScope(Tape& tape) : previous_(t_current) { t_current = &tape; }
+TapeScope::~TapeScope() { t_current = previous_; }
+
+bool recomputing() { return t_recomputing; }
+RecomputeGuard::RecomputeGuard() : previous_(t_recomputing) { t_recomputing = true; }
+RecomputeGuard::~RecomputeGuard() { t_recomputing = previous_; }
 
 bool Tape::should_record(std::initializer_list<const Tensor*> inputs) const {
   if (!t_grad_enabled) return false;
@@ -52,6 +65,24 @@ void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? ops::ad
 }  // namespace
 
 void Tape::backward(const Tensor& root, const Tensor& seed, const LeafReadyFn& leaf_ready) {
+  run_backward(root, seed, leaf_ready, nullptr, nullptr);
+}
+
+std::vector<Tensor> Tape::backward_to(const Tensor& root, const Tensor& seed,
+                                      const std::vector<Tensor>& inputs) {
+  HG_CHECK(seed.defined() && seed.shape() == root.shape(),
+           "backward_to: the seed {} must have the root's shape {}", seed.describe(),
+           root.describe());
+  for (const Tensor& t : inputs)
+    HG_CHECK(!t.defined() || !t.requires_grad() || !t.is_leaf(),
+             "backward_to: input {} is a leaf (its gradient goes to its grad slot)", t.describe());
+  std::vector<Tensor> grads;
+  run_backward(root, seed, nullptr, &inputs, &grads);
+  return grads;
+}
+
+void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyFn& leaf_ready,
+                        const std::vector<Tensor>* inputs, std::vector<Tensor>* input_grads) {
   HG_CHECK(root.requires_grad(), "backward: the loss {} does not depend on any parameter",
            root.describe());
   HG_CHECK(seed.defined() || root.numel() == 1, "backward: the loss must be a scalar, got {}",
@@ -113,6 +144,13 @@ void Tape::backward(const Tensor& root, const Tensor& seed, const LeafReadyFn& l
     // Drop saved tensors early to return activation memory while backward proceeds.
     node = Node{};
     report_leaves(i);
+  }
+  if (inputs != nullptr) {  // no node produces these, so their gradients are complete
+    input_grads->clear();
+    for (const Tensor& t : *inputs) {
+      auto it = t.defined() ? grads.find(t.impl_ptr()->id) : grads.end();
+      input_grads->push_back(it == grads.end() ? Tensor() : it->second);
+    }
   }
 }
 

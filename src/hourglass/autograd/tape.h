@@ -40,7 +40,8 @@ struct Node {
 
 class Tape {
  public:
-  static Tape& current();  // this thread's tape
+  // The tape this thread records on: its own, or the one a TapeScope put in place.
+  static Tape& current();
 
   // True when an op on these inputs should be recorded (grad mode on, an input needs grad).
   bool should_record(std::initializer_list<const Tensor*> inputs) const;
@@ -52,11 +53,48 @@ class Tape {
   // is final; leaves the loss does not depend on are reported too, after their last node.
   void backward(const Tensor& root, const Tensor& seed = Tensor(),
                 const LeafReadyFn& leaf_ready = nullptr);
+  // Backpropagates from `root` (any shape) seeded with `seed` (root's shape), accumulating
+  // into the leaves as backward() does, and returns the gradients that reached `inputs`:
+  // non-leaf values that require a gradient (undefined where none arrived). Clears the tape.
+  // What a recomputed block's nested tape runs (fn::recompute).
+  std::vector<Tensor> backward_to(const Tensor& root, const Tensor& seed,
+                                  const std::vector<Tensor>& inputs);
   void clear() { nodes_.clear(); }
   size_t size() const { return nodes_.size(); }
 
  private:
+  void run_backward(const Tensor& root, const Tensor& seed, const LeafReadyFn& leaf_ready,
+                    const std::vector<Tensor>* inputs, std::vector<Tensor>* input_grads);
+
   std::vector<Node> nodes_;
+};
+
+// Makes `tape` the thread's current tape for its lifetime (nested tapes: a recomputed block
+// records its forward pass on a tape of its own during the outer backward).
+class TapeScope {
+ public:
+  explicit TapeScope(Tape& tape);
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+
+ private:
+  Tape* previous_;
+};
+
+// True while a recomputed block re-runs its forward pass during backward (fn::recompute).
+// Layers with side effects in training mode skip them then: batch norm does not update its
+// running statistics a second time.
+bool recomputing();
+class RecomputeGuard {
+ public:
+  RecomputeGuard();
+  ~RecomputeGuard();
+  RecomputeGuard(const RecomputeGuard&) = delete;
+  RecomputeGuard& operator=(const RecomputeGuard&) = delete;
+
+ private:
+  bool previous_;
 };
 
 // Whether operations are recorded on this thread.

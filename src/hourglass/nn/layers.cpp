@@ -26,10 +26,15 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double momentum, double eps)
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  // A recomputed block's second forward pass (fn::recompute) computes the same batch
+  // statistics; the running ones were updated by the first pass, so this one updates copies
+  // that are dropped (two vectors of `channels` floats).
+  const bool scratch = is_training() && autograd::recomputing();
+  Tensor mean = scratch ? running_mean.clone() : running_mean;
+  Tensor var = scratch ? running_var.clone() : running_var;
   if (sync != nullptr && is_training())
-    return fn::batch_norm_synced(x, weight, bias, running_mean, running_var, momentum_, eps_,
-                                 *sync);
-  return fn::batch_norm(x, weight, bias, running_mean, running_var,
+    return fn::batch_norm_synced(x, weight, bias, mean, var, momentum_, eps_, *sync);
+  return fn::batch_norm(x, weight, bias, mean, var,
                         is_training() ? fn::BatchNormMode::Train : fn::BatchNormMode::Eval,
                         momentum_, eps_);
 }

@@ -1,5 +1,10 @@
 #include "hourglass/nn/module.h"
 
+#include <set>
+
+#include "hourglass/autograd/recompute.h"
+#include "hourglass/base/untrusted_text.h"
+
 namespace hg::nn {
 
 void Module::train(bool on) {
@@ -99,7 +104,7 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& layer : layers_) y = layer->forward(y);
+  for (auto& layer : layers_) y = (*layer)(y);
   return y;
 }
 
@@ -110,6 +115,74 @@ namespace hg::nn {
 void Module::for_each_module(const std::function<void(Module&)>& fn) {
   fn(*this);
   for (auto& [name, child] : children_) child->for_each_module(fn);
+}
+
+}  // namespace hg::nn
+
+namespace hg::nn {
+
+Tensor Module::operator()(const Tensor& x) {
+  if (!recompute_ || !training_ || !autograd::grad_enabled()) return forward(x);
+  return fn::recompute([this](const Tensor& in) { return forward(in); }, x, recompute_parameters_);
+}
+
+void Module::set_recompute(bool on) {
+  recompute_ = on;
+  recompute_parameters_.clear();
+  // Handles share their impls with the module's, so the arena's rebinding reaches them.
+  if (on)
+    for (const NamedParameter& p : named_parameters()) recompute_parameters_.push_back(p.tensor);
+}
+
+void Module::collect_modules(const std::string& prefix,
+                             std::vector<std::pair<std::string, Module*>>& out) {
+  for (auto& [name, child] : children_) {
+    out.emplace_back(prefix + name, child.get());
+    child->collect_modules(prefix + name + ".", out);
+  }
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  collect_modules("", out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> recompute_candidates(Module& model) {
+  std::set<Module*> in_sequential;
+  model.for_each_module([&](Module& m) {
+    if (auto* seq = dynamic_cast<Sequential*>(&m))
+      for (size_t i = 0; i < seq->size(); ++i) in_sequential.insert(&seq->at(i));
+  });
+  std::vector<std::pair<std::string, Module*>> out;
+  for (auto& [name, m] : model.named_modules())
+    if (in_sequential.count(m) != 0 && m->num_parameters() > 0) out.emplace_back(name, m);
+  return out;
+}
+
+void set_recompute_modules(Module& model, const std::vector<std::string>& names,
+                           const std::string& what) {
+  const auto candidates = recompute_candidates(model);
+  std::set<std::string> wanted;
+  for (const std::string& name : names) {
+    bool known = false;
+    for (const auto& c : candidates) known = known || c.first == name;
+    if (!known) {
+      std::string valid;
+      for (const auto& c : candidates) valid += (valid.empty() ? "" : ", ") + c.first;
+      throw_invalid(
+          fmt::format("{}: '{}' is not a block of this {} model that can be recomputed", what,
+                      untrusted_excerpt(name), model.type_name()),
+          valid.empty()
+              ? std::string("this model has no blocks to recompute; use \"none\"")
+              : fmt::format("name blocks among: {} (or use \"auto\" or \"none\")", valid));
+    }
+    wanted.insert(name);
+  }
+  model.for_each_module([](Module& m) {
+    if (m.recompute()) m.set_recompute(false);
+  });
+  for (const auto& [name, m] : candidates) m->set_recompute(wanted.count(name) != 0);
 }
 
 }  // namespace hg::nn

@@ -33,7 +33,15 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x), or with its activations recomputed during backward (fn::recompute) when
+  // set_recompute(true) was called and the module is training. Containers call their
+  // children through this (Sequential does), so a marked child is recomputed.
+  Tensor operator()(const Tensor& x);
+
+  // Marks this module for activation recomputation: its forward pass keeps only its input
+  // for backward and runs again there. Changes memory and time, not results.
+  void set_recompute(bool on);
+  bool recompute() const { return recompute_; }
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -53,6 +61,8 @@ class Module {
 
   // Calls fn on this module, then on every descendant, in registration order.
   void for_each_module(const std::function<void(Module&)>& fn);
+  // Every descendant with its dotted name ("layer1.0"), in registration order (not this one).
+  std::vector<std::pair<std::string, Module*>> named_modules();
 
   const std::string& type_name() const { return type_name_; }
   // One line per module, indented: "ResNet", "  stem: Stem", ...
@@ -71,14 +81,20 @@ class Module {
   void collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out) const;
   void collect_buffers(const std::string& prefix, NamedTensors& out) const;
 
+  void collect_modules(const std::string& prefix,
+                       std::vector<std::pair<std::string, Module*>>& out);
+
   std::string type_name_;
   bool training_ = true;
+  bool recompute_ = false;
+  std::vector<Tensor> recompute_parameters_;  // this module's parameters, when recompute_
   std::vector<NamedParameter> params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
-// Modules applied in order; children are named "0", "1", ...
+// Modules applied in order; children are named "0", "1", ... Each child is called through
+// Module::operator(), so it can be recomputed.
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}
@@ -90,5 +106,16 @@ class Sequential : public Module {
  private:
   std::vector<std::shared_ptr<Module>> layers_;
 };
+
+// The modules of `model` that train.recompute can name: the children of its Sequential
+// containers that have parameters (a ResNet's blocks "layer1.0", "layer1.1", ...), with their
+// names, in registration order.
+std::vector<std::pair<std::string, Module*>> recompute_candidates(Module& model);
+
+// Marks exactly the named modules of `model` for recomputation (the others unmarked). Throws
+// InvalidInput naming `what` (e.g. "train.recompute") and the name that is not one of
+// recompute_candidates, listing those.
+void set_recompute_modules(Module& model, const std::vector<std::string>& names,
+                           const std::string& what);
 
 }  // namespace hg::nn

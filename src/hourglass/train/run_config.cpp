@@ -333,6 +333,7 @@ RunConfig parse_run_config(const Config& c) {
   t.eval_flip = c.get_bool("train.eval_flip", false);
   t.graph = parse_graph_mode(c.get_string("train.graph", "off"),
                              fmt::format("config key 'train.graph' {}", c.origin("train.graph")));
+  t.recompute = parse_recompute(c);
   t.early_stop_patience = int_in(c, "train.early_stop_patience", 0, 0, t.epochs,
                                  "must be in [0, train.epochs] (0 = off)");
   t.early_stop_min_delta = double_in(c, "train.early_stop_min_delta", 0.0, 0.0, 1.0, Upper::Closed,
@@ -373,6 +374,13 @@ RunConfig parse_run_config(const Config& c) {
   r.distributed.bucket_bytes =
       int_in(c, "distributed.bucket_mb", 25, 1, 4096, "must be in [1, 4096] (MiB)") << 20;
   r.distributed.sync_batch_norm = c.get_bool("distributed.sync_batch_norm", false);
+  // Each rank would choose on its own, and a synchronised batch norm inside a recomputed block
+  // issues all-reduces during backward that every rank must issue alike.
+  if (r.distributed.sync_batch_norm && t.recompute.mode == RecomputeMode::Auto)
+    throw_invalid(fmt::format("config key 'train.recompute' {}: \"auto\" cannot be combined "
+                              "with distributed.sync_batch_norm",
+                              c.origin("train.recompute")),
+                  "name the blocks to recompute (the same list on every rank), or use \"none\"");
 
   // [monitor]
   r.monitor.every_seconds = double_in(c, "monitor.every_seconds", 5, 0, 3600, Upper::Closed,

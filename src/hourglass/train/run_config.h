@@ -15,6 +15,7 @@
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/schedule.h"
+#include "hourglass/train/recompute_plan.h"
 #include "hourglass/train/step_graph.h"
 
 namespace hg::train {
@@ -91,6 +92,10 @@ struct TrainConfig {
   // train.graph: whole-step graph replay on a GPU (step_graph.h). Replayed steps compute what
   // eager ones do, bit for bit, so it is not part of the trajectory.
   GraphMode graph = GraphMode::Off;
+  // train.recompute: blocks whose activations are recomputed during backward
+  // (recompute_plan.h). The results are those without it (bit for bit on the CPU), so it is not
+  // part of the trajectory.
+  RecomputeConfig recompute;
 };
 
 // [checkpoint]: when the trainer writes a resumable checkpoint (always at each epoch's end too).

@@ -44,6 +44,9 @@ EpochMetrics from_json(const ordered_json& j) {
   m.lr = number(j, "lr");
   m.checkpoint_seconds = number(j, "checkpoint_seconds");
   m.data_wait_seconds = number(j, "data_wait_seconds");
+  m.peak_memory_mib = number(j, "peak_memory_mib");
+  m.reserved_memory_mib = number(j, "reserved_memory_mib");
+  m.memory_fragmentation = number(j, "memory_fragmentation");
   return m;
 }
 
@@ -78,7 +81,10 @@ std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) 
                      {"epoch_seconds", m.epoch_seconds},
                      {"lr", m.lr},
                      {"checkpoint_seconds", m.checkpoint_seconds},
-                     {"data_wait_seconds", m.data_wait_seconds}});
+                     {"data_wait_seconds", m.data_wait_seconds},
+                     {"peak_memory_mib", m.peak_memory_mib},
+                     {"reserved_memory_mib", m.reserved_memory_mib},
+                     {"memory_fragmentation", m.memory_fragmentation}});
   return r;
 }
 

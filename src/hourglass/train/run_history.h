@@ -29,6 +29,15 @@ struct EpochMetrics {
   // Time the step loop waited for the loader's batches this epoch (since the resume, for an
   // epoch resumed mid-way): the upper bound of the GPU's data stall.
   double data_wait_seconds = 0;
+  // The device allocator over the epoch's training steps (this process; rank 0's in a
+  // data-parallel run): the high-water mark of bytes in use (reset at the epoch's start), the
+  // bytes it holds from the system at the epoch's end (in use plus cached), and
+  // 1 - peak / reserved, the share of reserved memory never in use at the epoch's peak (cache
+  // and fragmentation overhead; 0 when nothing is reserved). Absent in lines written before
+  // these fields existed (read back as 0).
+  double peak_memory_mib = 0;
+  double reserved_memory_mib = 0;
+  double memory_fragmentation = 0;
 };
 
 // How many of the last epochs of `history` in a row did not raise the validation accuracy

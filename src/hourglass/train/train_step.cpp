@@ -54,6 +54,7 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
   }
   sums_.loss = Tensor::zeros({}, DType::F32, device);
   sums_.correct = Tensor::zeros({}, DType::F32, device);
+  set_recompute(options.recompute);
   if (options.graph == GraphMode::Auto && CapturedWork::supported(device)) {
     graph_ = std::make_unique<StepGraph>(device);
     model.for_each_module([this](nn::Module& m) {
@@ -162,6 +163,13 @@ bool TrainStep::capture(const StepShape& shape, const Tensor& images, const Tens
   }
   graph_->keep_last_loss(last_loss_);
   return true;
+}
+
+void TrainStep::set_recompute(const std::vector<std::string>& modules) {
+  nn::set_recompute_modules(model_, modules, "train.recompute");
+  recompute_.clear();
+  for (const auto& [name, m] : nn::recompute_candidates(model_))
+    if (m->recompute()) recompute_.push_back(name);
 }
 
 void TrainStep::use_gradient_buckets(int64_t bucket_bytes) {

@@ -36,6 +36,9 @@ struct StepOptions {
   int64_t micro_batch = 0;    // rows per micro-batch (>= 1; the batch size: no split)
   const optim::LrSchedule* schedule = nullptr;  // null: the optimizer's rate stays as set
   GraphMode graph = GraphMode::Off;             // whole-step graph replay on a GPU
+  // Blocks whose activations are recomputed during backward (train.recompute; names from
+  // nn::recompute_candidates). Changes memory and time, not results.
+  std::vector<std::string> recompute;
 };
 
 // The parts of a step, for per-phase timing. Forward and Backward repeat per micro-batch.
@@ -100,6 +103,13 @@ class TrainStep {
   // running statistics. For the out-of-memory probe (make_training_probe).
   void forward_backward(const Tensor& images, const Tensor& labels);
 
+  // Recomputes exactly these blocks from the next step on (nn::set_recompute_modules; an
+  // unknown name is an InvalidInput error naming train.recompute and the valid blocks). Call
+  // it before the first step: graphs captured earlier would keep the old choice.
+  void set_recompute(const std::vector<std::string>& modules);
+  // The blocks recomputed, in model order.
+  const std::vector<std::string>& recompute_modules() const { return recompute_; }
+
   StepHooks& hooks() { return hooks_; }
   const ExecutionContext& context() const { return context_; }
   MicroBatchPlan& micro_batch_plan() { return plan_; }
@@ -136,6 +146,7 @@ class TrainStep {
   std::string graph_blocker_;  // what keeps every step of this model eager
   StepSums sums_;
   Tensor last_loss_;
+  std::vector<std::string> recompute_;
 };
 
 }  // namespace hg::train

@@ -1,5 +1,6 @@
 #include "hourglass/train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -111,6 +112,17 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
   session_->open_ledger();
   if (dp_) {
     dp_->broadcast_parameters(setup_.flat);
+    if (run_.train.recompute.mode == RecomputeMode::Auto) {
+      // Each rank probed on its own; they recompute rank 0's choice, so that every rank's
+      // backward reports its gradient buckets in the same order.
+      std::string chosen;
+      for (const std::string& name : setup_.step->recompute_modules())
+        chosen += (chosen.empty() ? "" : ",") + name;
+      chosen = dp_->broadcast(chosen);
+      setup_.step->set_recompute(
+          chosen.empty() ? std::vector<std::string>{}
+                         : parse_recompute_text(chosen, "rank 0's train.recompute").modules);
+    }
     dp_->attach(*setup_.step);
     if (run_.distributed.sync_batch_norm) nn::sync_batch_norm(model(), options.communicator);
   }
@@ -302,6 +314,8 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   const int64_t batches = loader.batches_per_epoch();
   obs::ProgressBar progress(session_->options().progress,
                             fmt::format("epoch {}/{}", epoch + 1, run_.train.epochs), batches);
+  Allocator& allocator = allocator_for(device);
+  allocator.reset_peak();  // the epoch's peak (peak_memory_mib)
   p.segment_start = Clock::now();
   int64_t segment_samples = 0;
   loader.start_epoch(epoch, first_batch);
@@ -394,6 +408,13 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   EpochMetrics m;
   m.epoch = epoch + 1;
   const double train_seconds = p.train_seconds();
+  const AllocatorStats memory = allocator.stats();
+  m.peak_memory_mib = double(memory.peak_in_use) / double(size_t(1) << 20);
+  m.reserved_memory_mib = double(memory.reserved) / double(size_t(1) << 20);
+  m.memory_fragmentation =
+      memory.reserved > 0
+          ? std::max(0.0, 1.0 - double(memory.peak_in_use) / double(memory.reserved))
+          : 0.0;
   std::vector<double> totals{p.loss_sum.item(), p.correct.item(), double(p.samples)};
   if (dp_) {
     dp_->sum(totals);

@@ -186,13 +186,24 @@ TrainingSetup build_training(const RunConfig& run, Shard shard) {
   o.clip_grad_norm = run.train.clip_grad_norm;
   o.schedule = s.schedule.get();
   o.graph = run.train.graph;
+  const RecomputeConfig& recompute = run.train.recompute;
+  if (recompute.mode == RecomputeMode::Modules) {
+    // Checked here for the message's origin (the config file and line).
+    nn::set_recompute_modules(*s.parts.model, recompute.modules, recompute.origin);
+    o.recompute = recompute.modules;
+  }
   const bool auto_micro = run.train.micro_batch == kAutoMicroBatch;
   // This rank's part of a full batch (the first rank's part is never larger than another's).
   const int64_t rank_rows = (run.train.batch_size + shard.count - 1) / shard.count;
   o.micro_batch = auto_micro ? rank_rows : run.train.micro_batch;
   s.step = std::make_unique<TrainStep>(*s.parts.model, *s.optimizer, context, o);
+  const data::SampleSource& set = *s.parts.train_set;
+  // Before the micro-batch search: recomputing blocks keeps the whole micro-batch (and its
+  // batch statistics) where it can.
+  if (recompute.mode == RecomputeMode::Auto)
+    choose_recompute(*s.step, {set.height(), set.width(), set.channels()}, rank_rows,
+                     allocator_for(run.device));
   if (auto_micro) {
-    const data::SampleSource& set = *s.parts.train_set;
     const int64_t micro = find_max_micro_batch(
         make_training_probe(*s.step, {set.height(), set.width(), set.channels()}, rank_rows),
         rank_rows, allocator_for(run.device));
