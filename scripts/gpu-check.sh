@@ -26,6 +26,9 @@
 #           folder rows (the loader alone at 1-16 workers); hourglass profile's table, cost and
 #           trace on the Fashion-MNIST config
 #   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 (table, cost)
+#   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
+#           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
+#           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
 #           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
 #   tune    the tuning cache: its CPU and GPU tests (test_ops_tuning_cache,
@@ -114,6 +117,12 @@ for stage in "${stages[@]}"; do
         --set data.path="$data" > "$out/eval-cpu.txt" 2>&1
       row eval-on-cpu $? "$(tail -1 "$out/eval-cpu.txt")"
       row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
+      ;;
+    scale)
+      bash bench/scaling.sh ./build-device/hourglass "$out/scale" ${SCALE_QUICK:+--quick} \
+        > "$out/scale.md" 2>&1
+      row scale $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/scale.md"
       ;;
     graph)
       bash bench/graph_replay.sh ./build-device/hourglass "$out/graph" "${GRAPH_REPEATS:-2}" \
