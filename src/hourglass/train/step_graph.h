@@ -70,9 +70,6 @@ class StepGraph {
                const Work& work);
   // Runs the graph on this batch (copied into its inputs unless it is already there).
   void replay(const Tensor& images, const Tensor& labels);
-  // The captured step's inputs: a loader that builds batches here saves the copy.
-  const Tensor& images() const { return images_; }
-  const Tensor& labels() const { return labels_; }
   // The last micro-batch's loss as the graph writes it (TrainStep::last_loss() after a replay).
   void keep_last_loss(const Tensor& loss) { last_loss_ = loss; }
   const Tensor& last_loss() const { return last_loss_; }
