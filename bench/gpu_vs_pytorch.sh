@@ -37,7 +37,7 @@ run_pt() {
 
 rm -f "$out"/*.json
 for p in $precisions; do
-  run_hg "hg-r18-$p" resnet18-cifar --batch 512 --precision $p
+  run_hg "hg-r18-$p" resnet18-cifar --batch 512 --precision $p --graph off
   case $p in bf16|fp16) run_hg "hgg-r18-$p" resnet18-cifar --batch 512 --precision $p --graph auto ;; esac
   run_pt "pt-r18-$p" --model resnet18-cifar --batch 512 --precision $p --channels-last
 done
@@ -45,7 +45,7 @@ case " $precisions " in *" bf16 "*)
   run_pt "ptc-r18-bf16" --model resnet18-cifar --batch 512 --precision bf16 --channels-last --compile ;;
 esac
 for p in $r50_precisions; do
-  run_hg "hg-r50-$p" resnet50 --batch 256 --size 224 --precision $p
+  run_hg "hg-r50-$p" resnet50 --batch 256 --size 224 --precision $p --graph off
   [ "$p" = bf16 ] && run_hg "hgg-r50-$p" resnet50 --batch 256 --size 224 --precision $p --graph auto
   run_pt "pt-r50-$p" --model resnet50 --batch 256 --size 224 --precision $p --channels-last
 done

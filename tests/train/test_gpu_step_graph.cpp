@@ -183,8 +183,7 @@ TEST(StepGraphConfig, TheModeIsAutoOrOff) {
   EXPECT_EQ(train::parse_graph_mode("off"), GraphMode::Off);
   test::expect_invalid([] { train::parse_graph_mode("on", "--graph"); },
                        {"--graph", "\"auto\" or \"off\"", "\"on\""});
-  // Off until the replay has passed its GPU tests (step_graph.h).
-  EXPECT_EQ(train::parse_run_config(Config::parse("", "run.toml")).train.graph, GraphMode::Off);
+  EXPECT_EQ(train::parse_run_config(Config::parse("", "run.toml")).train.graph, GraphMode::Auto);
   Config c = Config::parse("[train]\ngraph = \"sometimes\"\n", "run.toml");
   test::expect_invalid([&] { train::parse_run_config(c); }, {"train.graph", "sometimes"});
 }

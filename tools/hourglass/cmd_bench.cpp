@@ -63,7 +63,7 @@ Runner add_bench(CLI::App& app) {
     bool json = false;
     bool data_parallel = false;
     int64_t bucket_mb = 25;
-    std::string graph = "off";
+    std::string graph = "auto";
     std::string recompute = "none";
     std::string memory_limit;
   };
@@ -99,7 +99,7 @@ Runner add_bench(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   sub->add_option("--graph", a->graph,
                   "auto: replay each training step as a graph on a GPU (as train.graph); off: "
-                  "every step eager (the default for now, as train.graph's)")
+                  "every step eager (default auto, as train.graph's)")
       ->capture_default_str();
   sub->add_option("--recompute", a->recompute,
                   "blocks whose activations are recomputed during backward, as train.recompute: "

@@ -331,7 +331,7 @@ RunConfig parse_run_config(const Config& c) {
   t.label_smoothing =
       double_in(c, "train.label_smoothing", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
   t.eval_flip = c.get_bool("train.eval_flip", false);
-  t.graph = parse_graph_mode(c.get_string("train.graph", "off"),
+  t.graph = parse_graph_mode(c.get_string("train.graph", "auto"),
                              fmt::format("config key 'train.graph' {}", c.origin("train.graph")));
   t.recompute = parse_recompute(c);
   t.early_stop_patience = int_in(c, "train.early_stop_patience", 0, 0, t.epochs,

@@ -91,7 +91,7 @@ struct TrainConfig {
   int64_t micro_batch = 0;
   // train.graph: whole-step graph replay on a GPU (step_graph.h). Replayed steps compute what
   // eager ones do, bit for bit, so it is not part of the trajectory.
-  GraphMode graph = GraphMode::Off;
+  GraphMode graph = GraphMode::Auto;
   // train.recompute: blocks whose activations are recomputed during backward
   // (recompute_plan.h). The results are those without it (bit for bit on the CPU), so it is not
   // part of the trajectory.

@@ -29,10 +29,7 @@
 
 namespace hg::train {
 
-// train.graph: "auto" replays where it can; "off" runs every step eagerly. The default is off
-// until the GPU tests of the replay (tests/train/test_gpu_step_graph.cpp,
-// tests/device/test_gpu_graph.cpp) have passed on a GPU: the code is written and compiled but
-// has not yet run on one.
+// train.graph: "auto" (the default) replays where it can; "off" runs every step eagerly.
 enum class GraphMode { Auto, Off };
 // "auto" or "off"; anything else throws InvalidInput naming `what` and the text.
 GraphMode parse_graph_mode(const std::string& text, const std::string& what = "train.graph");

@@ -35,7 +35,7 @@ struct StepOptions {
   double clip_grad_norm = 0;  // > 0: clip the global gradient norm to this
   int64_t micro_batch = 0;    // rows per micro-batch (>= 1; the batch size: no split)
   const optim::LrSchedule* schedule = nullptr;  // null: the optimizer's rate stays as set
-  GraphMode graph = GraphMode::Off;             // whole-step graph replay on a GPU
+  GraphMode graph = GraphMode::Auto;            // whole-step graph replay on a GPU
   // Blocks whose activations are recomputed during backward (train.recompute; names from
   // nn::recompute_candidates). Changes memory and time, not results.
   std::vector<std::string> recompute;
