@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "hourglass/base/parallel.h"
 #include "hourglass/ops/ops.h"
 #include "support/compare.h"
 #include "support/reference_conv_pool.h"
@@ -181,6 +182,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv2dCase, ::testing::ValuesIn(conv_cases()),
                          [](const ::testing::TestParamInfo<ConvCase>& info) {
                            return std::string(info.param.name);
                          });
+
+// More OpenMP threads than images: oneDNN 2.6's 1x1 backward-weights kernel wrote past a buffer
+// there (heap corruption at the next allocation), so conv2d_backward runs it on one thread per
+// image. The shape is tiny_resnet's shortcut at a micro-batch of 16 images on 17 threads.
+TEST(Conv2d, BackwardOnMoreThreadsThanImagesMatchesReference) {
+  const int saved_threads = num_threads();
+  set_num_threads(17);
+  const ConvShape sh = conv_shape(16, 16, 16, 8, 16, 1, 1, 2, 0);
+  const ConvData d = make_data(sh, false, 31);
+  const test::ref::ConvGrads ref = test::ref::conv2d_backward(d.dy, d.x, d.w, sh);
+  const int64_t positions = sh.n * sh.out_h() * sh.out_w();
+  for (int i = 0; i < 3; ++i) {
+    const ops::Conv2dGrads g =
+        ops::conv2d_backward(d.dyt, d.xt, d.wt, false, sh.p, InputGrad::Compute);
+    EXPECT_TRUE(test::all_close(g.dw, ref.dw, test::ref::f32_tolerance(positions, ref.dw)));
+    EXPECT_TRUE(test::all_close(g.dx, ref.dx, test::ref::f32_tolerance(sh.k, ref.dx)));
+  }
+  EXPECT_EQ(num_threads(), 17) << "the thread count is restored after the call";
+  set_num_threads(saved_threads);
+}
 
 TEST(Conv2d, NonContiguousInputIsAccepted) {
   // An NCHW tensor permuted to an NHWC view: ops makes it contiguous before the backend.

@@ -4,8 +4,11 @@
 // of the convolution). Primitive descriptors, primitives and reorders are cached by shape.
 #include <dnnl.hpp>
 
+#include <algorithm>
+
 #include "hourglass/backend/cpu/cpu_backend.h"
 #include "hourglass/backend/cpu/dnnl_util.h"
+#include "hourglass/base/parallel.h"
 
 namespace hg {
 namespace {
@@ -152,10 +155,34 @@ struct BackwardWeightsPrims {
   dnnl::convolution_backward_weights prim;
 };
 
-const BackwardWeightsPrims& backward_weights_prims(const ConvGeometry& g, bool has_bias) {
+// oneDNN 2.6's backward-weights convolutions corrupt the heap when they run on more OpenMP
+// threads than the batch has images (its 1x1 jit kernel, 17 threads on a batch of 16, writes
+// past a buffer; seen on a 16-core machine with micro-batches of 8). They are created and run on
+// at most one thread per image: `BatchThreads` lowers the calling thread's OpenMP thread count
+// for its lifetime, and the count is part of the primitive's key (oneDNN sizes a primitive's
+// scratch space for the thread count it was created with).
+class BatchThreads {
+ public:
+  explicit BatchThreads(int64_t n)
+      : saved_(num_threads()), threads_(int(std::clamp<int64_t>(n, 1, saved_))) {
+    if (threads_ != saved_) set_num_threads(threads_);
+  }
+  ~BatchThreads() {
+    if (threads_ != saved_) set_num_threads(saved_);
+  }
+  BatchThreads(const BatchThreads&) = delete;
+  BatchThreads& operator=(const BatchThreads&) = delete;
+  int threads() const { return threads_; }
+
+ private:
+  int saved_, threads_;
+};
+
+const BackwardWeightsPrims& backward_weights_prims(const ConvGeometry& g, bool has_bias,
+                                                   int threads) {
   const FwdPd& hint = forward_pd(g, has_bias);
   return cpu::PrimitiveCache::instance().get<BackwardWeightsPrims>(
-      g.key("bwd_weights", has_bias), [&] {
+      g.key("bwd_weights", has_bias) + fmt::format(":t{}", threads), [&] {
         dnnl::convolution_backward_weights::desc d(
             dnnl::algorithm::convolution_direct, g.src_prim(Pass::BackwardWeights), g.weights_any(),
             g.bias_desc(has_bias), g.dst_prim(Pass::BackwardWeights), g.strides(), g.dilates(),
@@ -231,7 +258,8 @@ ops::Conv2dGrads CpuBackend::conv2d_backward(const Tensor& dy, const Tensor& x, 
     diff_src.finish();
   }
 
-  const BackwardWeightsPrims& bwd = backward_weights_prims(g, has_bias);
+  const BatchThreads threads(g.n);
+  const BackwardWeightsPrims& bwd = backward_weights_prims(g, has_bias, threads.threads());
   grads.dw = Tensor::empty(w.shape());
   Tensor dy_temp, src_temp;
   const memory diff_dst = cpu::in_layout(dy_user, bwd.pd.diff_dst_desc(), dy_temp);
