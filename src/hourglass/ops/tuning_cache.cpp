@@ -46,7 +46,7 @@ State& state() {
 // The settings, resolved on first use when nobody configured them. Called under the mutex.
 const TuningCacheSettings& settings_locked(State& s) {
   if (!s.configured) {
-    s.settings.mode = TuningCacheMode::Off;  // until its GPU tests have run (tuning_cache.h)
+    s.settings.mode = TuningCacheMode::ReadWrite;
     s.settings.dir = resolve_tuning_cache_dir("");
     s.configured = true;
   }

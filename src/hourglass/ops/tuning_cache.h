@@ -53,10 +53,8 @@ inline constexpr size_t kMaxTuningFileBytes = size_t(8) << 20;
 std::string resolve_tuning_cache_dir(const std::string& configured);
 
 // Sets the process's cache mode and directory (already resolved), forgetting what was read
-// under the previous settings. Until this is called the cache is Off (with the directory
-// resolve_tuning_cache_dir("") gives, resolved at its first use): the cuDNN side was written
-// without a GPU to run it on, so runs use the cache only when asked (tune.cache = "on") until
-// its GPU tests (tests/ops/test_gpu_tuning_cache.cpp, bench/first_step.sh) have passed.
+// under the previous settings. Until this is called the cache is on (ReadWrite), in the
+// directory resolve_tuning_cache_dir("") gives, resolved at its first use.
 void configure_tuning_cache(TuningCacheMode mode, const std::string& dir);
 struct TuningCacheSettings {
   TuningCacheMode mode = TuningCacheMode::ReadWrite;

@@ -396,7 +396,7 @@ RunConfig parse_run_config(const Config& c) {
 
   // [tune]
   r.tune.cache = ops::parse_tuning_cache_mode(
-      c.get_string("tune.cache", "off"),
+      c.get_string("tune.cache", "on"),
       fmt::format("config key 'tune.cache' {}", c.origin("tune.cache")));
   r.tune.cache_dir = c.get_string("tune.cache_dir", "");
   if (!r.tune.cache_dir.empty() && r.tune.cache_dir.front() != '/')

@@ -144,8 +144,8 @@ struct ProfileConfig {
 // saved for later runs on the same GPU and libraries. It changes how fast a run starts, not
 // what it computes, and enters no hash.
 struct TuneConfig {
-  // tune.cache: on, read-only, off (the default until its GPU tests have run; tuning_cache.h)
-  ops::TuningCacheMode cache = ops::TuningCacheMode::Off;
+  // tune.cache: on (the default), read-only, off (tuning_cache.h)
+  ops::TuningCacheMode cache = ops::TuningCacheMode::ReadWrite;
   // tune.cache_dir: the folder; "" for $XDG_CACHE_HOME/hourglass or ~/.cache/hourglass.
   // $HOURGLASS_CACHE_DIR, when set, overrides it.
   std::string cache_dir;

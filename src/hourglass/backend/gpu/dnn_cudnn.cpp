@@ -438,6 +438,7 @@ struct Candidate {
   std::string name;  // "engine 12 (knob=value ...)", for logs and to drop repeats
   bool tensor_core = false, down_convert = false, reduced_precision = false,
        nondeterministic = false, runtime_compiled = false;
+  bool knobs_complete = true;  // false: more knobs than were read (not stored in the cache)
 };
 
 // Reads an array attribute of at most `N` enum values.
@@ -478,36 +479,37 @@ Candidate describe_config(Descriptor config, const CallContext& ctx) {
            engine_raw, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE))
     c.runtime_compiled |= note == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
 
-  // The knob choices complete the name: one engine appears with several settings.
+  // The knob choices complete the name: one engine appears with several settings. They are read
+  // into descriptors made beforehand, as many as a configuration can hold: asked for their count
+  // alone (no array), cuDNN 9 reports none, and a configuration rebuilt from its engine alone
+  // then runs that engine's default knobs (3x slower steps on the H200 with the tuning cache).
   c.name = fmt::format("engine {}", index);
-  int64_t knobs = 0;
+  constexpr int64_t kCapacity = int64_t(cudnn_tuning::kMaxKnobs);
+  std::vector<Descriptor> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < kCapacity; ++i) {
+    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, ctx);
+    raw.push_back(choices.back().get());
+  }
+  int64_t got = 0;
   if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &knobs,
-                               nullptr) == CUDNN_STATUS_SUCCESS &&
-      knobs > 0) {
-    std::vector<Descriptor> choices;
-    std::vector<cudnnBackendDescriptor_t> raw;
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, kCapacity, &got,
+                               raw.data()) == CUDNN_STATUS_SUCCESS &&
+      got > 0) {
+    c.knobs_complete = got <= kCapacity;
+    const int64_t knobs = std::min(got, kCapacity);
+    c.name += " (";
     for (int64_t i = 0; i < knobs; ++i) {
-      choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, ctx);
-      raw.push_back(choices.back().get());
+      cudnnBackendKnobType_t type{};
+      int64_t value = 0, n = 0;
+      cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                               CUDNN_TYPE_KNOB_TYPE, 1, &n, &type);
+      cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64,
+                               1, &n, &value);
+      c.name += fmt::format("{}{}={}", i > 0 ? " " : "", int(type), value);
+      c.knobs.emplace_back(int64_t(type), value);
     }
-    int64_t got = 0;
-    if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, knobs, &got,
-                                 raw.data()) == CUDNN_STATUS_SUCCESS) {
-      c.name += " (";
-      for (int64_t i = 0; i < std::min(got, knobs); ++i) {
-        cudnnBackendKnobType_t type{};
-        int64_t value = 0, n = 0;
-        cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
-                                 CUDNN_TYPE_KNOB_TYPE, 1, &n, &type);
-        cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
-                                 CUDNN_TYPE_INT64, 1, &n, &value);
-        c.name += fmt::format("{}{}={}", i > 0 ? " " : "", int(type), value);
-        c.knobs.emplace_back(int64_t(type), value);
-      }
-      c.name += ")";
-    }
+    c.name += ")";
   }
   std::sort(c.knobs.begin(), c.knobs.end());  // the tuning cache compares them as a set
   take_last_error();
@@ -905,7 +907,7 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPo
   pp.choice = cudnn_tuning::encode_choice({b.layout, b.candidate.engine_index, b.candidate.knobs});
   ++g_searched;
   g_timed += timed;
-  if (pp.choice.size() <= ops::kMaxTuningChoice)  // (engines have a handful of knobs)
+  if (b.candidate.knobs_complete && pp.choice.size() <= ops::kMaxTuningChoice)
     ops::tuning_cache_store(cudnn_tuning::identity(device), key, pp.choice);
 }
 
