@@ -144,6 +144,35 @@ TEST_F(GpuTuningCache, WarmCacheTimesNothingBf16) {
   check_warm_run_searches_nothing(4, DType::BF16, MathMode::Exact);
 }
 
+// A ResNet layer's convolution in bf16 (64 channels, 16x16): cuDNN's engines for it come with
+// knob choices (tile sizes, split-K, stages), which a choice must keep, or the engine rebuilt
+// from the cache runs its default knobs (on the H200, steps three times slower). Each pass's
+// stored choice is its searched configuration whole: engine and knobs.
+TEST_F(GpuTuningCache, ChoicesKeepTheConfigurationsKnobs) {
+  const Conv2dParams prm{1, 1, 1, 1, 1, 1, 1};
+  const Device dev = Device::gpu(0);
+  const Tensor x = test::f32_tensor(test::random_values(8 * 16 * 16 * 64, 4), {8, 16, 16, 64})
+                       .to(DType::BF16)
+                       .to(dev);
+  const Tensor w = test::f32_tensor(test::random_values(64 * 3 * 3 * 64, 5), {64, 3, 3, 64})
+                       .to(DType::BF16)
+                       .to(dev);
+  const ConvGeometry g = ConvGeometry::of(x, w, prm);
+  Tensor y = Tensor::empty({8, g.p, g.q, 64}, DType::BF16, dev);
+  gpu::dnn::conv_forward(g, MathMode::Exact, x, w, y);
+  int with_knobs = 0, forward = 0;
+  for (const auto& [key, choice] : gpu::dnn::planned_choices(0)) {
+    if (key.find(" 8,16,16,64 ") == std::string::npos) continue;
+    ++forward;
+    // "layout:engine:knob=value,...": something after the second ':'.
+    const size_t second = choice.find(':', choice.find(':') + 1);
+    ASSERT_NE(second, std::string::npos) << choice;
+    if (second + 1 < choice.size()) ++with_knobs;
+  }
+  EXPECT_EQ(forward, 1);
+  EXPECT_EQ(with_knobs, 1) << "the searched forward engine's knobs were not read";
+}
+
 TEST_F(GpuTuningCache, WarmCacheTimesNothingDeterministicWithTheSameChoice) {
   ops::set_deterministic(true);
   const int64_t timed_before = gpu::dnn::search_counts().timed;
