@@ -70,6 +70,31 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   return f.y;
 }
 
+Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                       const Tensor& bias, Tensor& running_mean, Tensor& running_var,
+                       BatchNormMode mode, double momentum, double eps) {
+  if (mode == BatchNormMode::Eval) {
+    const Tensor y = batch_norm(x, weight, bias, running_mean, running_var, mode, momentum, eps);
+    return relu(residual.defined() ? add(y, residual) : y);
+  }
+  auto f = ops::batch_norm_relu_train(x, residual, weight, bias, running_mean, running_var,
+                                      momentum, eps);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x, &weight, &bias, &residual})) {
+    // The output carries the ReLU mask (y > 0), as relu's node saves it.
+    Tensor y = f.y, mean = f.mean, invstd = f.invstd;
+    const ResidualGrad residual_grad =
+        residual.defined() ? ResidualGrad::Compute : ResidualGrad::Skip;
+    tape.record("batch_norm_relu", {x, weight, bias, residual}, f.y,
+                [x, y, weight, mean, invstd, residual_grad](const Tensor& dy) {
+                  auto g =
+                      ops::batch_norm_relu_backward(dy, y, x, weight, mean, invstd, residual_grad);
+                  return std::vector<Tensor>{g.dx, g.dweight, g.dbias, g.dresidual};
+                });
+  }
+  return f.y;
+}
+
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
   const Tensor x = autocast_operand(x0), w = autocast_operand(w0), bias = autocast_operand(bias0);
   Tensor y = ops::linear(x, w, bias);

@@ -18,6 +18,13 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
 enum class BatchNormMode : uint8_t { Train, Eval };
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, BatchNormMode mode, double momentum, double eps);
+// relu(batch_norm(x) + residual) (residual undefined: relu(batch_norm(x))). Training mode runs
+// the fused op (ops::batch_norm_relu_train) and records one node with the gradients of x,
+// weight, bias and residual (ops::batch_norm_relu_backward); eval mode runs batch_norm_eval,
+// add and relu (eval is not differentiable, as in batch_norm).
+Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                       const Tensor& bias, Tensor& running_mean, Tensor& running_var,
+                       BatchNormMode mode, double momentum, double eps);
 // Training-mode batch norm with the statistics of every rank's rows (synchronised batch norm):
 // the ranks' means and variances are combined through `comm` (all ranks call it for the same
 // layers in the same order), the running statistics take the combined ones, and backward sums

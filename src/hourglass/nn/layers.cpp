@@ -39,6 +39,19 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
                         momentum_, eps_);
 }
 
+Tensor BatchNorm2d::forward_relu(const Tensor& x, const Tensor& residual) {
+  if (!is_training() || sync != nullptr || !ops::fused_batch_norm()) {
+    const Tensor y = forward(x);
+    return fn::relu(residual.defined() ? fn::add(y, residual) : y);
+  }
+  // As in forward: a recomputed pass updates dropped copies of the running statistics.
+  const bool scratch = autograd::recomputing();
+  Tensor mean = scratch ? running_mean.clone() : running_mean;
+  Tensor var = scratch ? running_var.clone() : running_var;
+  return fn::batch_norm_relu(x, residual, weight, bias, mean, var, fn::BatchNormMode::Train,
+                             momentum_, eps_);
+}
+
 void sync_batch_norm(Module& model, Communicator* comm) {
   model.for_each_module([comm](Module& m) {
     if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->sync = comm;

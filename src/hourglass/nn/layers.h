@@ -33,6 +33,10 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, double momentum = 0.1, double eps = 1e-5);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x) + residual), residual undefined for relu(forward(x)). In training, with no
+  // synchronisation and ops::fused_batch_norm() on, one fused op (fn::batch_norm_relu);
+  // otherwise the three steps. Both compute the same function.
+  Tensor forward_relu(const Tensor& x, const Tensor& residual = Tensor());
   Tensor weight, bias, running_mean, running_var;
   // Synchronised batch norm (data parallelism): training statistics over the rows of every rank
   // of this communicator (fn::batch_norm_synced); null: this process's rows only.

@@ -14,8 +14,8 @@ ConvBn::ConvBn(const Conv2dOptions& c, bool relu) : Module("ConvBn"), relu_(relu
 }
 
 Tensor ConvBn::forward(const Tensor& x) {
-  Tensor y = bn_->forward(conv_->forward(x));
-  return relu_ ? fn::relu(y) : y;
+  const Tensor y = conv_->forward(x);
+  return relu_ ? bn_->forward_relu(y) : bn_->forward(y);
 }
 
 ResNetStem::ResNetStem(Stem kind, int64_t in, int64_t width) : Module("ResNetStem") {
@@ -27,7 +27,7 @@ ResNetStem::ResNetStem(Stem kind, int64_t in, int64_t width) : Module("ResNetSte
 }
 
 Tensor ResNetStem::forward(const Tensor& x) {
-  Tensor y = fn::relu(bn_->forward(conv_->forward(x)));
+  Tensor y = bn_->forward_relu(conv_->forward(x));
   return pool_ ? pool_->forward(y) : y;
 }
 
@@ -41,10 +41,14 @@ BasicBlock::BasicBlock(int64_t in, int64_t width, int64_t stride) : Module("Basi
         register_module("shortcut", std::make_shared<ConvBn>(conv(in, width, 1, stride), false));
 }
 
+// The block's batch norms with their ReLU (and the last one with the residual add) go through
+// BatchNorm2d::forward_relu: one fused op in training. The shortcut is computed before the last
+// batch norm, which adds it.
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = fn::relu(bn1_->forward(conv1_->forward(x)));
-  out = bn2_->forward(conv2_->forward(out));
-  return fn::relu(fn::add(out, shortcut_ ? shortcut_->forward(x) : x));
+  Tensor out = bn1_->forward_relu(conv1_->forward(x));
+  out = conv2_->forward(out);
+  const Tensor shortcut = shortcut_ ? shortcut_->forward(x) : x;
+  return bn2_->forward_relu(out, shortcut);
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t width, int64_t stride) : Module("Bottleneck") {
@@ -61,10 +65,11 @@ Bottleneck::Bottleneck(int64_t in, int64_t width, int64_t stride) : Module("Bott
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = fn::relu(bn1_->forward(conv1_->forward(x)));
-  out = fn::relu(bn2_->forward(conv2_->forward(out)));
-  out = bn3_->forward(conv3_->forward(out));
-  return fn::relu(fn::add(out, shortcut_ ? shortcut_->forward(x) : x));
+  Tensor out = bn1_->forward_relu(conv1_->forward(x));
+  out = bn2_->forward_relu(conv2_->forward(out));
+  out = conv3_->forward(out);
+  const Tensor shortcut = shortcut_ ? shortcut_->forward(x) : x;
+  return bn3_->forward_relu(out, shortcut);
 }
 
 ResNet::ResNet(const ResNetOptions& o) : Module("ResNet") {

@@ -1,9 +1,24 @@
 #include "hourglass/ops/math_settings.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 namespace hg::ops {
 
 namespace {
 thread_local MathSettings t_settings;
+
+// HOURGLASS_FUSED_BN=0 turns fusion off; unset or anything else leaves it on.
+bool fused_from_environment() {
+  const char* value = std::getenv("HOURGLASS_FUSED_BN");
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
+std::atomic<bool>& fused_batch_norm_flag() {
+  static std::atomic<bool> flag{fused_from_environment()};
+  return flag;
+}
 }  // namespace
 
 const MathSettings& math_settings() { return t_settings; }
@@ -18,5 +33,8 @@ void set_allow_tf32(bool allow) { t_settings.allow_tf32 = allow; }
 bool allow_tf32() { return t_settings.allow_tf32; }
 void set_deterministic(bool on) { t_settings.deterministic = on; }
 bool deterministic() { return t_settings.deterministic; }
+
+void set_fused_batch_norm(bool on) { fused_batch_norm_flag().store(on, std::memory_order_relaxed); }
+bool fused_batch_norm() { return fused_batch_norm_flag().load(std::memory_order_relaxed); }
 
 }  // namespace hg::ops

@@ -39,4 +39,12 @@ bool allow_tf32();
 void set_deterministic(bool on);
 bool deterministic();
 
+// Whether the ResNet layers (nn/resnet.h) run batch norm + residual add + ReLU in training as
+// one fused op (batch_norm_relu_train / batch_norm_relu_backward) rather than as three. A
+// process-wide switch, not a thread's: on unless the environment says HOURGLASS_FUSED_BN=0
+// when it is first read; set_fused_batch_norm overrides that (tests comparing both paths).
+// Either path computes the same function; synchronised batch norm is never fused.
+void set_fused_batch_norm(bool on);
+bool fused_batch_norm();
+
 }  // namespace hg::ops

@@ -132,6 +132,48 @@ HG_OP(ops::BatchNormGrads, batch_norm_backward, (const Tensor& dy, const Tensor&
       .batch_norm_backward(dy.contiguous(), x.contiguous(), weight, mean, invstd);
 })
 
+// Training-mode batch norm fused with a residual add and a ReLU:
+// y = relu(batch_norm_train(x) + residual), residual undefined for none (then
+// y = relu(batch_norm_train(x))). Same statistics, running-statistic update and saved
+// mean / invstd as batch_norm_train; the residual has x's shape, dtype and device.
+HG_OP(ops::BatchNormForward, batch_norm_relu_train, (const Tensor& x, const Tensor& residual,
+                                                     const Tensor& weight, const Tensor& bias,
+                                                     Tensor& running_mean, Tensor& running_var,
+                                                     double momentum, double eps), {
+  check_float(op, "input", x);
+  const int64_t c = bn_channels(op, x);
+  check_vector(op, "weight", weight, c);
+  check_vector(op, "bias", bias, c);
+  check_vector(op, "running_mean", running_mean, c);
+  check_vector(op, "running_var", running_var, c);
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&weight, &bias, &running_mean, &running_var}) {
+    check_dtype(op, "parameters and statistics", *t, DType::F32);
+    check_same_device(op, x, *t);
+  }
+  if (residual.defined()) check_binary(op, x, residual);
+  HG_CHECK(x.numel() / c > 1, "{}: training needs more than one value per channel, got {}", op,
+           x.describe());
+  return backend_for(x.device())
+      .batch_norm_relu_train(x.contiguous(), contig(residual), weight, bias, running_mean,
+                             running_var, momentum, eps);
+})
+
+// Backward of batch_norm_relu_train from its output y and its saved statistics: with
+// dz = dy where y > 0 (else 0), dx, dweight, dbias are batch_norm_backward(dz, x, ...) and
+// dresidual = dz (ResidualGrad::Compute; undefined with Skip).
+HG_OP(ops::BatchNormReluGrads, batch_norm_relu_backward, (const Tensor& dy, const Tensor& y,
+                                                          const Tensor& x, const Tensor& weight,
+                                                          const Tensor& mean,
+                                                          const Tensor& invstd,
+                                                          ResidualGrad residual_grad), {
+  check_binary(op, dy, x);
+  check_binary(op, dy, y);
+  return backend_for(x.device())
+      .batch_norm_relu_backward(dy.contiguous(), y.contiguous(), x.contiguous(), weight, mean,
+                                invstd, residual_grad);
+})
+
 // ---- pooling ----
 
 HG_OP(ops::MaxPoolForward, max_pool2d, (const Tensor& x, const Pool2dParams& p), {

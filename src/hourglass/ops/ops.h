@@ -26,6 +26,10 @@ struct BatchNormForward {
 struct BatchNormGrads {
   Tensor dx, dweight, dbias;
 };
+struct BatchNormReluGrads {
+  Tensor dx, dweight, dbias;
+  Tensor dresidual;  // the masked gradient itself; undefined when ResidualGrad::Skip
+};
 struct MaxPoolForward {
   Tensor y;
   Tensor workspace;  // backend-specific record of the arg-max, for backward

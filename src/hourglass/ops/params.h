@@ -22,6 +22,10 @@ struct Pool2dParams {
 // of a network needs none).
 enum class InputGrad : uint8_t { Skip, Compute };
 
+// Whether a fused backward also returns the gradient of the residual its forward added
+// (batch_norm_relu_backward): Compute when the forward had one.
+enum class ResidualGrad : uint8_t { Skip, Compute };
+
 struct SgdOptions {
   double lr = 0.1;
   double momentum = 0.0;

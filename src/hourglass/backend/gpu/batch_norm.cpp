@@ -1,7 +1,9 @@
 // Batch normalisation on the GPU: argument checks, outputs and workspace from the caching
 // allocator, and the launches of batch_norm_kernels.cu (which describes the kernels). Same
-// semantics as the CPU backend (backend/cpu/batch_norm.cpp) for f32, bf16 and f16 inputs;
-// parameters, statistics and parameter gradients are f32.
+// semantics as the CPU backend (backend/cpu/batch_norm.cpp, batch_norm_relu.cpp) for f32, bf16
+// and f16 inputs; parameters, statistics and parameter gradients are f32. The fused
+// batch_norm_relu ops run the same kernels with the residual add, ReLU and ReLU mask folded
+// into their passes.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -84,10 +86,20 @@ Tensor channel_vector(const char* op, const char* what, const Tensor& t, const T
 const float* fptr(const Tensor& t) { return static_cast<const float*>(t.data_ptr()); }
 float* fptr_mut(const Tensor& t) { return static_cast<float*>(t.data_ptr()); }
 
+// The OR of the tensors' addresses; undefined ones (an absent residual) count as aligned.
 uint64_t address_bits(std::initializer_list<const Tensor*> tensors) {
   uint64_t bits = 0;
-  for (const Tensor* t : tensors) bits |= uint64_t(reinterpret_cast<uintptr_t>(t->data_ptr()));
+  for (const Tensor* t : tensors)
+    if (t->defined()) bits |= uint64_t(reinterpret_cast<uintptr_t>(t->data_ptr()));
   return bits;
+}
+
+// An operand of x's shape, dtype and device (residual, fused output), arriving contiguous.
+void check_like_input(const char* op, const char* what, const Tensor& t, const Tensor& x) {
+  HG_CHECK(t.dtype() == x.dtype() && t.device() == x.device() && t.shape() == x.shape(),
+           "{}: {} {} must match input {} in shape, dtype and device", op, what, t.describe(),
+           x.describe());
+  HG_ASSERT(t.is_contiguous(), "gpu {}: {} {} must arrive contiguous", op, what, t.describe());
 }
 
 }  // namespace
@@ -177,6 +189,78 @@ ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tens
   gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(), grads.dx.data_ptr(),
                                   rows, c, fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight),
                                   fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
+  return grads;
+}
+
+ops::BatchNormForward GpuBackend::batch_norm_relu_train(const Tensor& x, const Tensor& residual,
+                                                        const Tensor& weight, const Tensor& bias,
+                                                        Tensor& running_mean, Tensor& running_var,
+                                                        double momentum, double eps) {
+  const char* op = "batch_norm_relu_train";
+  check_input(op, x);
+  if (residual.defined()) check_like_input(op, "residual", residual, x);
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor b = channel_vector(op, "bias", bias, x);
+  channel_vector(op, "running_mean", running_mean, x);
+  channel_vector(op, "running_var", running_var, x);
+  HG_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(),
+           "{}: running statistics must be contiguous (they are updated in place)", op);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+
+  ops::BatchNormForward out;
+  out.y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  out.mean = Tensor::empty({c}, DType::F32, x.device());
+  out.invstd = Tensor::empty({c}, DType::F32, x.device());
+  if (x.numel() == 0) return out;
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
+      rows, c, x.dtype(), address_bits({&x, &out.y, &residual}), sm_count(device));
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  gpu::batch_norm_relu_train_launch(
+      plan, x.dtype(), x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr,
+      out.y.data_ptr(), rows, c, fptr(w), fptr(b), fptr_mut(running_mean), fptr_mut(running_var),
+      momentum, eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace), counters,
+      stream);
+  return out;
+}
+
+ops::BatchNormReluGrads GpuBackend::batch_norm_relu_backward(const Tensor& dy, const Tensor& y,
+                                                             const Tensor& x, const Tensor& weight,
+                                                             const Tensor& mean,
+                                                             const Tensor& invstd,
+                                                             ResidualGrad residual_grad) {
+  const char* op = "batch_norm_relu_backward";
+  check_input(op, x);
+  check_like_input(op, "grad output", dy, x);
+  check_like_input(op, "fused output", y, x);
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor mu = channel_vector(op, "saved mean", mean, x);
+  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+
+  ops::BatchNormReluGrads grads;
+  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  grads.dweight = Tensor::empty({c}, DType::F32, x.device());
+  grads.dbias = Tensor::empty({c}, DType::F32, x.device());
+  const bool with_residual = residual_grad == ResidualGrad::Compute;
+  if (with_residual) grads.dresidual = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (c == 0) return grads;
+  // With no rows the reduction still runs and writes dweight = dbias = 0.
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
+      rows, c, x.dtype(), address_bits({&dy, &y, &x, &grads.dx, &grads.dresidual}),
+      sm_count(device));
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  gpu::batch_norm_relu_backward_launch(
+      plan, x.dtype(), dy.data_ptr(), y.data_ptr(), x.data_ptr(), grads.dx.data_ptr(),
+      with_residual ? grads.dresidual.data_ptr() : nullptr, rows, c, fptr(w), fptr(mu), fptr(is),
+      fptr_mut(grads.dweight), fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
   return grads;
 }
 

@@ -276,16 +276,21 @@ __device__ inline int64_t steps_of(int64_t len, int64_t start, int64_t stride) {
 }
 
 // y = (x - mean) * scale + shift with per-channel coefficients loaded once per thread:
-// training passes the saved (mean, invstd), eval the running (mean, var) and eps.
+// training passes the saved (mean, invstd), eval the running (mean, var) and eps. The fused
+// training forward (batch_norm_relu) adds the residual (kResidual) and applies the ReLU
+// (kRelu) in f32 before the one rounding to T; the ReLU is `v < 0 ? 0 : v` as ops::relu's, so a
+// NaN passes through.
 // The elementwise passes use the reductions' partition of the rows but walk each block's
 // rows backwards: the reduction that just read the same rows forwards left their ends in L2,
 // so the pass starts on what is still cached (for the smaller layers, all of it).
-template <typename T, int V, bool kFromVariance>
+template <typename T, int V, bool kFromVariance, bool kResidual = false, bool kRelu = false>
 __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
     const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t channels,
     int64_t rows_per_block, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ mean_in, const float* __restrict__ spread, double eps) {
-  constexpr int kRows = kRowsPerStep<T, V, 1>;
+    const float* __restrict__ mean_in, const float* __restrict__ spread, double eps,
+    const T* __restrict__ residual = nullptr) {
+  constexpr int kInputs = kResidual ? 2 : 1;
+  constexpr int kRows = kRowsPerStep<T, V, kInputs>;
   const int by = int(blockDim.y), ty = int(threadIdx.y);
   const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (vector * V >= channels) return;
@@ -306,16 +311,25 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
     const int64_t offset = (first + o) * channels + vector * V;
     const T* px = x + offset;
     T* py = y + offset;
-    Pack<T, V> xs[kRows];
+    Pack<T, V> xs[kRows], rs[kResidual ? kRows : 1];
 #pragma unroll
-    for (int k = 0; k < kRows; ++k)
-      if (o + k * by < len) xs[k] = load_pack<T, V>(px + k * step);
+    for (int k = 0; k < kRows; ++k) {
+      if (o + k * by < len) {
+        xs[k] = load_pack<T, V>(px + k * step);
+        if constexpr (kResidual) rs[k] = load_pack<T, V>(residual + offset + k * step);
+      }
+    }
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
         float out[V];
 #pragma unroll
-        for (int i = 0; i < V; ++i) out[i] = (to_float(xs[k].v[i]) - mean[i]) * scale[i] + shift[i];
+        for (int i = 0; i < V; ++i) {
+          float v = (to_float(xs[k].v[i]) - mean[i]) * scale[i] + shift[i];
+          if constexpr (kResidual) v += to_float(rs[k].v[i]);
+          if constexpr (kRelu) v = v < 0.0f ? 0.0f : v;
+          out[i] = v;
+        }
         store_row<T, V>(py + k * step, out);
       }
     }
@@ -323,13 +337,17 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
 }
 
 // Per-channel sum dy and sum dy * (x - mean); the last block of each column writes
-// dbias = sum dy and dweight = invstd * sum dy * (x - mean).
-template <typename T, int V>
+// dbias = sum dy and dweight = invstd * sum dy * (x - mean). With kMask (the fused
+// batch_norm_relu backward) dy is replaced on the fly by dz = (y > 0 ? dy : 0), y the fused
+// forward's output, as relu_backward would have computed it.
+template <typename T, int V, bool kMask = false>
 __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
     const T* __restrict__ dy, const T* __restrict__ x, int64_t rows, int64_t channels,
     int64_t rows_per_block, const float* __restrict__ mean_in, const float* __restrict__ invstd,
-    float* dweight, float* dbias, float* part_dy, float* part_dyx, unsigned* counters) {
-  constexpr int kRows = kRowsPerStep<T, V, 2>;
+    float* dweight, float* dbias, float* part_dy, float* part_dyx, unsigned* counters,
+    const T* __restrict__ y = nullptr) {
+  constexpr int kInputs = kMask ? 3 : 2;
+  constexpr int kRows = kRowsPerStep<T, V, kInputs>;
   __shared__ float s_dy[kThreads * V];
   __shared__ float s_dyx[kThreads * V];
   __shared__ unsigned s_ticket;
@@ -349,13 +367,16 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
     const int64_t offset = (first + ty) * channels + vector * V;
     const T* pg = dy + offset;
     const T* px = x + offset;
-    for (int64_t o = ty; o < len; o += by * kRows, pg += kRows * step, px += kRows * step) {
-      Pack<T, V> gs[kRows], xs[kRows];
+    const T* pm = kMask ? y + offset : nullptr;
+    for (int64_t o = ty; o < len;
+         o += by * kRows, pg += kRows * step, px += kRows * step, pm += kMask ? kRows * step : 0) {
+      Pack<T, V> gs[kRows], xs[kRows], ms[kMask ? kRows : 1];
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
         if (o + k * by < len) {
           gs[k] = load_pack<T, V>(pg + k * step);
           xs[k] = load_pack<T, V>(px + k * step);
+          if constexpr (kMask) ms[k] = load_pack<T, V>(pm + k * step);
         }
       }
 #pragma unroll
@@ -363,7 +384,8 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
         if (o + k * by < len) {
 #pragma unroll
           for (int i = 0; i < V; ++i) {
-            const float g = to_float(gs[k].v[i]);
+            float g = to_float(gs[k].v[i]);
+            if constexpr (kMask) g = to_float(ms[k].v[i]) > 0.0f ? g : 0.0f;
             sum_dy[i] += g;
             sum_dyx[i] += g * (to_float(xs[k].v[i]) - mean[i]);
           }
@@ -390,14 +412,19 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
 }
 
 // dx = a * dy - k * (x - mean) + d with a = weight * invstd, k = a * invstd * dweight / M,
-// d = -a * dbias / M (the CPU backend's form).
-template <typename T, int V>
+// d = -a * dbias / M (the CPU backend's form). With kMask, dy is masked by y > 0 on the fly as
+// in the gradient sums, and with kResidualGrad the masked dz is also stored to dresidual (the
+// only place dz is written: it is exactly dy or 0, so the store rounds nothing).
+template <typename T, int V, bool kMask = false, bool kResidualGrad = false>
 __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_input_grad_kernel(
     const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, int64_t rows,
     int64_t channels, int64_t rows_per_block, const float* __restrict__ weight,
     const float* __restrict__ mean_in, const float* __restrict__ invstd,
-    const float* __restrict__ dweight, const float* __restrict__ dbias) {
-  constexpr int kRows = kRowsPerStep<T, V, 2>;
+    const float* __restrict__ dweight, const float* __restrict__ dbias,
+    const T* __restrict__ y = nullptr, T* __restrict__ dresidual = nullptr) {
+  static_assert(kMask || !kResidualGrad, "the residual gradient is the masked dy");
+  constexpr int kInputs = kMask ? 3 : 2;
+  constexpr int kRows = kRowsPerStep<T, V, kInputs>;
   // The coefficients of the block's channels live in shared memory (read per row, a broadcast
   // across the threads of one channel vector): in registers they would cost 4 * V of them.
   alignas(16) __shared__ float s_coef[4][kMaxBlockX * 8];
@@ -433,26 +460,31 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_input_grad_kernel(
     const T* pg = dy + offset;
     const T* px = x + offset;
     T* pd = dx + offset;
-    Pack<T, V> gs[kRows], xs[kRows];
+    Pack<T, V> gs[kRows], xs[kRows], ms[kMask ? kRows : 1];
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
         gs[k] = load_pack<T, V>(pg + k * step);
         xs[k] = load_pack<T, V>(px + k * step);
+        if constexpr (kMask) ms[k] = load_pack<T, V>(y + offset + k * step);
       }
     }
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
-        float a[V], kx[V], d[V], mean[V], out[V];
+        float a[V], kx[V], d[V], mean[V], out[V], g[V];
         load_shared<V>(&s_coef[0][e], a);
         load_shared<V>(&s_coef[1][e], kx);
         load_shared<V>(&s_coef[2][e], d);
         load_shared<V>(&s_coef[3][e], mean);
 #pragma unroll
-        for (int i = 0; i < V; ++i)
-          out[i] = a[i] * to_float(gs[k].v[i]) - kx[i] * (to_float(xs[k].v[i]) - mean[i]) + d[i];
+        for (int i = 0; i < V; ++i) {
+          g[i] = to_float(gs[k].v[i]);
+          if constexpr (kMask) g[i] = to_float(ms[k].v[i]) > 0.0f ? g[i] : 0.0f;
+          out[i] = a[i] * g[i] - kx[i] * (to_float(xs[k].v[i]) - mean[i]) + d[i];
+        }
         store_row<T, V>(pd + k * step, out);
+        if constexpr (kResidualGrad) store_row<T, V>(dresidual + offset + k * step, g);
       }
     }
   }
@@ -515,28 +547,101 @@ int64_t batch_norm_workspace_floats(const BatchNormPlan& plan, int64_t channels)
   return 2 * plan.row_blocks * channels;
 }
 
+namespace {
+
+// The training forward: statistics, then the normalising pass, which with kFused also adds
+// `residual` (when not null) and applies the ReLU.
+template <bool kFused>
+void train_launch(const char* op, const BatchNormPlan& plan, DType dtype, const void* x,
+                  const void* residual, void* y, int64_t rows, int64_t channels,
+                  const float* weight, const float* bias, float* running_mean, float* running_var,
+                  double momentum, double eps, float* save_mean, float* save_invstd,
+                  float* workspace, unsigned* counters, gpuStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const dim3 grid(unsigned(plan.columns), unsigned(plan.row_blocks));
+  dispatch_float(op, dtype, [&]<typename T>() {
+    dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
+      const T* xt = static_cast<const T*>(x);
+      const T* rt = static_cast<const T*>(residual);
+      T* yt = static_cast<T*>(y);
+      batch_norm_stats_kernel<T, V><<<grid, block_of(plan), 0, stream>>>(
+          xt, rows, channels, plan.rows_per_block, running_mean, running_var, momentum, eps,
+          save_mean, save_invstd, workspace, workspace + plan.row_blocks * channels, counters);
+      HG_GPU_CHECK_LAUNCH();
+      if (!kFused) {
+        batch_norm_normalize_kernel<T, V, false><<<grid, block_of(plan), 0, stream>>>(
+            xt, yt, rows, channels, plan.rows_per_block, weight, bias, save_mean, save_invstd, eps);
+      } else if (rt == nullptr) {
+        batch_norm_normalize_kernel<T, V, false, false, true><<<grid, block_of(plan), 0, stream>>>(
+            xt, yt, rows, channels, plan.rows_per_block, weight, bias, save_mean, save_invstd, eps);
+      } else {
+        batch_norm_normalize_kernel<T, V, false, true, true>
+            <<<grid, block_of(plan), 0, stream>>>(xt, yt, rows, channels, plan.rows_per_block,
+                                                  weight, bias, save_mean, save_invstd, eps, rt);
+      }
+      HG_GPU_CHECK_LAUNCH();
+    });
+  });
+}
+
+// The backward: gradient sums, then the input gradient. With kFused dy is masked by y > 0 in
+// both passes and the input-gradient pass also writes dresidual (when not null).
+template <bool kFused>
+void backward_launch(const char* op, const BatchNormPlan& plan, DType dtype, const void* dy,
+                     const void* y, const void* x, void* dx, void* dresidual, int64_t rows,
+                     int64_t channels, const float* weight, const float* mean, const float* invstd,
+                     float* dweight, float* dbias, float* workspace, unsigned* counters,
+                     gpuStream_t stream) {
+  if (channels == 0) return;
+  const dim3 grid(unsigned(plan.columns), unsigned(plan.row_blocks));
+  dispatch_float(op, dtype, [&]<typename T>() {
+    dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
+      const T* gt = static_cast<const T*>(dy);
+      const T* xt = static_cast<const T*>(x);
+      const T* yt = static_cast<const T*>(y);
+      T* dxt = static_cast<T*>(dx);
+      T* drt = static_cast<T*>(dresidual);
+      // Also with no rows: writes dweight = dbias = 0.
+      batch_norm_grad_sums_kernel<T, V, kFused><<<grid, block_of(plan), 0, stream>>>(
+          gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
+          workspace + plan.row_blocks * channels, counters, yt);
+      HG_GPU_CHECK_LAUNCH();
+      if (rows == 0) return;
+      if (!kFused || drt == nullptr) {
+        batch_norm_input_grad_kernel<T, V, kFused>
+            <<<grid, block_of(plan), 0, stream>>>(gt, xt, dxt, rows, channels, plan.rows_per_block,
+                                                  weight, mean, invstd, dweight, dbias, yt);
+      } else {
+        batch_norm_input_grad_kernel<T, V, true, true>
+            <<<grid, block_of(plan), 0, stream>>>(gt, xt, dxt, rows, channels, plan.rows_per_block,
+                                                  weight, mean, invstd, dweight, dbias, yt, drt);
+      }
+      HG_GPU_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace
+
 void batch_norm_train_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
                              int64_t rows, int64_t channels, const float* weight, const float* bias,
                              float* running_mean, float* running_var, double momentum, double eps,
                              float* save_mean, float* save_invstd, float* workspace,
                              unsigned* counters, gpuStream_t stream) {
-  if (rows == 0 || channels == 0) return;
-  const char* op = "batch_norm";
-  dispatch_float(op, dtype, [&]<typename T>() {
-    dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
-      const T* xt = static_cast<const T*>(x);
-      batch_norm_stats_kernel<T, V>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
-              xt, rows, channels, plan.rows_per_block, running_mean, running_var, momentum, eps,
-              save_mean, save_invstd, workspace, workspace + plan.row_blocks * channels, counters);
-      HG_GPU_CHECK_LAUNCH();
-      batch_norm_normalize_kernel<T, V, false>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
-              xt, static_cast<T*>(y), rows, channels, plan.rows_per_block, weight, bias, save_mean,
-              save_invstd, eps);
-      HG_GPU_CHECK_LAUNCH();
-    });
-  });
+  train_launch<false>("batch_norm", plan, dtype, x, nullptr, y, rows, channels, weight, bias,
+                      running_mean, running_var, momentum, eps, save_mean, save_invstd, workspace,
+                      counters, stream);
+}
+
+void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const void* x,
+                                  const void* residual, void* y, int64_t rows, int64_t channels,
+                                  const float* weight, const float* bias, float* running_mean,
+                                  float* running_var, double momentum, double eps, float* save_mean,
+                                  float* save_invstd, float* workspace, unsigned* counters,
+                                  gpuStream_t stream) {
+  train_launch<true>("batch_norm_relu_train", plan, dtype, x, residual, y, rows, channels, weight,
+                     bias, running_mean, running_var, momentum, eps, save_mean, save_invstd,
+                     workspace, counters, stream);
 }
 
 void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
@@ -561,26 +666,20 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
                                 const float* weight, const float* mean, const float* invstd,
                                 float* dweight, float* dbias, float* workspace, unsigned* counters,
                                 gpuStream_t stream) {
-  if (channels == 0) return;
-  const char* op = "batch_norm_backward";
-  dispatch_float(op, dtype, [&]<typename T>() {
-    dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
-      const T* gt = static_cast<const T*>(dy);
-      const T* xt = static_cast<const T*>(x);
-      // Also with no rows: writes dweight = dbias = 0.
-      batch_norm_grad_sums_kernel<T, V>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
-              gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
-              workspace + plan.row_blocks * channels, counters);
-      HG_GPU_CHECK_LAUNCH();
-      if (rows == 0) return;
-      batch_norm_input_grad_kernel<T, V>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
-              gt, xt, static_cast<T*>(dx), rows, channels, plan.rows_per_block, weight, mean,
-              invstd, dweight, dbias);
-      HG_GPU_CHECK_LAUNCH();
-    });
-  });
+  backward_launch<false>("batch_norm_backward", plan, dtype, dy, nullptr, x, dx, nullptr, rows,
+                         channels, weight, mean, invstd, dweight, dbias, workspace, counters,
+                         stream);
+}
+
+void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
+                                     const void* y, const void* x, void* dx, void* dresidual,
+                                     int64_t rows, int64_t channels, const float* weight,
+                                     const float* mean, const float* invstd, float* dweight,
+                                     float* dbias, float* workspace, unsigned* counters,
+                                     gpuStream_t stream) {
+  backward_launch<true>("batch_norm_relu_backward", plan, dtype, dy, y, x, dx, dresidual, rows,
+                        channels, weight, mean, invstd, dweight, dbias, workspace, counters,
+                        stream);
 }
 
 }  // namespace hg::gpu

@@ -66,4 +66,25 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
                                 float* dweight, float* dbias, float* workspace, unsigned* counters,
                                 gpuStream_t stream);
 
+// Fused training forward (batch_norm_relu_train): the statistics and running-statistic update
+// of batch_norm_train_launch, then y = relu((x - mean) * invstd * weight + bias + residual) in
+// one pass, computed in f32 and rounded once to x's dtype. `residual` (x's dtype and shape)
+// may be null: no add. The plan's address_bits must include the residual.
+void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const void* x,
+                                  const void* residual, void* y, int64_t rows, int64_t channels,
+                                  const float* weight, const float* bias, float* running_mean,
+                                  float* running_var, double momentum, double eps, float* save_mean,
+                                  float* save_invstd, float* workspace, unsigned* counters,
+                                  gpuStream_t stream);
+
+// Fused backward (batch_norm_relu_backward): batch_norm_backward_launch of dz = (y > 0 ? dy : 0)
+// with the mask applied while loading, in the reduction and in the dx pass; dz is stored only
+// to `dresidual` when that is not null (x's dtype and shape). y is the fused forward's output.
+void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
+                                     const void* y, const void* x, void* dx, void* dresidual,
+                                     int64_t rows, int64_t channels, const float* weight,
+                                     const float* mean, const float* invstd, float* dweight,
+                                     float* dbias, float* workspace, unsigned* counters,
+                                     gpuStream_t stream);
+
 }  // namespace hg::gpu

@@ -1,0 +1,305 @@
+// GPU fused batch norm + residual add + ReLU (batch_norm_relu_train, batch_norm_relu_backward)
+// against the CPU backend (itself checked against float64 references in
+// test_batch_norm_relu.cpp) in f32, bf16 and f16, with and without a residual, on ResNet-like
+// and awkward shapes and misaligned views; and against the unfused GPU ops (batch_norm_train,
+// add, relu, relu_backward, batch_norm_backward); plus determinism.
+//
+// Inputs are rounded to the GPU dtype on the CPU first, so both backends see the same values.
+// Bounds are relative to the largest |reference| of each output, as in test_gpu_batch_norm.cpp:
+//  - f32 results, every statistic and parameter gradient in every dtype: 1e-5 (a few f32 ulps
+//    of statistics computed two ways, then a few rounded operations per output);
+//  - bf16/f16 y, dx and dresidual: 1e-2 (one rounding of each output after f32 arithmetic),
+//    plus half that on the mean signed error (bias).
+// The backward runs from the CPU's y rounded to the dtype, so both backends apply the same ReLU
+// mask (a mask that differs at one element is an error of that element's whole dy). Allocator
+// poisoning is on: an output element the kernels leave unwritten is NaN, which fails the
+// comparison (it rejects non-finite values first).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hourglass/ops/ops.h"
+#include "support/compare.h"
+#include "support/gpu.h"
+
+#ifdef HOURGLASS_HAS_GPU
+#include "hourglass/device/gpu/gpu_allocator.h"
+#endif
+
+namespace hg {
+namespace {
+
+constexpr double kEps = 1e-5;
+constexpr double kMomentum = 0.1;
+
+const DType kDtypes[] = {DType::F32, DType::BF16, DType::F16};
+
+double bound_of(DType dtype) { return dtype == DType::F32 ? 1e-5 : 1e-2; }
+
+// While alive: new GPU blocks are poisoned with NaN bytes.
+class PoisonGuard {
+ public:
+  PoisonGuard() { set(true); }
+  ~PoisonGuard() { set(false); }
+  PoisonGuard(const PoisonGuard&) = delete;
+  PoisonGuard& operator=(const PoisonGuard&) = delete;
+
+ private:
+  static void set(bool on) {
+#ifdef HOURGLASS_HAS_GPU
+    gpu::set_poison(on);
+#else
+    (void)on;
+#endif
+  }
+};
+
+// got (a GPU tensor of `dtype`) against ref, within `bound` times the largest |ref| plus
+// `extra`; finite values first.
+void expect_close(const Tensor& got, const Tensor& ref, DType dtype, double bound,
+                  const std::string& what, double extra = 0.0) {
+  ASSERT_TRUE(got.defined()) << what << " is undefined";
+  EXPECT_TRUE(got.device().is_gpu()) << what << " is on " << got.device().str();
+  EXPECT_EQ(got.dtype(), dtype) << what;
+  ASSERT_EQ(got.shape(), ref.shape()) << what;
+  const std::vector<double> r = test::to_doubles(ref);
+  double scale = 0;
+  for (const double v : r) scale = std::max(scale, std::abs(v));
+  if (scale == 0) scale = 1;
+  const double atol = bound * scale + extra;
+  const bool low_precision = dtype == DType::BF16 || dtype == DType::F16;
+  const test::Tolerance tol{0.0, atol, low_precision ? 0.5 * atol : -1.0};
+  EXPECT_TRUE(test::all_close(got, r, tol)) << what << " (" << dtype_name(dtype) << ")";
+}
+void expect_data(const Tensor& got, const Tensor& ref, DType dtype, const std::string& what,
+                 double extra = 0.0) {
+  expect_close(got, ref, dtype, bound_of(dtype), what, extra);
+}
+void expect_f32(const Tensor& got, const Tensor& ref, const std::string& what) {
+  expect_close(got, ref, DType::F32, 1e-5, what);
+}
+
+// The batch mean's f32 rounding may differ by an ulp between backends, which moves y by
+// weight * invstd * |mean| * 2^-23 (test_gpu_batch_norm.cpp's mean_rounding).
+double mean_rounding(const Tensor& weight, const Tensor& mean, const Tensor& invstd) {
+  const std::vector<double> w = test::to_doubles(weight), m = test::to_doubles(mean),
+                            is = test::to_doubles(invstd);
+  double worst = 0;
+  for (size_t c = 0; c < w.size(); ++c)
+    worst = std::max(worst, std::abs(w[c]) * is[c] * std::abs(m[c]) * std::ldexp(1.0, -23));
+  return worst;
+}
+
+// dx is a difference of terms of size |weight * invstd * dy| that may cancel: it is also
+// allowed the f32 bound times that size (test_gpu_batch_norm.cpp's dx_terms).
+double dx_terms(const Tensor& weight, const Tensor& invstd, const Tensor& dy) {
+  const std::vector<double> w = test::to_doubles(weight), is = test::to_doubles(invstd),
+                            g = test::to_doubles(dy);
+  double coefficient = 0, grad = 0;
+  for (size_t c = 0; c < w.size(); ++c) coefficient = std::max(coefficient, std::abs(w[c] * is[c]));
+  for (const double v : g) grad = std::max(grad, std::abs(v));
+  return bound_of(DType::F32) * coefficient * grad;
+}
+
+struct FusedCase {
+  const char* name;
+  Shape shape;  // [N,H,W,C] or [N,C]
+  bool residual;
+};
+
+// A CPU f32 tensor of uniform values in [lo, hi), rounded to `dtype`.
+Tensor cpu_values(const Shape& shape, uint64_t seed, DType dtype, double lo, double hi) {
+  Tensor t = test::f32_tensor(test::random_values(shape_numel(shape), seed, lo, hi), shape);
+  return dtype == DType::F32 ? t : t.to(dtype).to(DType::F32);
+}
+
+struct Data {
+  Tensor x, residual, dy;                          // CPU f32, rounded to the dtype
+  Tensor weight, bias, running_mean, running_var;  // CPU f32 [C]
+};
+
+Data make_data(const FusedCase& fc, DType dtype, uint64_t seed) {
+  const int64_t c = fc.shape.back();
+  Data d;
+  d.x = cpu_values(fc.shape, seed, dtype, -1.5, 2.5);
+  if (fc.residual) d.residual = cpu_values(fc.shape, seed + 6, dtype, -1.0, 1.0);
+  d.dy = cpu_values(fc.shape, seed + 1, dtype, -1.0, 1.0);
+  d.weight = cpu_values({c}, seed + 2, DType::F32, 0.5, 1.5);
+  d.bias = cpu_values({c}, seed + 3, DType::F32, -0.5, 0.5);
+  d.running_mean = cpu_values({c}, seed + 4, DType::F32, -0.2, 0.2);
+  d.running_var = cpu_values({c}, seed + 5, DType::F32, 0.5, 2.0);
+  return d;
+}
+
+Tensor gpu(const Tensor& cpu, DType dtype = DType::F32) {
+  return cpu.defined() ? cpu.to(dtype).to(Device::gpu(0)) : cpu;
+}
+
+Tensor rounded(const Tensor& cpu, DType dtype) {
+  return dtype == DType::F32 ? cpu : cpu.to(dtype).to(DType::F32);
+}
+
+ResidualGrad residual_grad_of(const Data& d) {
+  return d.residual.defined() ? ResidualGrad::Compute : ResidualGrad::Skip;
+}
+
+// Forward and backward against the CPU; `x`, `residual`, `dy` are the GPU operands (maybe
+// misaligned views) holding d's values.
+void check_against_cpu(const Data& d, DType dtype, const Tensor& x, const Tensor& residual,
+                       const Tensor& dy) {
+  const Tensor w = gpu(d.weight), b = gpu(d.bias);
+  Tensor rm_cpu = d.running_mean.clone(), rv_cpu = d.running_var.clone();
+  const ops::BatchNormForward ref = ops::batch_norm_relu_train(d.x, d.residual, d.weight, d.bias,
+                                                               rm_cpu, rv_cpu, kMomentum, kEps);
+  Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
+  const ops::BatchNormForward out =
+      ops::batch_norm_relu_train(x, residual, w, b, rm, rv, kMomentum, kEps);
+  expect_data(out.y, ref.y, dtype, "y", mean_rounding(d.weight, ref.mean, ref.invstd));
+  expect_f32(out.mean, ref.mean, "mean");
+  expect_f32(out.invstd, ref.invstd, "invstd");
+  expect_f32(rm, rm_cpu, "running_mean");
+  expect_f32(rv, rv_cpu, "running_var");
+
+  // Backward from the CPU's output rounded to the dtype: the same mask on both sides.
+  const Tensor y = rounded(ref.y, dtype);
+  const ResidualGrad rg = residual_grad_of(d);
+  const ops::BatchNormReluGrads gref =
+      ops::batch_norm_relu_backward(d.dy, y, d.x, d.weight, ref.mean, ref.invstd, rg);
+  const ops::BatchNormReluGrads g =
+      ops::batch_norm_relu_backward(dy, gpu(y, dtype), x, w, gpu(ref.mean), gpu(ref.invstd), rg);
+  expect_data(g.dx, gref.dx, dtype, "dx", dx_terms(d.weight, ref.invstd, d.dy));
+  expect_f32(g.dweight, gref.dweight, "dweight");
+  expect_f32(g.dbias, gref.dbias, "dbias");
+  if (rg == ResidualGrad::Compute)
+    expect_close(g.dresidual, gref.dresidual, dtype, 0.0, "dresidual (exact: dy or 0)");
+  else
+    EXPECT_FALSE(g.dresidual.defined());
+}
+
+// ResNet-18 CIFAR-like shapes at a smaller batch (the CPU reference is the cost), then small
+// and awkward ones: [N,C], channel counts off the vector widths, one channel, two rows, more
+// channels than one block column covers.
+const FusedCase kCases[] = {
+    {"resnet_65536x64_residual", {64, 32, 32, 64}, true},
+    {"resnet_65536x64", {64, 32, 32, 64}, false},
+    {"resnet_8192x128_residual", {32, 16, 16, 128}, true},
+    {"resnet_1024x256", {16, 8, 8, 256}, false},
+    {"resnet_128x512_residual", {8, 4, 4, 512}, true},
+    {"odd_105x3_residual", {3, 5, 7, 3}, true},
+    {"c17_residual", {2, 7, 7, 17}, true},
+    {"c5", {16, 9, 9, 5}, false},
+    {"single_channel_residual", {3, 4, 4, 1}, true},
+    {"two_dim_residual", {5, 37}, true},
+    {"two_rows_residual", {2, 6}, true},
+    {"c2048_residual", {4, 3, 3, 2048}, true},
+};
+
+class GpuBatchNormRelu : public ::testing::TestWithParam<std::tuple<FusedCase, DType>> {};
+
+TEST_P(GpuBatchNormRelu, ForwardAndBackwardMatchCpu) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  const auto& [fc, dtype] = GetParam();
+  const Data d = make_data(fc, dtype, 11);
+  check_against_cpu(d, dtype, gpu(d.x, dtype), gpu(d.residual, dtype), gpu(d.dy, dtype));
+}
+
+// The fused ops against the unfused GPU ops they replace. Forward: the unfused path rounds the
+// batch norm's output to the dtype before the add, the fused one rounds once, so the outputs
+// agree within the dtype's bound. Backward from the same y: dz = relu_backward(dy, y) is
+// exactly what the fused kernels compute on the fly, so the gradients agree to f32 rounding
+// (the same sums in the same order; bit-identical is expected but not required).
+TEST_P(GpuBatchNormRelu, FusedMatchesUnfusedGpuOps) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  const auto& [fc, dtype] = GetParam();
+  const Data d = make_data(fc, dtype, 31);
+  const Tensor x = gpu(d.x, dtype), r = gpu(d.residual, dtype), dy = gpu(d.dy, dtype);
+  const Tensor w = gpu(d.weight), b = gpu(d.bias);
+  Tensor rm1 = gpu(d.running_mean), rv1 = gpu(d.running_var);
+  Tensor rm2 = gpu(d.running_mean), rv2 = gpu(d.running_var);
+  const ops::BatchNormForward fused =
+      ops::batch_norm_relu_train(x, r, w, b, rm1, rv1, kMomentum, kEps);
+  const ops::BatchNormForward bn = ops::batch_norm_train(x, w, b, rm2, rv2, kMomentum, kEps);
+  const Tensor y = ops::relu(r.defined() ? ops::add(bn.y, r) : bn.y);
+  // Two roundings against one: twice the bound.
+  expect_close(fused.y, y.to(DType::F32).to(Device::cpu()), dtype, 2 * bound_of(dtype),
+               "fused y against unfused");
+  expect_f32(fused.mean, bn.mean.to(Device::cpu()), "mean");
+  expect_f32(fused.invstd, bn.invstd.to(Device::cpu()), "invstd");
+  expect_f32(rm1, rm2.to(Device::cpu()), "running_mean");
+  expect_f32(rv1, rv2.to(Device::cpu()), "running_var");
+
+  const ResidualGrad rg = residual_grad_of(d);
+  const ops::BatchNormReluGrads g =
+      ops::batch_norm_relu_backward(dy, fused.y, x, w, fused.mean, fused.invstd, rg);
+  const Tensor dz = ops::relu_backward(dy, fused.y);
+  const ops::BatchNormGrads gu = ops::batch_norm_backward(dz, x, w, fused.mean, fused.invstd);
+  const Tensor dz_host = dz.to(DType::F32).to(Device::cpu());
+  expect_close(g.dx, gu.dx.to(DType::F32).to(Device::cpu()), dtype, bound_of(dtype), "dx",
+               dx_terms(d.weight, fused.invstd.to(Device::cpu()), dz_host));
+  expect_f32(g.dweight, gu.dweight.to(Device::cpu()), "dweight");
+  expect_f32(g.dbias, gu.dbias.to(Device::cpu()), "dbias");
+  if (rg == ResidualGrad::Compute)
+    expect_close(g.dresidual, dz_host, dtype, 0.0, "dresidual against relu_backward");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchNormRelu,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::ValuesIn(kDtypes)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
+
+// Views one element into a buffer: no vector load of x, residual or dy is aligned.
+TEST(GpuBatchNormReluAlignment, OffsetViewsMatchCpu) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  for (const DType dtype : kDtypes) {
+    const FusedCase fc{"offset_view", {4, 8, 8, 64}, true};
+    const Data d = make_data(fc, dtype, 21);
+    const int64_t n = d.x.numel();
+    const auto offset_view = [&](const Tensor& cpu) {
+      Tensor buffer = Tensor::empty({n + 1}, dtype, Device::gpu(0));
+      Tensor view = buffer.narrow(0, 1, n).view(fc.shape);
+      view.copy_(cpu);
+      return view;
+    };
+    check_against_cpu(d, dtype, offset_view(d.x), offset_view(d.residual), offset_view(d.dy));
+  }
+}
+
+// Every output of a fused forward and backward, as raw bytes.
+std::vector<std::vector<char>> run_bytes(const Data& d, DType dtype) {
+  const Tensor x = gpu(d.x, dtype), r = gpu(d.residual, dtype), dy = gpu(d.dy, dtype);
+  const Tensor w = gpu(d.weight), b = gpu(d.bias);
+  Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
+  const ops::BatchNormForward f = ops::batch_norm_relu_train(x, r, w, b, rm, rv, kMomentum, kEps);
+  const ops::BatchNormReluGrads g =
+      ops::batch_norm_relu_backward(dy, f.y, x, w, f.mean, f.invstd, ResidualGrad::Compute);
+  std::vector<std::vector<char>> out;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{
+           &f.y, &f.mean, &f.invstd, &rm, &rv, &g.dx, &g.dweight, &g.dbias, &g.dresidual}) {
+    const Tensor host = t->to(Device::cpu());
+    const char* p = static_cast<const char*>(host.data_ptr());
+    out.emplace_back(p, p + host.nbytes());
+  }
+  return out;
+}
+
+TEST(GpuBatchNormReluDeterminism, RepeatedRunsAreBitIdentical) {
+  HG_REQUIRE_GPU();
+  const FusedCase fc{"many_blocks", {64, 16, 16, 64}, true};
+  for (const DType dtype : kDtypes) {
+    const Data d = make_data(fc, dtype, 41);
+    EXPECT_EQ(run_bytes(d, dtype), run_bytes(d, dtype)) << dtype_name(dtype);
+  }
+}
+
+}  // namespace
+}  // namespace hg
