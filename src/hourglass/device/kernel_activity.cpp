@@ -73,31 +73,45 @@ std::string short_kernel_name(const std::string& demangled, size_t max_chars) {
       }
     }
   }
-  // Template arguments collapsed, and the return type (what precedes the last space outside
-  // brackets) dropped.
-  std::string out;
+  // The return type: what precedes the last space outside brackets.
   int depth = 0;
   size_t name_start = 0;
+  for (size_t i = 0; i < s.size() && function; ++i) {
+    if (s[i] == '(' || s[i] == '<') ++depth;
+    if ((s[i] == ')' || s[i] == '>') && depth > 0) --depth;
+    if (s[i] == ' ' && depth == 0) name_start = i + 1;
+  }
+  s = s.substr(name_start);
+  if (s.empty()) s = demangled;
+  if (code_points(s) <= max_chars) return s;
+  // Too long: template arguments collapsed; a generic wrapper (CUTLASS's Kernel<Op>) is named by
+  // its first argument instead.
+  std::string out, first_argument;
+  depth = 0;
+  bool in_first = false;
   for (char c : s) {
     if (c == '<') {
-      if (depth++ == 0) out += "<…>";
-      continue;
+      if (depth++ == 0) {
+        out += "<…>";
+        in_first = first_argument.empty();
+        continue;
+      }
+    } else if (c == '>' && depth > 0) {
+      if (--depth == 0) {
+        in_first = false;
+        continue;
+      }
+    } else if (c == ',' && depth == 1) {
+      in_first = false;
     }
-    if (c == '>' && depth > 0) {
-      --depth;
-      continue;
-    }
-    if (depth > 0) continue;
-    out += c;
+    if (depth == 0) out += c;
+    if (in_first) first_argument += c;
   }
-  depth = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == '(') ++depth;
-    if (out[i] == ')') --depth;
-    if (out[i] == ' ' && depth == 0 && function) name_start = i + 1;
-  }
-  out = out.substr(name_start);
-  if (out.empty()) out = demangled;
+  const size_t last = out.rfind("::");
+  const std::string base = out.substr(last == std::string::npos ? 0 : last + 2);
+  if ((base == "Kernel<…>" || base == "Kernel2<…>" || base == "device_kernel<…>") &&
+      !first_argument.empty())
+    return short_kernel_name(first_argument, max_chars);
   // Leading namespaces dropped while too long, then the end cut.
   while (code_points(out) > max_chars) {
     const size_t colons = out.find("::");

@@ -174,10 +174,12 @@ OpProfileSummary summarize(ops::OpProfiler& profiler, const DevicePeaks& peaks) 
     for (const auto& [ikey, i] : inner)
       if (i.parent == t.name) push_op(ikey, i);
   }
-  for (const auto& [ikey, i] : inner)  // inner ops of ops never called at the top level
+  for (const auto& entry : inner) {  // inner ops of ops never called at the top level
+    const std::string& parent = entry.second.parent;
     if (std::none_of(top.begin(), top.end(),
-                     [&](const auto& t) { return t.second.name == i.parent; }))
-      push_op(ikey, i);
+                     [&](const auto& t) { return t.second.name == parent; }))
+      push_op(entry.first, entry.second);
+  }
   const RowKey outside{"", "(outside ops)"};
   if (kernels.count(outside)) {
     OpProfileRow r;
