@@ -25,7 +25,8 @@
 #           synthetic ResNet-18 run with the monitor off and sampling every 0.5 s); bench_loader's
 #           folder rows (the loader alone at 1-16 workers); hourglass profile's table, cost and
 #           trace on the Fashion-MNIST config
-#   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 (table, cost)
+#   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 (table, cost;
+#           ResNet-18 again with --timing marks, the cost without CUPTI)
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
@@ -233,6 +234,12 @@ TOML
       ./build-device/hourglass profile configs/fashion-mnist-resnet18-gpu.toml \
         --set data.path="\"$data\"" --steps 20 --warmup 10 > "$out/profile-fmnist.txt" 2>&1
       row profile-fmnist $? "$(tail -1 "$out/profile-fmnist.txt")"
+      # The same with the event marks around each op instead of CUPTI's kernel records (what the
+      # profiler falls back to without libcupti): the two costs side by side.
+      ./build-device/hourglass profile configs/fashion-mnist-resnet18-gpu.toml \
+        --set data.path="\"$data\"" --steps 20 --warmup 10 --timing marks \
+        > "$out/profile-fmnist-marks.txt" 2>&1
+      row profile-fmnist-marks $? "$(tail -1 "$out/profile-fmnist-marks.txt")"
       ./build-device/hourglass profile configs/synthetic-resnet50-gpu.toml --steps 10 --warmup 5 \
         --trace "$out/trace-r50.json" > "$out/profile-r50.txt" 2>&1
       row profile-r50 $? "$(grep 'without the profiler' "$out/profile-r50.txt")"

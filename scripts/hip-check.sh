@@ -49,7 +49,7 @@ for layer in "${layers[@]}"; do
 done
 # The same selection as src/CMakeLists.txt makes for HOURGLASS_GPU_BACKEND=hip.
 mapfile -t files < <(find src/hourglass -path '*/gpu/*' \( -name '*.cu' -o -name '*.cpp' \) |
-  grep -Ev '_(cudnn|cublaslt|nvml)\.cpp$' | sort)
+  grep -Ev '_(cudnn|cublaslt|nvml|cupti)\.cpp$' | sort)
 wrappers=$(printf '%s\n' "${files[@]}" | grep -cE '_(miopen|hipblaslt|rocm[a-z_]*)\.cpp$' || true)
 echo "hip-check: ${#files[@]} files ($wrappers ROCm library wrappers) for ${archs[*]}" \
   "against $rocm_include"

@@ -1,9 +1,11 @@
-// hourglass profile CONFIG [--set key=value ...] [--steps N] [--warmup W] [--trace FILE] [--json]:
-// times every op of N steady-state training steps of the config (after W untimed ones, and the
-// same N steps once without the profiler, to report what it costs): each op's
-// device time from marks on its device's stream around it (GPU events; the host clock on the
-// CPU), summed per op into a table sorted by total (ops/op_profile.h, obs/op_profile_report.h),
-// beside the measured time of the same steps. --trace writes the ops as a Chrome / Perfetto trace
+// hourglass profile CONFIG [--set key=value ...] [--steps N] [--warmup W] [--trace FILE] [--json]
+// [--timing auto|marks|kernels]: times every op of N steady-state training steps of the config
+// (after W untimed ones, and the same N steps once without the profiler, to report what it
+// costs): each op's device time from the device's record of its kernels (CUPTI, CUDA builds,
+// each op's kernels listed under it) or from marks on its device's stream around it (GPU events;
+// the host clock on the CPU), summed per op into a table sorted by total with the achieved
+// TFLOP/s and GB/s (ops/op_profile.h, obs/op_profile_report.h), beside the measured time of the
+// same steps. --trace writes the ops as a Chrome / Perfetto trace
 // (chrome://tracing, ui.perfetto.dev). The batches come from the config's training loader and are
 // on the device before the timed steps start, so the measured time is the steps' own.
 #include <algorithm>
@@ -28,6 +30,7 @@ Runner add_profile(CLI::App& app) {
     int64_t steps = 20, warmup = 5;
     std::string trace;
     bool json = false;
+    std::string timing = "auto";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -45,6 +48,11 @@ Runner add_profile(CLI::App& app) {
       ->check(CLI::Range(int64_t(0), int64_t(100000)));
   sub->add_option("--trace", a->trace, "write a Chrome trace JSON file here");
   sub->add_flag("--json", a->json, "print the table as one JSON object");
+  sub->add_option("--timing", a->timing,
+                  "device times from: auto (kernel activity through CUPTI on CUDA GPUs, else "
+                  "marks), marks (events around each op), kernels (CUPTI, else marks)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "marks", "kernels"}));
   return [a] {
     Config config = Config::load(a->config);
     for (const auto& o : a->overrides) config.set_override(o);
@@ -83,26 +91,34 @@ Runner add_profile(CLI::App& app) {
                  .count() /
              double(a->steps);
     };
-    // One step counts the ops, so the profiler's device marks are made before the timed steps.
-    int64_t ops_per_step = 0;
-    {
-      ops::OpProfiler counter(run.device);
-      counter.install();
-      step.run(batches.back().first, batches.back().second);
-      counter.uninstall();
-      ops_per_step = int64_t(counter.events().size());
-    }
+    const ops::DeviceTiming timing = a->timing == "marks"     ? ops::DeviceTiming::Marks
+                                     : a->timing == "kernels" ? ops::DeviceTiming::KernelActivity
+                                                              : ops::DeviceTiming::Auto;
     // The same steps without the profiler, before and after the profiled ones (the faster of
-    // the two, against drift and late warm-up): what profiling costs.
+    // the two, against drift and late warm-up): what profiling costs. The profiler lives only
+    // around its own steps, so that kernel activity (enabled while a collector lives) is off for
+    // the others.
     double plain_ms = timed_steps();
-    ops::OpProfiler profiler(run.device);
-    profiler.clock().reserve(int(2 * (ops_per_step + 8) * a->steps));
-    profiler.install();
-    const double step_ms = timed_steps();
-    profiler.uninstall();
+    double step_ms = 0;
+    obs::OpProfileSummary summary;
+    {
+      ops::OpProfiler profiler(run.device, timing);
+      // One step recorded and forgotten: it counts the ops, so the device marks are made before
+      // the timed steps, and lets the collector settle in (its first launches).
+      profiler.install();
+      step.run(batches.back().first, batches.back().second);
+      profiler.uninstall();
+      const int64_t ops_per_step = int64_t(profiler.events().size());
+      profiler.clear();
+      if (!profiler.uses_kernel_activity())
+        profiler.clock().reserve(int(2 * (ops_per_step + 8) * a->steps));
+      profiler.install();
+      step_ms = timed_steps();
+      profiler.uninstall();
+      summary = obs::summarize(profiler);
+      if (!a->trace.empty()) write_file_atomic(a->trace, obs::chrome_trace_json(profiler));
+    }
     plain_ms = std::min(plain_ms, timed_steps());
-    const obs::OpProfileSummary summary = obs::summarize(profiler);
-    if (!a->trace.empty()) write_file_atomic(a->trace, obs::chrome_trace_json(profiler));
     if (a->json) {
       const obs::OpProfileSource source{a->config, run.device.str(), a->steps, step_ms, plain_ms};
       std::printf("%s\n", obs::profile_json(summary, source).c_str());

@@ -10,6 +10,9 @@
 //   HG_COMPOSITE_OP(return type, name, (parameters), { body })
 //       An op built from other ops in ops.cpp: declared in ops.h, defined by its body, no
 //       backend method.
+//   HG_OP_COST(expr) (in a body)
+//       What the call asks of the device (an OpCost, op_cost.h) for the op profiler; evaluated
+//       only while a profiler records.
 //   HG_OP_DEFAULT(value)
 //       A default argument: `= value` in the public declaration (ops.h), nothing elsewhere
 //       (backends always receive every argument).
@@ -65,6 +68,7 @@ HG_OP(Tensor, conv2d, (const Tensor& x, const Tensor& w, const Tensor& bias,
     check_vector(op, "bias", bias, w.size(0));
     check_same_device(op, x, bias);
   }
+  HG_OP_COST(conv2d_cost(x, w, bias, p));
   return backend_for(x.device()).conv2d(x.contiguous(), w.contiguous(), contig(bias), p);
 })
 
@@ -81,6 +85,7 @@ HG_OP(ops::Conv2dGrads, conv2d_backward, (const Tensor& dy, const Tensor& x, con
            "{}: grad output {} does not match input {} and weight {}", op, dy.describe(),
            x.describe(), w.describe());
   check_same_dtype(op, dy, x);
+  HG_OP_COST(conv2d_backward_cost(dy, x, w, has_bias, input_grad));
   return backend_for(x.device())
       .conv2d_backward(dy.contiguous(), x.contiguous(), w.contiguous(), has_bias, p, input_grad);
 })
@@ -106,6 +111,7 @@ HG_OP(ops::BatchNormForward, batch_norm_train, (const Tensor& x, const Tensor& w
   }
   HG_CHECK(x.numel() / c > 1, "{}: training needs more than one value per channel, got {}", op,
            x.describe());
+  HG_OP_COST(elementwise_cost(x, 1, 1));
   return backend_for(x.device())
       .batch_norm_train(x.contiguous(), weight, bias, running_mean, running_var, momentum, eps);
 })
@@ -120,6 +126,7 @@ HG_OP(Tensor, batch_norm_eval, (const Tensor& x, const Tensor& weight, const Ten
     check_dtype(op, "parameters and statistics", *t, DType::F32);
     check_same_device(op, x, *t);
   }
+  HG_OP_COST(elementwise_cost(x, 1, 1));
   return backend_for(x.device())
       .batch_norm_eval(x.contiguous(), weight, bias, running_mean, running_var, eps);
 })
@@ -128,6 +135,7 @@ HG_OP(ops::BatchNormGrads, batch_norm_backward, (const Tensor& dy, const Tensor&
                                                  const Tensor& weight, const Tensor& mean,
                                                  const Tensor& invstd), {
   check_same_shape(op, dy, x);
+  HG_OP_COST(elementwise_cost(x, 2, 1));
   return backend_for(x.device())
       .batch_norm_backward(dy.contiguous(), x.contiguous(), weight, mean, invstd);
 })
@@ -228,6 +236,7 @@ HG_OP(Tensor, linear, (const Tensor& x, const Tensor& w, const Tensor& bias), {
     check_vector(op, "bias", bias, w.size(0));
     check_same_device(op, x, bias);
   }
+  HG_OP_COST(linear_cost(x, w, bias));
   return backend_for(x.device()).linear(x.contiguous(), w.contiguous(), contig(bias));
 })
 
@@ -236,6 +245,7 @@ HG_OP(ops::LinearGrads, linear_backward, (const Tensor& dy, const Tensor& x, con
   HG_CHECK(dy.dim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == w.size(0),
            "{}: grad {} does not match input {} and weight {}", op, dy.describe(),
            x.describe(), w.describe());
+  HG_OP_COST(linear_backward_cost(dy, x, w, has_bias, input_grad));
   return backend_for(x.device())
       .linear_backward(dy.contiguous(), x.contiguous(), w.contiguous(), has_bias, input_grad);
 })
@@ -246,26 +256,31 @@ HG_OP(ops::LinearGrads, linear_backward, (const Tensor& dy, const Tensor& x, con
 
 HG_OP(Tensor, add, (const Tensor& a, const Tensor& b), {
   check_binary(op, a, b);
+  HG_OP_COST(elementwise_cost(a, 2, 1));
   return backend_for(a.device()).add(a.contiguous(), b.contiguous());
 })
 
 HG_OP(Tensor, sub, (const Tensor& a, const Tensor& b), {
   check_binary(op, a, b);
+  HG_OP_COST(elementwise_cost(a, 2, 1));
   return backend_for(a.device()).sub(a.contiguous(), b.contiguous());
 })
 
 HG_OP(Tensor, mul, (const Tensor& a, const Tensor& b), {
   check_binary(op, a, b);
+  HG_OP_COST(elementwise_cost(a, 2, 1));
   return backend_for(a.device()).mul(a.contiguous(), b.contiguous());
 })
 
 HG_OP(Tensor, add_scalar, (const Tensor& a, double s), {
   check_float(op, "input", a);
+  HG_OP_COST(elementwise_cost(a, 1, 1));
   return backend_for(a.device()).add_scalar(a.contiguous(), s);
 })
 
 HG_OP(Tensor, mul_scalar, (const Tensor& a, double s), {
   check_float(op, "input", a);
+  HG_OP_COST(elementwise_cost(a, 1, 1));
   return backend_for(a.device()).mul_scalar(a.contiguous(), s);
 })
 
@@ -273,29 +288,34 @@ HG_OP(Tensor, mul_scalar, (const Tensor& a, double s), {
 HG_OP(void, add_, (Tensor& dst, const Tensor& src, double alpha HG_OP_DEFAULT(1.0)), {
   check_binary(op, dst, src);
   HG_CHECK(dst.is_contiguous(), "{}: destination {} must be contiguous", op, dst.describe());
+  HG_OP_COST(elementwise_cost(dst, 2, 1));
   backend_for(dst.device()).add_(dst, src.contiguous(), alpha);
 })
 
 HG_OP(void, mul_scalar_, (Tensor& dst, double s), {
   check_float(op, "destination", dst);
   HG_CHECK(dst.is_contiguous(), "{}: destination {} must be contiguous", op, dst.describe());
+  HG_OP_COST(elementwise_cost(dst, 1, 1));
   backend_for(dst.device()).mul_scalar_(dst, s);
 })
 
 HG_OP(Tensor, relu, (const Tensor& x), {
   check_float(op, "input", x);
+  HG_OP_COST(elementwise_cost(x, 1, 1));
   return backend_for(x.device()).relu(x.contiguous());
 })
 
 // dy where y > 0, else 0.
 HG_OP(Tensor, relu_backward, (const Tensor& dy, const Tensor& y), {
   check_binary(op, dy, y);
+  HG_OP_COST(elementwise_cost(y, 2, 1));
   return backend_for(y.device()).relu_backward(dy.contiguous(), y.contiguous());
 })
 
 // Square root; a negative element gives NaN (as std::sqrt), which later comparisons flag.
 HG_OP(Tensor, sqrt, (const Tensor& x), {
   check_float(op, "input", x);
+  HG_OP_COST(elementwise_cost(x, 1, 1));
   return backend_for(x.device()).sqrt(x.contiguous());
 })
 

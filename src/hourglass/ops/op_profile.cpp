@@ -1,12 +1,46 @@
 #include "hourglass/ops/op_profile.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "hourglass/base/log.h"
+
 namespace hg::ops {
 
 namespace {
+
 thread_local OpProfiler* t_profiler = nullptr;
+
+double now_us(std::chrono::steady_clock::time_point origin) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin)
+      .count();
 }
 
-OpProfiler::OpProfiler(Device device) : clock_(device), origin_(std::chrono::steady_clock::now()) {
+}  // namespace
+
+OpProfiler::OpProfiler(Device device, DeviceTiming timing)
+    : clock_(device), origin_(std::chrono::steady_clock::now()) {
+  const bool want_activity =
+      timing == DeviceTiming::KernelActivity || (timing == DeviceTiming::Auto && device.is_gpu());
+  if (want_activity) {
+    std::string why_not;
+    activity_ = start_kernel_activity(why_not);
+    if (activity_ != nullptr) {
+      timing_note_ = activity_->source() + ": kernel times";
+    } else {
+      timing_note_ = "stream-clock marks (kernel activity unavailable: " + why_not + ")";
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        HG_LOG_WARN(
+            "op profiler: {}; timing ops with marks around each instead, which adds "
+            "device work between ops and shows no kernels",
+            timing_note_);
+    }
+  } else {
+    timing_note_ = device.is_gpu() ? "stream-clock marks (GPU events)" : "host clock";
+  }
   clock_.mark();  // mark 0: the device timeline's origin
 }
 
@@ -23,35 +57,112 @@ void OpProfiler::uninstall() {
 }
 
 void OpProfiler::clear() {
+  if (activity_ != nullptr) {
+    (void)clock_.elapsed_ms(0, clock_.mark());  // the device has run what was issued
+    (void)activity_->collect();                 // the records of the forgotten events
+  }
   events_.clear();
   open_.clear();
+  kernels_.clear();
+  resolved_ = false;
 }
 
 OpProfiler* OpProfiler::current() { return t_profiler; }
 
+void OpProfiler::resolve() {
+  if (resolved_) return;
+  resolved_ = true;
+  if (activity_ == nullptr) return;
+  (void)clock_.elapsed_ms(0, clock_.mark());  // waits for the device to have run everything
+  for (KernelRecord& k : activity_->collect()) {
+    if (k.op_id > events_.size()) k.op_id = 0;  // not one of this profiler's events
+    kernels_.push_back(std::move(k));
+  }
+  std::stable_sort(
+      kernels_.begin(), kernels_.end(),
+      [](const KernelRecord& a, const KernelRecord& b) { return a.start_us < b.start_us; });
+  kernel_ms_.assign(events_.size(), 0.0);
+  first_kernel_us_.assign(events_.size(), std::numeric_limits<double>::infinity());
+  last_kernel_us_.assign(events_.size(), -std::numeric_limits<double>::infinity());
+  for (const KernelRecord& k : kernels_) {
+    if (k.op_id == 0) continue;
+    const size_t i = k.op_id - 1;
+    kernel_ms_[i] += (k.end_us - k.start_us) / 1000;
+    first_kernel_us_[i] = std::min(first_kernel_us_[i], k.start_us);
+    last_kernel_us_[i] = std::max(last_kernel_us_[i], k.end_us);
+  }
+  // Inner ops' kernels count in their parents' time (a child's index is above its parent's).
+  for (size_t i = events_.size(); i-- > 0;) {
+    const int parent = events_[i].parent_index;
+    if (parent < 0) continue;
+    kernel_ms_[size_t(parent)] += kernel_ms_[i];
+    first_kernel_us_[size_t(parent)] =
+        std::min(first_kernel_us_[size_t(parent)], first_kernel_us_[i]);
+    last_kernel_us_[size_t(parent)] = std::max(last_kernel_us_[size_t(parent)], last_kernel_us_[i]);
+  }
+}
+
+const std::vector<KernelRecord>& OpProfiler::kernels() {
+  resolve();
+  return kernels_;
+}
+
+double OpProfiler::device_ms(const OpEvent& e) {
+  if (activity_ == nullptr) return clock_.elapsed_ms(e.mark_begin, e.mark_end);
+  resolve();
+  const size_t i = size_t(&e - events_.data());
+  return i < kernel_ms_.size() ? kernel_ms_[i] : 0.0;
+}
+
+double OpProfiler::device_start_ms(const OpEvent& e) {
+  if (activity_ == nullptr) return clock_.elapsed_ms(0, e.mark_begin);
+  resolve();
+  const size_t i = size_t(&e - events_.data());
+  if (i < first_kernel_us_.size() && std::isfinite(first_kernel_us_[i]))
+    return first_kernel_us_[i] / 1000;
+  return e.host_start_us / 1000;
+}
+
+double OpProfiler::device_end_ms(const OpEvent& e) {
+  if (activity_ == nullptr) return clock_.elapsed_ms(0, e.mark_end);
+  resolve();
+  const size_t i = size_t(&e - events_.data());
+  if (i < last_kernel_us_.size() && std::isfinite(last_kernel_us_[i]))
+    return last_kernel_us_[i] / 1000;
+  return device_start_ms(e);
+}
+
 void OpScope::begin(OpProfiler& p, const char* name) {
   profiler_ = &p;
+  index_ = p.events_.size();
   OpEvent e;
   e.name = name;
   e.depth = int(p.open_.size());
+  e.parent_index = p.open_.empty() ? -1 : int(p.open_.back());
   e.parent = p.open_.empty() ? "" : p.events_[p.open_.back()].name;
-  e.host_start_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p.origin_)
-          .count();
-  e.mark_begin = p.clock_.mark();
-  p.open_.push_back(p.events_.size());
+  e.host_start_us = now_us(p.origin_);
+  if (p.activity_ != nullptr)
+    p.activity_->push_op(index_ + 1);
+  else
+    e.mark_begin = p.clock_.mark();
+  p.open_.push_back(index_);
   p.events_.push_back(e);
+  p.resolved_ = false;
+}
+
+void OpScope::set_cost(const OpCost& cost) {
+  if (profiler_ != nullptr && index_ < profiler_->events_.size())
+    profiler_->events_[index_].cost = cost;
 }
 
 void OpScope::end() {
   OpProfiler& p = *profiler_;
-  if (p.open_.empty()) return;  // cleared while the op ran
+  if (p.activity_ != nullptr) p.activity_->pop_op();  // the push of begin(), even if cleared
+  if (p.open_.empty()) return;                        // cleared while the op ran
   OpEvent& e = p.events_[p.open_.back()];
   p.open_.pop_back();
-  e.mark_end = p.clock_.mark();
-  e.host_end_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p.origin_)
-          .count();
+  if (p.activity_ == nullptr) e.mark_end = p.clock_.mark();
+  e.host_end_us = now_us(p.origin_);
 }
 
 }  // namespace hg::ops

@@ -1,31 +1,52 @@
 // The op profiler's recording side: while an OpProfiler is installed on a thread, every op called
 // there (ops::<name>, op_list.h; ops called while another op's scope is open, one level deeper) is
-// recorded
-// with its host start and end and two marks on the device's StreamClock around it, so its
-// device time is known once the device has run it. Not installed, an op pays one thread-local
-// load and a branch.
+// recorded with its host start and end, what it asks of the device (op_cost.h: FLOPs and bytes
+// of the main ops, computed only while recording), and its device time, taken one of two ways
+// (DeviceTiming):
+//   - kernel activity (device/kernel_activity.h: CUPTI in CUDA builds): the device's own record
+//     of every kernel, copy and fill, attributed to the op whose scope launched it through an
+//     external correlation id pushed around the op on the host. An op's device time is the sum
+//     of its kernels' (its inner ops' included); no device work is added between ops.
+//   - marks: two marks on the device's StreamClock around each op (GPU events; the host clock on
+//     the CPU), the op's time from one to the other. Each mark is a device call between ops,
+//     which on a launch-bound GPU step costs about a tenth of the step.
+// GPUs use kernel activity where the build and machine have it and fall back to marks (saying
+// so once); the CPU always uses marks. Not installed, an op pays one thread-local load and a
+// branch.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "hourglass/device/kernel_activity.h"
 #include "hourglass/device/stream_clock.h"
+#include "hourglass/ops/op_cost.h"
 
 namespace hg::ops {
+
+enum class DeviceTiming : uint8_t {
+  Auto,            // kernel activity on a GPU where available, else marks
+  Marks,           // stream-clock marks around every op
+  KernelActivity,  // kernel activity, also for a CPU device (the tests' fake CUPTI); falls back
+                   // to marks when the collector cannot start
+};
 
 struct OpEvent {
   const char* name = "";
   const char* parent = "";                    // the op whose body called it ("" at the top level)
   int depth = 0;                              // 0: called from outside the ops
+  int parent_index = -1;                      // the parent's event; -1 at the top level
   double host_start_us = 0, host_end_us = 0;  // since the profiler was made
-  int mark_begin = 0, mark_end = 0;           // on the profiler's StreamClock
+  int mark_begin = 0, mark_end = 0;           // on the profiler's StreamClock (marks only)
+  OpCost cost;                                // this call's own (inner ops record theirs)
 };
 
 class OpProfiler {
  public:
-  // Times the ops of this thread (after install()) on `device`'s stream.
-  explicit OpProfiler(Device device);
+  // Times the ops of this thread (after install()) on `device`.
+  explicit OpProfiler(Device device, DeviceTiming timing = DeviceTiming::Auto);
   ~OpProfiler();  // uninstalls itself
   OpProfiler(const OpProfiler&) = delete;
   OpProfiler& operator=(const OpProfiler&) = delete;
@@ -35,22 +56,45 @@ class OpProfiler {
   void clear();      // forgets the events recorded so far
 
   const std::vector<OpEvent>& events() const { return events_; }
-  // The device milliseconds of event `e` (waits for the device to have run it).
-  double device_ms(const OpEvent& e) { return clock_.elapsed_ms(e.mark_begin, e.mark_end); }
-  // Milliseconds from the first mark to `mark` on the device's timeline.
-  double device_offset_ms(int mark) { return clock_.elapsed_ms(0, mark); }
+  // The device milliseconds of event `e` (waits for the device to have run it): from its marks,
+  // or the sum of its and its inner ops' kernels.
+  double device_ms(const OpEvent& e);
+  // Milliseconds from the profiler's start to where `e` began on the device's timeline (kernel
+  // activity: its first kernel; an op with none: its host start).
+  double device_start_ms(const OpEvent& e);
+  // ... and to where it ended (kernel activity: its last kernel's end).
+  double device_end_ms(const OpEvent& e);
+  // The kernels, copies and fills recorded (kernel activity; empty with marks), each with
+  // op_id = 1 + the index of the event that launched it (0: outside any op). Waits for the
+  // device.
+  const std::vector<KernelRecord>& kernels();
   StreamClock& clock() { return clock_; }
+  Device device() const { return clock_.device(); }
+
+  // True when device times come from kernel activity.
+  bool uses_kernel_activity() const { return activity_ != nullptr; }
+  // How device times are taken, for a report ("CUPTI 26 (libcupti.so.13): kernel times" or
+  // "stream-clock marks (CUPTI unavailable: ...)").
+  const std::string& timing_note() const { return timing_note_; }
 
   // The profiler installed on this thread, or null.
   static OpProfiler* current();
 
  private:
   friend class OpScope;
+  void resolve();  // kernels_ and the per-event sums, once the device has run everything
+
   StreamClock clock_;
+  std::unique_ptr<KernelActivity> activity_;
+  std::string timing_note_;
   std::chrono::steady_clock::time_point origin_;
   std::vector<OpEvent> events_;
   std::vector<size_t> open_;  // events of the ops running now, outermost first
   bool installed_ = false;
+  // Kernel activity, resolved: the records, and per event its kernels' total and first start.
+  bool resolved_ = false;
+  std::vector<KernelRecord> kernels_;
+  std::vector<double> kernel_ms_, first_kernel_us_, last_kernel_us_;
 };
 
 // Records one op call on the thread's profiler, if any (the op definitions make one).
@@ -65,10 +109,16 @@ class OpScope {
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
 
+  // Whether this call is recorded (costs are computed only then).
+  bool recording() const { return profiler_ != nullptr; }
+  // What this call asks of the device (op_cost.h).
+  void set_cost(const OpCost& cost);
+
  private:
   void begin(OpProfiler& p, const char* name);
   void end();
   OpProfiler* profiler_ = nullptr;
+  size_t index_ = 0;
 };
 
 }  // namespace hg::ops

@@ -109,13 +109,16 @@ Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
 }  // namespace
 
-// `op` is the op's name, for the body's error messages.
+// `op` is the op's name, for the body's error messages. HG_OP_COST(expr) records what the call
+// asks of the device (op_cost.h) while a profiler records; `expr` is not evaluated otherwise.
 #define HG_OP(ret, name, params, ...)                  \
   ret name params {                                    \
     [[maybe_unused]] constexpr const char* op = #name; \
     OpScope profiled(op);                              \
     __VA_ARGS__                                        \
   }
+#define HG_OP_COST(...) \
+  if (profiled.recording()) profiled.set_cost(__VA_ARGS__)
 #define HG_COMPOSITE_OP HG_OP
 #include "hourglass/ops/op_list.h"
 

@@ -73,8 +73,10 @@ void RunProfiler::finish(const Tensor& last_loss) {
                        100 * r.total_ms / summary.top_level_ms);
     if (++shown == 4) break;
   }
-  HG_LOG_INFO("profile: {} steps at {:.3f} ms, the ops {:.1f}% of them; top ops: {}; {} and {}",
-              steps_, step_ms, 100 * summary.top_level_ms / ms, top, json_path, trace_path);
+  HG_LOG_INFO(
+      "profile: {} steps at {:.3f} ms, the ops {:.1f}% of them; top ops: {}; device times: {}; "
+      "{} and {}",
+      steps_, step_ms, 100 * summary.top_level_ms / ms, top, summary.timing, json_path, trace_path);
 }
 
 }  // namespace hg::train

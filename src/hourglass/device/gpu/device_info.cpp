@@ -72,29 +72,34 @@ GpuRuntimeInfo runtime_info() {
   return info;
 }
 
+GpuDeviceInfo device_properties(int i) {
+  GpuDeviceInfo d;
+  d.index = i;
+  gpuDeviceProp prop{};
+  HG_GPU_CHECK(gpuGetDeviceProperties(&prop, i));
+  d.name = prop.name;
+  d.arch = arch_name(prop);
+  d.compute_major = attribute(gpuDevAttrComputeCapabilityMajor, i);
+  d.compute_minor = attribute(gpuDevAttrComputeCapabilityMinor, i);
+  d.multiprocessors = attribute(gpuDevAttrMultiProcessorCount, i);
+  d.l2_bytes = size_t(attribute(gpuDevAttrL2CacheSize, i));
+  d.clock_mhz = attribute(gpuDevAttrClockRate, i) / 1000;  // kHz
+  d.memory_clock_mhz = attribute(gpuDevAttrMemoryClockRate, i) / 1000;
+  d.memory_bus_bits = attribute(gpuDevAttrMemoryBusWidth, i);
+  d.memory_total = prop.totalGlobalMem;
+  char bus[32] = {};
+  if (gpuDeviceGetPCIBusId(bus, int(sizeof(bus)), i) == gpuSuccess)
+    d.pci_bus_id = bus;
+  else
+    (void)gpuGetLastError();
+  return d;
+}
+
 std::vector<GpuDeviceInfo> list_devices() {
   std::vector<GpuDeviceInfo> devices;
   const int n = device_count();
   for (int i = 0; i < n; ++i) {
-    GpuDeviceInfo d;
-    d.index = i;
-    gpuDeviceProp prop{};
-    HG_GPU_CHECK(gpuGetDeviceProperties(&prop, i));
-    d.name = prop.name;
-    d.arch = arch_name(prop);
-    d.compute_major = attribute(gpuDevAttrComputeCapabilityMajor, i);
-    d.compute_minor = attribute(gpuDevAttrComputeCapabilityMinor, i);
-    d.multiprocessors = attribute(gpuDevAttrMultiProcessorCount, i);
-    d.l2_bytes = size_t(attribute(gpuDevAttrL2CacheSize, i));
-    d.clock_mhz = attribute(gpuDevAttrClockRate, i) / 1000;  // kHz
-    d.memory_clock_mhz = attribute(gpuDevAttrMemoryClockRate, i) / 1000;
-    d.memory_bus_bits = attribute(gpuDevAttrMemoryBusWidth, i);
-    d.memory_total = prop.totalGlobalMem;
-    char bus[32] = {};
-    if (gpuDeviceGetPCIBusId(bus, int(sizeof(bus)), i) == gpuSuccess)
-      d.pci_bus_id = bus;
-    else
-      (void)gpuGetLastError();
+    GpuDeviceInfo d = device_properties(i);
     set_device(i);
     size_t free_bytes = 0, total_bytes = 0;
     HG_GPU_CHECK(gpuMemGetInfo(&free_bytes, &total_bytes));

@@ -28,6 +28,9 @@ struct GpuDeviceInfo {
 // Every device the runtime sees, in runtime order (empty when there is none or no driver).
 // Queries memory with gpuMemGetInfo, which creates the device's context.
 std::vector<GpuDeviceInfo> list_devices();
+// Device `index`'s properties and attributes alone (no memory query, the current device
+// unchanged; memory_free stays 0). Throws when the runtime cannot answer.
+GpuDeviceInfo device_properties(int index);
 
 struct GpuRuntimeInfo {
   std::string backend;         // "cuda" or "hip"
