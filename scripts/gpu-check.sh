@@ -25,13 +25,16 @@
 #           synthetic ResNet-18 run with the monitor off and sampling every 0.5 s); bench_loader's
 #           folder rows (the loader alone at 1-16 workers); hourglass profile's table, cost and
 #           trace on the Fashion-MNIST config
-#   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 (table, cost;
-#           ResNet-18 again with --timing marks, the cost without CUPTI)
+#   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 with CUPTI's
+#           kernel records (--timing kernels: table, kernel rows, cost), ResNet-18 again with
+#           --timing marks (the default for now: the cost without CUPTI)
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
 #           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
+#   fuse    bench/fused_bn.sh: the fused batch norm + add + ReLU against the unfused ops
+#           (HOURGLASS_FUSED_BN=1 and =0 alternated; CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16)
 #   tune    the tuning cache: its CPU and GPU tests (test_ops_tuning_cache,
 #           test_ops_gpu_tuning_cache), then bench/first_step.sh: CIFAR-format ResNet-18 trained
 #           with a cold, a warm and a `hourglass tune`-filled cache (first step after process
@@ -124,6 +127,12 @@ for stage in "${stages[@]}"; do
         > "$out/scale.md" 2>&1
       row scale $? "$(( $(date +%s) - t0 )) s"
       cat "$out/scale.md"
+      ;;
+    fuse)
+      bash bench/fused_bn.sh ./build-device/hourglass "$out/fuse" "${FUSE_REPEATS:-2}" \
+        > "$out/fuse.md" 2>&1
+      row fuse $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/fuse.md"
       ;;
     graph)
       bash bench/graph_replay.sh ./build-device/hourglass "$out/graph" "${GRAPH_REPEATS:-2}" \
@@ -232,7 +241,8 @@ TOML
       # (ResNet-50 224 px bf16): the table's head, the ops' share, the profiler's cost.
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
       ./build-device/hourglass profile configs/fashion-mnist-resnet18-gpu.toml \
-        --set data.path="\"$data\"" --steps 20 --warmup 10 > "$out/profile-fmnist.txt" 2>&1
+        --set data.path="\"$data\"" --steps 20 --warmup 10 --timing kernels \
+        > "$out/profile-fmnist.txt" 2>&1
       row profile-fmnist $? "$(tail -1 "$out/profile-fmnist.txt")"
       # The same with the event marks around each op instead of CUPTI's kernel records (what the
       # profiler falls back to without libcupti): the two costs side by side.
@@ -241,7 +251,7 @@ TOML
         > "$out/profile-fmnist-marks.txt" 2>&1
       row profile-fmnist-marks $? "$(tail -1 "$out/profile-fmnist-marks.txt")"
       ./build-device/hourglass profile configs/synthetic-resnet50-gpu.toml --steps 10 --warmup 5 \
-        --trace "$out/trace-r50.json" > "$out/profile-r50.txt" 2>&1
+        --timing kernels --trace "$out/trace-r50.json" > "$out/profile-r50.txt" 2>&1
       row profile-r50 $? "$(grep 'without the profiler' "$out/profile-r50.txt")"
       for f in "$out/profile-fmnist.txt" "$out/profile-r50.txt"; do head -12 "$f"; tail -3 "$f"; done
       ;;

@@ -30,7 +30,8 @@ Runner add_profile(CLI::App& app) {
     int64_t steps = 20, warmup = 5;
     std::string trace;
     bool json = false;
-    std::string timing = "auto";
+    // marks until the CUPTI collector has run on a GPU (it was written without one)
+    std::string timing = "marks";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -50,7 +51,8 @@ Runner add_profile(CLI::App& app) {
   sub->add_flag("--json", a->json, "print the table as one JSON object");
   sub->add_option("--timing", a->timing,
                   "device times from: auto (kernel activity through CUPTI on CUDA GPUs, else "
-                  "marks), marks (events around each op), kernels (CUPTI, else marks)")
+                  "marks), marks (events around each op; the default until the CUPTI path has run on a "
+                  "GPU), kernels (CUPTI, else marks)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "marks", "kernels"}));
   return [a] {
