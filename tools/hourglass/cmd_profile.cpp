@@ -49,10 +49,11 @@ Runner add_profile(CLI::App& app) {
       ->check(CLI::Range(int64_t(0), int64_t(100000)));
   sub->add_option("--trace", a->trace, "write a Chrome trace JSON file here");
   sub->add_flag("--json", a->json, "print the table as one JSON object");
-  sub->add_option("--timing", a->timing,
-                  "device times from: auto (kernel activity through CUPTI on CUDA GPUs, else "
-                  "marks), marks (events around each op; the default until the CUPTI path has run on a "
-                  "GPU), kernels (CUPTI, else marks)")
+  sub->add_option(
+         "--timing", a->timing,
+         "device times from: auto (kernel activity through CUPTI on CUDA GPUs, else "
+         "marks), marks (events around each op; the default until the CUPTI path has run on a "
+         "GPU), kernels (CUPTI, else marks)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "marks", "kernels"}));
   return [a] {
