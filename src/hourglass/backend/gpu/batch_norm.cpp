@@ -94,7 +94,8 @@ uint64_t address_bits(std::initializer_list<const Tensor*> tensors) {
   return bits;
 }
 
-// An operand of x's shape, dtype and device (residual, fused output), arriving contiguous.
+// An operand of x's shape, dtype and device (grad output, residual, fused output), arriving
+// contiguous.
 void check_like_input(const char* op, const char* what, const Tensor& t, const Tensor& x) {
   HG_CHECK(t.dtype() == x.dtype() && t.device() == x.device() && t.shape() == x.shape(),
            "{}: {} {} must match input {} in shape, dtype and device", op, what, t.describe(),
@@ -102,14 +103,14 @@ void check_like_input(const char* op, const char* what, const Tensor& t, const T
   HG_ASSERT(t.is_contiguous(), "gpu {}: {} {} must arrive contiguous", op, what, t.describe());
 }
 
-}  // namespace
-
-ops::BatchNormForward GpuBackend::batch_norm_train(const Tensor& x, const Tensor& weight,
-                                                   const Tensor& bias, Tensor& running_mean,
-                                                   Tensor& running_var, double momentum,
-                                                   double eps) {
-  const char* op = "batch_norm";
+// The training forward: batch_norm_train (fused false) and batch_norm_relu_train (fused true,
+// which adds `residual` when it is defined and applies the ReLU in the normalising pass).
+ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
+                                    const Tensor& residual, const Tensor& weight,
+                                    const Tensor& bias, Tensor& running_mean, Tensor& running_var,
+                                    double momentum, double eps) {
   check_input(op, x);
+  if (residual.defined()) check_like_input(op, "residual", residual, x);
   const Tensor w = channel_vector(op, "weight", weight, x);
   const Tensor b = channel_vector(op, "bias", bias, x);
   channel_vector(op, "running_mean", running_mean, x);
@@ -125,18 +126,76 @@ ops::BatchNormForward GpuBackend::batch_norm_train(const Tensor& x, const Tensor
   out.mean = Tensor::empty({c}, DType::F32, x.device());
   out.invstd = Tensor::empty({c}, DType::F32, x.device());
   if (x.numel() == 0) return out;
-  const gpu::BatchNormPlan plan =
-      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &out.y}), sm_count(device));
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
+      rows, c, x.dtype(), address_bits({&x, &out.y, &residual}), sm_count(device));
   // Everything is allocated before the first launch: a failed allocation leaves no kernel
   // half-run and the counters zero.
   const Tensor workspace =
       Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
   unsigned* counters = column_counters(device, plan.columns, stream);
-  gpu::batch_norm_train_launch(plan, x.dtype(), x.data_ptr(), out.y.data_ptr(), rows, c, fptr(w),
-                               fptr(b), fptr_mut(running_mean), fptr_mut(running_var), momentum,
-                               eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace),
-                               counters, stream);
+  if (fused)
+    gpu::batch_norm_relu_train_launch(
+        plan, x.dtype(), x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr,
+        out.y.data_ptr(), rows, c, fptr(w), fptr(b), fptr_mut(running_mean), fptr_mut(running_var),
+        momentum, eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace), counters,
+        stream);
+  else
+    gpu::batch_norm_train_launch(plan, x.dtype(), x.data_ptr(), out.y.data_ptr(), rows, c, fptr(w),
+                                 fptr(b), fptr_mut(running_mean), fptr_mut(running_var), momentum,
+                                 eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace),
+                                 counters, stream);
   return out;
+}
+
+// The backward: batch_norm_backward (`y` undefined) and batch_norm_relu_backward (dy masked by
+// the fused output y > 0; dresidual computed when `with_residual`).
+ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x,
+                                 const Tensor& weight, const Tensor& mean, const Tensor& invstd,
+                                 bool with_residual) {
+  check_input(op, x);
+  check_like_input(op, "grad output", dy, x);
+  if (y.defined()) check_like_input(op, "fused output", y, x);
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor mu = channel_vector(op, "saved mean", mean, x);
+  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+
+  ops::BatchNormReluGrads grads;
+  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  grads.dweight = Tensor::empty({c}, DType::F32, x.device());
+  grads.dbias = Tensor::empty({c}, DType::F32, x.device());
+  if (with_residual) grads.dresidual = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (c == 0) return grads;
+  // With no rows the reduction still runs and writes dweight = dbias = 0.
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
+      rows, c, x.dtype(), address_bits({&dy, &y, &x, &grads.dx, &grads.dresidual}),
+      sm_count(device));
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  if (y.defined())
+    gpu::batch_norm_relu_backward_launch(
+        plan, x.dtype(), dy.data_ptr(), y.data_ptr(), x.data_ptr(), grads.dx.data_ptr(),
+        with_residual ? grads.dresidual.data_ptr() : nullptr, rows, c, fptr(w), fptr(mu), fptr(is),
+        fptr_mut(grads.dweight), fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
+  else
+    gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(),
+                                    grads.dx.data_ptr(), rows, c, fptr(w), fptr(mu), fptr(is),
+                                    fptr_mut(grads.dweight), fptr_mut(grads.dbias),
+                                    fptr_mut(workspace), counters, stream);
+  return grads;
+}
+
+}  // namespace
+
+ops::BatchNormForward GpuBackend::batch_norm_train(const Tensor& x, const Tensor& weight,
+                                                   const Tensor& bias, Tensor& running_mean,
+                                                   Tensor& running_var, double momentum,
+                                                   double eps) {
+  return train_forward("batch_norm", false, x, Tensor(), weight, bias, running_mean, running_var,
+                       momentum, eps);
 }
 
 Tensor GpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -162,69 +221,17 @@ Tensor GpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const 
 ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x,
                                                     const Tensor& weight, const Tensor& mean,
                                                     const Tensor& invstd) {
-  const char* op = "batch_norm_backward";
-  check_input(op, x);
-  HG_CHECK(dy.dtype() == x.dtype() && dy.device() == x.device() && dy.shape() == x.shape(),
-           "{}: grad output {} must match input {} in shape, dtype and device", op, dy.describe(),
-           x.describe());
-  HG_ASSERT(dy.is_contiguous(), "gpu {}: grad output {} must arrive contiguous", op, dy.describe());
-  const Tensor w = channel_vector(op, "weight", weight, x);
-  const Tensor mu = channel_vector(op, "saved mean", mean, x);
-  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
-  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
-  const int device = x.device().index;
-  gpuStream_t stream = gpu::stream_for(x);
-
-  ops::BatchNormGrads grads;
-  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  grads.dweight = Tensor::empty({c}, DType::F32, x.device());
-  grads.dbias = Tensor::empty({c}, DType::F32, x.device());
-  if (c == 0) return grads;
-  // With no rows the reduction still runs and writes dweight = dbias = 0.
-  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
-      rows, c, x.dtype(), address_bits({&dy, &x, &grads.dx}), sm_count(device));
-  const Tensor workspace =
-      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  unsigned* counters = column_counters(device, plan.columns, stream);
-  gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(), grads.dx.data_ptr(),
-                                  rows, c, fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight),
-                                  fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
-  return grads;
+  ops::BatchNormReluGrads g =
+      backward("batch_norm_backward", dy, Tensor(), x, weight, mean, invstd, false);
+  return ops::BatchNormGrads{std::move(g.dx), std::move(g.dweight), std::move(g.dbias)};
 }
 
 ops::BatchNormForward GpuBackend::batch_norm_relu_train(const Tensor& x, const Tensor& residual,
                                                         const Tensor& weight, const Tensor& bias,
                                                         Tensor& running_mean, Tensor& running_var,
                                                         double momentum, double eps) {
-  const char* op = "batch_norm_relu_train";
-  check_input(op, x);
-  if (residual.defined()) check_like_input(op, "residual", residual, x);
-  const Tensor w = channel_vector(op, "weight", weight, x);
-  const Tensor b = channel_vector(op, "bias", bias, x);
-  channel_vector(op, "running_mean", running_mean, x);
-  channel_vector(op, "running_var", running_var, x);
-  HG_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(),
-           "{}: running statistics must be contiguous (they are updated in place)", op);
-  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
-  const int device = x.device().index;
-  gpuStream_t stream = gpu::stream_for(x);
-
-  ops::BatchNormForward out;
-  out.y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  out.mean = Tensor::empty({c}, DType::F32, x.device());
-  out.invstd = Tensor::empty({c}, DType::F32, x.device());
-  if (x.numel() == 0) return out;
-  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
-      rows, c, x.dtype(), address_bits({&x, &out.y, &residual}), sm_count(device));
-  const Tensor workspace =
-      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  unsigned* counters = column_counters(device, plan.columns, stream);
-  gpu::batch_norm_relu_train_launch(
-      plan, x.dtype(), x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr,
-      out.y.data_ptr(), rows, c, fptr(w), fptr(b), fptr_mut(running_mean), fptr_mut(running_var),
-      momentum, eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace), counters,
-      stream);
-  return out;
+  return train_forward("batch_norm_relu_train", true, x, residual, weight, bias, running_mean,
+                       running_var, momentum, eps);
 }
 
 ops::BatchNormReluGrads GpuBackend::batch_norm_relu_backward(const Tensor& dy, const Tensor& y,
@@ -232,36 +239,8 @@ ops::BatchNormReluGrads GpuBackend::batch_norm_relu_backward(const Tensor& dy, c
                                                              const Tensor& mean,
                                                              const Tensor& invstd,
                                                              ResidualGrad residual_grad) {
-  const char* op = "batch_norm_relu_backward";
-  check_input(op, x);
-  check_like_input(op, "grad output", dy, x);
-  check_like_input(op, "fused output", y, x);
-  const Tensor w = channel_vector(op, "weight", weight, x);
-  const Tensor mu = channel_vector(op, "saved mean", mean, x);
-  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
-  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
-  const int device = x.device().index;
-  gpuStream_t stream = gpu::stream_for(x);
-
-  ops::BatchNormReluGrads grads;
-  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  grads.dweight = Tensor::empty({c}, DType::F32, x.device());
-  grads.dbias = Tensor::empty({c}, DType::F32, x.device());
-  const bool with_residual = residual_grad == ResidualGrad::Compute;
-  if (with_residual) grads.dresidual = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (c == 0) return grads;
-  // With no rows the reduction still runs and writes dweight = dbias = 0.
-  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
-      rows, c, x.dtype(), address_bits({&dy, &y, &x, &grads.dx, &grads.dresidual}),
-      sm_count(device));
-  const Tensor workspace =
-      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  unsigned* counters = column_counters(device, plan.columns, stream);
-  gpu::batch_norm_relu_backward_launch(
-      plan, x.dtype(), dy.data_ptr(), y.data_ptr(), x.data_ptr(), grads.dx.data_ptr(),
-      with_residual ? grads.dresidual.data_ptr() : nullptr, rows, c, fptr(w), fptr(mu), fptr(is),
-      fptr_mut(grads.dweight), fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
-  return grads;
+  return backward("batch_norm_relu_backward", dy, y, x, weight, mean, invstd,
+                  residual_grad == ResidualGrad::Compute);
 }
 
 }  // namespace hg
