@@ -25,13 +25,16 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double momentum, double eps)
   running_var = register_buffer("running_var", Tensor::full({channels}, 1.0));
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+std::pair<Tensor, Tensor> BatchNorm2d::running_statistics_for_pass() const {
   // A recomputed block's second forward pass (fn::recompute) computes the same batch
   // statistics; the running ones were updated by the first pass, so this one updates copies
   // that are dropped (two vectors of `channels` floats).
-  const bool scratch = is_training() && autograd::recomputing();
-  Tensor mean = scratch ? running_mean.clone() : running_mean;
-  Tensor var = scratch ? running_var.clone() : running_var;
+  if (is_training() && autograd::recomputing()) return {running_mean.clone(), running_var.clone()};
+  return {running_mean, running_var};
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  auto [mean, var] = running_statistics_for_pass();
   if (sync != nullptr && is_training())
     return fn::batch_norm_synced(x, weight, bias, mean, var, momentum_, eps_, *sync);
   return fn::batch_norm(x, weight, bias, mean, var,
@@ -44,10 +47,7 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x, const Tensor& residual) {
     const Tensor y = forward(x);
     return fn::relu(residual.defined() ? fn::add(y, residual) : y);
   }
-  // As in forward: a recomputed pass updates dropped copies of the running statistics.
-  const bool scratch = autograd::recomputing();
-  Tensor mean = scratch ? running_mean.clone() : running_mean;
-  Tensor var = scratch ? running_var.clone() : running_var;
+  auto [mean, var] = running_statistics_for_pass();
   return fn::batch_norm_relu(x, residual, weight, bias, mean, var, fn::BatchNormMode::Train,
                              momentum_, eps_);
 }

@@ -2,6 +2,8 @@
 // weights KRSC. Parameters start uninitialised; models/initialize() fills them from a seed.
 #pragma once
 
+#include <utility>
+
 #include "hourglass/autograd/functions.h"
 #include "hourglass/nn/module.h"
 
@@ -43,6 +45,9 @@ class BatchNorm2d : public Module {
   Communicator* sync = nullptr;
 
  private:
+  // The running statistics a training pass updates: the buffers themselves, or copies that are
+  // dropped in a recomputed block's second pass.
+  std::pair<Tensor, Tensor> running_statistics_for_pass() const;
   double momentum_, eps_;
 };
 
