@@ -2,7 +2,7 @@
 # hourglass against PyTorch on the same GPU, in one run (see bench/README.md for results).
 # Usage: bench/gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32]
 #   ResNet-18 CIFAR, batch 512, 32x32, in fp32, tf32, bf16 and fp16: hourglass vs PyTorch eager
-#   (autocast, channels-last); bf16 also vs torch.compile. ResNet-50 224x224 batch 256 in bf16
+#   (autocast, channels-last); bf16 and fp16 also vs torch.compile. ResNet-50 224x224 batch 256 in bf16
 #   and fp32 vs PyTorch eager channels-last. Synthetic device-resident data, SGD with Nesterov
 #   momentum, both timed the same way (bench/torch_gpu.py's docstring). hourglass runs each
 #   workload with eager steps and, for bf16 and fp16, again with whole-step graph replay
@@ -41,9 +41,11 @@ for p in $precisions; do
   case $p in bf16|fp16) run_hg "hgg-r18-$p" resnet18-cifar --batch 512 --precision $p --graph auto ;; esac
   run_pt "pt-r18-$p" --model resnet18-cifar --batch 512 --precision $p --channels-last
 done
-case " $precisions " in *" bf16 "*)
-  run_pt "ptc-r18-bf16" --model resnet18-cifar --batch 512 --precision bf16 --channels-last --compile ;;
-esac
+for p in bf16 fp16; do
+  case " $precisions " in *" $p "*)
+    run_pt "ptc-r18-$p" --model resnet18-cifar --batch 512 --precision $p --channels-last --compile ;;
+  esac
+done
 for p in $r50_precisions; do
   run_hg "hg-r50-$p" resnet50 --batch 256 --size 224 --precision $p --graph off
   [ "$p" = bf16 ] && run_hg "hgg-r50-$p" resnet50 --batch 256 --size 224 --precision $p --graph auto
@@ -65,7 +67,7 @@ def ips(r): return r.get("train_images_per_s", 0.0)
 def gib(r): return r.get("peak_memory_gib", 0.0)
 rows = []
 for p in ["fp32", "tf32", "bf16", "fp16"]:
-    compiled = "ptc-r18-bf16" if p == "bf16" else None
+    compiled = f"ptc-r18-{p}" if p in ("bf16", "fp16") else None
     rows.append((f"ResNet-18 CIFAR b512 {p}", f"hg-r18-{p}", f"pt-r18-{p}", compiled))
     rows.append((f"ResNet-18 CIFAR b512 {p}, graph replay", f"hgg-r18-{p}", f"pt-r18-{p}", compiled))
 for p in ["bf16", "fp32"]:

@@ -143,9 +143,9 @@ TEST(FusedBatchNorm, FusedOpsRunByNameOnlyWhenSwitchedOn) {
   }
 }
 
-TEST(FusedBatchNorm, SwitchDefaultsOffUnlessTheEnvironmentSaysOne) {
+TEST(FusedBatchNorm, SwitchDefaultsOnUnlessTheEnvironmentSaysZero) {
   const char* env = std::getenv("HOURGLASS_FUSED_BN");
-  const bool want = env != nullptr && std::string(env) == "1";
+  const bool want = env == nullptr || std::string(env) != "0";
   EXPECT_EQ(ops::fused_batch_norm(), want);
   {
     const FusedScope scope(!want);

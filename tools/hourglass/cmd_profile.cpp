@@ -30,8 +30,7 @@ Runner add_profile(CLI::App& app) {
     int64_t steps = 20, warmup = 5;
     std::string trace;
     bool json = false;
-    // marks until the CUPTI collector has run on a GPU (it was written without one)
-    std::string timing = "marks";
+    std::string timing = "auto";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -52,8 +51,7 @@ Runner add_profile(CLI::App& app) {
   sub->add_option(
          "--timing", a->timing,
          "device times from: auto (kernel activity through CUPTI on CUDA GPUs, else "
-         "marks), marks (events around each op; the default until the CUPTI path has run on a "
-         "GPU), kernels (CUPTI, else marks)")
+         "marks), marks (events around each op), kernels (CUPTI, else marks)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "marks", "kernels"}));
   return [a] {

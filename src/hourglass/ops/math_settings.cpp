@@ -9,11 +9,11 @@ namespace hg::ops {
 namespace {
 thread_local MathSettings t_settings;
 
-// HOURGLASS_FUSED_BN=1 turns fusion on; unset or anything else leaves it off (until the GPU
-// kernels have passed their tests on a GPU: math_settings.h).
+// HOURGLASS_FUSED_BN=0 turns fusion off (to compare against the unfused ops, or to debug);
+// unset or anything else leaves it on.
 bool fused_from_environment() {
   const char* value = std::getenv("HOURGLASS_FUSED_BN");
-  return value != nullptr && std::strcmp(value, "1") == 0;
+  return value == nullptr || std::strcmp(value, "0") != 0;
 }
 
 std::atomic<bool>& fused_batch_norm_flag() {

@@ -41,11 +41,9 @@ bool deterministic();
 
 // Whether the ResNet layers (nn/resnet.h) run batch norm + residual add + ReLU in training as
 // one fused op (batch_norm_relu_train / batch_norm_relu_backward) rather than as three. A
-// process-wide switch, not a thread's: off unless the environment says HOURGLASS_FUSED_BN=1
+// process-wide switch, not a thread's: on unless the environment says HOURGLASS_FUSED_BN=0
 // when it is first read; set_fused_batch_norm overrides that (tests comparing both paths).
-// Either path computes the same function; synchronised batch norm is never fused. Off by
-// default because the GPU kernels were written and compiled without a GPU to run them on;
-// it becomes the default once tests/ops/test_gpu_batch_norm_relu.cpp has passed on one.
+// Either path computes the same function; synchronised batch norm is never fused.
 void set_fused_batch_norm(bool on);
 bool fused_batch_norm();
 

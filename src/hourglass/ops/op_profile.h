@@ -12,9 +12,7 @@
 //     which on a launch-bound GPU step costs about a tenth of the step.
 // With Auto, GPUs use kernel activity where the build and machine have it and fall back to
 // marks (saying so once); the CPU always uses marks. `hourglass profile` and in-run profiling
-// ask for marks for now: the CUPTI collector was written and tested against a fake libcupti,
-// without a GPU to run it on (`hourglass profile --timing auto` tries it). Not installed, an op
-// pays one thread-local load and a branch.
+// ask for Auto. Not installed, an op pays one thread-local load and a branch.
 #pragma once
 
 #include <chrono>

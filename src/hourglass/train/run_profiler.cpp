@@ -28,8 +28,7 @@ RunProfiler::~RunProfiler() = default;
 void RunProfiler::before_step(int64_t steps_done, const Tensor& last_loss) {
   if (done_ || profiler_ || steps_done < config_.after) return;
   wait_for(last_loss);  // the window starts with the device idle
-  // Marks until the CUPTI collector has run on a GPU (op_profile.h).
-  profiler_ = std::make_unique<ops::OpProfiler>(device_, ops::DeviceTiming::Marks);
+  profiler_ = std::make_unique<ops::OpProfiler>(device_, ops::DeviceTiming::Auto);
   profiler_->install();
   start_ = std::chrono::steady_clock::now();
   first_step_ = steps_done;
