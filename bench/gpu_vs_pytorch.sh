@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # hourglass against PyTorch on the same GPU, in one run (see bench/README.md for results).
-# Usage: bench/gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32]
+# Usage: bench/gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32] [--mixed]
 #   ResNet-18 CIFAR, batch 512, 32x32, in fp32, tf32, bf16 and fp16: hourglass vs PyTorch eager
 #   (autocast, channels-last); bf16 and fp16 also vs torch.compile. ResNet-50 224x224 batch 256 in bf16
 #   and fp32 vs PyTorch eager channels-last. Synthetic device-resident data, SGD with Nesterov
 #   momentum, both timed the same way (bench/torch_gpu.py's docstring). hourglass runs each
 #   workload with eager steps and, for bf16 and fp16, again with whole-step graph replay
 #   (--graph auto); ResNet-50 bf16 is also compared with torch.compile. Prints a Markdown table
-#   last. --quick: fewer steps; --fp32: only the two fp32 rows (TF32 off).
+#   last. --quick: fewer steps; --fp32: only the two fp32 rows (TF32 off); --mixed: only the
+#   bf16 and fp16 rows.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-hg=${1:?usage: gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32]}
+hg=${1:?usage: gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32] [--mixed]}
 out=${2:-bench-out}
 shift $(( $# < 2 ? $# : 2 ))
 steps=20; rounds=3; warmup=10; precisions="fp32 tf32 bf16 fp16"; r50_precisions="bf16 fp32"
@@ -18,6 +19,7 @@ for flag in "$@"; do
   case $flag in
     --quick) steps=10; rounds=2; warmup=5 ;;
     --fp32) precisions=fp32; r50_precisions=fp32 ;;
+    --mixed) precisions="bf16 fp16"; r50_precisions=bf16 ;;
     "") ;;
     *) echo "gpu_vs_pytorch.sh: unknown option $flag" >&2; exit 2 ;;
   esac

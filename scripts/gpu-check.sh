@@ -10,6 +10,7 @@
 #   bench   bench/gpu_vs_pytorch.sh (hourglass vs PyTorch on this GPU)
 #   quick   bench/gpu_vs_pytorch.sh --quick
 #   fp32    bench/gpu_vs_pytorch.sh --fp32 (only the fp32 rows, TF32 off)
+#   mixed   bench/gpu_vs_pytorch.sh --mixed (only the bf16 and fp16 rows)
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 #   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
@@ -17,7 +18,8 @@
 #   folder  bench/folder_e2e.sh: ResNet-50 bf16 at 224 px fed from a folder of JPEGs, against
 #           hourglass bench's rate, with the data wait
 #   speedrun  configs/fashion-mnist-speedrun.toml over 5 seeds (bench/speedrun.sh), then the same
-#           recipe in PyTorch (bench/torch_speedrun.py), each run timed from process start
+#           recipe in PyTorch (bench/torch_speedrun.py; SPEEDRUN_TORCH=0 skips it), each run timed
+#           from process start
 #   dp      bench/data_parallel_overhead.sh: the one-rank NCCL data-parallel path against a
 #           plain run (hourglass bench and train)
 #   observe a Fashion-MNIST run's monitor.csv (NVML readings) and TensorBoard events read back by
@@ -101,8 +103,8 @@ for stage in "${stages[@]}"; do
       cat "$out/info.txt" "$out/doctor.txt" | head -60
       row doctor $rc "$(grep -c PASS "$out/doctor.txt") pass, $(grep -c FAIL "$out/doctor.txt") fail"
       ;;
-    bench|quick|fp32)
-      flag=""; [ "$stage" = quick ] && flag=--quick; [ "$stage" = fp32 ] && flag=--fp32
+    bench|quick|fp32|mixed)
+      flag=""; [ "$stage" = quick ] && flag=--quick; [ "$stage" = fp32 ] && flag=--fp32; [ "$stage" = mixed ] && flag=--mixed
       bash bench/gpu_vs_pytorch.sh ./build-device/hourglass "$out/bench" $flag > "$out/bench.md" 2>&1
       row "$stage" $? "$(( $(date +%s) - t0 )) s"
       cat "$out/bench.md"
@@ -162,7 +164,9 @@ for stage in "${stages[@]}"; do
       bash bench/speedrun.sh ./build-device/hourglass configs/fashion-mnist-speedrun.toml \
         build-device/speedrun 5 --set data.path="\"$data\"" > "$out/speedrun.md" 2>&1
       rc=$?
+      # SPEEDRUN_TORCH=0 leaves out the PyTorch runs (about 2 minutes).
       for seed in 1 2 3 4 5; do
+        [ "${SPEEDRUN_TORCH:-1}" = 0 ] && break
         s0=$(date +%s.%N)
         python3 bench/torch_speedrun.py --data "$data" --seed "$seed" >> "$out/speedrun.md" 2>&1
         echo "  (pytorch seed $seed: $(python3 -c "print(f'{$(date +%s.%N) - $s0:.2f}')") s from process start)" >> "$out/speedrun.md"
