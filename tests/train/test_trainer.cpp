@@ -111,6 +111,54 @@ TEST(Trainer, AValidationSplitIsHeldOutAndChoosesTheBestCheckpoint) {
   EXPECT_EQ(lines, 6);
 }
 
+// train.eval_every = 2 over 5 epochs: epochs 2, 4 and 5 (the last) are evaluated; the others'
+// metrics lines carry no test or validation fields, and `best` is one of the evaluated epochs.
+// The weights are those of the run that evaluates every epoch (evaluation changes nothing).
+// Early stopping needs every epoch evaluated, so it refuses the key.
+TEST(Trainer, EvalEveryEvaluatesOnlyThoseEpochsAndTheLast) {
+  Config every = synthetic_mlp_config();
+  every.set_override("data.val_fraction=0.25");
+  every.set_override("train.epochs=5");
+  Config some = every;
+  some.set_override("train.eval_every=2");
+  train::Trainer a(every, {run_dir("eval_every_1"), false});
+  const std::string dir = run_dir("eval_every_2");
+  train::Trainer b(some, {dir, false});
+  const std::vector<train::EpochMetrics> ha = a.run(), hb = b.run();
+  ASSERT_EQ(hb.size(), 5u);
+  EXPECT_EQ(final_weights(a), final_weights(b));
+  const std::vector<bool> evaluated{false, true, false, true, true};
+  for (size_t e = 0; e < hb.size(); ++e) {
+    EXPECT_EQ(hb[e].evaluated, evaluated[e]) << "epoch " << e + 1;
+    if (evaluated[e]) {
+      EXPECT_EQ(hb[e].test_acc, ha[e].test_acc) << "epoch " << e + 1;
+      EXPECT_EQ(hb[e].val_acc, ha[e].val_acc) << "epoch " << e + 1;
+    }
+  }
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u);
+  for (size_t e = 0; e < lines.size(); ++e) {
+    EXPECT_EQ(lines[e].find("\"test_acc\"") != std::string::npos, bool(evaluated[e])) << lines[e];
+    EXPECT_EQ(lines[e].find("\"val_acc\"") != std::string::npos, bool(evaluated[e])) << lines[e];
+    EXPECT_NE(lines[e].find("\"train_loss\""), std::string::npos) << lines[e];
+  }
+  std::ifstream best(dir + "/checkpoints/best");
+  std::string best_name;
+  std::getline(best, best_name);
+  const int64_t steps_per_epoch = b.global_step() / 5;
+  bool best_is_evaluated = false;
+  for (int64_t epoch : {2, 4, 5})
+    best_is_evaluated |= best_name == train::CheckpointDir::file_name(steps_per_epoch * epoch);
+  EXPECT_TRUE(best_is_evaluated) << best_name;
+
+  Config stopping = some;
+  stopping.set_override("train.early_stop_patience=2");
+  test::expect_invalid([&] { train::Trainer(stopping, {run_dir("eval_every_stop"), false}); },
+                       {"train.eval_every", "early", "train.eval_every = 1"});
+}
+
 TEST(Trainer, AValidationFractionThatLeavesNothingIsRefusedNamingTheKey) {
   Config c = synthetic_mlp_config();
   c.set_override("data.val_fraction=0.001");  // round(0.001 x 48) = 0 per class

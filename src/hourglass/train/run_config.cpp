@@ -331,6 +331,9 @@ RunConfig parse_run_config(const Config& c) {
   t.label_smoothing =
       double_in(c, "train.label_smoothing", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
   t.eval_flip = c.get_bool("train.eval_flip", false);
+  t.eval_every = int_in(c, "train.eval_every", 1, 0, t.epochs,
+                        "must be in [0, train.epochs] (epochs between evaluations; 0 = only "
+                        "after the last epoch)");
   t.graph = parse_graph_mode(c.get_string("train.graph", "auto"),
                              fmt::format("config key 'train.graph' {}", c.origin("train.graph")));
   t.recompute = parse_recompute(c);
@@ -355,6 +358,13 @@ RunConfig parse_run_config(const Config& c) {
                     c.origin("train.early_stop_patience")),
         "set data.val_fraction (e.g. 0.1) to hold one out of the training set, or data.val_path: "
         "the test set is never used for a decision");
+  if (t.early_stop_patience > 0 && t.eval_every != 1)
+    throw_invalid(
+        fmt::format("config key 'train.eval_every' {}: early stopping (train.early_stop_patience "
+                    "= {}) decides after every epoch's validation, so every epoch must be "
+                    "evaluated, but eval_every is {}",
+                    c.origin("train.eval_every"), t.early_stop_patience, t.eval_every),
+        "set train.eval_every = 1, or turn early stopping off");
 
   // [checkpoint]
   CheckpointConfig& k = r.checkpoint;
@@ -480,6 +490,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("train.clip_grad_norm", t.clip_grad_norm);
   line("train.label_smoothing", t.label_smoothing);
   if (t.eval_flip) line("train.eval_flip", "true");
+  if (t.eval_every != 1) line("train.eval_every", t.eval_every);
   if (r.distributed.sync_batch_norm) line("distributed.sync_batch_norm", "true");
   if (t.early_stop_patience > 0) {
     line("train.early_stop_patience", t.early_stop_patience);

@@ -85,6 +85,10 @@ struct TrainConfig {
   // Test-time flip averaging: evaluations (validation and test) score each image on the mean of
   // its and its mirror's logits (train.eval_flip).
   bool eval_flip = false;
+  // Evaluate (validation and test) after every eval_every-th epoch and always after the last;
+  // 0: only after the last (train.eval_every). An epoch not evaluated has no test or
+  // validation fields in its metrics line and cannot become `best`.
+  int64_t eval_every = 1;
   double early_stop_min_delta = 0;
   // Rows per micro-batch: ceil(batch_size / grad_accum), train.micro_batch, or kAutoMicroBatch
   // ("auto": the trainer finds the largest that fits before training).

@@ -34,6 +34,7 @@ EpochMetrics from_json(const ordered_json& j) {
   m.epoch = int64_t(number(j, "epoch"));
   m.train_loss = number(j, "train_loss");
   m.train_acc = number(j, "train_acc");
+  m.evaluated = j.contains("test_acc");
   m.test_loss = number(j, "test_loss");
   m.test_acc = number(j, "test_acc");
   m.has_validation = j.contains("val_acc");
@@ -71,13 +72,12 @@ int64_t epochs_without_improvement(const std::vector<EpochMetrics>& history, dou
 std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) {
   std::vector<std::pair<std::string, double>> r = {
       {"epoch", double(m.epoch)}, {"train_loss", m.train_loss}, {"train_acc", m.train_acc}};
-  if (m.has_validation) {
+  if (m.evaluated && m.has_validation) {
     r.emplace_back("val_loss", m.val_loss);
     r.emplace_back("val_acc", m.val_acc);
   }
-  r.insert(r.end(), {{"test_loss", m.test_loss},
-                     {"test_acc", m.test_acc},
-                     {"images_per_s", m.images_per_s},
+  if (m.evaluated) r.insert(r.end(), {{"test_loss", m.test_loss}, {"test_acc", m.test_acc}});
+  r.insert(r.end(), {{"images_per_s", m.images_per_s},
                      {"epoch_seconds", m.epoch_seconds},
                      {"lr", m.lr},
                      {"checkpoint_seconds", m.checkpoint_seconds},

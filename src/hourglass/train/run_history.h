@@ -17,6 +17,9 @@ struct EpochMetrics {
   int64_t epoch = 0;      // 1-based
   double train_loss = 0;  // mean over the epoch's samples (with label smoothing)
   double train_acc = 0;   // fraction
+  // Whether the epoch was evaluated (train.eval_every); when not, the test and validation
+  // fields are 0 and absent from its metrics line.
+  bool evaluated = true;
   double test_loss = 0;
   double test_acc = 0;          // fraction
   bool has_validation = false;  // the run holds out a validation set (data.val_fraction)

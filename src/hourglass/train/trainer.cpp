@@ -164,8 +164,11 @@ std::string Trainer::poll_stop() {
 std::string Trainer::run_progress_text(int64_t epoch) const {
   // The steps left in the run at the recent step time, and the evaluations after each epoch.
   const int64_t steps_left = setup_.total_steps - global_step();
+  const int64_t every = run_.train.eval_every, epochs = run_.train.epochs;
+  const int64_t evaluations_left =
+      every > 0 ? epochs / every - epoch / every + (epochs % every != 0 ? 1 : 0) : 1;
   const double seconds = double(steps_left) * step_seconds_.value() +
-                         double(run_.train.epochs - epoch) * last_eval_seconds_;
+                         double(std::max<int64_t>(evaluations_left, 1)) * last_eval_seconds_;
   std::string text = "run eta " + format_duration_clock(seconds);
   if (session_->writes()) {
     const BudgetLedger& ledger = session_->ledger();
@@ -213,6 +216,20 @@ EvalResult Trainer::evaluate_all(data::DataLoader& loader) {
   r.loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
   r.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0;
   return r;
+}
+
+void Trainer::evaluate_epoch(EpochMetrics& m, double& seconds) {
+  if (setup_.validation_loader) {
+    const EvalResult val = evaluate_all(*setup_.validation_loader);
+    m.has_validation = true;
+    m.val_loss = val.loss;
+    m.val_acc = val.accuracy;
+    seconds += val.seconds;
+  }
+  const EvalResult eval = evaluate_all(*setup_.test_loader);
+  seconds += eval.seconds;
+  m.test_loss = eval.loss;
+  m.test_acc = eval.accuracy;
 }
 
 void Trainer::write_step_record(int64_t epoch) {
@@ -427,19 +444,12 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   m.images_per_s = train_seconds > 0 ? samples / train_seconds : 0;
   if (!std::isfinite(m.train_loss)) diverged(epoch, m.train_loss);
   // Validation (when held out) decides which checkpoint is `best`; the test set is reported only.
+  // Both after every eval_every-th epoch and after the last.
+  const int64_t every = run_.train.eval_every;
+  m.evaluated = epoch + 1 == run_.train.epochs || (every > 0 && (epoch + 1) % every == 0);
   double eval_seconds = 0;
-  if (setup_.validation_loader) {
-    const EvalResult val = evaluate_all(*setup_.validation_loader);
-    m.has_validation = true;
-    m.val_loss = val.loss;
-    m.val_acc = val.accuracy;
-    eval_seconds += val.seconds;
-  }
-  const EvalResult eval = evaluate_all(*setup_.test_loader);
-  eval_seconds += eval.seconds;
-  last_eval_seconds_ = eval_seconds;
-  m.test_loss = eval.loss;
-  m.test_acc = eval.accuracy;
+  if (m.evaluated) evaluate_epoch(m, eval_seconds);
+  if (m.evaluated) last_eval_seconds_ = eval_seconds;
   // The rate of the epoch's last step (from the schedule: a run resumed at the epoch's end
   // has not set it).
   m.lr = global_step() > 0 ? setup_.schedule->lr(global_step() - 1) : setup_.optimizer->lr();
@@ -447,7 +457,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   m.data_wait_seconds = p.data_wait_seconds;
   m.epoch_seconds = train_seconds + eval_seconds;
   const double selection_acc = m.has_validation ? m.val_acc : m.test_acc;
-  if (selection_acc > best_acc_) {
+  if (m.evaluated && selection_acc > best_acc_) {
     best_acc_ = selection_acc;
     session_->set_best_checkpoint(CheckpointDir::file_name(global_step()));
   }
@@ -460,12 +470,17 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   session_->append_metrics(epoch_record(m), global_step());
   history.push_back(m);
   if (session_->writes()) {
+    std::string scores;
+    if (m.evaluated)
+      scores = fmt::format("{}test_acc {:.4f} ",
+                           m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc)
+                                            : std::string(),
+                           m.test_acc);
     const std::string summary = fmt::format(
-        "loss {:.4f} train_acc {:.4f} {}test_acc {:.4f} {:.0f} img/s {:.1f}s (checkpoints {:.2f}s, "
-        "data wait {:.2f}s)",
-        m.train_loss, m.train_acc,
-        m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
-        m.images_per_s, m.epoch_seconds, m.checkpoint_seconds, m.data_wait_seconds);
+        "loss {:.4f} train_acc {:.4f} {}{:.0f} img/s {:.1f}s (checkpoints {:.2f}s, data wait "
+        "{:.2f}s)",
+        m.train_loss, m.train_acc, scores, m.images_per_s, m.epoch_seconds, m.checkpoint_seconds,
+        m.data_wait_seconds);
     progress.finish(summary);
     log_to_file_only(fmt::format("epoch {}/{} {}", epoch + 1, run_.train.epochs, summary));
   }

@@ -105,6 +105,9 @@ class Trainer {
   Decision decide(std::string stop, bool checkpoint, bool force);
   // Evaluates `loader` (this rank's shard of it), summed over the ranks.
   EvalResult evaluate_all(data::DataLoader& loader);
+  // The epoch-end evaluation: validation (when held out) and test into `m`, their time added
+  // to `seconds`.
+  void evaluate_epoch(EpochMetrics& m, double& seconds);
   // The per-step record after the current step (rank 0; metrics.every_steps), over the window
   // since the previous one. Reads the loss (and fp16's loss scale) from the device: waits for it.
   void write_step_record(int64_t epoch);
