@@ -136,9 +136,8 @@ Runner add_profile(CLI::App& app) {
     const double plain_after_ms = timed_steps();
     if (plain_after_ms < plain_ms) plain_ms = plain_after_ms, plain_ran = how_ran(before);
     if (a->json) {
-      obs::OpProfileSource source{a->config, run.device.str(), a->steps, step_ms, plain_ms};
-      source.profiled_steps = profiled_ran;
-      source.unprofiled_steps = plain_ran;
+      const obs::OpProfileSource source{a->config, run.device.str(), a->steps, step_ms,
+                                        plain_ms,  profiled_ran,     plain_ran};
       std::printf("%s\n", obs::profile_json(summary, source).c_str());
     } else {
       std::printf("%s", obs::format_table(summary, step_ms, a->steps).c_str());
