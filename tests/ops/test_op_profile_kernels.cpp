@@ -2,7 +2,10 @@
 // CUDA builds; HOURGLASS_CUPTI_LIBRARY): kernels attributed to the op whose scope launched them
 // (inner ops' kernels counted in their parent's time, kernels outside any op kept apart), no
 // marks recorded, names demangled and shortened, the table's kernel rows under their op, the
-// trace's kernel row; the fallback to marks when the library is absent or refuses. Then, in
+// trace's kernel row; the fallback to marks when the library is absent or refuses; graph
+// replays (a capture's ops kept as a template, each replay's kernels attributed through their
+// graph node to that replay's copies of the ops), and eager steps where CUPTI's one subscriber
+// is taken. Then, in
 // every build: the FLOP and byte counts of the main ops against hand-computed values, the peaks
 // from device properties, and the rates in the table.
 #include <dlfcn.h>
@@ -10,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 
@@ -162,11 +166,19 @@ class FakeCupti : public ::testing::Test {
     ASSERT_NE(lib_, nullptr) << dlerror();
     launch_ = reinterpret_cast<Launch>(dlsym(lib_, "fake_cupti_launch"));
     enabled_ = reinterpret_cast<int (*)(int)>(dlsym(lib_, "fake_cupti_enabled"));
+    graph_node_ = reinterpret_cast<void (*)(uint64_t)>(dlsym(lib_, "fake_cupti_graph_node"));
+    graph_clone_ =
+        reinterpret_cast<void (*)(uint64_t, uint64_t)>(dlsym(lib_, "fake_cupti_graph_clone"));
+    graph_launch_ = reinterpret_cast<void (*)(const uint64_t*, int, uint64_t)>(
+        dlsym(lib_, "fake_cupti_graph_launch"));
+    subscribed_ = reinterpret_cast<int (*)()>(dlsym(lib_, "fake_cupti_subscribed"));
     ASSERT_NE(launch_, nullptr);
+    ASSERT_NE(graph_launch_, nullptr);
   }
   void TearDown() override {
     ::unsetenv("HOURGLASS_CUPTI_LIBRARY");
     ::unsetenv("FAKE_CUPTI_FAIL_ENABLE");
+    ::unsetenv("FAKE_CUPTI_FAIL_SUBSCRIBE");
     if (lib_ != nullptr) dlclose(lib_);
   }
   void kernel(const char* name, uint64_t ns, uint64_t gap_ns = 1000) {
@@ -176,6 +188,10 @@ class FakeCupti : public ::testing::Test {
   void* lib_ = nullptr;
   Launch launch_ = nullptr;
   int (*enabled_)(int) = nullptr;
+  void (*graph_node_)(uint64_t) = nullptr;
+  void (*graph_clone_)(uint64_t, uint64_t) = nullptr;
+  void (*graph_launch_)(const uint64_t*, int, uint64_t) = nullptr;
+  int (*subscribed_)() = nullptr;
 };
 
 constexpr const char* kGemm = "_Z8sgemm_nnILi128EEvPKfS1_Pfi";  // void sgemm_nn<128>(...)
@@ -301,6 +317,131 @@ TEST_F(FakeCupti, FallsBackToMarksWithoutTheLibrary) {
   const obs::OpProfileSummary s = obs::summarize(profiler);
   ASSERT_EQ(s.rows.size(), 1u);
   EXPECT_FALSE(s.kernel_activity);
+}
+
+// A "step" captured as a graph: conv2d (two nodes), composite (one node, and add's one) and a
+// node made outside any op; the template it records, as the step graph records it.
+uint64_t capture_step(void (*node)(uint64_t)) {
+  ops::GraphCaptureScope capture;
+  {
+    ops::OpScope conv("conv2d");
+    node(101);
+    node(102);
+  }
+  {
+    ops::OpScope outer("composite");
+    node(103);
+    ops::OpScope inner("add");
+    node(104);
+  }
+  node(105);
+  return capture.template_id();
+}
+
+TEST_F(FakeCupti, GraphReplaysAttributeEachReplaysKernelsToItsCopiesOfTheOps) {
+  ops::OpProfiler profiler(Device::cpu(), ops::DeviceTiming::KernelActivity);
+  ASSERT_TRUE(profiler.profiles_graphs()) << profiler.graph_note();
+  EXPECT_EQ(subscribed_(), 1);
+  EXPECT_NE(profiler.timing_note().find("graph replays included"), std::string::npos)
+      << profiler.timing_note();
+  profiler.install();
+  {
+    ops::OpScope eager("conv2d");  // an eager call before the graph
+    kernel(kGemm, 5'000);
+  }
+  const uint64_t id = capture_step(graph_node_);
+  ASSERT_NE(id, 0u);
+  EXPECT_TRUE(profiler.has_template(id));
+  EXPECT_EQ(profiler.events().size(), 1u) << "the capture's ops ran nothing: not calls";
+  for (uint64_t n = 101; n <= 105; ++n) graph_clone_(n, n + 100);  // instantiation
+  const uint64_t clones[] = {201, 202, 203, 204, 205};
+  const uint64_t originals[] = {101, 102, 103, 104, 105};
+  {
+    ops::GraphReplayScope replay(id);  // replayed kernels naming the clones
+    graph_launch_(clones, 5, 10'000);
+  }
+  {
+    ops::GraphReplayScope replay(id);  // ... or the originals: both are mapped
+    graph_launch_(originals, 5, 20'000);
+  }
+  profiler.uninstall();
+  EXPECT_EQ(profiler.replays(), 2);
+  const auto& events = profiler.events();
+  ASSERT_EQ(events.size(), 7u);  // the eager call, then 3 per replay
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r == 0 ? "replay 1" : "replay 2");
+    const size_t base = 1 + 3 * r;
+    const double kernel_ms = r == 0 ? 0.01 : 0.02;
+    EXPECT_STREQ(events[base].name, "conv2d");
+    EXPECT_STREQ(events[base + 1].name, "composite");
+    EXPECT_STREQ(events[base + 2].name, "add");
+    EXPECT_EQ(events[base + 2].parent_index, int(base + 1));
+    EXPECT_STREQ(events[base + 2].parent, "composite");
+    EXPECT_EQ(events[base + 2].depth, 1);
+    EXPECT_NEAR(profiler.device_ms(events[base]), 2 * kernel_ms, 1e-9);
+    EXPECT_NEAR(profiler.device_ms(events[base + 1]), 2 * kernel_ms, 1e-9);  // add's counted
+    EXPECT_NEAR(profiler.device_ms(events[base + 2]), kernel_ms, 1e-9);
+    EXPECT_LE(events[base].host_start_us, events[base].host_end_us);
+  }
+  EXPECT_LT(profiler.device_end_ms(events[1]), profiler.device_start_ms(events[4]));
+  EXPECT_EQ(profiler.kernels().size(), 11u);
+
+  const obs::OpProfileSummary s = obs::summarize(profiler, DevicePeaks{});
+  std::map<std::string, int64_t> calls;
+  for (const obs::OpProfileRow& r : s.rows)
+    if (r.kind == obs::ProfileRowKind::Op) calls[r.name + "|" + r.parent] = r.calls;
+  const std::map<std::string, int64_t> expected = {
+      {"conv2d|", 3}, {"composite|", 2}, {"add|composite", 2}, {"(outside ops)|", 2}};
+  EXPECT_EQ(calls, expected);
+  EXPECT_NEAR(s.outside_ops_ms, 0.01 + 0.02, 1e-9);  // node 105's kernel of each replay
+  EXPECT_NEAR(s.top_level_ms, 0.005 + 4 * 0.01 + 4 * 0.02, 1e-9);
+}
+
+TEST_F(FakeCupti, AGraphCapturedWithoutTheProfilerReplaysOutsideItsOps) {
+  uint64_t id = 0;
+  {
+    ops::OpProfiler earlier(Device::cpu(), ops::DeviceTiming::KernelActivity);
+    earlier.install();
+    id = capture_step(graph_node_);
+  }
+  ops::OpProfiler profiler(Device::cpu(), ops::DeviceTiming::KernelActivity);
+  EXPECT_FALSE(profiler.has_template(id)) << "the step graph must capture again";
+  profiler.install();
+  const uint64_t nodes[] = {101, 102, 103, 104, 105};
+  {
+    ops::GraphReplayScope replay(id);
+    graph_launch_(nodes, 5, 10'000);
+  }
+  profiler.uninstall();
+  EXPECT_TRUE(profiler.events().empty());
+  ASSERT_EQ(profiler.kernels().size(), 5u);
+  for (const KernelRecord& k : profiler.kernels()) EXPECT_EQ(k.op_id, 0u);
+}
+
+TEST_F(FakeCupti, WithoutTheSubscriberGraphsAreNotProfiled) {
+  ::setenv("FAKE_CUPTI_FAIL_SUBSCRIBE", "1", 1);
+  ops::OpProfiler profiler(Device::cpu(), ops::DeviceTiming::KernelActivity);
+  ASSERT_TRUE(profiler.uses_kernel_activity()) << profiler.timing_note();
+  EXPECT_FALSE(profiler.profiles_graphs());
+  EXPECT_NE(profiler.graph_note().find("cuptiSubscribe failed"), std::string::npos)
+      << profiler.graph_note();
+  EXPECT_NE(profiler.timing_note().find("run eagerly"), std::string::npos)
+      << profiler.timing_note();
+  profiler.install();
+  const uint64_t id = capture_step(graph_node_);
+  profiler.uninstall();
+  EXPECT_EQ(id, 0u);
+  EXPECT_EQ(profiler.events().size(), 3u);  // recorded as calls, as eager steps record them
+}
+
+TEST_F(FakeCupti, TheSubscriberLivesWithTheCollectors) {
+  {
+    ops::OpProfiler a(Device::cpu(), ops::DeviceTiming::KernelActivity);
+    ops::OpProfiler b(Device::cpu(), ops::DeviceTiming::KernelActivity);
+    EXPECT_TRUE(a.profiles_graphs() && b.profiles_graphs()) << a.graph_note();
+    EXPECT_EQ(subscribed_(), 1);
+  }
+  EXPECT_EQ(subscribed_(), 0);
 }
 
 #endif  // HG_FAKE_CUPTI

@@ -86,6 +86,8 @@ std::string profile_json(const OpProfileSummary& summary, const OpProfileSource&
     out["unprofiled_step_ms"] = source.unprofiled_step_ms;
     out["profiler_overhead"] = source.step_ms / source.unprofiled_step_ms - 1;
   }
+  if (!source.profiled_steps.empty()) out["profiled_steps"] = source.profiled_steps;
+  if (!source.unprofiled_steps.empty()) out["unprofiled_steps"] = source.unprofiled_steps;
   out["rows"] = std::move(rows);
   return out.dump();
 }

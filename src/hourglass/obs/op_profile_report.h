@@ -65,6 +65,8 @@ struct OpProfileSource {
   int64_t steps = 0;
   double step_ms = 0;             // measured, profiler on
   double unprofiled_step_ms = 0;  // the same steps with the profiler off; 0: not measured
+  // How the profiled and the unprofiled steps ran: "graph replay" or "eager" ("": not said).
+  std::string profiled_steps, unprofiled_steps;
 };
 std::string profile_json(const OpProfileSummary& summary, const OpProfileSource& source);
 

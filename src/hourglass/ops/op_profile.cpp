@@ -12,6 +12,10 @@ namespace hg::ops {
 namespace {
 
 thread_local OpProfiler* t_profiler = nullptr;
+// Op ids pushed during a capture start here (1 + the index in the template), so that a record
+// without a replay can never be taken for one of events_.
+constexpr uint64_t kTemplateOpBase = uint64_t(1) << 40;
+std::atomic<uint64_t> g_next_template{1};  // template ids, unique in the process
 
 double now_us(std::chrono::steady_clock::time_point origin) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin)
@@ -29,6 +33,11 @@ OpProfiler::OpProfiler(Device device, DeviceTiming timing)
     activity_ = start_kernel_activity(why_not);
     if (activity_ != nullptr) {
       timing_note_ = activity_->source() + ": kernel times";
+      if (activity_->graph_nodes())
+        timing_note_ += ", graph replays included";
+      else
+        timing_note_ += "; graph replays not profiled (" + activity_->graph_note() +
+                        "), so profiled training steps run eagerly";
     } else {
       timing_note_ = "stream-clock marks (kernel activity unavailable: " + why_not + ")";
       static std::atomic<bool> said{false};
@@ -63,11 +72,22 @@ void OpProfiler::clear() {
   }
   events_.clear();
   open_.clear();
+  replays_.clear();
   kernels_.clear();
   resolved_ = false;
 }
 
 OpProfiler* OpProfiler::current() { return t_profiler; }
+
+std::string OpProfiler::graph_note() const {
+  if (activity_ == nullptr) return "device times come from marks around each op";
+  return activity_->graph_note();
+}
+
+bool OpProfiler::has_template(uint64_t id) const {
+  return id != 0 && std::any_of(templates_.begin(), templates_.end(),
+                                [id](const Template& t) { return t.id == id; });
+}
 
 void OpProfiler::resolve() {
   if (resolved_) return;
@@ -75,7 +95,15 @@ void OpProfiler::resolve() {
   if (activity_ == nullptr) return;
   (void)clock_.elapsed_ms(0, clock_.mark());  // waits for the device to have run everything
   for (KernelRecord& k : activity_->collect()) {
-    if (k.op_id > events_.size()) k.op_id = 0;  // not one of this profiler's events
+    if (k.replay != 0) {  // a graph replay's: its node's template op, in that replay's copies
+      const auto it = replays_.find(k.replay);
+      const uint64_t op = k.op_id > kTemplateOpBase ? k.op_id - kTemplateOpBase : 0;
+      k.op_id =
+          it != replays_.end() && op >= 1 && op <= it->second.count ? it->second.first + op : 0;
+    } else if (k.op_id > events_.size()) {
+      k.op_id = 0;  // not one of this profiler's events (or a capture's, which ran nothing)
+    }
+    k.replay = 0;
     kernels_.push_back(std::move(k));
   }
   std::stable_sort(
@@ -134,35 +162,88 @@ double OpProfiler::device_end_ms(const OpEvent& e) {
 
 void OpScope::begin(OpProfiler& p, const char* name) {
   profiler_ = &p;
-  index_ = p.events_.size();
+  std::vector<OpEvent>& events = p.recording();
+  index_ = events.size();
   OpEvent e;
   e.name = name;
   e.depth = int(p.open_.size());
   e.parent_index = p.open_.empty() ? -1 : int(p.open_.back());
-  e.parent = p.open_.empty() ? "" : p.events_[p.open_.back()].name;
+  e.parent = p.open_.empty() ? "" : events[p.open_.back()].name;
   e.host_start_us = now_us(p.origin_);
   if (p.activity_ != nullptr)
-    p.activity_->push_op(index_ + 1);
+    p.activity_->push_op((p.capturing_ ? kTemplateOpBase : 0) + index_ + 1);
   else
     e.mark_begin = p.clock_.mark();
   p.open_.push_back(index_);
-  p.events_.push_back(e);
+  events.push_back(e);
   p.resolved_ = false;
 }
 
 void OpScope::set_cost(const OpCost& cost) {
-  if (profiler_ != nullptr && index_ < profiler_->events_.size())
-    profiler_->events_[index_].cost = cost;
+  if (profiler_ == nullptr) return;
+  std::vector<OpEvent>& events = profiler_->recording();
+  if (index_ < events.size()) events[index_].cost = cost;
 }
 
 void OpScope::end() {
   OpProfiler& p = *profiler_;
   if (p.activity_ != nullptr) p.activity_->pop_op();  // the push of begin(), even if cleared
   if (p.open_.empty()) return;                        // cleared while the op ran
-  OpEvent& e = p.events_[p.open_.back()];
+  OpEvent& e = p.recording()[p.open_.back()];
   p.open_.pop_back();
   if (p.activity_ == nullptr) e.mark_end = p.clock_.mark();
   e.host_end_us = now_us(p.origin_);
+}
+
+}  // namespace hg::ops
+
+namespace hg::ops {
+
+GraphCaptureScope::GraphCaptureScope() {
+  OpProfiler* p = OpProfiler::current();
+  if (p == nullptr || !p->profiles_graphs() || p->capturing_) return;
+  profiler_ = p;
+  id_ = g_next_template.fetch_add(1);
+  p->templates_.push_back({id_, {}});
+  p->open_outside_capture_ = std::move(p->open_);
+  p->open_.clear();
+  p->capturing_ = true;
+}
+
+GraphCaptureScope::~GraphCaptureScope() {
+  if (profiler_ == nullptr) return;
+  profiler_->capturing_ = false;
+  profiler_->open_ = std::move(profiler_->open_outside_capture_);
+  profiler_->open_outside_capture_.clear();
+}
+
+GraphReplayScope::GraphReplayScope(uint64_t template_id) {
+  OpProfiler* p = OpProfiler::current();
+  if (p == nullptr || p->capturing_ || !p->has_template(template_id)) return;
+  const auto t = std::find_if(p->templates_.begin(), p->templates_.end(),
+                              [&](const OpProfiler::Template& x) { return x.id == template_id; });
+  profiler_ = p;
+  replay_ = p->next_replay_++;
+  const size_t first = p->events_.size();
+  const double now = now_us(p->origin_);
+  for (OpEvent e : t->events) {
+    if (e.parent_index >= 0) e.parent_index += int(first);
+    e.host_start_us = e.host_end_us = now;
+    p->events_.push_back(e);
+  }
+  p->replays_[replay_] = {first, t->events.size()};
+  p->resolved_ = false;
+  p->activity_->push_replay(replay_);
+}
+
+GraphReplayScope::~GraphReplayScope() {
+  if (profiler_ == nullptr) return;
+  profiler_->activity_->pop_replay();
+  const auto it = profiler_->replays_.find(replay_);
+  if (it == profiler_->replays_.end()) return;  // cleared meanwhile
+  const double now = now_us(profiler_->origin_);
+  for (size_t i = it->second.first; i < it->second.first + it->second.count; ++i)
+    if (i < profiler_->events_.size()) profiler_->events_[i].host_end_us = now;
 }
 
 }  // namespace hg::ops

@@ -13,9 +13,19 @@
 // With Auto, GPUs use kernel activity where the build and machine have it and fall back to
 // marks (saying so once); the CPU always uses marks. `hourglass profile` and in-run profiling
 // ask for Auto. Not installed, an op pays one thread-local load and a branch.
+//
+// Graph replay (profiles_graphs(): kernel activity whose collector sees graph nodes): the ops
+// called during a graph's capture (GraphCaptureScope) run on the host but execute nothing, so
+// they are recorded as the graph's template, not as calls; each replay (GraphReplayScope)
+// appends a copy of the template's events (host times: the replay's launch; costs copied), and
+// that replay's kernels, which name their graph node and the replay, give the copies their
+// device times. A replayed step thus shows the ops, call counts and kernels of an eager one.
+// With marks, or a collector that does not see graph nodes (another CUPTI subscriber, such as
+// nsys), graphs are not profiled and profiled training steps run eagerly.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,12 +87,32 @@ class OpProfiler {
   // "stream-clock marks (CUPTI unavailable: ...)").
   const std::string& timing_note() const { return timing_note_; }
 
+  // Whether graph captures and replays are profiled (see above); graph_note() says why not.
+  bool profiles_graphs() const { return activity_ != nullptr && activity_->graph_nodes(); }
+  std::string graph_note() const;
+  // Whether the template `id` (GraphCaptureScope::template_id()) was recorded here: a graph
+  // captured under another profiler, or none, replays unprofiled here.
+  bool has_template(uint64_t id) const;
+  // The graph replays recorded since the last clear().
+  int64_t replays() const { return int64_t(replays_.size()); }
+
   // The profiler installed on this thread, or null.
   static OpProfiler* current();
 
  private:
   friend class OpScope;
+  friend class GraphCaptureScope;
+  friend class GraphReplayScope;
+  struct Template {
+    uint64_t id = 0;
+    std::vector<OpEvent> events;
+  };
+  struct Replay {
+    size_t first = 0, count = 0;  // its copies in events_
+  };
   void resolve();  // kernels_ and the per-event sums, once the device has run everything
+  // Where op calls are recorded now: the capture's template, or events_.
+  std::vector<OpEvent>& recording() { return capturing_ ? templates_.back().events : events_; }
 
   StreamClock clock_;
   std::unique_ptr<KernelActivity> activity_;
@@ -91,6 +121,12 @@ class OpProfiler {
   std::vector<OpEvent> events_;
   std::vector<size_t> open_;  // events of the ops running now, outermost first
   bool installed_ = false;
+  // Graphs: the templates of the captures (kept by clear()), the replays by their id.
+  std::vector<Template> templates_;
+  bool capturing_ = false;
+  std::vector<size_t> open_outside_capture_;
+  std::map<uint64_t, Replay> replays_;
+  uint64_t next_replay_ = 1;
   // Kernel activity, resolved: the records, and per event its kernels' total and first start.
   bool resolved_ = false;
   std::vector<KernelRecord> kernels_;
@@ -119,6 +155,37 @@ class OpScope {
   void end();
   OpProfiler* profiler_ = nullptr;
   size_t index_ = 0;
+};
+
+// Around a graph's capture on this thread: while it lives, the installed profiler (if it
+// profiles graphs) records the op calls as the graph's template. Made and ended on the
+// capturing thread.
+class GraphCaptureScope {
+ public:
+  GraphCaptureScope();
+  ~GraphCaptureScope();
+  GraphCaptureScope(const GraphCaptureScope&) = delete;
+  GraphCaptureScope& operator=(const GraphCaptureScope&) = delete;
+  // The template's id (0: nothing recorded), for GraphReplayScope.
+  uint64_t template_id() const { return id_; }
+
+ private:
+  OpProfiler* profiler_ = nullptr;
+  uint64_t id_ = 0;
+};
+
+// Around one launch of a graph whose capture recorded `template_id`: the installed profiler, if
+// it holds that template, records the replay's op calls (see above).
+class GraphReplayScope {
+ public:
+  explicit GraphReplayScope(uint64_t template_id);
+  ~GraphReplayScope();
+  GraphReplayScope(const GraphReplayScope&) = delete;
+  GraphReplayScope& operator=(const GraphReplayScope&) = delete;
+
+ private:
+  OpProfiler* profiler_ = nullptr;
+  uint64_t replay_ = 0;
 };
 
 }  // namespace hg::ops

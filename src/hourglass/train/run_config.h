@@ -137,7 +137,8 @@ struct MonitorConfig {
 };
 
 // [profile]: the op profiler inside a run (profile.json and trace.json in the run directory, rank
-// 0). It observes the run and enters no hash; the profiled steps run eagerly (no graph replay).
+// 0). It observes the run and enters no hash; the profiled steps replay the step's graph where
+// CUPTI sees graph nodes, and run eagerly otherwise (train/step_graph.h).
 struct ProfileConfig {
   bool enabled = false;  // profile.enabled
   int64_t steps = 20;    // profile.steps: steps profiled

@@ -55,7 +55,7 @@ void RunProfiler::finish(const Tensor& last_loss) {
   if (steps_ == 0) return;
   const obs::OpProfileSummary summary = obs::summarize(*profiler);
   const double step_ms = ms / double(steps_);
-  const obs::OpProfileSource source{config_source_, device_.str(), steps_, step_ms, 0.0};
+  const obs::OpProfileSource source{config_source_, device_.str(), steps_, step_ms, 0.0, {}, {}};
   const std::string json_path = run_dir_ + "/profile.json";
   const std::string trace_path = run_dir_ + "/trace.json";
   try {

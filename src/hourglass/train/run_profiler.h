@@ -4,8 +4,9 @@
 // --json` prints, so `hourglass report` shows the table) and trace.json (Chrome / Perfetto),
 // with the top ops in the log. The window is timed from a wait for the device before its first
 // step to one after its last (loader waits included), and ends early at an epoch's end or a stop,
-// so evaluations are never recorded. While it records, the steps run eagerly (graph replay
-// needs every op issued; step_graph.h).
+// so evaluations are never recorded. While it records, the steps replay the step's graph where
+// the profiler sees graph nodes (CUPTI; the window's first step captures it again), and run
+// eagerly otherwise (step_graph.h).
 #pragma once
 
 #include <chrono>

@@ -3,6 +3,7 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/ops/op_profile.h"
 
 namespace hg::train {
 
@@ -33,7 +34,18 @@ GraphAction StepGraph::plan(const StepShape& shape, const std::string& eager_rea
     return GraphAction::Eager;
   }
   if (failed_) return GraphAction::Eager;
+  const ops::OpProfiler* profiler = ops::OpProfiler::current();
+  const bool profiled = profiler != nullptr && profiler->profiles_graphs();
+  if (profiled)
+    log_once(
+        "profiled steps replay the graph (the op profiler names each kernel's op by its graph "
+        "node)");
   if (work_) {
+    if (shape == shape_ && profiled && !profiler->has_template(template_)) {
+      // Captured without this profiler: the collector knows none of its nodes.
+      log_once("the graph is captured again with the op profiler installed");
+      return GraphAction::Capture;
+    }
     if (shape == shape_) return GraphAction::Replay;
     log_once(fmt::format("a step of {} runs eagerly (the graph is of {})", shape.describe(),
                          shape_.describe()));
@@ -44,16 +56,29 @@ GraphAction StepGraph::plan(const StepShape& shape, const std::string& eager_rea
 
 bool StepGraph::capture(const StepShape& shape, const Tensor& images, const Tensor& labels,
                         const Work& work) {
-  HG_ASSERT(!work_ && !failed_, "graph replay: capturing a second graph");
+  HG_ASSERT(!failed_, "graph replay: capturing after a failed capture");
+  HG_ASSERT(!work_ || shape == shape_, "graph replay: capturing a second graph");
+  // A graph captured again (for the op profiler) goes first, with its memory.
+  work_.reset();
+  images_ = Tensor();
+  labels_ = Tensor();
+  last_loss_ = Tensor();
+  template_ = 0;
   try {
     images_ = Tensor::empty(images.shape(), images.dtype(), device_);
     labels_ = Tensor::empty(labels.shape(), labels.dtype(), device_);
     images_.copy_(images);
     labels_.copy_(labels);
-    work_ = std::make_unique<CapturedWork>(device_, [&] { work(images_, labels_); });
+    {
+      ops::GraphCaptureScope profiled;  // the ops recorded as the graph's, not as calls
+      work_ = std::make_unique<CapturedWork>(device_, [&] { work(images_, labels_); });
+      template_ = profiled.template_id();
+    }
+    ops::GraphReplayScope replay(template_);
     work_->replay();
   } catch (const Error& e) {
     work_.reset();
+    template_ = 0;
     images_ = Tensor();
     labels_ = Tensor();
     failed_ = true;
@@ -75,6 +100,7 @@ void StepGraph::replay(const Tensor& images, const Tensor& labels) {
   // Shapes match (plan() compared them); a batch already in the inputs needs no copy.
   if (!images.same_storage(images_) || images.storage_offset() != 0) images_.copy_(images);
   if (!labels.same_storage(labels_) || labels.storage_offset() != 0) labels_.copy_(labels);
+  ops::GraphReplayScope profiled(template_);
   work_->replay();
   ++replays_;
 }

@@ -14,9 +14,15 @@
 // repeat). A step of another shape (a short last batch, a changed micro-batch) runs eagerly,
 // and the graph stays for the steps of its shape. Steps run eagerly, with the reason logged
 // once, while something outside the step's device work must see each step: a hook (data
-// parallelism's reductions, per-phase timers), the op profiler, dropout (its masks are keyed by
+// parallelism's reductions, per-phase timers), the op profiler when it times ops with marks or
+// its collector does not see graph nodes (ops/op_profile.h), dropout (its masks are keyed by
 // the step number on the host). A capture that fails (an out-of-memory error, a library call
 // that waits for the device) is dropped with a warning, and the run goes on eagerly.
+//
+// Under an op profiler that profiles graphs, steps replay: the capture records the ops as the
+// graph's template and each replay as that profiler's calls (GraphCaptureScope,
+// GraphReplayScope). A graph captured without that profiler (before it was installed) is
+// dropped, its memory with it, and captured again at the next step of its shape.
 #pragma once
 
 #include <functional>
@@ -59,9 +65,10 @@ class StepGraph {
   void ran_eagerly(const StepShape& shape) { warm_ = shape, has_warm_ = true; }
 
   // Copies the batch into the graph's inputs (allocated here), records `work(inputs)` as the
-  // graph and runs it once for this batch. On failure the graph is dropped, a warning names
-  // the error, every later step runs eagerly, and false is returned: nothing of `work` ran on
-  // the device, and the caller undoes what it did on the host.
+  // graph (dropping one captured before, of the same shape) and runs it once for this batch. On
+  // failure the graph is dropped, a warning names the error, every later step runs eagerly, and
+  // false is returned: nothing of `work` ran on the device, and the caller undoes what it did on
+  // the host.
   using Work = std::function<void(const Tensor& images, const Tensor& labels)>;
   bool capture(const StepShape& shape, const Tensor& images, const Tensor& labels,
                const Work& work);
@@ -77,8 +84,9 @@ class StepGraph {
  private:
   Device device_;
   std::unique_ptr<CapturedWork> work_;
-  StepShape shape_;  // of the graph
-  StepShape warm_;   // of the last step that ran eagerly
+  uint64_t template_ = 0;  // the op profiler's record of the capture (0: none)
+  StepShape shape_;        // of the graph
+  StepShape warm_;         // of the last step that ran eagerly
   bool has_warm_ = false;
   bool failed_ = false;
   Tensor images_, labels_, last_loss_;

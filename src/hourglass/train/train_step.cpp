@@ -70,7 +70,9 @@ std::string TrainStep::eager_reason() const {
     return "a gradient hook is installed (data-parallel reductions)";
   if (hooks_.phase) return "a phase hook is installed (per-phase timing)";
   if (hooks_.device_work) return "a device-work hook wraps the step";
-  if (ops::OpProfiler::current() != nullptr) return "the op profiler times every op";
+  // A profiler that sees graph nodes profiles replays (step_graph.h); others need every op run.
+  if (const ops::OpProfiler* p = ops::OpProfiler::current(); p != nullptr && !p->profiles_graphs())
+    return "the op profiler times every op";
   std::string synced;
   model_.for_each_module([&](nn::Module& m) {
     if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(&m); bn != nullptr && bn->sync != nullptr)

@@ -121,10 +121,10 @@ class TrainStep {
   optim::Optimizer& optimizer() { return optimizer_; }
   // The graph replay of this step, or null (options.graph Off, or a device without graphs).
   const StepGraph* graph() const { return graph_.get(); }
-
- private:
   // Why this step must run eagerly now ("" when it may be captured or replayed).
   std::string eager_reason() const;
+
+ private:
   bool capture(const StepShape& shape, const Tensor& images, const Tensor& labels, int64_t step,
                int64_t global_rows);
   void accumulate(const Tensor& images, const Tensor& labels, int64_t step, int64_t global_rows);

@@ -6,7 +6,14 @@
 // for the id pushed on this thread, if any, and a kernel, copy or fill of `ns` nanoseconds on a
 // fake device clock). Records reach the collector through its buffer callbacks when it flushes,
 // split over two buffers (so a kernel's external-correlation record can come in another buffer).
-// FAKE_CUPTI_FAIL_ENABLE=1 makes cuptiActivityEnable fail.
+// Graphs: the callback API (cuptiSubscribe, cuptiEnableCallback, cuptiGetGraphNodeId, whose node
+// handles are the node ids themselves); fake_cupti_graph_node(node) stands for a launch that
+// stream capture turns into node `node` (the resource callback GRAPHNODE_CREATED on the calling
+// thread, no record), fake_cupti_graph_clone(original, clone) for instantiation's copy
+// (GRAPHNODE_CLONED), fake_cupti_graph_launch(nodes, n, ns) for one graph launch: one API call,
+// with the external id pushed on this thread, and a kernel per node carrying its graphNodeId.
+// FAKE_CUPTI_FAIL_ENABLE=1 makes cuptiActivityEnable fail, FAKE_CUPTI_FAIL_SUBSCRIBE=1
+// cuptiSubscribe (as when another tool holds CUPTI's one subscriber).
 #include <cupti.h>
 
 #include <cstdlib>
@@ -22,7 +29,8 @@ struct Pending {
   std::string name;  // kernels
   uint64_t bytes, start, end;
   uint32_t correlation;
-  uint64_t external;  // 0: none pushed
+  uint64_t external;        // 0: none pushed
+  uint64_t graph_node = 0;  // 0: not a graph's
 };
 
 std::mutex g_mutex;
@@ -34,6 +42,36 @@ std::vector<std::string*> g_names;  // kernel names, alive for the process as CU
 uint64_t g_clock = 1'000'000;       // ns
 uint32_t g_correlation = 0;
 thread_local std::vector<uint64_t> t_external;
+CUpti_CallbackFunc g_callback = nullptr;  // the subscriber's
+void* g_userdata = nullptr;
+bool g_subscribed = false;
+bool g_callback_enabled[2] = {};  // GRAPHNODE_CREATED, GRAPHNODE_CLONED
+
+int callback_slot(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return -1;
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) return 0;
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) return 1;
+  return -1;
+}
+
+// Calls the subscriber as CUPTI does for a graph node's callback `cbid`.
+void node_callback(CUpti_CallbackId cbid, uint64_t node, uint64_t original) {
+  CUpti_CallbackFunc callback = nullptr;
+  void* userdata = nullptr;
+  {
+    std::lock_guard lock(g_mutex);
+    const int slot = callback_slot(CUPTI_CB_DOMAIN_RESOURCE, cbid);
+    if (!g_subscribed || slot < 0 || !g_callback_enabled[slot]) return;
+    callback = g_callback;
+    userdata = g_userdata;
+  }
+  CUpti_GraphData graph{};
+  graph.node = reinterpret_cast<CUgraphNode>(node);
+  graph.originalNode = reinterpret_cast<CUgraphNode>(original);
+  CUpti_ResourceData resource{};
+  resource.resourceDescriptor = &graph;
+  callback(userdata, CUPTI_CB_DOMAIN_RESOURCE, cbid, &resource);
+}
 
 // Each record in a slot of this many bytes (the collector reads them only through
 // cuptiActivityGetNextRecord, which walks the slots).
@@ -57,6 +95,7 @@ void write(uint8_t* slot, const Pending& p, bool external_record) {
     k->kind = p.kind;
     k->start = p.start, k->end = p.end;
     k->correlationId = p.correlation;
+    k->graphNodeId = p.graph_node;
     k->streamId = 7;
     std::string* name = new std::string(p.name);
     g_names.push_back(name);
@@ -182,6 +221,44 @@ CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
   return CUPTI_SUCCESS;
 }
 
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                    void* userdata) {
+  const char* fail = std::getenv("FAKE_CUPTI_FAIL_SUBSCRIBE");
+  std::lock_guard lock(g_mutex);
+  if ((fail != nullptr && *fail == '1') || g_subscribed)
+    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_subscribed = true;
+  g_callback = callback;
+  g_userdata = userdata;
+  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscribed);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  std::lock_guard lock(g_mutex);
+  if (!g_subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&g_subscribed))
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  g_subscribed = false;
+  g_callback = nullptr;
+  g_callback_enabled[0] = g_callback_enabled[1] = false;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  std::lock_guard lock(g_mutex);
+  const int slot = callback_slot(domain, cbid);
+  if (!g_subscribed || slot < 0) return CUPTI_ERROR_INVALID_PARAMETER;
+  g_callback_enabled[slot] = enable != 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetGraphNodeId(CUgraphNode node, uint64_t* id) {
+  if (node == nullptr || id == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *id = reinterpret_cast<uint64_t>(node);
+  return CUPTI_SUCCESS;
+}
+
 // The test's side: one launch of `ns` nanoseconds (after a gap of `gap_ns` on the device clock).
 // `kind` 0: a kernel named `name` (mangled or not); 1: a host-to-device copy of `bytes`; 2: a
 // fill of `bytes`.
@@ -200,6 +277,42 @@ void fake_cupti_launch(int kind, const char* name, uint64_t ns, uint64_t gap_ns,
   p.correlation = ++g_correlation;
   p.external = t_external.empty() ? 0 : t_external.back();
   g_pending.push_back(std::move(p));
+}
+
+// Graphs (see the top): a node made by capture, a node cloned, and one launch of the nodes, each
+// running a kernel `ns` long (named "graph_kernel").
+void fake_cupti_graph_node(uint64_t node) {
+  node_callback(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, node, 0);
+}
+
+void fake_cupti_graph_clone(uint64_t original, uint64_t clone) {
+  node_callback(CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, clone, original);
+}
+
+void fake_cupti_graph_launch(const uint64_t* nodes, int count, uint64_t ns) {
+  std::lock_guard lock(g_mutex);
+  const uint32_t correlation = ++g_correlation;  // the launch's API call
+  const uint64_t external = t_external.empty() ? 0 : t_external.back();
+  for (int i = 0; i < count; ++i) {
+    Pending p;
+    p.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    p.name = "graph_kernel";
+    p.bytes = 0;
+    g_clock += 1000;
+    p.start = g_clock;
+    g_clock += ns;
+    p.end = g_clock;
+    p.correlation = correlation;
+    p.external = external;
+    p.graph_node = nodes[i];
+    g_pending.push_back(std::move(p));
+  }
+}
+
+// Whether a subscriber holds both graph-node callbacks now.
+int fake_cupti_subscribed() {
+  std::lock_guard lock(g_mutex);
+  return g_subscribed && g_callback_enabled[0] && g_callback_enabled[1] ? 1 : 0;
 }
 
 // Whether the collector has `kind` (a CUpti_ActivityKind) enabled now.

@@ -7,6 +7,16 @@
 // op is the external id of the API call that launched it (same correlation id). The library
 // stays loaded for the process (CUPTI cannot be unloaded safely); the kinds are enabled while
 // at least one collector lives.
+//
+// Graph nodes: while a collector lives, a callback subscriber (cuptiSubscribe) receives the
+// resource domain's GRAPHNODE_CREATED (inside the launch that stream capture turns into a node,
+// on the capturing thread) and GRAPHNODE_CLONED (instantiation copies each node into the
+// executable graph). A node made while an op is pushed on that thread (a mirror of the pushes,
+// t_ops) maps its id (cuptiGetGraphNodeId) to the op's external id; a clone maps to its
+// original's. Replayed work carries a node id (graphNodeId), the clone's or the original's:
+// both are mapped. Its API call is the graph launch, whose external id, pushed by push_replay()
+// with kReplayBit set, names the replay. One subscriber per process is allowed: when another
+// tool holds it, graph nodes are not seen (graph_note()).
 #include <cupti.h>
 #include <dlfcn.h>
 
@@ -40,6 +50,10 @@ constexpr size_t kBufferBytes = 8 << 20;
 // The collector's number goes in the top bits of each external id, so that overlapping
 // collectors tell their records apart.
 constexpr int kTagShift = 44;
+// Set in the external ids push_replay() pushes (below the tag; op and replay ids stay under it).
+constexpr uint64_t kReplayBit = uint64_t(1) << (kTagShift - 1);
+constexpr uint64_t kIdMask = kReplayBit - 1;
+constexpr uint64_t kTagMask = ~((uint64_t(1) << kTagShift) - 1);
 
 // The calls used, looked up in the library.
 struct CuptiApi {
@@ -56,6 +70,12 @@ struct CuptiApi {
   CUptiResult(CUPTIAPI* timestamp)(uint64_t*) = nullptr;
   CUptiResult(CUPTIAPI* result_string)(CUptiResult, const char**) = nullptr;
   CUptiResult(CUPTIAPI* version)(uint32_t*) = nullptr;
+  // The callback API, for graph nodes (optional: without it graph nodes are not seen).
+  CUptiResult(CUPTIAPI* subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult(CUPTIAPI* unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult(CUPTIAPI* enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                         CUpti_CallbackId) = nullptr;
+  CUptiResult(CUPTIAPI* graph_node_id)(CUgraphNode, uint64_t*) = nullptr;
 
   std::string describe(CUptiResult r) const {
     const char* text = nullptr;
@@ -70,6 +90,7 @@ struct CuptiApi {
 struct RawRecord {
   KernelRecord record;
   uint32_t correlation = 0;
+  uint64_t graph_node = 0;  // 0: not a graph node's
   uint64_t start_ns = 0, end_ns = 0;
 };
 
@@ -82,11 +103,79 @@ struct State {
   std::vector<RawRecord> records;
   std::unordered_map<uint32_t, uint64_t> external;     // correlation id -> external id
   std::unordered_map<const char*, std::string> names;  // CUPTI's name strings, demangled
+  // Graph nodes, while a subscriber is held: node id -> the external id pushed at its making.
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::string graph_note;  // why there is no subscriber
+  std::mutex nodes_mutex;  // the callbacks run inside CUDA calls, apart from `mutex`
+  std::unordered_map<uint64_t, uint64_t> nodes;
 };
 
 State& state() {
   static State* s = new State;  // outlives the collectors of static objects
   return *s;
+}
+
+// The external ids push_op() pushed on this thread and not yet popped, innermost last.
+thread_local std::vector<uint64_t> t_ops;
+
+void CUPTIAPI on_resource(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                          const void* cbdata) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbdata == nullptr) return;
+  const auto* resource = static_cast<const CUpti_ResourceData*>(cbdata);
+  const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
+  const auto* api = static_cast<const CuptiApi*>(userdata);
+  if (graph == nullptr || api == nullptr || graph->node == nullptr) return;
+  State& s = state();
+  uint64_t node = 0;
+  if (api->graph_node_id(graph->node, &node) != CUPTI_SUCCESS || node == 0) return;
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+    if (t_ops.empty()) return;  // made outside any op
+    std::lock_guard lock(s.nodes_mutex);
+    s.nodes[node] = t_ops.back();
+  } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
+    uint64_t original = 0;
+    if (graph->originalNode == nullptr ||
+        api->graph_node_id(graph->originalNode, &original) != CUPTI_SUCCESS)
+      return;
+    std::lock_guard lock(s.nodes_mutex);
+    if (auto it = s.nodes.find(original); it != s.nodes.end()) s.nodes[node] = it->second;
+  }
+}
+
+// Subscribes to the graph-node callbacks (the first collector); on failure graph_note says why.
+void subscribe(State& s, const CuptiApi& api) {
+  s.graph_note.clear();
+  if (api.subscribe == nullptr || api.enable_callback == nullptr || api.graph_node_id == nullptr) {
+    s.graph_note = "libcupti has no callback API (cuptiSubscribe, cuptiGetGraphNodeId)";
+    return;
+  }
+  CUpti_SubscriberHandle handle = nullptr;
+  CUptiResult r = api.subscribe(&handle, on_resource, const_cast<CuptiApi*>(&api));
+  if (r != CUPTI_SUCCESS) {
+    s.graph_note = fmt::format(
+        "cuptiSubscribe failed: {} (CUPTI allows one subscriber per process: another tool may "
+        "hold it)",
+        api.describe(r));
+    return;
+  }
+  for (CUpti_CallbackId cbid :
+       {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
+    r = api.enable_callback(1, handle, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+    if (r != CUPTI_SUCCESS) {
+      s.graph_note =
+          fmt::format("cuptiEnableCallback(resource, {}) failed: {}", int(cbid), api.describe(r));
+      if (api.unsubscribe != nullptr) (void)api.unsubscribe(handle);
+      return;
+    }
+  }
+  s.subscriber = handle;
+}
+
+void unsubscribe(State& s, const CuptiApi& api) {
+  if (s.subscriber != nullptr && api.unsubscribe != nullptr) (void)api.unsubscribe(s.subscriber);
+  s.subscriber = nullptr;
+  std::lock_guard lock(s.nodes_mutex);
+  s.nodes.clear();
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -107,6 +196,7 @@ void read_record(State& s, const CUpti_Activity* a) {
       r.record.name = it->second;
       r.start_ns = k->start, r.end_ns = k->end;
       r.correlation = k->correlationId;
+      r.graph_node = k->graphNodeId;
       r.record.stream = k->streamId;
       break;
     }
@@ -120,6 +210,7 @@ void read_record(State& s, const CUpti_Activity* a) {
       r.record.bytes = m->bytes;
       r.start_ns = m->start, r.end_ns = m->end;
       r.correlation = m->correlationId;
+      r.graph_node = m->graphNodeId;
       r.record.stream = m->streamId;
       break;
     }
@@ -130,6 +221,7 @@ void read_record(State& s, const CUpti_Activity* a) {
       r.record.bytes = m->bytes;
       r.start_ns = m->start, r.end_ns = m->end;
       r.correlation = m->correlationId;
+      r.graph_node = m->graphNodeId;
       r.record.stream = m->streamId;
       break;
     }
@@ -198,6 +290,11 @@ const CuptiApi* load(State& s, std::string& why_not) {
     }
     (void)find(handle, "cuptiGetResultString", api.result_string, why_not);
     (void)find(handle, "cuptiGetVersion", api.version, why_not);
+    (void)find(handle, "cuptiSubscribe", api.subscribe, why_not);
+    (void)find(handle, "cuptiUnsubscribe", api.unsubscribe, why_not);
+    (void)find(handle, "cuptiEnableCallback", api.enable_callback, why_not);
+    (void)find(handle, "cuptiGetGraphNodeId", api.graph_node_id, why_not);
+    why_not.clear();
     const CUptiResult r = api.register_callbacks(buffer_requested, buffer_completed);
     if (r != CUPTI_SUCCESS) {
       why_not = fmt::format("cuptiActivityRegisterCallbacks failed: {}", api.describe(r));
@@ -212,8 +309,11 @@ const CuptiApi* load(State& s, std::string& why_not) {
 
 class CuptiActivity final : public KernelActivity {
  public:
-  CuptiActivity(const CuptiApi& api, int tag, uint64_t origin_ns)
-      : api_(api), tag_(uint64_t(tag) << kTagShift), origin_ns_(origin_ns) {}
+  CuptiActivity(const CuptiApi& api, int tag, uint64_t origin_ns, std::string graph_note)
+      : api_(api),
+        tag_(uint64_t(tag) << kTagShift),
+        origin_ns_(origin_ns),
+        graph_note_(std::move(graph_note)) {}
 
   ~CuptiActivity() override {
     State& s = state();
@@ -221,16 +321,30 @@ class CuptiActivity final : public KernelActivity {
     std::lock_guard lock(s.mutex);
     if (--s.collectors > 0) return;
     for (CUpti_ActivityKind kind : kKinds) (void)api_.disable(kind);
+    unsubscribe(s, api_);
     s.active = nullptr;
     s.records.clear();
     s.external.clear();
   }
 
-  void push_op(uint64_t op_id) override { (void)api_.push(kExternalKind, tag_ | op_id); }
+  void push_op(uint64_t op_id) override {
+    t_ops.push_back(tag_ | (op_id & kIdMask));
+    (void)api_.push(kExternalKind, t_ops.back());
+  }
   void pop_op() override {
+    if (!t_ops.empty()) t_ops.pop_back();
     uint64_t last = 0;
     (void)api_.pop(kExternalKind, &last);
   }
+  void push_replay(uint64_t replay_id) override {
+    (void)api_.push(kExternalKind, tag_ | kReplayBit | (replay_id & kIdMask));
+  }
+  void pop_replay() override {
+    uint64_t last = 0;
+    (void)api_.pop(kExternalKind, &last);
+  }
+  bool graph_nodes() const override { return graph_note_.empty(); }
+  const std::string& graph_note() const override { return graph_note_; }
 
   std::vector<KernelRecord> collect() override {
     State& s = state();
@@ -238,16 +352,26 @@ class CuptiActivity final : public KernelActivity {
     std::lock_guard lock(s.mutex);
     std::vector<RawRecord> keep;
     std::vector<KernelRecord> out;
-    const uint64_t mask = (uint64_t(1) << kTagShift) - 1;
+    std::lock_guard nodes_lock(s.nodes_mutex);
     for (RawRecord& r : s.records) {
       const auto it = s.external.find(r.correlation);
       const uint64_t external = it != s.external.end() ? it->second : 0;
-      if (external != 0 && (external & ~mask) != tag_) {  // another collector's op
+      // A graph node's op was pushed at its making; its launch's id names the replay.
+      uint64_t op = external & kReplayBit ? 0 : external;
+      const uint64_t replay = external & kReplayBit ? external : 0;
+      if (r.graph_node != 0) {
+        const auto node = s.nodes.find(r.graph_node);
+        op = node != s.nodes.end() ? node->second : 0;
+      }
+      const bool mine =
+          (op != 0 && (op & kTagMask) == tag_) || (replay != 0 && (replay & kTagMask) == tag_);
+      if (!mine && (op != 0 || replay != 0)) {  // another collector's op or replay
         keep.push_back(std::move(r));
         continue;
       }
       if (r.start_ns < origin_ns_) continue;  // before this collector started
-      r.record.op_id = external & mask;
+      r.record.op_id = (op & kTagMask) == tag_ ? op & kIdMask : 0;
+      r.record.replay = (replay & kTagMask) == tag_ ? replay & kIdMask : 0;
       r.record.start_us = double(r.start_ns - origin_ns_) / 1000;
       r.record.end_us = double(r.end_ns > r.start_ns ? r.end_ns - origin_ns_ : 0) / 1000;
       if (r.end_ns <= r.start_ns) r.record.end_us = r.record.start_us;
@@ -268,6 +392,7 @@ class CuptiActivity final : public KernelActivity {
   const CuptiApi& api_;
   uint64_t tag_;
   uint64_t origin_ns_;
+  std::string graph_note_;  // "" while graph nodes are seen
 };
 
 }  // namespace
@@ -291,13 +416,14 @@ std::unique_ptr<KernelActivity> start_cupti_activity(std::string& why_not) {
       }
     }
     s.active = api;
+    subscribe(s, *api);
   }
   ++s.collectors;
   uint64_t origin = 0;
   (void)api->timestamp(&origin);
   const int tag = s.next_tag;
   s.next_tag = s.next_tag % ((1 << (64 - kTagShift)) - 1) + 1;
-  return std::make_unique<CuptiActivity>(*api, tag, origin);
+  return std::make_unique<CuptiActivity>(*api, tag, origin, s.graph_note);
 }
 
 }  // namespace hg::detail
