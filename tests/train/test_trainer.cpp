@@ -155,8 +155,11 @@ TEST(Trainer, EvalEveryEvaluatesOnlyThoseEpochsAndTheLast) {
 
   Config stopping = some;
   stopping.set_override("train.early_stop_patience=2");
-  test::expect_invalid([&] { train::Trainer(stopping, {run_dir("eval_every_stop"), false}); },
-                       {"train.eval_every", "early", "train.eval_every = 1"});
+  test::expect_invalid(
+      [&] {
+        train::Trainer(stopping, {run_dir("eval_every_stop"), false});
+      },
+      {"train.eval_every", "early", "train.eval_every = 1"});
 }
 
 TEST(Trainer, AValidationFractionThatLeavesNothingIsRefusedNamingTheKey) {

@@ -472,10 +472,9 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   if (session_->writes()) {
     std::string scores;
     if (m.evaluated)
-      scores = fmt::format("{}test_acc {:.4f} ",
-                           m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc)
-                                            : std::string(),
-                           m.test_acc);
+      scores = fmt::format(
+          "{}test_acc {:.4f} ",
+          m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc);
     const std::string summary = fmt::format(
         "loss {:.4f} train_acc {:.4f} {}{:.0f} img/s {:.1f}s (checkpoints {:.2f}s, data wait "
         "{:.2f}s)",
