@@ -161,9 +161,17 @@ for stage in "${stages[@]}"; do
       ;;
     speedrun)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      # SPEEDRUN_SET="key=value ..." adds overrides (a variant of the recipe).
+      sets=(); for s in ${SPEEDRUN_SET:-}; do sets+=(--set "$s"); done
+      rm -rf build-device/speedrun
       bash bench/speedrun.sh ./build-device/hourglass configs/fashion-mnist-speedrun.toml \
-        build-device/speedrun 5 --set data.path="\"$data\"" > "$out/speedrun.md" 2>&1
+        build-device/speedrun 5 --set data.path="\"$data\"" "${sets[@]}" > "$out/speedrun.md" 2>&1
       rc=$?
+      mkdir -p "$out/speedrun"
+      for d in build-device/speedrun/seed-*/; do
+        s=$(basename "$d"); cp "$d/metrics.jsonl" "$out/speedrun/$s-metrics.jsonl" 2>/dev/null
+        cp "build-device/speedrun/$s.log" "$out/speedrun/" 2>/dev/null
+      done
       # SPEEDRUN_TORCH=0 leaves out the PyTorch runs (about 2 minutes).
       for seed in 1 2 3 4 5; do
         [ "${SPEEDRUN_TORCH:-1}" = 0 ] && break
@@ -198,9 +206,15 @@ for stage in "${stages[@]}"; do
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
       run=build-device/runs/observe
       rm -rf "$run"
+      # In-run profiling on (profile.json and trace.json in the run directory), then the report;
+      # the run directory comes back without its checkpoints (observe-run.tgz).
       ./build-device/hourglass train configs/fashion-mnist-resnet18-gpu.toml --run-dir "$run" \
-        --set data.path="\"$data\"" --set train.epochs=2 --no-progress > "$out/observe.log" 2>&1
+        --set data.path="\"$data\"" --set train.epochs=2 --set profile.enabled=true \
+        --no-progress > "$out/observe.log" 2>&1
       rc=$?
+      ./build-device/hourglass report "$run" > "$out/report.log" 2>&1
+      row observe-report $? "$(tail -1 "$out/report.log" | cut -c1-120)"
+      tar czf "$out/observe-run.tgz" --exclude=checkpoints --exclude='*.safetensors' -C "$run" .
       cp "$run/monitor.csv" "$run/metrics.jsonl" "$out/" 2>/dev/null
       cp "$run"/steps.* "$run"/metrics.csv "$out/" 2>/dev/null
       head -4 "$run/monitor.csv"; echo "monitor.csv rows: $(($(wc -l < "$run/monitor.csv") - 1))"
@@ -209,6 +223,9 @@ for stage in "${stages[@]}"; do
       head -20 "$out/tensorboard.txt"
       row observe-train $rc "$(tail -1 "$out/observe.log" | cut -c1-120)"
       row tensorboard-read $tb "$(grep -c . "$out/tensorboard.txt") lines"
+      # OBSERVE_QUICK=1 stops here (the monitor's cost, the profile and the loader rows take
+      # about a minute more).
+      [ "${OBSERVE_QUICK:-0}" = 1 ] && continue
       # The monitor's cost: the same short run without it and sampling every 0.5 s.
       cat > "$out/mon.toml" <<'TOML'
 name = "monitor-cost"
