@@ -22,8 +22,10 @@
 #           from process start
 #   dp      bench/data_parallel_overhead.sh: the one-rank NCCL data-parallel path against a
 #           plain run (hourglass bench and train)
-#   observe a Fashion-MNIST run's monitor.csv (NVML readings) and TensorBoard events read back by
-#           the tensorboard package (tests/tools/read_tensorboard.py); the monitor's cost (a
+#   observe a Fashion-MNIST run (OBSERVE_EPOCHS, default 2; OBSERVE_MONITOR_SECONDS, default 5),
+#           profiled, with its report.html, its monitor.csv (NVML readings) and its TensorBoard
+#           events read back by the tensorboard package (tests/tools/read_tensorboard.py); the
+#           monitor's cost (a
 #           synthetic ResNet-18 run with the monitor off and sampling every 0.5 s); bench_loader's
 #           folder rows (the loader alone at 1-16 workers); hourglass profile's table, cost and
 #           trace on the Fashion-MNIST config
@@ -209,7 +211,8 @@ for stage in "${stages[@]}"; do
       # In-run profiling on (profile.json and trace.json in the run directory), then the report;
       # the run directory comes back without its checkpoints (observe-run.tgz).
       ./build-device/hourglass train configs/fashion-mnist-resnet18-gpu.toml --run-dir "$run" \
-        --set data.path="\"$data\"" --set train.epochs=2 --set profile.enabled=true \
+        --set data.path="\"$data\"" --set train.epochs="${OBSERVE_EPOCHS:-2}" \
+        --set monitor.every_seconds="${OBSERVE_MONITOR_SECONDS:-5}" --set profile.enabled=true \
         --no-progress > "$out/observe.log" 2>&1
       rc=$?
       ./build-device/hourglass report "$run" > "$out/report.log" 2>&1

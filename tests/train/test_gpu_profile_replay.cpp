@@ -145,12 +145,13 @@ TEST(GpuProfileReplay, ProfiledStepsReplayWithTheEagerStepsOpsAndCalls) {
       << "op rows differ (name|parent: calls over " << kProfiled
       << " steps)\neager:" << describe(eager.calls) << "\nreplayed:" << describe(replayed.calls);
 
-  // Kernels attributed to ops: the replayed steps' kernel time outside any op is small (the
-  // batch's two copies into the graph's inputs per step); both counts printed for comparison.
+  // Kernels attributed to ops as well as in eager steps: the replayed steps' kernel time outside
+  // any op is at most the eager steps' (work the step issues outside the ops, e.g. its memsets,
+  // a sizeable share on this tiny model) plus the batch's copies into the graph's inputs.
   ASSERT_GT(replayed.kernels, 0u) << "no kernel records from the replayed steps";
   const double all_ms = replayed.summary.top_level_ms + replayed.summary.outside_ops_ms;
   ASSERT_GT(replayed.summary.top_level_ms, 0) << "the replayed ops got no device time";
-  EXPECT_LT(replayed.summary.outside_ops_ms, 0.05 * all_ms)
+  EXPECT_LT(replayed.summary.outside_ops_ms, 1.25 * eager.summary.outside_ops_ms + 0.02 * all_ms)
       << "replayed: " << replayed.kernels_outside << " of " << replayed.kernels
       << " kernels outside any op, " << replayed.summary.outside_ops_ms << " of " << all_ms
       << " ms; eager: " << eager.kernels_outside << " of " << eager.kernels << " outside, "

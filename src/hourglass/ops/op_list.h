@@ -162,6 +162,7 @@ HG_OP(ops::BatchNormForward, batch_norm_relu_train, (const Tensor& x, const Tens
   if (residual.defined()) check_binary(op, x, residual);
   HG_CHECK(x.numel() / c > 1, "{}: training needs more than one value per channel, got {}", op,
            x.describe());
+  HG_OP_COST(elementwise_cost(x, residual.defined() ? 2 : 1, 1));
   return backend_for(x.device())
       .batch_norm_relu_train(x.contiguous(), contig(residual), weight, bias, running_mean,
                              running_var, momentum, eps);
@@ -177,6 +178,7 @@ HG_OP(ops::BatchNormReluGrads, batch_norm_relu_backward, (const Tensor& dy, cons
                                                           ResidualGrad residual_grad), {
   check_binary(op, dy, x);
   check_binary(op, dy, y);
+  HG_OP_COST(elementwise_cost(x, 3, residual_grad == ResidualGrad::Compute ? 2 : 1));
   return backend_for(x.device())
       .batch_norm_relu_backward(dy.contiguous(), y.contiguous(), x.contiguous(), weight, mean,
                                 invstd, residual_grad);
