@@ -12,6 +12,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // Makes ready now what the first op on `device` would otherwise set up (on a GPU: the
+  // runtime's context and stream, the dnn and blas libraries' handles), so that a caller can
+  // overlap that start-up with other work on another thread. Thread-safe; idempotent.
+  virtual void prepare(Device device) { (void)device; }
 
   // One method per HG_OP of the list (op_list.h).
 #define HG_OP(ret, name, params, ...) virtual ret name params = 0;

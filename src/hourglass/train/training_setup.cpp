@@ -1,9 +1,12 @@
 #include "hourglass/train/training_setup.h"
 
+#include <future>
+
 #include "hourglass/base/log.h"
 #include "hourglass/data/holdout.h"
 #include "hourglass/data/image_split.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/ops/backend.h"
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/adamw.h"
 #include "hourglass/optim/sgd.h"
@@ -89,8 +92,15 @@ RunParts image_file_parts(const RunConfig& run, bool with_train) {
 RunParts build_run_parts(const RunConfig& run, bool with_train) {
   // The tuning cache's settings are the process's: every run built here reads them.
   ops::configure_tuning_cache(run.tune.cache, ops::resolve_tuning_cache_dir(run.tune.cache_dir));
+  // The device's start-up (a GPU's context, stream and library handles: a few tenths of a
+  // second) on a thread of its own while the datasets are read and decompressed.
+  std::future<void> device_ready;
+  if (!run.device.is_cpu())
+    device_ready = std::async(std::launch::async,
+                              [device = run.device] { backend_for(device).prepare(device); });
   RunParts parts = run.data.dataset == data::kImageFolderDataset ? image_file_parts(run, with_train)
                                                                  : in_memory_parts(run, with_train);
+  if (device_ready.valid()) device_ready.get();  // its error, if any, is the run's
   const data::SampleSource& shape_source = *parts.test_set;
   nn::ModelSpec spec = run.model;
   spec.in_channels = shape_source.channels();

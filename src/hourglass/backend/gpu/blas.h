@@ -43,6 +43,10 @@ enum class Transpose : uint8_t { No, Yes };
 //    bf16 or f16) on the same GPU; `d` is written on the device's stream. m, n, k > 0.
 // A row-major [r x c] matrix is a column-major [c x r] one with ld = c: linear.cpp maps its
 // row-major products onto this by swapping operands.
+// Creates the device's handle now rather than at the first product (Backend::prepare).
+// Thread-safe.
+void prepare(int device);
+
 void matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& a, Transpose op_a,
             int64_t lda, const Tensor& b, Transpose op_b, int64_t ldb, const Tensor& bias,
             Tensor& d, int64_t ldd);

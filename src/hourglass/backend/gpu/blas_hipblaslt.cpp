@@ -219,6 +219,8 @@ bool try_init_plan(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, 
 
 // ---- blas.h
 
+void blas::prepare(int device) { (void)device_state(device); }
+
 void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& a, Transpose op_a,
                   int64_t lda, const Tensor& b, Transpose op_b, int64_t ldb, const Tensor& bias,
                   Tensor& d, int64_t ldd) {

@@ -73,6 +73,10 @@ struct ConvGeometry {
 enum class Determinism : uint8_t { Any, Required };
 Determinism determinism();
 
+// Creates the device's handle (and with it the runtime's context and stream) now rather than
+// at the first convolution (Backend::prepare). Thread-safe.
+void prepare(int device);
+
 // y = conv(x, weight), written in full. x, weight, y contiguous on one GPU, one dtype, shapes
 // as in `g`, every size > 0 (the caller handles empty tensors).
 void conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, const Tensor& weight,

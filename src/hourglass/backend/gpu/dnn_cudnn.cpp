@@ -955,6 +955,8 @@ void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int 
 
 // ---- dnn.h
 
+void dnn::prepare(int device) { (void)device_state(device); }
+
 dnn::Determinism dnn::determinism() {
   return ops::deterministic() ? Determinism::Required : Determinism::Any;
 }

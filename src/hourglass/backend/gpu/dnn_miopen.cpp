@@ -360,6 +360,8 @@ void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr;
 
 // ---- dnn.h
 
+void dnn::prepare(int device) { (void)device_state(device); }
+
 dnn::Determinism dnn::determinism() {
   return ops::deterministic() ? Determinism::Required : Determinism::Any;
 }

@@ -3,7 +3,15 @@
 // dnn and blas wrappers), so one object serves every GPU.
 #include "hourglass/backend/gpu/gpu_backend.h"
 
+#include "hourglass/backend/gpu/blas.h"
+#include "hourglass/backend/gpu/dnn.h"
+
 namespace hg {
+
+void GpuBackend::prepare(Device device) {
+  gpu::dnn::prepare(device.index);
+  gpu::blas::prepare(device.index);
+}
 
 Backend& gpu_backend() {
   static GpuBackend backend;

@@ -15,6 +15,7 @@ namespace hg {
 class GpuBackend final : public Backend {
  public:
   const char* name() const override { return "gpu"; }
+  void prepare(Device device) override;
 
   // One override per HG_OP of the list (op_list.h).
 #define HG_OP(ret, name, params, ...) ret name params override;
