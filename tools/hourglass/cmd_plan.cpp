@@ -117,7 +117,9 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
   }
 
   // The checkpoint each epoch ends with: the same file, written the same way, in a scratch
-  // folder beside the runs (the file system a run writes to), then removed.
+  // folder beside the runs (the file system a run writes to), then removed. The step loop
+  // waits only for the checkpoint's image (host copies of the tensors); the file is written
+  // beside the next steps (RunSession::write_checkpoint), so the image is what an epoch pays.
   const std::filesystem::path scratch =
       std::filesystem::path("runs") / fmt::format(".plan-{}", ::getpid());
   std::error_code ec;
@@ -127,9 +129,11 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
     state.step = setup.optimizer->step_count();
     const auto t0 = Clock::now();
     try {
-      train::save_training_checkpoint((scratch / "probe.safetensors").string(), model,
-                                      *setup.optimizer, config, state);
-      m.checkpoint_seconds = seconds_since(t0);
+      const train::CheckpointImage image =
+          train::training_checkpoint_image(model, *setup.optimizer, config, state);
+      const double image_seconds = seconds_since(t0);
+      train::save_checkpoint_image((scratch / "probe.safetensors").string(), image);
+      m.checkpoint_seconds = image_seconds;
     } catch (const Error& e) {
       HG_LOG_WARN("plan: could not time a checkpoint write in {}: {}", scratch.string(),
                   e.message());

@@ -212,18 +212,47 @@ SafetensorsFile read_checkpoint(const std::string& path, CheckpointTrust trust) 
   return file;
 }
 
-void save_checkpoint(const std::string& path, const nn::Module& model,
-                     const optim::Optimizer* optimizer,
-                     std::map<std::string, std::string> metadata) {
-  std::vector<NamedTensor> tensors;
-  for (auto& [name, t] : model.state_dict()) tensors.push_back({name, t});
+namespace {
+
+// The tensors and metadata of a checkpoint of `model` (and `optimizer`, when not null), the
+// tensors themselves or, with `copy`, host copies of them.
+CheckpointImage checkpoint_image(const nn::Module& model, const optim::Optimizer* optimizer,
+                                 std::map<std::string, std::string> metadata, bool copy) {
+  CheckpointImage image;
+  auto add = [&](std::string name, const Tensor& t) {
+    if (!copy)
+      image.tensors.push_back({std::move(name), t});
+    else
+      image.tensors.push_back(
+          {std::move(name), t.device().is_cpu() ? t.contiguous().clone() : t.to(Device::cpu())});
+  };
+  for (auto& [name, t] : model.state_dict()) add(name, t);
   if (optimizer) {
-    for (auto& [name, t] : optimizer->state()) tensors.push_back({kOptimPrefix + name, t});
+    for (auto& [name, t] : optimizer->state()) add(kOptimPrefix + name, t);
     metadata["hourglass.optim.name"] = optimizer->name();
     metadata["hourglass.optim.step"] = std::to_string(optimizer->step_count());
   }
   metadata[kFormatMetadataKey] = kCheckpointFormat;
-  save_safetensors(path, tensors, metadata);
+  image.metadata = std::move(metadata);
+  return image;
+}
+
+}  // namespace
+
+int64_t CheckpointImage::bytes() const {
+  int64_t n = 0;
+  for (const NamedTensor& t : tensors) n += int64_t(t.tensor.nbytes());
+  return n;
+}
+
+void save_checkpoint_image(const std::string& path, const CheckpointImage& image) {
+  save_safetensors(path, image.tensors, image.metadata);
+}
+
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer* optimizer,
+                     std::map<std::string, std::string> metadata) {
+  save_checkpoint_image(path, checkpoint_image(model, optimizer, std::move(metadata), false));
 }
 
 void load_model_state(nn::Module& model, const SafetensorsFile& file) {
@@ -237,6 +266,12 @@ void load_model_state(nn::Module& model, const SafetensorsFile& file) {
 void save_training_checkpoint(const std::string& path, const nn::Module& model,
                               const optim::Optimizer& optimizer, const Config& config,
                               const TrainingState& s) {
+  save_checkpoint_image(path, training_checkpoint_image(model, optimizer, config, s));
+}
+
+CheckpointImage training_checkpoint_image(const nn::Module& model,
+                                          const optim::Optimizer& optimizer, const Config& config,
+                                          const TrainingState& s) {
   std::map<std::string, std::string> m;
   m[kConfigMetadataKey] = config.to_toml();
   m[key("epoch")] = std::to_string(s.epoch);
@@ -258,7 +293,7 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
   m[key("config_hash")] = s.config_hash;
   if (!s.algorithm_choices.empty())
     m[key("algorithm_choices")] = ops::encode_algorithm_choices(s.algorithm_choices);
-  save_checkpoint(path, model, &optimizer, std::move(m));
+  return checkpoint_image(model, &optimizer, std::move(m), true);
 }
 
 LoadedCheckpoint read_training_checkpoint(const std::string& path, CheckpointTrust trust) {

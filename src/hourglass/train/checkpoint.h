@@ -89,6 +89,20 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
                               const optim::Optimizer& optimizer, const Config& config,
                               const TrainingState& state);
 
+// What save_training_checkpoint writes, taken apart in two: the image (host copies of the
+// model's and the optimizer's tensors, and the metadata) is taken where training stands, and
+// can then be written on another thread while training goes on (RunSession).
+struct CheckpointImage {
+  std::vector<NamedTensor> tensors;  // on the host, owned: later steps do not change them
+  std::map<std::string, std::string> metadata;
+  int64_t bytes() const;
+};
+CheckpointImage training_checkpoint_image(const nn::Module& model,
+                                          const optim::Optimizer& optimizer, const Config& config,
+                                          const TrainingState& state);
+// Writes `image` atomically (see save_safetensors).
+void save_checkpoint_image(const std::string& path, const CheckpointImage& image);
+
 struct LoadedCheckpoint {
   SafetensorsFile file;
   TrainingState state;

@@ -49,7 +49,14 @@ RunSession::RunSession(const Config& config, std::string run_name, std::string t
   checkpoints_ = std::make_unique<CheckpointDir>(options_.run_dir, policy_.keep_last);
 }
 
-RunSession::~RunSession() = default;
+RunSession::~RunSession() {
+  // An error (or a stop) left a write in flight: it completes, or its failure is named.
+  try {
+    settle_checkpoint();
+  } catch (...) {
+  }
+  if (write_error_) HG_LOG_ERROR("{}", write_error_->one_line());
+}
 
 std::optional<LoadedCheckpoint> RunSession::find_resume_point(
     const std::function<void(const LoadedCheckpoint&)>& validate) {
@@ -218,9 +225,51 @@ bool RunSession::checkpoint_due(int64_t step) const {
           seconds_since(last_checkpoint_time_) >= policy_.every_seconds);
 }
 
+void RunSession::settle_checkpoint() const {
+  if (!pending_) return;
+  PendingCheckpoint p = std::move(*pending_);
+  pending_.reset();
+  auto failed = [&](ErrorKind kind, const std::string& message) {
+    write_error_ = Error(
+        kind,
+        fmt::format("{}; {}", message,
+                    last_checkpoint_.empty()
+                        ? "the run has no earlier checkpoint"
+                        : fmt::format("the previous checkpoint {} is intact", last_checkpoint_)),
+        "free disk space (or fix the cause above), then continue the run with --resume auto");
+  };
+  double write_seconds = 0;
+  try {
+    write_seconds = p.done.get();
+  } catch (const Error& e) {
+    failed(e.kind(), e.message());
+    return;
+  } catch (const std::exception& e) {
+    failed(ErrorKind::Runtime, fmt::format("checkpoint {}: {}", p.path, e.what()));
+    return;
+  }
+  last_checkpoint_ = p.path;
+  checkpoint_seconds_max_ = std::max(checkpoint_seconds_max_, p.stall + write_seconds);
+  std::error_code ec;
+  const double mb = double(fs::file_size(p.path, ec)) / 1e6;
+  // Mid-epoch checkpoints would break a progress bar redrawn in place; log them at debug there.
+  const bool debug = p.quiet && options_.progress && ::isatty(STDERR_FILENO);
+  spdlog::log(debug ? spdlog::level::debug : spdlog::level::info,
+              "checkpoint {} ({:.1f} MB): the step loop waited {:.3f} s", p.path, mb, p.stall);
+}
+
+void RunSession::require_checkpoint_written() {
+  settle_checkpoint();
+  if (!write_error_) return;
+  Error e = std::move(*write_error_);
+  write_error_.reset();
+  throw e;
+}
+
 double RunSession::write_checkpoint(TrainingState state, const nn::Module& model,
                                     const optim::Optimizer& optimizer, bool quiet) {
   const auto t0 = Clock::now();
+  require_checkpoint_written();
   if (!writes()) {  // rank 0 writes it
     last_checkpoint_ = options_.run_dir + "/checkpoints/" + CheckpointDir::file_name(state.step);
     last_checkpoint_time_ = Clock::now();
@@ -232,29 +281,24 @@ double RunSession::write_checkpoint(TrainingState state, const nn::Module& model
   state.config_hash = trajectory_hash_;
   const std::string name = CheckpointDir::file_name(state.step);
   const std::string path = checkpoints_->path(name);
-  try {
-    save_training_checkpoint(path, model, optimizer, config_, state);
-  } catch (const Error& e) {
-    throw Error(
-        e.kind(),
-        fmt::format("{}; {}", e.message(),
-                    last_checkpoint_.empty()
-                        ? "the run has no earlier checkpoint"
-                        : fmt::format("the previous checkpoint {} is intact", last_checkpoint_)),
-        "free disk space (or fix the cause above), then continue the run with --resume auto");
-  }
-  checkpoints_->commit(name, best_checkpoint_);
-  last_checkpoint_ = path;
+  // Host copies of the tensors as they stand after this step; the rest off the step loop.
+  auto image = std::make_shared<const CheckpointImage>(
+      training_checkpoint_image(model, optimizer, config_, state));
+  PendingCheckpoint p;
+  p.path = path;
+  p.quiet = quiet;
+  p.done = std::async(std::launch::async,
+                      [image, path, name, best = best_checkpoint_, dir = checkpoints_.get()] {
+                        const auto start = Clock::now();
+                        save_checkpoint_image(path, *image);
+                        dir->commit(name, best);
+                        return seconds_since(start);
+                      });
   last_checkpoint_time_ = Clock::now();
-  const double stall = seconds_since(t0);
-  checkpoint_seconds_total_ += stall;
-  checkpoint_stall_max_ = std::max(checkpoint_stall_max_, stall);
-  std::error_code ec;
-  const double mb = double(fs::file_size(path, ec)) / 1e6;
-  // Mid-epoch checkpoints would break a progress bar redrawn in place; log them at debug there.
-  const bool debug = quiet && options_.progress && ::isatty(STDERR_FILENO);
-  spdlog::log(debug ? spdlog::level::debug : spdlog::level::info,
-              "checkpoint {} ({:.1f} MB): the step loop waited {:.3f} s", path, mb, stall);
+  p.stall = seconds_since(t0);
+  checkpoint_seconds_total_ += p.stall;
+  const double stall = p.stall;
+  pending_ = std::move(p);
   return stall;
 }
 
@@ -286,6 +330,7 @@ void RunSession::append_monitor_record(int64_t step,
 
 void RunSession::save_final(const nn::Module& model, const optim::Optimizer& optimizer,
                             std::map<std::string, std::string> metadata) {
+  require_checkpoint_written();
   if (!writes()) return;
   metadata.emplace(kConfigMetadataKey, config_.to_toml());
   save_checkpoint(options_.run_dir + "/final.safetensors", model, &optimizer, std::move(metadata));
@@ -304,6 +349,13 @@ std::string RunSession::start_finishing() {
 }
 
 void RunSession::finish(const std::string& stop_reason) {
+  // The last checkpoint is on disk before the run ends; a failed write is named (the run's
+  // end is recorded all the same, and the previous checkpoint is what a resume continues).
+  settle_checkpoint();
+  if (write_error_) {
+    HG_LOG_ERROR("{}", write_error_->one_line());
+    write_error_.reset();
+  }
   if (!ledger_) return;
   if (!stop_reason.empty()) ledger_->set_stop_reason(stop_reason);
   try {

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "hourglass/base/config.h"
+#include "hourglass/base/error.h"
 #include "hourglass/nn/module.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/train/budget.h"
@@ -115,9 +117,15 @@ class RunSession {
   bool checkpoint_due(int64_t step) const;
 
   // Writes checkpoints/step-<state.step>.safetensors (state's config text and hash, seed and
-  // threads are filled in here), points `last` at it and rotates. Mid-epoch writes log at debug
-  // level under a progress bar (`quiet`). Returns the seconds the caller waited. A failure
-  // throws, naming the previous intact checkpoint.
+  // threads are filled in here), points `last` at it and rotates. The caller waits only for
+  // host copies of the tensors (the checkpoint's image); the file is written, checksummed,
+  // synced and committed on a thread of its own while training goes on, and the next
+  // write_checkpoint, last_checkpoint(), save_final, finish() and the destructor wait for it.
+  // Returns the seconds the caller waited (for the image, and for the previous write if it
+  // had not finished). A failed write throws from the next write_checkpoint or save_final,
+  // naming the previous intact checkpoint; finish() logs it as an error. The line naming a
+  // written checkpoint is logged when it is committed, from the caller's thread (mid-epoch
+  // writes at debug level under a progress bar: `quiet`).
   double write_checkpoint(TrainingState state, const nn::Module& model,
                           const optim::Optimizer& optimizer, bool quiet);
   // The checkpoint `best` marks from now on (a file name in checkpoints/, written at the next
@@ -150,9 +158,15 @@ class RunSession {
   const SessionOptions& options() const { return options_; }
   const Config& config() const { return config_; }
   const std::string& resumed_from() const { return resumed_from_; }
-  const std::string& last_checkpoint() const { return last_checkpoint_; }
+  // The newest committed checkpoint (waits for one being written).
+  const std::string& last_checkpoint() const {
+    settle_checkpoint();
+    return last_checkpoint_;
+  }
   double checkpoint_seconds_total() const { return checkpoint_seconds_total_; }
-  double checkpoint_stall_max() const { return checkpoint_stall_max_; }
+  // The longest a checkpoint took to be on disk (the step loop's wait and the write after it):
+  // what the budget keeps back for the final one.
+  double checkpoint_seconds_max() const { return checkpoint_seconds_max_; }
   std::string metrics_path() const { return options_.run_dir + "/metrics.jsonl"; }
   std::string tensorboard_dir() const { return options_.run_dir + "/tensorboard"; }
   BudgetLedger& ledger() { return *ledger_; }
@@ -166,10 +180,25 @@ class RunSession {
   BudgetSettings budget_;
   std::unique_ptr<CheckpointDir> checkpoints_;
   std::unique_ptr<BudgetLedger> ledger_;
-  std::string resumed_from_, last_checkpoint_, best_checkpoint_;
+  std::string resumed_from_, best_checkpoint_;
+  // The checkpoint being written on its own thread, and what to log and record once it is.
+  struct PendingCheckpoint {
+    std::future<double> done;  // the write's seconds
+    std::string path;
+    double stall = 0;
+    bool quiet = false;
+  };
+  // Waits for the pending write: commits its bookkeeping (last_checkpoint_, the log line), or
+  // keeps its error in write_error_ for the next write_checkpoint / save_final / finish.
+  void settle_checkpoint() const;
+  // settle_checkpoint(), then throws a kept write error.
+  void require_checkpoint_written();
+  mutable std::optional<PendingCheckpoint> pending_;
+  mutable std::optional<Error> write_error_;
+  mutable std::string last_checkpoint_;
   std::chrono::steady_clock::time_point last_checkpoint_time_;
   double checkpoint_seconds_total_ = 0;
-  double checkpoint_stall_max_ = 0;
+  mutable double checkpoint_seconds_max_ = 0;
   // Opened once the resume point is settled (adopt, start_new); rank 0 only.
   std::unique_ptr<obs::MetricSinks> step_sinks_, epoch_sinks_, monitor_sinks_;
   void open_metric_sinks(int64_t resumed_step);

@@ -158,7 +158,7 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
 std::string Trainer::poll_stop() {
   // Leave room for the final checkpoint and evaluation.
   return session_->poll_stop(steps_this_run_, step_seconds_.value(),
-                             session_->checkpoint_stall_max() + last_eval_seconds_);
+                             session_->checkpoint_seconds_max() + last_eval_seconds_);
 }
 
 std::string Trainer::run_progress_text(int64_t epoch) const {
