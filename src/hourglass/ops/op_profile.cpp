@@ -84,9 +84,11 @@ std::string OpProfiler::graph_note() const {
   return activity_->graph_note();
 }
 
-bool OpProfiler::has_template(uint64_t id) const {
-  return id != 0 && std::any_of(templates_.begin(), templates_.end(),
-                                [id](const Template& t) { return t.id == id; });
+const OpProfiler::Template* OpProfiler::find_template(uint64_t id) const {
+  if (id == 0) return nullptr;
+  const auto it = std::find_if(templates_.begin(), templates_.end(),
+                               [id](const Template& t) { return t.id == id; });
+  return it != templates_.end() ? &*it : nullptr;
 }
 
 void OpProfiler::resolve() {
@@ -195,10 +197,6 @@ void OpScope::end() {
   e.host_end_us = now_us(p.origin_);
 }
 
-}  // namespace hg::ops
-
-namespace hg::ops {
-
 GraphCaptureScope::GraphCaptureScope() {
   OpProfiler* p = OpProfiler::current();
   if (p == nullptr || !p->profiles_graphs() || p->capturing_) return;
@@ -219,9 +217,9 @@ GraphCaptureScope::~GraphCaptureScope() {
 
 GraphReplayScope::GraphReplayScope(uint64_t template_id) {
   OpProfiler* p = OpProfiler::current();
-  if (p == nullptr || p->capturing_ || !p->has_template(template_id)) return;
-  const auto t = std::find_if(p->templates_.begin(), p->templates_.end(),
-                              [&](const OpProfiler::Template& x) { return x.id == template_id; });
+  const OpProfiler::Template* t =
+      p != nullptr && !p->capturing_ ? p->find_template(template_id) : nullptr;
+  if (t == nullptr) return;
   profiler_ = p;
   replay_ = p->next_replay_++;
   const size_t first = p->events_.size();

@@ -92,7 +92,7 @@ class OpProfiler {
   std::string graph_note() const;
   // Whether the template `id` (GraphCaptureScope::template_id()) was recorded here: a graph
   // captured under another profiler, or none, replays unprofiled here.
-  bool has_template(uint64_t id) const;
+  bool has_template(uint64_t id) const { return find_template(id) != nullptr; }
   // The graph replays recorded since the last clear().
   int64_t replays() const { return int64_t(replays_.size()); }
 
@@ -110,6 +110,7 @@ class OpProfiler {
   struct Replay {
     size_t first = 0, count = 0;  // its copies in events_
   };
+  const Template* find_template(uint64_t id) const;  // null: not recorded here
   void resolve();  // kernels_ and the per-event sums, once the device has run everything
   // Where op calls are recorded now: the capture's template, or events_.
   std::vector<OpEvent>& recording() { return capturing_ ? templates_.back().events : events_; }

@@ -239,12 +239,6 @@ CheckpointImage checkpoint_image(const nn::Module& model, const optim::Optimizer
 
 }  // namespace
 
-int64_t CheckpointImage::bytes() const {
-  int64_t n = 0;
-  for (const NamedTensor& t : tensors) n += int64_t(t.tensor.nbytes());
-  return n;
-}
-
 void save_checkpoint_image(const std::string& path, const CheckpointImage& image) {
   save_safetensors(path, image.tensors, image.metadata);
 }

@@ -95,7 +95,6 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model,
 struct CheckpointImage {
   std::vector<NamedTensor> tensors;  // on the host, owned: later steps do not change them
   std::map<std::string, std::string> metadata;
-  int64_t bytes() const;
 };
 CheckpointImage training_checkpoint_image(const nn::Module& model,
                                           const optim::Optimizer& optimizer, const Config& config,

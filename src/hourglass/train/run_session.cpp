@@ -52,10 +52,9 @@ RunSession::RunSession(const Config& config, std::string run_name, std::string t
 RunSession::~RunSession() {
   // An error (or a stop) left a write in flight: it completes, or its failure is named.
   try {
-    settle_checkpoint();
+    settle_checkpoint_logging_failure();
   } catch (...) {
   }
-  if (write_error_) HG_LOG_ERROR("{}", write_error_->one_line());
 }
 
 std::optional<LoadedCheckpoint> RunSession::find_resume_point(
@@ -258,6 +257,13 @@ void RunSession::settle_checkpoint() const {
               "checkpoint {} ({:.1f} MB): the step loop waited {:.3f} s", p.path, mb, p.stall);
 }
 
+void RunSession::settle_checkpoint_logging_failure() {
+  settle_checkpoint();
+  if (!write_error_) return;
+  HG_LOG_ERROR("{}", write_error_->one_line());
+  write_error_.reset();
+}
+
 void RunSession::require_checkpoint_written() {
   settle_checkpoint();
   if (!write_error_) return;
@@ -351,11 +357,7 @@ std::string RunSession::start_finishing() {
 void RunSession::finish(const std::string& stop_reason) {
   // The last checkpoint is on disk before the run ends; a failed write is named (the run's
   // end is recorded all the same, and the previous checkpoint is what a resume continues).
-  settle_checkpoint();
-  if (write_error_) {
-    HG_LOG_ERROR("{}", write_error_->one_line());
-    write_error_.reset();
-  }
+  settle_checkpoint_logging_failure();
   if (!ledger_) return;
   if (!stop_reason.empty()) ledger_->set_stop_reason(stop_reason);
   try {

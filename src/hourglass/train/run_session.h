@@ -191,8 +191,10 @@ class RunSession {
   // Waits for the pending write: commits its bookkeeping (last_checkpoint_, the log line), or
   // keeps its error in write_error_ for the next write_checkpoint / save_final / finish.
   void settle_checkpoint() const;
-  // settle_checkpoint(), then throws a kept write error.
+  // settle_checkpoint(), then throws a kept write error ...
   void require_checkpoint_written();
+  // ... or logs it (the run's end, the destructor).
+  void settle_checkpoint_logging_failure();
   mutable std::optional<PendingCheckpoint> pending_;
   mutable std::optional<Error> write_error_;
   mutable std::string last_checkpoint_;

@@ -448,8 +448,10 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   const int64_t every = run_.train.eval_every;
   m.evaluated = epoch + 1 == run_.train.epochs || (every > 0 && (epoch + 1) % every == 0);
   double eval_seconds = 0;
-  if (m.evaluated) evaluate_epoch(m, eval_seconds);
-  if (m.evaluated) last_eval_seconds_ = eval_seconds;
+  if (m.evaluated) {
+    evaluate_epoch(m, eval_seconds);
+    last_eval_seconds_ = eval_seconds;
+  }
   // The rate of the epoch's last step (from the schedule: a run resumed at the epoch's end
   // has not set it).
   m.lr = global_step() > 0 ? setup_.schedule->lr(global_step() - 1) : setup_.optimizer->lr();
