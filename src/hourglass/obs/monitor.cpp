@@ -2,11 +2,11 @@
 
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <limits>
 
 #include "hourglass/base/log.h"
+#include "hourglass/obs/tensorboard.h"
 
 namespace hg::obs {
 
@@ -103,7 +103,9 @@ std::string Monitor::csv_header() {
 
 std::string Monitor::csv_row(const MonitorSample& s) {
   const GpuReading& g = s.gpu;
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", std::time(nullptr),
+  // Unix time to the millisecond: samples less than a second apart keep their order and spacing
+  // on the report's time axes.
+  return fmt::format("{:.3f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", unix_time_now(),
                      field(s.elapsed_s, 2), g.index >= 0 ? std::to_string(g.index) : "",
                      csv_text(g.name), field(g.utilization_pct, 0), field(g.memory_used_mib, 0),
                      field(g.memory_total_mib, 0), field(g.power_w), field(g.temperature_c, 0),
