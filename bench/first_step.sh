@@ -8,7 +8,8 @@
 #   tuned  an empty cache filled by `hourglass tune` first, then the run
 # Prints, per run, the seconds from process start to the first training step (the trainer's
 # "first training step issued N s after process start" line), the first epoch's seconds, the
-# mean of the later epochs' and their ratio (metrics.jsonl's epoch_seconds), and the searches
+# mean of the later epochs' and their ratio (metrics.jsonl's epoch_seconds), the first epoch's
+# host time choosing algorithms (planning_seconds), and the searches
 # `hourglass tune` reports. The issue's targets: warm first step under 1.5 s, warm first epoch
 # within 10 % of the later ones.
 #   bench/first_step.sh HOURGLASS OUT_DIR [EPOCHS] [DATA_DIR] [-- extra train flags]
@@ -57,14 +58,15 @@ lines = [json.loads(l) for l in open(metrics)]
 e0 = lines[0]["epoch_seconds"]
 later = [l["epoch_seconds"] for l in lines[1:]]
 mean = sum(later) / len(later) if later else float("nan")
-print(f"| {name} | {first} | {step} | {e0:.2f} | {mean:.2f} | {e0 / mean - 1:+.1%} |")
+plan = lines[0].get("planning_seconds", 0)
+print(f"| {name} | {first} | {step} | {e0:.2f} | {plan:.2f} | {mean:.2f} | {e0 / mean - 1:+.1%} |")
 PY
 }
 
-train() {  # train NAME CACHE_DIR
+train() {  # train NAME CACHE_DIR [VAR=value ...]
   local run="$out/run-$1"
   rm -rf "$run"
-  HOURGLASS_CACHE_DIR="$2" "$hg" train configs/cifar10-resnet18.toml --run-dir "$run" \
+  env "${@:3}" HOURGLASS_CACHE_DIR="$2" "$hg" train configs/cifar10-resnet18.toml --run-dir "$run" \
     --no-progress "${settings[@]}" > "$out/train-$1.log" 2>&1 ||
     { tail -20 "$out/train-$1.log"; exit 1; }
 }
@@ -75,11 +77,18 @@ train warm "$out/cache"
 HOURGLASS_CACHE_DIR="$out/cache-tuned" "$hg" tune configs/cifar10-resnet18.toml "${settings[@]}" \
   > "$out/tune.txt" 2> "$out/tune.log" || { tail -20 "$out/tune.log"; exit 1; }
 train tuned "$out/cache-tuned"
+# How much of the warm first step is the lazy loading of kernels at their first launch:
+# CUDA_MODULE_LOADING=EAGER loads every module when the libraries start instead.
+names=(cold warm tuned)
+if [ "${FIRST_STEP_EAGER:-0}" = 1 ]; then
+  train warm-eager "$out/cache" CUDA_MODULE_LOADING=EAGER
+  names+=(warm-eager)
+fi
 
 echo "configs/cifar10-resnet18.toml, $precision, $epochs epochs, dataset on the GPU"
 echo "$(cat "$out/tune.txt")"
 echo
-echo "| cache | first step after process start (s) | first step alone (s) | epoch 1 (s) | later epochs (s/epoch) | epoch 1 vs later |"
-echo "| --- | --- | --- | --- | --- | --- |"
-for name in cold warm tuned; do report "$name" "$out/train-$name.log" "$out/run-$name"; done
+echo "| cache | first step after process start (s) | first step alone (s) | epoch 1 (s) | its planning (s) | later epochs (s/epoch) | epoch 1 vs later |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for name in "${names[@]}"; do report "$name" "$out/train-$name.log" "$out/run-$name"; done
 grep -h "tuning cache" "$out"/train-*.log | sort | uniq -c | head -5 || true

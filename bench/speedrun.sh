@@ -23,7 +23,20 @@ for seed in $(seq 1 "$seeds"); do
   acc=$(tail -1 "$run/metrics.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_acc"])')
   secs=$(python3 -c "print(f'{$end - $start:.2f}')")
   epochs=$(wc -l < "$run/metrics.jsonl")
-  echo "seed $seed: test accuracy $acc after $epochs epochs, $secs s from process start"
+  # Where the time went: the first step's time after process start (train's log line), the
+  # host's algorithm planning over the run (metrics.jsonl's planning_seconds) and the epochs.
+  parts=$(python3 - "$out/seed-$seed.log" "$run/metrics.jsonl" <<'PY'
+import json, re, sys
+m = re.search(r"first training step issued ([0-9.]+) s", open(sys.argv[1]).read())
+lines = [json.loads(l) for l in open(sys.argv[2])]
+plan = sum(l.get("planning_seconds", 0) for l in lines)
+ep = [l["epoch_seconds"] for l in lines]
+first = f"{float(m.group(1)):.2f}" if m else "?"
+print(f"first step {first} s, planning {plan:.2f} s, epochs {ep[0]:.2f} s then "
+      f"{sum(ep[1:-1]) / max(1, len(ep) - 2):.2f} s, last (with the evaluation) {ep[-1]:.2f} s")
+PY
+)
+  echo "seed $seed: test accuracy $acc after $epochs epochs, $secs s from process start ($parts)"
   results+=("$acc $secs")
 done
 printf '%s\n' "${results[@]}" | python3 -c '

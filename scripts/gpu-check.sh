@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool, with .deb carried): unpacks the carried
 # Debian packages, then runs the stages named on the command line (default: build test doctor)
-# and prints a short table last. Logs go to $OUT (or build-device/out when OUT is unset).
+# and prints a short table last. Logs go to build-device/logs, and come back as three files
+# (the device tool returns at most 8): $OUT/summary.md (the machine and the table),
+# $OUT/logs.tgz (every log, checkpoints and weights left out) and, after `observe`,
+# $OUT/observe-run.tgz. Without OUT they stay in build-device/logs.
 #   build   configure (CUDA backend, sm_90) and build everything into build-device/
 #   test    the whole CTest suite (the GPU op tests run here; CI skips them)
 #   gputest only the GPU tests (test_*gpu* and the op tests with GPU cases; GPU_TESTS="..."
@@ -20,6 +23,8 @@
 #   speedrun  configs/fashion-mnist-speedrun.toml over 5 seeds (bench/speedrun.sh), then the same
 #           recipe in PyTorch (bench/torch_speedrun.py; SPEEDRUN_TORCH=0 skips it), each run timed
 #           from process start
+#   cold    bench/cold_start.sh: the speedrun with the vendor libraries evicted from the page
+#           cache, their page-cache warm-up off and on alternated (COLD_ROUNDS, default 2)
 #   dp      bench/data_parallel_overhead.sh: the one-rank NCCL data-parallel path against a
 #           plain run (hourglass bench and train)
 #   observe a Fashion-MNIST run (OBSERVE_EPOCHS, default 2; OBSERVE_MONITOR_SECONDS, default 5),
@@ -50,7 +55,9 @@
 #           test accuracy)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-build-device/out}
+dest=${OUT:-}
+out=build-device/logs
+rm -rf "$out"
 mkdir -p "$out"
 source scripts/device-env.sh
 stages=("$@")
@@ -173,6 +180,7 @@ for stage in "${stages[@]}"; do
       for d in build-device/speedrun/seed-*/; do
         s=$(basename "$d"); cp "$d/metrics.jsonl" "$out/speedrun/$s-metrics.jsonl" 2>/dev/null
         cp "build-device/speedrun/$s.log" "$out/speedrun/" 2>/dev/null
+        cp "$d/train.log" "$out/speedrun/$s-train.log" 2>/dev/null
       done
       # SPEEDRUN_TORCH=0 leaves out the PyTorch runs (about 2 minutes).
       for seed in 1 2 3 4 5; do
@@ -183,6 +191,15 @@ for stage in "${stages[@]}"; do
       done
       row speedrun $rc "$(grep -m1 'mean test accuracy' "$out/speedrun.md")"
       cat "$out/speedrun.md"
+      ;;
+    cold)
+      # bench/cold_start.sh: the speedrun config's first seed with the vendor libraries evicted
+      # from the page cache, the page-cache warm-up off and on alternated (COLD_ROUNDS, 2).
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      bash bench/cold_start.sh ./build-device/hourglass configs/fashion-mnist-speedrun.toml \
+        build-device/cold "${COLD_ROUNDS:-2}" --set data.path="\"$data\"" > "$out/cold.md" 2>&1
+      row cold $? "$(grep -c '^| o' "$out/cold.md") runs"
+      cat "$out/cold.md"
       ;;
     runtime)
       # ResNet-50 checkpoint stall, then the out-of-memory recovery under a device memory limit.
@@ -306,7 +323,16 @@ TOML
     *) row "$stage" 2 "unknown stage" ;;
   esac
 done
-cat "$out/machine.txt"
-echo "| stage | exit | detail |"
-echo "| --- | --- | --- |"
-printf '%s\n' "${table[@]}"
+{
+  cat "$out/machine.txt"
+  echo "| stage | exit | detail |"
+  echo "| --- | --- | --- |"
+  printf '%s\n' "${table[@]}"
+} > "$out/summary.md"
+if [ -n "$dest" ]; then
+  cp "$out/summary.md" "$dest/"
+  [ -f "$out/observe-run.tgz" ] && mv "$out/observe-run.tgz" "$dest/"
+  tar czf "$dest/logs.tgz" --exclude=checkpoints --exclude='*.safetensors' --exclude='*.lock' \
+    --exclude='*.bin' --exclude=tensorboard -C build-device logs
+fi
+cat "$out/summary.md"

@@ -128,6 +128,7 @@ const std::vector<std::string> kEpochFields = {"epoch",
                                                "lr",
                                                "checkpoint_seconds",
                                                "data_wait_seconds",
+                                               "planning_seconds",
                                                "peak_memory_mib",
                                                "reserved_memory_mib",
                                                "memory_fragmentation"};

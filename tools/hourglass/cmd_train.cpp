@@ -199,6 +199,11 @@ Runner add_train(CLI::App& app) {
                     "pass --run-dir DIR (the same on every rank)");
     options.run_dir =
         choose_run_dir(args->run_dir, args->resume, train::parse_run_config(config).name);
+    // Destroyed after the trainer: the run log's last line marks the run's files closed, so
+    // that the process's time after it is its exit alone.
+    struct ClosedLine {
+      ~ClosedLine() { log_to_file_only("run closed; the process exits"); }
+    } closed_line;
     train::Trainer trainer(config, options);
     if (trainer.writes_run_files())
       add_log_file((std::filesystem::path(trainer.run_dir()) / "train.log").string());

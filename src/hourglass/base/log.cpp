@@ -15,7 +15,7 @@ namespace hg {
 namespace {
 
 constexpr const char* kTerminalPattern = "[%H:%M:%S] %^%l%$ %v";
-constexpr const char* kFilePattern = "[%Y-%m-%d %H:%M:%S] %l %v";
+constexpr const char* kFilePattern = "[%Y-%m-%d %H:%M:%S.%e] %l %v";
 
 // The file of add_log_file, and a logger that writes only to it.
 std::shared_ptr<spdlog::sinks::basic_file_sink_mt> g_file_sink;

@@ -20,6 +20,10 @@ struct AllocatorStats {
   size_t peak_in_use = 0;  // high-water mark of in_use since the last reset
   uint64_t allocations = 0;
   uint64_t failures = 0;  // requests refused (limit or system)
+  // Requests the cache could not serve, which went to the system (a GPU's runtime allocation,
+  // which may wait for the device), and the host time they took; 0 where not counted (CPU).
+  uint64_t system_allocations = 0;
+  double system_seconds = 0;
 };
 
 class Allocator {

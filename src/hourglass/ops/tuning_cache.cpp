@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -253,6 +254,21 @@ TuningCacheCounts tuning_cache_counts() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   return s.counts;
+}
+
+namespace {
+std::atomic<int64_t> g_planned_passes{0};
+std::atomic<int64_t> g_planning_nanoseconds{0};
+}  // namespace
+
+void note_algorithm_planning(double seconds) {
+  g_planned_passes.fetch_add(1, std::memory_order_relaxed);
+  g_planning_nanoseconds.fetch_add(int64_t(seconds * 1e9), std::memory_order_relaxed);
+}
+
+AlgorithmPlanning algorithm_planning() {
+  return AlgorithmPlanning{g_planned_passes.load(std::memory_order_relaxed),
+                           double(g_planning_nanoseconds.load(std::memory_order_relaxed)) * 1e-9};
 }
 
 void tuning_cache_forget() {

@@ -24,6 +24,7 @@
 // thread).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -88,6 +89,35 @@ TuningCacheCounts tuning_cache_counts();
 // Forgets every entry read or stored and the counts, keeping the settings: the next lookup
 // reads the files again (tests; `hourglass tune`).
 void tuning_cache_forget();
+
+// Algorithm planning: the host time the backends spend choosing and building an algorithm for
+// a shape they meet for the first time (a choice rebuilt from this cache, or a search), counted
+// per pass planned. Process-wide, thread-safe; the trainer reports each epoch's share
+// (metrics.jsonl's planning_seconds): with a warm cache it is most of a first epoch's extra
+// time.
+struct AlgorithmPlanning {
+  int64_t passes = 0;
+  double seconds = 0;
+};
+void note_algorithm_planning(double seconds);
+AlgorithmPlanning algorithm_planning();
+// Notes its own lifetime as one pass's planning when `active` (the pass had no plan yet).
+class PlanningScope {
+ public:
+  explicit PlanningScope(bool active)
+      : active_(active), start_(std::chrono::steady_clock::now()) {}
+  ~PlanningScope() {
+    if (active_)
+      note_algorithm_planning(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+  PlanningScope(const PlanningScope&) = delete;
+  PlanningScope& operator=(const PlanningScope&) = delete;
+
+ private:
+  bool active_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // The file format, for the reader above and for tests. encode writes the header and the
 // entries in key order. decode fills `entries` with the valid ones and returns "" when the

@@ -45,6 +45,7 @@ EpochMetrics from_json(const ordered_json& j) {
   m.lr = number(j, "lr");
   m.checkpoint_seconds = number(j, "checkpoint_seconds");
   m.data_wait_seconds = number(j, "data_wait_seconds");
+  m.planning_seconds = number(j, "planning_seconds");
   m.peak_memory_mib = number(j, "peak_memory_mib");
   m.reserved_memory_mib = number(j, "reserved_memory_mib");
   m.memory_fragmentation = number(j, "memory_fragmentation");
@@ -82,6 +83,7 @@ std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) 
                      {"lr", m.lr},
                      {"checkpoint_seconds", m.checkpoint_seconds},
                      {"data_wait_seconds", m.data_wait_seconds},
+                     {"planning_seconds", m.planning_seconds},
                      {"peak_memory_mib", m.peak_memory_mib},
                      {"reserved_memory_mib", m.reserved_memory_mib},
                      {"memory_fragmentation", m.memory_fragmentation}});

@@ -32,6 +32,11 @@ struct EpochMetrics {
   // Time the step loop waited for the loader's batches this epoch (since the resume, for an
   // epoch resumed mid-way): the upper bound of the GPU's data stall.
   double data_wait_seconds = 0;
+  // Host time this epoch spent choosing algorithms for shapes met for the first time in the
+  // process (ops::algorithm_planning: convolution plans rebuilt from the tuning cache or
+  // searched), training and evaluation both: most of what a first epoch takes over the later
+  // ones. Absent in lines written before this field existed (read back as 0).
+  double planning_seconds = 0;
   // The device allocator over the epoch's training steps (this process; rank 0's in a
   // data-parallel run): the high-water mark of bytes in use (reset at the epoch's start), the
   // bytes it holds from the system at the epoch's end (in use plus cached), and

@@ -17,6 +17,7 @@
 #include "hourglass/obs/tensorboard.h"
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
+#include "hourglass/ops/tuning_cache.h"
 #include "hourglass/train/evaluate.h"
 #include "hourglass/train/run_profiler.h"
 
@@ -81,6 +82,8 @@ struct Trainer::EpochProgress {
   Clock::time_point segment_start = Clock::now();
   double checkpoint_seconds = 0;
   double data_wait_seconds = 0;  // in loader.next(), this process
+  // The process's algorithm planning when the epoch (or its resumed part) began.
+  double planning_seconds_before = ops::algorithm_planning().seconds;
   double train_seconds() const { return train_seconds_before + seconds_since(segment_start); }
 };
 
@@ -357,6 +360,9 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     Tensor labels = batch->labels.to(device);
     const int64_t n = labels.size(0);
     if (profiler_) profiler_->before_step(steps_this_run_, step.last_loss());
+    const AllocatorStats before = steps_this_run_ == 0 ? allocator.stats() : AllocatorStats{};
+    const uint64_t system_allocations = before.system_allocations;
+    const double system_seconds = before.system_seconds;
     const auto step_start = Clock::now();
     try {
       const StepSums& sums = step.run(images, labels, dp_ ? loader.global_rows(index) : 0);
@@ -383,8 +389,12 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     if (steps_this_run_ == 1)
       HG_LOG_INFO(
           "first training step issued {:.3f} s after process start (the step: {:.3f} s "
-          "on the host)",
-          seconds_since_process_start(), step_seconds);
+          "on the host, {:.3f} s of it planning {} algorithms, {:.3f} s in {} of the device "
+          "allocator's requests to the system)",
+          seconds_since_process_start(), step_seconds,
+          ops::algorithm_planning().seconds - p.planning_seconds_before,
+          ops::algorithm_planning().passes, allocator.stats().system_seconds - system_seconds,
+          allocator.stats().system_allocations - system_allocations);
     if (profiler_) profiler_->after_step(steps_this_run_, step.last_loss());
     if (steps_this_run_ % kDivergenceCheckInterval == 0) check_loss_finite(p, epoch);
     // The step loop's clock, for the step window and the monitor's totals. The record's own
@@ -457,6 +467,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
   m.lr = global_step() > 0 ? setup_.schedule->lr(global_step() - 1) : setup_.optimizer->lr();
   m.checkpoint_seconds = p.checkpoint_seconds;
   m.data_wait_seconds = p.data_wait_seconds;
+  m.planning_seconds = ops::algorithm_planning().seconds - p.planning_seconds_before;
   m.epoch_seconds = train_seconds + eval_seconds;
   const double selection_acc = m.has_validation ? m.val_acc : m.test_acc;
   if (m.evaluated && selection_acc > best_acc_) {
@@ -479,9 +490,11 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
           m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc);
     const std::string summary = fmt::format(
         "loss {:.4f} train_acc {:.4f} {}{:.0f} img/s {:.1f}s (checkpoints {:.2f}s, data wait "
-        "{:.2f}s)",
+        "{:.2f}s{})",
         m.train_loss, m.train_acc, scores, m.images_per_s, m.epoch_seconds, m.checkpoint_seconds,
-        m.data_wait_seconds);
+        m.data_wait_seconds,
+        m.planning_seconds >= 0.005 ? fmt::format(", planning {:.2f}s", m.planning_seconds)
+                                    : std::string());
     progress.finish(summary);
     log_to_file_only(fmt::format("epoch {}/{} {}", epoch + 1, run_.train.epochs, summary));
   }

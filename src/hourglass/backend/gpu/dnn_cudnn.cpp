@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -779,15 +780,21 @@ bool plan_from_cache(DeviceState& st, ConvPlan& plan, Pass pass, int device,
     return reject(fmt::format("cuDNN reads it back as {}", c.name));
   if (!acceptable(c, plan)) return reject("its engine's numerical notes do not suit this call");
   size_t workspace = 0;
+  const auto build_start = std::chrono::steady_clock::now();
   Descriptor built = build_plan(st.handle, c, workspace, ctx);
+  const double build_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - build_start)
+          .count();
   if (!built) return reject("its execution plan does not build");
   if (workspace > dnn::kMaxWorkspaceBytes)
     return reject(fmt::format("it needs {} bytes of workspace, over the bound of {}", workspace,
                               dnn::kMaxWorkspaceBytes));
   if (log_level() >= 1)
-    fmt::print(stderr, "cuDNN {} {} {}: {} {} (tuning cache; {} bytes of workspace)\n",
+    fmt::print(stderr,
+               "cuDNN {} {} {}: {} {} (tuning cache; {} bytes of workspace; plan built in "
+               "{:.1f} ms)\n",
                kPassNames[pass], dtype_name(plan.dtype), plan.geometry.describe(),
-               kLayoutNames[layout], c.name, workspace);
+               kLayoutNames[layout], c.name, workspace, build_ms);
   pp.engine = std::move(c.engine);
   pp.config = std::move(c.config);
   pp.knobs = std::move(c.knob_choices);
@@ -932,7 +939,10 @@ void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int 
   ConvPlan& plan = plan_for(st, g, dtype, math, common_alignment({xp, wp, yp}));
   PassPlan& pp = plan.pass[size_t(pass)];
   const CallPointers call{xp, wp, yp};
-  if (!pp.found) search(st, plan, pass, device, call);
+  if (!pp.found) {
+    const ops::PlanningScope planning(true);
+    search(st, plan, pass, device, call);
+  }
   const Tensor workspace = call_workspace(call_bytes(plan, pp.layout, pp.workspace), device);
   void* wsp = pointer_of(workspace);
   const gpuStream_t s = stream(device);

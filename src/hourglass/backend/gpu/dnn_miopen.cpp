@@ -39,6 +39,7 @@
 #include "hourglass/device/gpu/runtime.h"
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
+#include "hourglass/ops/tuning_cache.h"
 
 namespace hg::gpu {
 
@@ -373,6 +374,7 @@ void dnn::conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, co
   std::lock_guard<std::mutex> lock(st.mutex);
   ConvPlan& plan = plan_for(st, g, x.dtype(), math);
   PassAlgo& pa = plan.pass[kForward];
+  const ops::PlanningScope planning(!pa.found);  // to the end: the first launch is cheap
   if (!pa.found && deterministic(plan))
     choose_solution(
         plan, kForward, pa,
@@ -427,6 +429,7 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
   std::lock_guard<std::mutex> lock(st.mutex);
   ConvPlan& plan = plan_for(st, g, dy.dtype(), math);
   PassAlgo& pa = plan.pass[kBackwardData];
+  const ops::PlanningScope planning(!pa.found);  // to the end: the first launch is cheap
   if (!pa.found && deterministic(plan))
     choose_solution(
         plan, kBackwardData, pa,
@@ -482,6 +485,7 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
   std::lock_guard<std::mutex> lock(st.mutex);
   ConvPlan& plan = plan_for(st, g, dy.dtype(), math);
   PassAlgo& pa = plan.pass[kBackwardFilter];
+  const ops::PlanningScope planning(!pa.found);  // to the end: the first launch is cheap
   if (!pa.found && deterministic(plan))
     choose_solution(
         plan, kBackwardFilter, pa,

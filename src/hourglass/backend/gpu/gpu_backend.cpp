@@ -5,10 +5,12 @@
 
 #include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/dnn.h"
+#include "hourglass/backend/gpu/library_prefetch.h"
 
 namespace hg {
 
 void GpuBackend::prepare(Device device) {
+  gpu::prefetch_vendor_libraries();
   gpu::dnn::prepare(device.index);
   gpu::blas::prepare(device.index);
 }

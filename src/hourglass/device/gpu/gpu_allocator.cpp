@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 #include "hourglass/base/byte_size.h"
@@ -159,7 +160,11 @@ gpuError_t malloc_even_capturing(void** ptr, size_t size) {
 // New device memory for a block of `size` bytes (counted as reserved, not yet in use).
 void* GpuAllocator::new_block_locked(size_t bytes, size_t size, bool may_release_cache) {
   void* ptr = nullptr;
+  const auto start = std::chrono::steady_clock::now();
   gpuError_t err = malloc_even_capturing(&ptr, size);
+  ++stats_.system_allocations;
+  stats_.system_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const bool had_cache = cached_bytes_ != 0;
   if (err == gpuErrorOutOfMemory && had_cache && may_release_cache) {
     (void)gpuGetLastError();

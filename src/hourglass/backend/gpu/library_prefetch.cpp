@@ -1,0 +1,104 @@
+#include "hourglass/backend/gpu/library_prefetch.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+namespace hg::gpu {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool starts_with_stem(const std::string& name, const std::vector<std::string>& stems,
+                      std::string* stem) {
+  for (const std::string& s : stems)
+    if (name.compare(0, s.size(), s) == 0) {
+      if (stem != nullptr) *stem = s;
+      return true;
+    }
+  return false;
+}
+
+#ifdef HOURGLASS_GPU_HIP
+const std::vector<std::string> kStems = {"libMIOpen", "libhipblaslt"};
+#else
+const std::vector<std::string> kStems = {"libcudnn", "libcublasLt"};
+#endif
+
+void read_ahead(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) (void)::readahead(fd, 0, size_t(st.st_size));
+  ::close(fd);
+}
+
+}  // namespace
+
+std::vector<std::string> vendor_library_files(const std::string& maps_text,
+                                              const std::vector<std::string>& stems) {
+  std::set<std::string> seen;
+  std::vector<std::pair<uintmax_t, std::string>> files;
+  auto add = [&](const fs::path& p) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(p, ec);
+    if (ec || !fs::is_regular_file(real, ec) || !seen.insert(real.string()).second) return;
+    const uintmax_t bytes = fs::file_size(real, ec);
+    if (!ec) files.emplace_back(bytes, real.string());
+  };
+  std::set<std::pair<std::string, std::string>> folders;  // (folder, stem)
+  std::istringstream lines(maps_text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const fs::path path = line.substr(slash);
+    std::string stem;
+    if (!starts_with_stem(path.filename().string(), stems, &stem)) continue;
+    add(path);
+    folders.emplace(path.parent_path().string(), stem);
+  }
+  for (const auto& [folder, stem] : folders) {
+    std::error_code ec;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.compare(0, stem.size(), stem) == 0 && name.find(".so") != std::string::npos)
+        add(it->path());
+    }
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<std::string> out;
+  for (auto& f : files) out.push_back(std::move(f.second));
+  return out;
+}
+
+void prefetch_vendor_libraries() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* off = std::getenv("HOURGLASS_PREFETCH_LIBRARIES");
+    if (off != nullptr && std::strcmp(off, "0") == 0) return;
+    std::thread([] {
+      std::ifstream maps("/proc/self/maps");
+      std::stringstream text;
+      text << maps.rdbuf();
+      for (const std::string& f : vendor_library_files(text.str(), kStems)) read_ahead(f);
+    }).detach();
+  });
+}
+
+}  // namespace hg::gpu
