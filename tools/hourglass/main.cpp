@@ -6,7 +6,6 @@
 #include "commands.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
-#include "hourglass/base/process_exit.h"
 #include "stop_signals.h"
 
 namespace {
@@ -75,11 +74,7 @@ int main(int argc, char** argv) {
   try {
     hg::init_logging(color);
     hg::set_log_level(log_level);
-    const int code = runners.at(command)();
-    // The command's objects are gone and its files closed: the device context and the
-    // libraries' state need no teardown (base/process_exit.h).
-    hg::exit_without_teardown(code);
-    return code;
+    return runners.at(command)();
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "hourglass: error: %s\n", e.one_line().c_str());
     return exit_code(e.kind());

@@ -106,9 +106,4 @@ void log_to_file_only(const std::string& line) {
   if (g_file_only) g_file_only->info(line);
 }
 
-void flush_logs() {
-  spdlog::default_logger()->flush();
-  if (g_file_only) g_file_only->flush();
-}
-
 }  // namespace hg

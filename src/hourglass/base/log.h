@@ -42,9 +42,6 @@ std::recursive_mutex& terminal_mutex();
 // what is already printed on stderr another way (the progress bar's epoch summaries).
 void log_to_file_only(const std::string& line);
 
-// Writes out what the loggers hold (before a process ends without its exit handlers).
-void flush_logs();
-
 }  // namespace hg
 
 #define HG_LOG_DEBUG(...) SPDLOG_DEBUG(__VA_ARGS__)

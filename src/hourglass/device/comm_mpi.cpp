@@ -10,7 +10,6 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/half.h"
-#include "hourglass/base/process_exit.h"
 #include "hourglass/device/comm.h"
 
 #ifdef HOURGLASS_HAS_MPI
@@ -67,7 +66,6 @@ struct MpiProcess {
   bool initialised_here = false;
 
   MpiProcess() {
-    require_orderly_exit();  // MPI_Finalize runs at exit
     int initialised = 0;
     HG_MPI_CHECK(MPI_Initialized(&initialised));
     if (!initialised) {
