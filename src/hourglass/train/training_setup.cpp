@@ -1,7 +1,9 @@
 #include "hourglass/train/training_setup.h"
 
+#include <chrono>
 #include <future>
 
+#include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/data/holdout.h"
 #include "hourglass/data/image_split.h"
@@ -98,9 +100,20 @@ RunParts build_run_parts(const RunConfig& run, bool with_train) {
   if (!run.device.is_cpu())
     device_ready = std::async(std::launch::async,
                               [device = run.device] { backend_for(device).prepare(device); });
+  const double begun = seconds_since_process_start();
+  auto mark = std::chrono::steady_clock::now();
+  auto lap = [&mark] {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    return seconds;
+  };
   RunParts parts = run.data.dataset == data::kImageFolderDataset ? image_file_parts(run, with_train)
                                                                  : in_memory_parts(run, with_train);
+  parts.startup.begun_after_process_start = begun;
+  parts.startup.data = lap();
   if (device_ready.valid()) device_ready.get();  // its error, if any, is the run's
+  parts.startup.device_wait = lap();
   const data::SampleSource& shape_source = *parts.test_set;
   nn::ModelSpec spec = run.model;
   spec.in_channels = shape_source.channels();
@@ -110,10 +123,15 @@ RunParts build_run_parts(const RunConfig& run, bool with_train) {
   parts.model = nn::make_model(spec);
   nn::initialize(*parts.model, run.seed);
   parts.model->to(run.device);
+  parts.startup.model = lap();
   return parts;
 }
 
 namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 // data.placement resolved for one dataset. Image files (no InMemorySource) are decoded on the
 // host; run_config refuses "device" for them.
 Device placement_for(const RunConfig& run, const data::SampleSource& source) {
@@ -183,10 +201,12 @@ TrainingSetup build_training(const RunConfig& run, Shard shard) {
   s.flat = nn::build_parameter_arena(*s.parts.model, run.optim.decay_scope);
   s.optimizer = make_optimizer(run, s.flat);
   s.mover = std::make_shared<BatchMover>(run.device);
+  const auto loaders_start = std::chrono::steady_clock::now();
   s.train_loader = make_train_loader(run, s.parts.train_set, s.mover, shard);
   s.test_loader = make_eval_loader(run, s.parts.test_set, s.mover, shard);
   if (s.parts.validation_set)
     s.validation_loader = make_eval_loader(run, s.parts.validation_set, s.mover, shard);
+  s.parts.startup.loaders = seconds_since(loaders_start);
   s.steps_per_epoch = s.train_loader->batches_per_epoch();
   s.total_steps = s.steps_per_epoch * run.train.epochs;
   s.schedule = make_run_schedule(run, s.steps_per_epoch, s.total_steps);
@@ -206,6 +226,7 @@ TrainingSetup build_training(const RunConfig& run, Shard shard) {
   // This rank's part of a full batch (the first rank's part is never larger than another's).
   const int64_t rank_rows = (run.train.batch_size + shard.count - 1) / shard.count;
   o.micro_batch = auto_micro ? rank_rows : run.train.micro_batch;
+  const auto step_start = std::chrono::steady_clock::now();
   s.step = std::make_unique<TrainStep>(*s.parts.model, *s.optimizer, context, o);
   const data::SampleSource& set = *s.parts.train_set;
   // Before the micro-batch search: recomputing blocks keeps the whole micro-batch (and its
@@ -220,6 +241,8 @@ TrainingSetup build_training(const RunConfig& run, Shard shard) {
     s.step->micro_batch_plan() = MicroBatchPlan(micro);
     HG_LOG_INFO("train.micro_batch = \"auto\": {} rows per micro-batch fit", micro);
   }
+  s.parts.startup.step = seconds_since(step_start);
+  s.parts.startup.ready_after_process_start = seconds_since_process_start();
   return s;
 }
 

@@ -19,11 +19,23 @@ namespace hg::train {
 // The datasets and model a run's config describes (shared by train and eval): in-memory
 // datasets as data::InMemorySource, image files (data.dataset = "folder") as
 // data::ImageFileSource.
+// Where the start-up's time went (seconds; for the run log and bench/first_step.sh).
+struct StartupTimes {
+  double begun_after_process_start = 0;  // when the datasets began to load
+  double data = 0;         // the datasets read (and decompressed, held out)
+  double device_wait = 0;  // then waiting for the device's start-up (Backend::prepare)
+  double model = 0;        // the model built, initialised and moved to the device
+  double loaders = 0;      // the loaders made (a device-resident dataset uploaded)
+  double step = 0;         // the training step made (micro-batch and recompute probes)
+  double ready_after_process_start = 0;
+};
+
 struct RunParts {
   std::shared_ptr<const data::SampleSource> train_set, test_set;
   // Held out of the training set (data.val_fraction > 0); null without validation.
   std::shared_ptr<const data::SampleSource> validation_set;
   std::shared_ptr<nn::Module> model;
+  StartupTimes startup;
 };
 // Sets the process's tuning cache from [tune] (ops/tuning_cache.h). Loads or opens the datasets
 // (the train set, and the validation set held out of it, only
