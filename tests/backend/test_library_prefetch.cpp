@@ -28,21 +28,24 @@ TEST(LibraryPrefetch, MappedLibrariesAndTheirSiblingsOnceEachLargestFirst) {
   fs::create_symlink("libcudnn.so.9.14.0", lib / "libcudnn.so.9");
   write_bytes(lib / "libcudnn_engines_precompiled.so.9.14.0", 3000);
   write_bytes(lib / "libcudnn_ops.so.9.14.0", 2000);
-  write_bytes(lib / "libcudnn.txt", 5000);        // not a shared library
-  write_bytes(lib / "libcublas.so.13", 4000);      // another stem, not mapped
-  write_bytes(other / "libcublasLt.so.13", 1000);  // mapped, alone in its folder
-  write_bytes(other / "libc.so.6", 9000);          // mapped, not a vendor library
+  write_bytes(lib / "libcudnn.txt", 5000);               // not a shared library
+  write_bytes(lib / "libcublas.so.13", 4000);            // another stem, not mapped
+  write_bytes(other / "libcublasLt.so.13", 1000);        // mapped, alone in its folder
+  write_bytes(other / "libc.so.6", 9000);                // mapped, not a vendor library
   fs::create_directories(lib / "libcudnn_folder.so.d");  // not a regular file
-  const std::string maps =
-      "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 " + (lib / "libcudnn.so.9").string() +
-      "\n"
-      "7f0000001000-7f0000002000 r--p 00001000 08:01 1 " + (lib / "libcudnn.so.9").string() +
-      "\n"
-      "7f0000003000-7f0000004000 r-xp 00000000 08:01 2 " + (other / "libcublasLt.so.13").string() +
-      "\n"
-      "7f0000005000-7f0000006000 r-xp 00000000 08:01 3 " + (other / "libc.so.6").string() +
-      "\n"
-      "7ffd00000000-7ffd00001000 rw-p 00000000 00:00 0 [stack]\n";
+  const std::string maps = "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 " +
+                           (lib / "libcudnn.so.9").string() +
+                           "\n"
+                           "7f0000001000-7f0000002000 r--p 00001000 08:01 1 " +
+                           (lib / "libcudnn.so.9").string() +
+                           "\n"
+                           "7f0000003000-7f0000004000 r-xp 00000000 08:01 2 " +
+                           (other / "libcublasLt.so.13").string() +
+                           "\n"
+                           "7f0000005000-7f0000006000 r-xp 00000000 08:01 3 " +
+                           (other / "libc.so.6").string() +
+                           "\n"
+                           "7ffd00000000-7ffd00001000 rw-p 00000000 00:00 0 [stack]\n";
   const std::vector<std::string> files =
       hg::gpu::vendor_library_files(maps, {"libcudnn", "libcublasLt"});
   const std::vector<std::string> expected = {
@@ -57,8 +60,8 @@ TEST(LibraryPrefetch, NothingMappedNothingRead) {
   EXPECT_TRUE(hg::gpu::vendor_library_files("", {"libcudnn"}).empty());
   EXPECT_TRUE(hg::gpu::vendor_library_files("garbage line without a path\n", {"libcudnn"}).empty());
   // A mapped path that no longer exists is skipped.
-  EXPECT_TRUE(hg::gpu::vendor_library_files(
-                  "7f00-7f01 r-xp 0 0:0 0 /nonexistent/libcudnn.so.9\n", {"libcudnn"})
+  EXPECT_TRUE(hg::gpu::vendor_library_files("7f00-7f01 r-xp 0 0:0 0 /nonexistent/libcudnn.so.9\n",
+                                            {"libcudnn"})
                   .empty());
 }
 

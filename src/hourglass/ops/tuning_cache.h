@@ -104,8 +104,7 @@ AlgorithmPlanning algorithm_planning();
 // Notes its own lifetime as one pass's planning when `active` (the pass had no plan yet).
 class PlanningScope {
  public:
-  explicit PlanningScope(bool active)
-      : active_(active), start_(std::chrono::steady_clock::now()) {}
+  explicit PlanningScope(bool active) : active_(active), start_(std::chrono::steady_clock::now()) {}
   ~PlanningScope() {
     if (active_)
       note_algorithm_planning(

@@ -548,8 +548,8 @@ std::vector<EpochMetrics> Trainer::run() {
       "start-up: from {:.3f} s after process start, datasets {:.3f} s, then the device {:.3f} s "
       "more, model {:.3f} s, loaders {:.3f} s, step {:.3f} s: set up {:.3f} s after process "
       "start, the run's session {:.3f} s after that",
-      t.begun_after_process_start, t.data, t.device_wait, t.model, t.loaders, t.step, t.ready_after_process_start,
-      seconds_since_process_start() - t.ready_after_process_start));
+      t.begun_after_process_start, t.data, t.device_wait, t.model, t.loaders, t.step,
+      t.ready_after_process_start, seconds_since_process_start() - t.ready_after_process_start));
   if (session_->writes() && run_.monitor.every_seconds > 0) {
     obs::MonitorOptions mo;
     mo.every_seconds = run_.monitor.every_seconds;

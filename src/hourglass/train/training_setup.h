@@ -22,7 +22,7 @@ namespace hg::train {
 // Where the start-up's time went (seconds; for the run log and bench/first_step.sh).
 struct StartupTimes {
   double begun_after_process_start = 0;  // when the datasets began to load
-  double data = 0;         // the datasets read (and decompressed, held out)
+  double data = 0;                       // the datasets read (and decompressed, held out)
   double device_wait = 0;  // then waiting for the device's start-up (Backend::prepare)
   double model = 0;        // the model built, initialised and moved to the device
   double loaders = 0;      // the loaders made (a device-resident dataset uploaded)
