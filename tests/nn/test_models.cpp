@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "hourglass/autograd/functions.h"
+#include "hourglass/base/parallel.h"
+#include "hourglass/base/rng.h"
+#include "hourglass/nn/init.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "support/compare.h"
@@ -100,6 +106,48 @@ TEST(Models, InitializationIsDeterministicForASeed) {
     EXPECT_EQ(pa[i].tensor.to_vector<float>(), pb[i].tensor.to_vector<float>()) << pa[i].name;
   nn::initialize(*b, 8);
   EXPECT_NE(pa[0].tensor.to_vector<float>(), b->named_parameters()[0].tensor.to_vector<float>());
+}
+
+// Initialisation fills large tensors in chunks on the thread pool: each value must be the one
+// the sequential stream draws, for any thread count (checkpoints of runs on other machines
+// start from the same weights).
+TEST(Models, InitializationDrawsTheSequentialValuesOnAnyThreadCount) {
+  const int threads = num_threads();
+  for (const int64_t n : {int64_t(1), int64_t(16385), int64_t(100003)}) {
+    RandomStream seq(11, 3);
+    std::vector<float> normals(static_cast<size_t>(n)), uniforms(static_cast<size_t>(n));
+    for (auto& x : normals) x = float(0.5 * seq.normal());
+    for (auto& x : uniforms) x = float(0.25 * (2.0 * seq.uniform() - 1.0));
+    const uint32_t after = seq.next_u32();
+    for (const int t : {1, 2, 3}) {
+      set_num_threads(t);
+      Tensor a = Tensor::empty({n}, DType::F32, Device::cpu());
+      Tensor b = Tensor::empty({n}, DType::F32, Device::cpu());
+      RandomStream rng(11, 3);
+      nn::kaiming_normal_(a, 8, 0.5 * std::sqrt(8.0), rng);
+      nn::uniform_(b, 0.25, rng);
+      EXPECT_EQ(a.to_vector<float>(), normals) << n << " values, " << t << " threads";
+      EXPECT_EQ(b.to_vector<float>(), uniforms) << n << " values, " << t << " threads";
+      EXPECT_EQ(rng.next_u32(), after) << "the stream continues where the draws ended";
+    }
+  }
+  set_num_threads(threads);
+}
+
+TEST(Random, SeekGivesTheDrawsThatFollow) {
+  RandomStream seq(5, 9);
+  std::vector<uint32_t> draws(23);
+  for (auto& d : draws) d = seq.next_u32();
+  for (uint64_t k = 0; k < draws.size(); ++k) {
+    RandomStream r(5, 9);
+    (void)r.next_u32();  // a stream that has drawn already seeks as well
+    r.seek(k);
+    EXPECT_EQ(r.position(), k);
+    for (uint64_t i = k; i < draws.size(); ++i) {
+      EXPECT_EQ(r.next_u32(), draws[i]) << k << " " << i;
+      EXPECT_EQ(r.position(), i + 1);
+    }
+  }
 }
 
 TEST(ParameterArena, ParametersBecomeViewsOfOneBuffer) {

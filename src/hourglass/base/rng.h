@@ -57,6 +57,19 @@ class RandomStream {
     return block_[used_++];
   }
   float uniform() { return uniform_from_bits(next_u32()); }
+  // Moves to the stream's `draw`-th 32-bit draw (0: its start), as if that many had been taken
+  // from the start: the next next_u32() returns it. Lets chunks of one long run of numbers be
+  // drawn on several threads with the sequential result.
+  // How many 32-bit draws the stream has given since its start (what seek() moves to).
+  uint64_t position() const { return 4 * counter_ - 4 + uint64_t(used_); }
+  void seek(uint64_t draw) {
+    counter_ = draw / 4;
+    used_ = 4;
+    if (const int skip = int(draw % 4); skip != 0) {
+      block_ = philox_(counter_++, stream_);
+      used_ = skip;
+    }
+  }
   // Uniform integer in [0, n) (n > 0); the modulo bias is below 2^-32 * n.
   uint64_t below(uint64_t n) {
     const uint64_t wide = (uint64_t(next_u32()) << 32) | next_u32();

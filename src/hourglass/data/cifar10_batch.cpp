@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/parallel.h"
 #include "hourglass/data/pickle_reader.h"
 
 namespace hg::data::cifar10 {
@@ -19,13 +20,17 @@ void append_planar(const uint8_t* rows, int64_t stride, int64_t count, ImageData
   constexpr int64_t plane = kSide * kSide;
   const size_t old = ds.pixels.size();
   ds.pixels.resize(old + size_t(count * kImageBytes));
-  for (int64_t r = 0; r < count; ++r) {
-    const uint8_t* planes = rows + r * stride;
-    uint8_t* out = ds.pixels.data() + old + size_t(r * kImageBytes);
-    for (int64_t p = 0; p < plane; ++p) {
-      for (int64_t c = 0; c < kChannels; ++c) out[p * kChannels + c] = planes[c * plane + p];
+  uint8_t* pixels = ds.pixels.data() + old;
+  // A 10,000-image batch is 30 MB to reorder: on the thread pool (images are independent).
+  parallel_for(count, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const uint8_t* planes = rows + r * stride;
+      uint8_t* out = pixels + size_t(r * kImageBytes);
+      for (int64_t p = 0; p < plane; ++p) {
+        for (int64_t c = 0; c < kChannels; ++c) out[p * kChannels + c] = planes[c * plane + p];
+      }
     }
-  }
+  });
 }
 
 const PickleValue& require_key(const PickleValue& dict, std::string_view key,

@@ -1,6 +1,7 @@
 #include "hourglass/train/training_setup.h"
 
 #include <chrono>
+#include <exception>
 #include <future>
 
 #include "hourglass/base/duration.h"
@@ -23,14 +24,29 @@ RunParts in_memory_parts(const RunConfig& run, bool with_train) {
   std::shared_ptr<const data::ImageDataset> train_set, test_set, validation_set;
   data::DatasetOptions test_opts = run.data.synthetic;
   test_opts.limit = run.data.test_limit;
-  test_set = std::make_shared<const data::ImageDataset>(
-      data::load_dataset(run.data.dataset, run.data.path, data::Split::Test, test_opts));
-  data::require_samples(*test_set, data::Split::Test);
+  auto load_test = [&] {
+    auto set = std::make_shared<const data::ImageDataset>(
+        data::load_dataset(run.data.dataset, run.data.path, data::Split::Test, test_opts));
+    data::require_samples(*set, data::Split::Test);
+    return set;
+  };
+  if (!with_train) test_set = load_test();
   if (with_train) {
+    // The two splits are read (and decompressed) side by side; the test split's error, if any,
+    // is reported first, as when they were read one after the other.
+    std::future<std::shared_ptr<const data::ImageDataset>> test_loading =
+        std::async(std::launch::async, load_test);
     data::DatasetOptions train_opts = run.data.synthetic;
     train_opts.limit = run.data.train_limit;
-    train_set = std::make_shared<const data::ImageDataset>(
-        data::load_dataset(run.data.dataset, run.data.path, data::Split::Train, train_opts));
+    std::exception_ptr train_error;
+    try {
+      train_set = std::make_shared<const data::ImageDataset>(
+          data::load_dataset(run.data.dataset, run.data.path, data::Split::Train, train_opts));
+    } catch (...) {
+      train_error = std::current_exception();
+    }
+    test_set = test_loading.get();
+    if (train_error) std::rethrow_exception(train_error);
     data::require_samples(*train_set, data::Split::Train);
     // The model is built for the test split's shape; a train split of another shape would
     // reach it only as wrong-sized batches (or, for some models, silently reshaped ones).
