@@ -30,8 +30,9 @@ RunParts in_memory_parts(const RunConfig& run, bool with_train) {
     data::require_samples(*set, data::Split::Test);
     return set;
   };
-  if (!with_train) test_set = load_test();
-  if (with_train) {
+  if (!with_train) {
+    test_set = load_test();
+  } else {
     // The two splits are read (and decompressed) side by side; the test split's error, if any,
     // is reported first, as when they were read one after the other.
     std::future<std::shared_ptr<const data::ImageDataset>> test_loading =
