@@ -57,11 +57,11 @@ class RandomStream {
     return block_[used_++];
   }
   float uniform() { return uniform_from_bits(next_u32()); }
+  // How many 32-bit draws the stream has given since its start (what seek() moves to).
+  uint64_t position() const { return 4 * counter_ - 4 + uint64_t(used_); }
   // Moves to the stream's `draw`-th 32-bit draw (0: its start), as if that many had been taken
   // from the start: the next next_u32() returns it. Lets chunks of one long run of numbers be
   // drawn on several threads with the sequential result.
-  // How many 32-bit draws the stream has given since its start (what seek() moves to).
-  uint64_t position() const { return 4 * counter_ - 4 + uint64_t(used_); }
   void seek(uint64_t draw) {
     counter_ = draw / 4;
     used_ = 4;

@@ -11,7 +11,6 @@ namespace {
 void fill_from(Tensor& t, const std::vector<float>& values) {
   t.copy_(Tensor::from_vector(values, t.shape()));
 }
-}  // namespace
 
 // v[i] = draw(stream) for the i-th value of `rng`'s sequential run, `draws` 32-bit draws per
 // value, computed in chunks on the thread pool: each chunk seeks a copy of the stream to its
@@ -29,6 +28,8 @@ void fill_in_chunks(std::vector<float>& v, RandomStream& rng, uint64_t draws, Dr
   });
   rng.seek(first + uint64_t(v.size()) * draws);
 }
+
+}  // namespace
 
 void kaiming_normal_(Tensor& t, int64_t fan, double gain, RandomStream& rng) {
   HG_ASSERT(fan > 0, "kaiming init with fan {}", fan);

@@ -360,9 +360,8 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     Tensor labels = batch->labels.to(device);
     const int64_t n = labels.size(0);
     if (profiler_) profiler_->before_step(steps_this_run_, step.last_loss());
+    // For the first step's log line: its requests to the system.
     const AllocatorStats before = steps_this_run_ == 0 ? allocator.stats() : AllocatorStats{};
-    const uint64_t system_allocations = before.system_allocations;
-    const double system_seconds = before.system_seconds;
     const auto step_start = Clock::now();
     try {
       const StepSums& sums = step.run(images, labels, dp_ ? loader.global_rows(index) : 0);
@@ -393,8 +392,9 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
           "allocator's requests to the system)",
           seconds_since_process_start(), step_seconds,
           ops::algorithm_planning().seconds - p.planning_seconds_before,
-          ops::algorithm_planning().passes, allocator.stats().system_seconds - system_seconds,
-          allocator.stats().system_allocations - system_allocations);
+          ops::algorithm_planning().passes,
+          allocator.stats().system_seconds - before.system_seconds,
+          allocator.stats().system_allocations - before.system_allocations);
     if (profiler_) profiler_->after_step(steps_this_run_, step.last_loss());
     if (steps_this_run_ % kDivergenceCheckInterval == 0) check_loss_finite(p, epoch);
     // The step loop's clock, for the step window and the monitor's totals. The record's own

@@ -22,14 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool starts_with_stem(const std::string& name, const std::vector<std::string>& stems,
-                      std::string* stem) {
+// The stem `name` starts with, or null.
+const std::string* stem_of(const std::string& name, const std::vector<std::string>& stems) {
   for (const std::string& s : stems)
-    if (name.compare(0, s.size(), s) == 0) {
-      if (stem != nullptr) *stem = s;
-      return true;
-    }
-  return false;
+    if (name.starts_with(s)) return &s;
+  return nullptr;
 }
 
 #ifdef HOURGLASS_GPU_HIP
@@ -66,17 +63,16 @@ std::vector<std::string> vendor_library_files(const std::string& maps_text,
     const size_t slash = line.find('/');
     if (slash == std::string::npos) continue;
     const fs::path path = line.substr(slash);
-    std::string stem;
-    if (!starts_with_stem(path.filename().string(), stems, &stem)) continue;
+    const std::string* stem = stem_of(path.filename().string(), stems);
+    if (stem == nullptr) continue;
     add(path);
-    folders.emplace(path.parent_path().string(), stem);
+    folders.emplace(path.parent_path().string(), *stem);
   }
   for (const auto& [folder, stem] : folders) {
     std::error_code ec;
     for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (name.compare(0, stem.size(), stem) == 0 && name.find(".so") != std::string::npos)
-        add(it->path());
+      if (name.starts_with(stem) && name.find(".so") != std::string::npos) add(it->path());
     }
   }
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
