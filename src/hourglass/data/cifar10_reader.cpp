@@ -10,6 +10,7 @@
 // (test_batch instead of data_batch_1 for the test split), or <dir> is itself an archive.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 
 #include "hourglass/base/error.h"
@@ -216,6 +217,33 @@ void read_archive(const Location& at, const std::vector<std::string>& batches, i
 }
 
 }  // namespace
+
+std::optional<DatasetShape> peek_cifar10(const std::string& path, Split split, int64_t limit) {
+  try {
+    const std::vector<std::string> batches = batch_names(split);
+    const Location at = locate(path, batches.front());
+    DatasetShape s;
+    s.height = kSide;
+    s.width = kSide;
+    s.channels = kChannels;
+    s.num_classes = kClasses;
+    if (!at.archive && *at.format == Format::Binary) {
+      // Plain (not gzip-compressed) record files: their lengths count the records.
+      int64_t records = 0;
+      for (const std::string& batch : batches) {
+        ByteSource src(at.path + "/" + file_name(Format::Binary, batch));
+        std::error_code error;
+        const auto bytes = std::filesystem::file_size(src.path(), error);
+        if (src.compressed() || error) return s;
+        records += int64_t(bytes) / kRecordBytes;
+      }
+      s.size = limit > 0 ? std::min(limit, records) : records;
+    }
+    return s;
+  } catch (const Error&) {
+    return std::nullopt;  // load_cifar10 reports it
+  }
+}
 
 ImageDataset load_cifar10(const std::string& path, Split split, int64_t limit) {
   HG_CHECK(limit >= 0, "load_cifar10: limit must be >= 0 (0 keeps all samples), got {}", limit);

@@ -79,4 +79,24 @@ ImageDataset load_dataset(const std::string& name, const std::string& path, Spli
       fmt::format("unknown dataset '{}'; valid names: {}", name, fmt::join(dataset_names(), ", ")));
 }
 
+std::optional<DatasetShape> peek_dataset_shape(const std::string& name, const std::string& path,
+                                               Split split, const DatasetOptions& options) {
+  if (options.limit < 0) return std::nullopt;
+  if (name == "fashion-mnist")
+    return peek_idx_dir(name, path.empty() ? kFashionMnistDefaultDir : path, split, options.limit);
+  if (name == "mnist" && !path.empty()) return peek_idx_dir(name, path, split, options.limit);
+  if (name == "cifar10" && !path.empty()) return peek_cifar10(path, split, options.limit);
+  if (name == "synthetic") {
+    DatasetShape s;
+    s.height = options.synthetic_height;
+    s.width = options.synthetic_width;
+    s.channels = options.synthetic_channels;
+    s.num_classes = options.synthetic_classes;
+    s.size = split == Split::Train ? options.synthetic_train_size : options.synthetic_test_size;
+    if (options.limit > 0) s.size = std::min(s.size, options.limit);
+    return s;
+  }
+  return std::nullopt;
+}
+
 }  // namespace hg::data

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,6 +107,23 @@ struct DatasetOptions {
   int64_t synthetic_classes = 10;
   uint64_t synthetic_seed = 1234;
 };
+
+// The shape of what load_dataset will return, told from headers and file sizes without reading
+// the pixels (a run builds and warms up its model while they load).
+struct DatasetShape {
+  int64_t height = 0, width = 0, channels = 0, num_classes = 0;
+  int64_t size = -1;  // samples, after the limit; -1 when it cannot be told without reading
+};
+
+// For load_dataset's datasets: IDX from the images file's header (10 classes, as load_dataset
+// reads them), CIFAR-10 32x32x3 with 10 classes (the size from the binary version's file
+// lengths), synthetic from `options`. nullopt when it cannot be told cheaply or the files are
+// not where load_dataset would look (load_dataset then reports why): never an error.
+std::optional<DatasetShape> peek_dataset_shape(const std::string& name, const std::string& path,
+                                               Split split, const DatasetOptions& options = {});
+std::optional<DatasetShape> peek_idx_dir(const std::string& dataset, const std::string& dir,
+                                         Split split, int64_t limit);
+std::optional<DatasetShape> peek_cifar10(const std::string& path, Split split, int64_t limit);
 
 // Names accepted by load_dataset, in the order they are listed in messages.
 const std::vector<std::string>& dataset_names();

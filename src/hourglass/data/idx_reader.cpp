@@ -165,6 +165,25 @@ ImageDataset read_idx(const std::string& images_path, const std::string& labels_
   return ds;
 }
 
+std::optional<DatasetShape> peek_idx_dir(const std::string& dataset, const std::string& dir,
+                                         Split split, int64_t limit) {
+  try {
+    const std::string prefix = split == Split::Train ? "train" : "t10k";
+    ByteSource images(find_idx_file(dataset, dir, prefix + "-images-idx3-ubyte"));
+    const std::vector<uint32_t> dims = read_header(images, kImagesMagic, "images");
+    if (dims[1] == 0 || dims[2] == 0) return std::nullopt;
+    DatasetShape s;
+    s.height = int64_t(dims[1]);
+    s.width = int64_t(dims[2]);
+    s.channels = 1;
+    s.num_classes = 10;  // as load_idx_dir reads the labels
+    s.size = limit > 0 ? std::min<int64_t>(limit, dims[0]) : int64_t(dims[0]);
+    return s;
+  } catch (const Error&) {
+    return std::nullopt;  // load_dataset reports it
+  }
+}
+
 ImageDataset load_fashion_mnist(const std::string& dir, Split split, int64_t limit) {
   return load_idx_dir("fashion-mnist", dir, split, limit);
 }

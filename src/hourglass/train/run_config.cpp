@@ -336,6 +336,9 @@ RunConfig parse_run_config(const Config& c) {
                         "after the last epoch)");
   t.graph = parse_graph_mode(c.get_string("train.graph", "auto"),
                              fmt::format("config key 'train.graph' {}", c.origin("train.graph")));
+  t.warm_up =
+      parse_warm_up_mode(c.get_string("train.warm_up", "auto"),
+                         fmt::format("config key 'train.warm_up' {}", c.origin("train.warm_up")));
   t.recompute = parse_recompute(c);
   t.early_stop_patience = int_in(c, "train.early_stop_patience", 0, 0, t.epochs,
                                  "must be in [0, train.epochs] (0 = off)");

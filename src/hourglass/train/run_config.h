@@ -17,6 +17,7 @@
 #include "hourglass/optim/schedule.h"
 #include "hourglass/train/recompute_plan.h"
 #include "hourglass/train/step_graph.h"
+#include "hourglass/train/warm_up.h"
 
 namespace hg::train {
 
@@ -96,6 +97,9 @@ struct TrainConfig {
   // train.graph: whole-step graph replay on a GPU (step_graph.h). Replayed steps compute what
   // eager ones do, bit for bit, so it is not part of the trajectory.
   GraphMode graph = GraphMode::Auto;
+  // train.warm_up: each batch shape run once on zeros before the first epoch (warm_up.h).
+  // Changes when the first uses of the device's libraries happen, not what a run computes.
+  WarmUpMode warm_up = WarmUpMode::Auto;
   // train.recompute: blocks whose activations are recomputed during backward
   // (recompute_plan.h). The results are those without it (bit for bit on the CPU), so it is not
   // part of the trajectory.

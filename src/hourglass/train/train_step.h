@@ -110,6 +110,10 @@ class TrainStep {
   // The blocks recomputed, in model order.
   const std::vector<std::string>& recompute_modules() const { return recompute_; }
 
+  // The learning-rate schedule from the next step on (null: the optimizer's rate stays as
+  // set). The start-up builds the step before the loaders that size the schedule.
+  void set_schedule(const optim::LrSchedule* schedule) { options_.schedule = schedule; }
+
   StepHooks& hooks() { return hooks_; }
   const ExecutionContext& context() const { return context_; }
   MicroBatchPlan& micro_batch_plan() { return plan_; }

@@ -545,11 +545,13 @@ std::vector<EpochMetrics> Trainer::run() {
       setup_.parts.test_set->size(), setup_.total_steps);
   const StartupTimes& t = setup_.parts.startup;
   log_to_file_only(fmt::format(
-      "start-up: from {:.3f} s after process start, datasets {:.3f} s, then the device {:.3f} s "
-      "more, model {:.3f} s, loaders {:.3f} s, step {:.3f} s: set up {:.3f} s after process "
-      "start, the run's session {:.3f} s after that",
-      t.begun_after_process_start, t.data, t.device_wait, t.model, t.loaders, t.step,
-      t.ready_after_process_start, seconds_since_process_start() - t.ready_after_process_start));
+      "start-up: from {:.3f} s after process start, datasets {:.3f} s; model (with the "
+      "device's start-up) {:.3f} s, step {:.3f} s, warm-up of {} shapes {:.3f} s, then the "
+      "datasets {:.3f} s more, loaders {:.3f} s: set up {:.3f} s after process start, the run's "
+      "session {:.3f} s after that",
+      t.begun_after_process_start, t.data, t.model, t.step, t.warm_up_shapes, t.warm_up,
+      t.data_wait, t.loaders, t.ready_after_process_start,
+      seconds_since_process_start() - t.ready_after_process_start));
   if (session_->writes() && run_.monitor.every_seconds > 0) {
     obs::MonitorOptions mo;
     mo.every_seconds = run_.monitor.every_seconds;

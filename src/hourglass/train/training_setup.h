@@ -22,11 +22,16 @@ namespace hg::train {
 // Where the start-up's time went (seconds; for the run log and bench/first_step.sh).
 struct StartupTimes {
   double begun_after_process_start = 0;  // when the datasets began to load
-  double data = 0;                       // the datasets read (and decompressed, held out)
-  double device_wait = 0;  // then waiting for the device's start-up (Backend::prepare)
-  double model = 0;        // the model built, initialised and moved to the device
-  double loaders = 0;      // the loaders made (a device-resident dataset uploaded)
-  double step = 0;         // the training step made (micro-batch and recompute probes)
+  double data = 0;  // the datasets read (and decompressed, held out), on their own thread when
+                    // the model was built beside them
+  // The model built and initialised on the host, then (once the device's start-up,
+  // Backend::prepare, is done) moved to the device.
+  double model = 0;
+  double step = 0;     // the training step made (micro-batch and recompute probes)
+  double warm_up = 0;  // the step's shapes run once (train.warm_up), all of it
+  int64_t warm_up_shapes = 0;
+  double data_wait = 0;  // then waiting for the datasets still loading
+  double loaders = 0;    // the loaders made (a device-resident dataset uploaded)
   double ready_after_process_start = 0;
 };
 
@@ -76,7 +81,10 @@ struct TrainingSetup {
 };
 // Builds everything for training `run`, as rank `shard.rank` of `shard.count` (every loader
 // sharded; the step sized for this rank's part of a batch). train.micro_batch = "auto" is
-// resolved here by probing the step (find_max_micro_batch).
+// resolved here by probing the step (find_max_micro_batch). With train.warm_up, the step runs
+// every batch shape of an epoch once (warm_up.h); where the datasets' shape is known before
+// their pixels are read (data::peek_dataset_shape), the model, the step and the warm-up are
+// built and run while the datasets load on a thread of their own.
 TrainingSetup build_training(const RunConfig& run, Shard shard = {});
 
 }  // namespace hg::train

@@ -78,8 +78,9 @@ void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const 
                                   gpuStream_t stream);
 
 // Fused backward (batch_norm_relu_backward): batch_norm_backward_launch of dz = (y > 0 ? dy : 0)
-// with the mask applied while loading, in the reduction and in the dx pass; dz is stored only
-// to `dresidual` when that is not null (x's dtype and shape). y is the fused forward's output.
+// with the mask applied while loading. Without `dresidual` both passes mask dy; with it (x's
+// dtype and shape) the reduction stores dz there and the dx pass reads dz alone. y is the fused
+// forward's output.
 void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
                                      const void* y, const void* x, void* dx, void* dresidual,
                                      int64_t rows, int64_t channels, const float* weight,

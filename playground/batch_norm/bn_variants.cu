@@ -1,0 +1,586 @@
+// Batch-norm kernel variants at the shapes of ResNet-50 (224 px, batch 256) and the CIFAR
+// ResNet-18 (batch 512), bf16: each variant checked bit for bit against the library's kernels
+// (batch_norm_kernels.cu, included below) and timed with events, beside a copy of the same
+// bytes (the memory ceiling). Prints one CSV row per shape and variant: microseconds a call,
+// the bytes it really moves (every pass counted) and the rate.
+//
+// Variants of the fused backward (batch_norm_relu_backward):
+//   lib_y      the library's: both passes read dy, x and y (the ReLU mask y > 0)
+//   mask_x     no residual: the mask recomputed from x, the saved statistics and the affine
+//              parameters, rounded to the dtype as the forward rounded y (no read of y)
+//   lib_y_res  with the residual gradient: the library's (dx pass writes dx and dresidual)
+//   dz_res     with the residual gradient: the sums pass writes dz (= dresidual) as it masks,
+//              the dx pass reads dz instead of dy and y
+// and of the reduction's tail (the last block of a column merging every block's partials):
+//   lib        the library's (one partial load at a time per lane)
+//   batched    kBatch partial loads issued before they are merged (same order: same bits)
+//
+//   nvcc -O3 -std=c++20 -arch=sm_90 --extended-lambda -Isrc playground/batch_norm/bn_variants.cu
+//   ./a.out [repeats]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "hourglass/backend/gpu/batch_norm_kernels.cu"
+
+// What the library's runtime.cpp / dtype.cpp define, enough for the kernels' host side here.
+namespace hg {
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return 4;
+    case DType::BF16:
+    case DType::F16: return 2;
+    default: return 8;
+  }
+}
+namespace gpu {
+void throw_gpu_error(gpuError_t err, const char* what, const char* file, int line) {
+  std::fprintf(stderr, "%s:%d: %s failed: %s\n", file, line, what, gpuGetErrorString(err));
+  std::exit(1);
+}
+void unsupported_dtype(const char* op, DType) {
+  std::fprintf(stderr, "%s: unsupported dtype\n", op);
+  std::exit(1);
+}
+}  // namespace gpu
+}  // namespace hg
+
+namespace hg::gpu {
+namespace {
+
+enum class MaskFrom { Y, X, Dz };
+
+// The ReLU mask of the fused forward's output, recomputed from x: the forward's normalising
+// arithmetic (batch_norm_normalize_kernel with kRelu, no residual), rounded to T, > 0.
+template <typename T>
+__device__ inline bool relu_passed(float x, float mean, float scale, float shift) {
+  const float v = __fmaf_rn(__fsub_rn(x, mean), scale, shift);
+  return to_float(from_float<T>(v < 0.0f ? 0.0f : v)) > 0.0f;
+}
+
+// reduce_column with the last block's partial loads issued kBatch at a time.
+template <int V, int kBatch, typename Merge>
+__device__ bool reduce_column_batched(float* s_a, float* s_b, unsigned* s_ticket,
+                                      const Merge& merge, int64_t rows, int64_t channels,
+                                      int64_t rows_per_block, float* part_a, float* part_b,
+                                      unsigned* counters) {
+  const int width = int(blockDim.x) * V;
+  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+  const int64_t column = blockIdx.x, block = blockIdx.y, blocks = gridDim.y;
+  const int64_t len = min64(rows_per_block, rows - block * rows_per_block);
+  __syncthreads();
+  for (int s = int(blockDim.y) / 2, shift = log2_of(int(blockDim.y)); s >= 1; s >>= 1, --shift) {
+    for (int e = t; e < s * width; e += kThreads) {
+      const int l = e / width;
+      merge(congruent_count(len, shift, l), s_a[e], s_b[e], congruent_count(len, shift, l + s),
+            s_a[e + s * width], s_b[e + s * width]);
+    }
+    __syncthreads();
+  }
+  for (int e = t; e < width; e += kThreads) {
+    const int64_t c = column * width + e;
+    if (c < channels) {
+      part_a[block * channels + c] = s_a[e];
+      part_b[block * channels + c] = s_b[e];
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) *s_ticket = atomicAdd(&counters[column], 1u);
+  __syncthreads();
+  if (*s_ticket != unsigned(blocks - 1)) return false;
+  __threadfence();
+  if (t == 0) counters[column] = 0u;
+  const int lanes = kThreads / width;
+  const int64_t last_rows = rows - (blocks - 1) * rows_per_block;
+  {
+    const int l = t / width;
+    const int64_t c = column * width + t % width;
+    float n = 0.0f, a = 0.0f, b = 0.0f;
+    if (c < channels) {
+      for (int64_t p0 = l; p0 < blocks; p0 += int64_t(kBatch) * lanes) {
+        float pa[kBatch], pb[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int64_t p = p0 + int64_t(k) * lanes;
+          if (p < blocks) {
+            pa[k] = __ldcg(part_a + p * channels + c);
+            pb[k] = __ldcg(part_b + p * channels + c);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int64_t p = p0 + int64_t(k) * lanes;
+          if (p < blocks) {
+            const float np = p == blocks - 1 ? float(last_rows) : float(rows_per_block);
+            merge(n, a, b, np, pa[k], pb[k]);
+            n += np;
+          }
+        }
+      }
+    }
+    s_a[t] = a;
+    s_b[t] = b;
+  }
+  __syncthreads();
+  for (int s = lanes / 2, shift = log2_of(lanes); s >= 1; s >>= 1, --shift) {
+    if (t < s * width) {
+      const int l = t / width;
+      merge(partial_rows(blocks, rows_per_block, last_rows, shift, l), s_a[t], s_b[t],
+            partial_rows(blocks, rows_per_block, last_rows, shift, l + s), s_a[t + s * width],
+            s_b[t + s * width]);
+    }
+    __syncthreads();
+  }
+  return true;
+}
+
+// The gradient sums with the mask from y, from x, or y with dz stored (kStoreDz).
+template <typename T, int V, MaskFrom kFrom, bool kStoreDz, int kBatch>
+__global__ void HG_BN_LAUNCH_BOUNDS grad_sums_variant(
+    const T* __restrict__ dy, const T* __restrict__ x, int64_t rows, int64_t channels,
+    int64_t rows_per_block, const float* __restrict__ mean_in, const float* __restrict__ invstd,
+    const float* __restrict__ weight, const float* __restrict__ bias, float* dweight, float* dbias,
+    float* part_dy, float* part_dyx, unsigned* counters, const T* __restrict__ y,
+    T* __restrict__ dz) {
+  constexpr int kInputs = kFrom == MaskFrom::Y ? 3 : 2;
+  constexpr int kRows = kRowsPerStep<T, V, kInputs>;
+  __shared__ float s_dy[kThreads * V];
+  __shared__ float s_dyx[kThreads * V];
+  __shared__ unsigned s_ticket;
+  const int by = int(blockDim.y), ty = int(threadIdx.y);
+  const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t first = int64_t(blockIdx.y) * rows_per_block;
+  const int64_t len = min64(rows_per_block, rows - first);
+  float sum_dy[V], sum_dyx[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) sum_dy[i] = sum_dyx[i] = 0.0f;
+  if (vector * V < channels) {
+    float mean[V], scale[V], shift[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int64_t c = vector * V + i;
+      mean[i] = mean_in[c];
+      if constexpr (kFrom == MaskFrom::X) {
+        scale[i] = __fmul_rn(weight[c], invstd[c]);
+        shift[i] = bias[c];
+      }
+    }
+    const int64_t step = int64_t(by) * channels;
+    for (int64_t o = ty; o < len; o += by * kRows) {
+      const int64_t offset = (first + o) * channels + vector * V;
+      Pack<T, V> gs[kRows], xs[kRows], ms[kFrom == MaskFrom::Y ? kRows : 1];
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        if (o + k * by < len) {
+          gs[k] = load_pack<T, V>(dy + offset + k * step);
+          xs[k] = load_pack<T, V>(x + offset + k * step);
+          if constexpr (kFrom == MaskFrom::Y) ms[k] = load_pack<T, V>(y + offset + k * step);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        if (o + k * by < len) {
+          float g[V];
+#pragma unroll
+          for (int i = 0; i < V; ++i) {
+            const float xv = to_float(xs[k].v[i]);
+            bool pass;
+            if constexpr (kFrom == MaskFrom::Y)
+              pass = to_float(ms[k].v[i]) > 0.0f;
+            else
+              pass = relu_passed<T>(xv, mean[i], scale[i], shift[i]);
+            g[i] = pass ? to_float(gs[k].v[i]) : 0.0f;
+            sum_dy[i] += g[i];
+            sum_dyx[i] += g[i] * (xv - mean[i]);
+          }
+          if constexpr (kStoreDz) store_row<T, V>(dz + offset + k * step, g);
+        }
+      }
+    }
+  }
+  const int e = ty * int(blockDim.x) * V + int(threadIdx.x) * V;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    s_dy[e + i] = sum_dy[i];
+    s_dyx[e + i] = sum_dyx[i];
+  }
+  bool last;
+  if constexpr (kBatch > 1)
+    last = reduce_column_batched<V, kBatch>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels,
+                                            rows_per_block, part_dy, part_dyx, counters);
+  else
+    last = reduce_column<V>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels, rows_per_block,
+                            part_dy, part_dyx, counters);
+  if (!last) return;
+  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+  const int width = int(blockDim.x) * V;
+  const int64_t c = int64_t(blockIdx.x) * width + t;
+  if (t < width && c < channels) {
+    dbias[c] = s_dy[t];
+    dweight[c] = invstd[c] * s_dyx[t];
+  }
+}
+
+// The input gradient with the mask from y, from x, or from dz (dz read instead of dy; no mask).
+template <typename T, int V, MaskFrom kFrom>
+__global__ void HG_BN_LAUNCH_BOUNDS input_grad_variant(
+    const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, int64_t rows,
+    int64_t channels, int64_t rows_per_block, const float* __restrict__ weight,
+    const float* __restrict__ bias, const float* __restrict__ mean_in,
+    const float* __restrict__ invstd, const float* __restrict__ dweight,
+    const float* __restrict__ dbias, const T* __restrict__ y) {
+  constexpr int kInputs = kFrom == MaskFrom::Y ? 3 : 2;
+  constexpr int kRows = kRowsPerStep<T, V, kInputs>;
+  constexpr int kCoef = kFrom == MaskFrom::X ? 6 : 4;
+  alignas(16) __shared__ float s_coef[kCoef][kMaxBlockX * 8];
+  const int width = int(blockDim.x) * V;
+  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+  if (t < width) {
+    const int64_t c = int64_t(blockIdx.x) * width + t;
+    float a = 0.0f, k = 0.0f, d = 0.0f, mean = 0.0f, scale = 0.0f, shift = 0.0f;
+    if (c < channels) {
+      const float inv_count = 1.0f / float(rows);
+      const float inv = invstd[c];
+      a = weight[c] * inv;
+      k = a * inv * (dweight[c] * inv_count);
+      d = -a * (dbias[c] * inv_count);
+      mean = mean_in[c];
+      scale = __fmul_rn(weight[c], inv);
+      shift = bias[c];
+    }
+    s_coef[0][t] = a;
+    s_coef[1][t] = k;
+    s_coef[2][t] = d;
+    s_coef[3][t] = mean;
+    if constexpr (kFrom == MaskFrom::X) {
+      s_coef[4][t] = scale;
+      s_coef[5][t] = shift;
+    }
+  }
+  __syncthreads();
+  const int by = int(blockDim.y), ty = int(threadIdx.y);
+  const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vector * V >= channels) return;
+  const int64_t first = int64_t(blockIdx.y) * rows_per_block;
+  const int64_t len = min64(rows_per_block, rows - first);
+  const int e = int(threadIdx.x) * V;
+  const int64_t step = int64_t(by) * channels;
+  for (int64_t j = steps_of(len, ty, by * kRows) - 1; j >= 0; --j) {
+    const int64_t o = ty + j * by * kRows;
+    const int64_t offset = (first + o) * channels + vector * V;
+    Pack<T, V> gs[kRows], xs[kRows], ms[kFrom == MaskFrom::Y ? kRows : 1];
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      if (o + k * by < len) {
+        gs[k] = load_pack<T, V>(dy + offset + k * step);
+        xs[k] = load_pack<T, V>(x + offset + k * step);
+        if constexpr (kFrom == MaskFrom::Y) ms[k] = load_pack<T, V>(y + offset + k * step);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      if (o + k * by < len) {
+        float a[V], kx[V], d[V], mean[V], out[V];
+        load_shared<V>(&s_coef[0][e], a);
+        load_shared<V>(&s_coef[1][e], kx);
+        load_shared<V>(&s_coef[2][e], d);
+        load_shared<V>(&s_coef[3][e], mean);
+        float scale[V], shift[V];
+        if constexpr (kFrom == MaskFrom::X) {
+          load_shared<V>(&s_coef[4][e], scale);
+          load_shared<V>(&s_coef[5][e], shift);
+        }
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const float xv = to_float(xs[k].v[i]);
+          float g = to_float(gs[k].v[i]);
+          if constexpr (kFrom == MaskFrom::Y) g = to_float(ms[k].v[i]) > 0.0f ? g : 0.0f;
+          if constexpr (kFrom == MaskFrom::X)
+            g = relu_passed<T>(xv, mean[i], scale[i], shift[i]) ? g : 0.0f;
+          out[i] = a[i] * g - kx[i] * (xv - mean[i]) + d[i];
+        }
+        store_row<T, V>(dx + offset + k * step, out);
+      }
+    }
+  }
+}
+
+// The statistics kernel with the batched tail (for the forward's share of the tail).
+template <typename T, int V, int kBatch>
+__global__ void HG_BN_LAUNCH_BOUNDS stats_variant(const T* __restrict__ x, int64_t rows,
+                                                  int64_t channels, int64_t rows_per_block,
+                                                  float* save_mean, float* save_invstd,
+                                                  float* part_mean, float* part_m2,
+                                                  unsigned* counters, double eps) {
+  constexpr int kRows = kRowsPerStep<T, V, 1>;
+  __shared__ float s_mean[kThreads * V];
+  __shared__ float s_m2[kThreads * V];
+  __shared__ unsigned s_ticket;
+  const int by = int(blockDim.y), ty = int(threadIdx.y);
+  const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t first = int64_t(blockIdx.y) * rows_per_block;
+  const int64_t len = min64(rows_per_block, rows - first);
+  float n = 0.0f, mean[V], m2[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) mean[i] = m2[i] = 0.0f;
+  if (vector * V < channels) {
+    const Pack<T, V> first_row = load_pack<T, V>(x + vector * V);
+    const int64_t step = int64_t(by) * channels;
+    const T* p = x + (first + ty) * channels + vector * V;
+    for (int64_t o = ty; o < len; o += by * kRows, p += kRows * step) {
+      Pack<T, V> xs[kRows];
+#pragma unroll
+      for (int k = 0; k < kRows; ++k)
+        if (o + k * by < len) xs[k] = load_pack<T, V>(p + k * step);
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        if (o + k * by < len) {
+          n += 1.0f;
+          const float inv = 1.0f / n;
+#pragma unroll
+          for (int i = 0; i < V; ++i) {
+            const float v = to_float(xs[k].v[i]) - to_float(first_row.v[i]);
+            const float delta = v - mean[i];
+            mean[i] += delta * inv;
+            m2[i] += delta * (v - mean[i]);
+          }
+        }
+      }
+    }
+  }
+  const int e = ty * int(blockDim.x) * V + int(threadIdx.x) * V;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    s_mean[e + i] = mean[i];
+    s_m2[e + i] = m2[i];
+  }
+  if (!reduce_column_batched<V, kBatch>(s_mean, s_m2, &s_ticket, WelfordMerge{}, rows, channels,
+                                        rows_per_block, part_mean, part_m2, counters))
+    return;
+  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+  const int width = int(blockDim.x) * V;
+  const int64_t c = int64_t(blockIdx.x) * width + t;
+  if (t < width && c < channels) {
+    const double count = double(rows);
+    const double m = double(to_float(x[c])) + double(s_mean[t]);
+    const double var = fmax(0.0, double(s_m2[t]) / count);
+    save_mean[c] = float(m);
+    save_invstd[c] = float(1.0 / sqrt(var + eps));
+  }
+}
+
+__global__ void copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = in[i];
+}
+
+}  // namespace
+}  // namespace hg::gpu
+
+using namespace hg;
+using namespace hg::gpu;
+
+namespace {
+
+uint64_t lcg = 0x9e3779b97f4a7c15ull;
+float uniform() {
+  lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+  return float((lcg >> 40) & 0xffffff) / float(1 << 24);
+}
+uint16_t to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+template <typename T>
+T* device_copy(const std::vector<T>& host) {
+  T* d = nullptr;
+  HG_GPU_CHECK(gpuMalloc(&d, host.size() * sizeof(T)));
+  HG_GPU_CHECK(gpuMemcpy(d, host.data(), host.size() * sizeof(T), gpuMemcpyHostToDevice));
+  return d;
+}
+template <typename T>
+std::vector<T> host_copy(const T* d, size_t n) {
+  std::vector<T> h(n);
+  HG_GPU_CHECK(gpuMemcpy(h.data(), d, n * sizeof(T), gpuMemcpyDeviceToHost));
+  return h;
+}
+template <typename T>
+bool same_bits(const T* a, const T* b, size_t n, const char* what, const char* variant) {
+  const auto ha = host_copy(a, n), hb = host_copy(b, n);
+  if (std::memcmp(ha.data(), hb.data(), n * sizeof(T)) == 0) return true;
+  size_t diff = 0;
+  for (size_t i = 0; i < n; ++i) diff += std::memcmp(&ha[i], &hb[i], sizeof(T)) != 0;
+  std::printf("MISMATCH,%s,%s,%zu of %zu differ\n", variant, what, diff, n);
+  return false;
+}
+
+// Times `body` (a sequence of launches) over `repeats` calls after two warm-ups: microseconds
+// a call.
+template <typename Body>
+double time_us(gpuStream_t s, int repeats, Body&& body) {
+  body();
+  body();
+  gpuEvent_t a, b;
+  HG_GPU_CHECK(gpuEventCreate(&a));
+  HG_GPU_CHECK(gpuEventCreate(&b));
+  HG_GPU_CHECK(gpuEventRecord(a, s));
+  for (int i = 0; i < repeats; ++i) body();
+  HG_GPU_CHECK(gpuEventRecord(b, s));
+  HG_GPU_CHECK(gpuEventSynchronize(b));
+  float ms = 0;
+  HG_GPU_CHECK(gpuEventElapsedTime(&ms, a, b));
+  HG_GPU_CHECK(gpuEventDestroy(a));
+  HG_GPU_CHECK(gpuEventDestroy(b));
+  return 1000.0 * double(ms) / repeats;
+}
+
+struct Shape {
+  const char* model;
+  int64_t rows, channels;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::atoi(argv[1]) : 20;
+  const Shape shapes[] = {
+      {"r50", 3211264, 64}, {"r50", 802816, 64},  {"r50", 802816, 256}, {"r50", 802816, 128},
+      {"r50", 200704, 128}, {"r50", 200704, 512}, {"r50", 50176, 256},  {"r50", 50176, 1024},
+      {"r50", 12544, 512},  {"r50", 12544, 2048}, {"r18", 524288, 64},  {"r18", 131072, 128},
+      {"r18", 32768, 256},  {"r18", 8192, 512},   {"fm18", 401408, 64}, {"fm18", 25088, 512}};
+  int sms = 0;
+  HG_GPU_CHECK(gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, 0));
+  gpuStream_t s;
+  HG_GPU_CHECK(gpuStreamCreateWithFlags(&s, gpuStreamNonBlocking));
+  bool all_same = true;
+  std::printf("model,rows,channels,variant,us,bytes_moved_mb,gb_per_s\n");
+  for (const Shape& sh : shapes) {
+    using T = bf16;
+    const int64_t n = sh.rows * sh.channels, c = sh.channels;
+    std::vector<uint16_t> hx(static_cast<size_t>(n)), hdy(hx.size()), hr(hx.size());
+    for (auto& v : hx) v = to_bf16_bits(3.0f * uniform() - 1.0f);
+    for (auto& v : hdy) v = to_bf16_bits(uniform() - 0.5f);
+    for (auto& v : hr) v = to_bf16_bits(uniform() - 0.7f);
+    std::vector<float> hw(static_cast<size_t>(c)), hb(hw.size()), zeros(hw.size(), 0.0f),
+        ones(hw.size(), 1.0f);
+    for (auto& v : hw) v = 0.5f + uniform();
+    for (auto& v : hb) v = uniform() - 0.5f;
+    T* x = reinterpret_cast<T*>(device_copy(hx));
+    T* dy = reinterpret_cast<T*>(device_copy(hdy));
+    T* res = reinterpret_cast<T*>(device_copy(hr));
+    T *y, *yres, *dx, *dx2, *dres, *dres2;
+    for (T** p : {&y, &yres, &dx, &dx2, &dres, &dres2}) HG_GPU_CHECK(gpuMalloc(p, n * 2));
+    float* w = device_copy(hw);
+    float* b = device_copy(hb);
+    float* rm = device_copy(zeros);
+    float* rv = device_copy(ones);
+    float *mean, *invstd, *mean2, *invstd2, *dw, *db, *dw2, *db2;
+    for (float** p : {&mean, &invstd, &mean2, &invstd2, &dw, &db, &dw2, &db2})
+      HG_GPU_CHECK(gpuMalloc(p, c * 4));
+    const uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(x)) |
+                          reinterpret_cast<uintptr_t>(res) | reinterpret_cast<uintptr_t>(dy);
+    const BatchNormPlan plan = batch_norm_plan(sh.rows, c, DType::BF16, bits, sms);
+    float* ws = nullptr;
+    HG_GPU_CHECK(gpuMalloc(&ws, batch_norm_workspace_floats(plan, c) * 4));
+    float* ws_b = ws + plan.row_blocks * c;
+    unsigned* counters = nullptr;
+    HG_GPU_CHECK(gpuMalloc(&counters, plan.columns * 4));
+    HG_GPU_CHECK(gpuMemsetAsync(counters, 0, plan.columns * 4, s));
+    const dim3 grid(unsigned(plan.columns), unsigned(plan.row_blocks)), block = block_of(plan);
+    const double mb = double(n) * 2 / 1e6;
+    auto row = [&](const char* variant, double us, double tensors) {
+      std::printf("%s,%lld,%lld,%s,%.1f,%.1f,%.0f\n", sh.model, (long long)sh.rows, (long long)c,
+                  variant, us, tensors * mb, tensors * mb * 1e3 / us);
+    };
+
+    // The ceiling: a copy of the tensor (read + write).
+    row("copy",
+        time_us(s, repeats,
+                [&] {
+                  copy_kernel<<<unsigned(4 * sms), 512, 0, s>>>(
+                      reinterpret_cast<const uint4*>(x), reinterpret_cast<uint4*>(dx), n * 2 / 16);
+                }),
+        2);
+    // Forward: the library's fused train (stats + normalise + ReLU), without and with residual.
+    auto fwd = [&](const T* r, T* out) {
+      batch_norm_relu_train_launch(plan, DType::BF16, x, r, out, sh.rows, c, w, b, rm, rv, 0.1,
+                                   1e-5, mean, invstd, ws, counters, s);
+    };
+    row("fwd_lib", time_us(s, repeats, [&] { fwd(nullptr, y); }), 3);
+    row("fwd_lib_res", time_us(s, repeats, [&] { fwd(res, yres); }), 4);
+    HG_GPU_CHECK(gpuStreamSynchronize(s));
+    // The statistics alone: the library's tail and the batched one (same bits).
+    row("stats_lib",
+        time_us(s, repeats,
+                [&] {
+                  batch_norm_stats_kernel<T, 8>
+                      <<<grid, block, 0, s>>>(x, sh.rows, c, plan.rows_per_block, rm, rv, 0.1, 1e-5,
+                                              mean2, invstd2, ws, ws_b, counters);
+                }),
+        1);
+    row("stats_batched4",
+        time_us(s, repeats,
+                [&] {
+                  stats_variant<T, 8, 4><<<grid, block, 0, s>>>(
+                      x, sh.rows, c, plan.rows_per_block, mean2, invstd2, ws, ws_b, counters, 1e-5);
+                }),
+        1);
+    HG_GPU_CHECK(gpuStreamSynchronize(s));
+    all_same &= same_bits(mean, mean2, size_t(c), "mean", "stats_batched4");
+    all_same &= same_bits(invstd, invstd2, size_t(c), "invstd", "stats_batched4");
+    // Backward without residual: the library's (mask from y) and the mask recomputed from x.
+    auto bwd_lib = [&](T* dres_out) {
+      batch_norm_relu_backward_launch(plan, DType::BF16, dy, dres_out ? yres : y, x, dx, dres_out,
+                                      sh.rows, c, w, mean, invstd, dw, db, ws, counters, s);
+    };
+    row("bwd_lib_y", time_us(s, repeats, [&] { bwd_lib(nullptr); }), 7);
+    auto bwd_mask_x = [&]<int kBatch>() {
+      grad_sums_variant<T, 8, MaskFrom::X, false, kBatch>
+          <<<grid, block, 0, s>>>(dy, x, sh.rows, c, plan.rows_per_block, mean, invstd, w, b, dw2,
+                                  db2, ws, ws_b, counters, nullptr, nullptr);
+      input_grad_variant<T, 8, MaskFrom::X><<<grid, block, 0, s>>>(
+          dy, x, dx2, sh.rows, c, plan.rows_per_block, w, b, mean, invstd, dw2, db2, nullptr);
+    };
+    row("bwd_mask_x", time_us(s, repeats, [&] { bwd_mask_x.template operator()<1>(); }), 5);
+    row("bwd_mask_x_batched4", time_us(s, repeats, [&] { bwd_mask_x.template operator()<4>(); }),
+        5);
+    HG_GPU_CHECK(gpuStreamSynchronize(s));
+    bwd_lib(nullptr);
+    bwd_mask_x.template operator()<1>();
+    HG_GPU_CHECK(gpuStreamSynchronize(s));
+    all_same &= same_bits(dx, dx2, size_t(n), "dx", "bwd_mask_x");
+    all_same &= same_bits(dw, dw2, size_t(c), "dweight", "bwd_mask_x");
+    all_same &= same_bits(db, db2, size_t(c), "dbias", "bwd_mask_x");
+    // Backward with the residual gradient: the library's and dz written by the sums pass.
+    row("bwd_lib_y_res", time_us(s, repeats, [&] { bwd_lib(dres); }), 8);
+    auto bwd_dz = [&] {
+      grad_sums_variant<T, 8, MaskFrom::Y, true, 1>
+          <<<grid, block, 0, s>>>(dy, x, sh.rows, c, plan.rows_per_block, mean, invstd, w, b, dw2,
+                                  db2, ws, ws_b, counters, yres, dres2);
+      input_grad_variant<T, 8, MaskFrom::Dz><<<grid, block, 0, s>>>(
+          dres2, x, dx2, sh.rows, c, plan.rows_per_block, w, b, mean, invstd, dw2, db2, nullptr);
+    };
+    row("bwd_dz_res", time_us(s, repeats, bwd_dz), 7);
+    HG_GPU_CHECK(gpuStreamSynchronize(s));
+    bwd_lib(dres);
+    bwd_dz();
+    HG_GPU_CHECK(gpuStreamSynchronize(s));
+    all_same &= same_bits(dx, dx2, size_t(n), "dx", "bwd_dz_res");
+    all_same &= same_bits(dres, dres2, size_t(n), "dresidual", "bwd_dz_res");
+    all_same &= same_bits(dw, dw2, size_t(c), "dweight", "bwd_dz_res");
+    all_same &= same_bits(db, db2, size_t(c), "dbias", "bwd_dz_res");
+    for (void* p : {(void*)x,   (void*)dy,   (void*)res,    (void*)y,     (void*)yres,    (void*)dx,
+                    (void*)dx2, (void*)dres, (void*)dres2,  (void*)w,     (void*)b,       (void*)rm,
+                    (void*)rv,  (void*)mean, (void*)invstd, (void*)mean2, (void*)invstd2, (void*)dw,
+                    (void*)db,  (void*)dw2,  (void*)db2,    (void*)ws,    (void*)counters})
+      HG_GPU_CHECK(gpuFree(p));
+  }
+  std::printf("bitwise,%s\n", all_same ? "all variants identical to the library" : "MISMATCH");
+  return all_same ? 0 : 1;
+}
