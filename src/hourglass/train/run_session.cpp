@@ -1,5 +1,7 @@
 #include "hourglass/train/run_session.h"
 
+#include <cstring>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -272,9 +274,26 @@ void RunSession::require_checkpoint_written() {
   throw e;
 }
 
+void RunSession::prepare_checkpoint_memory(const nn::Module& model,
+                                           const optim::Optimizer& optimizer) {
+  if (!writes() || checkpoint_memory_.valid()) return;
+  std::vector<std::pair<Shape, DType>> layout;
+  for (const auto& [name, t] : model.state_dict()) layout.emplace_back(t.shape(), t.dtype());
+  for (const auto& [name, t] : optimizer.state()) layout.emplace_back(t.shape(), t.dtype());
+  checkpoint_memory_ = std::async(std::launch::async, [layout = std::move(layout)] {
+    // All held at once (each its own block), then handed back to the cache together.
+    std::vector<Tensor> blocks;
+    for (const auto& [shape, dtype] : layout) {
+      blocks.push_back(Tensor::empty(shape, dtype, Device::cpu()));
+      std::memset(blocks.back().data_ptr(), 0, blocks.back().nbytes());
+    }
+  });
+}
+
 double RunSession::write_checkpoint(TrainingState state, const nn::Module& model,
                                     const optim::Optimizer& optimizer, bool quiet) {
   const auto t0 = Clock::now();
+  if (checkpoint_memory_.valid()) checkpoint_memory_.get();
   require_checkpoint_written();
   if (!writes()) {  // rank 0 writes it
     last_checkpoint_ = options_.run_dir + "/checkpoints/" + CheckpointDir::file_name(state.step);

@@ -128,6 +128,12 @@ class RunSession {
   // writes at debug level under a progress bar: `quiet`).
   double write_checkpoint(TrainingState state, const nn::Module& model,
                           const optim::Optimizer& optimizer, bool quiet);
+  // Makes the host memory of the checkpoints' images ready on a thread of its own (allocated
+  // and touched, then left in the host allocator's cache, which the first image's copies then
+  // take): without it the first checkpoint pays the page faults of fresh memory inside the
+  // first epoch (0.03 s of the 0.04 s an H200 ResNet-18 run's first checkpoint waited). The
+  // first write_checkpoint waits for it. Nothing on ranks other than 0.
+  void prepare_checkpoint_memory(const nn::Module& model, const optim::Optimizer& optimizer);
   // The checkpoint `best` marks from now on (a file name in checkpoints/, written at the next
   // write_checkpoint).
   void set_best_checkpoint(const std::string& name) { best_checkpoint_ = name; }
@@ -196,6 +202,7 @@ class RunSession {
   // ... or logs it (the run's end, the destructor).
   void settle_checkpoint_logging_failure();
   mutable std::optional<PendingCheckpoint> pending_;
+  std::future<void> checkpoint_memory_;  // prepare_checkpoint_memory's thread
   mutable std::optional<Error> write_error_;
   mutable std::string last_checkpoint_;
   std::chrono::steady_clock::time_point last_checkpoint_time_;

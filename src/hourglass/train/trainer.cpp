@@ -533,6 +533,7 @@ std::vector<EpochMetrics> Trainer::run() {
   stop_reason_ = decide(session_->start_steps(), false, true).stop;
   if (stopped()) return stop();
   steps_start_ = Clock::now();
+  if (run_.device.is_gpu()) session_->prepare_checkpoint_memory(model(), *setup_.optimizer);
   // From this line on a stop request is honoured after a step, with a checkpoint.
   HG_LOG_INFO(
       "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {}{} test images, {} "
