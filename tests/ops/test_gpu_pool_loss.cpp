@@ -77,7 +77,8 @@ struct PoolCase {
 
 // Non-overlapping and overlapping windows, padding, odd sizes where the floor drops the last
 // row/column, batch 1, 7x7 maps, asymmetric windows, channel counts off the pack width (scalar
-// path) and on it (vector path), and a ResNet-stem-sized map.
+// path) and on it (vector path), a ResNet-stem-sized map and a window too large for the u8
+// arg-max record.
 const PoolCase kPoolCases[] = {
     {"k2s2_c5", 2, 8, 8, 5, {2, 2, 2, 2, 0, 0}},
     {"k3s2p1_odd_batch1", 1, 9, 9, 3, {3, 3, 2, 2, 1, 1}},
@@ -88,6 +89,8 @@ const PoolCase kPoolCases[] = {
     {"c64_k3s2p1", 2, 8, 8, 64, {3, 3, 2, 2, 1, 1}},
     {"stem_k3s2p1", 4, 32, 32, 64, {3, 3, 2, 2, 1, 1}},
     {"c24_k2s1", 2, 5, 6, 24, {2, 2, 1, 1, 0, 0}},
+    // 256 positions a window: the i32 workspace (smaller windows record theirs in a u8).
+    {"k16_whole_map_i32", 2, 16, 16, 8, {16, 16, 16, 16, 0, 0}},
 };
 
 std::string pool_label(const PoolCase& k, DType dtype) {

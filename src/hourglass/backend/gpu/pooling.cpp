@@ -1,6 +1,6 @@
 // Max, average and global average pooling on the GPU over NHWC (f32, bf16, f16; float
-// accumulation; outputs in the input's dtype). Max pooling's workspace is an i32 arg-max per
-// output element (pooling_kernels.h); backward passes gather, so they are deterministic.
+// accumulation; outputs in the input's dtype). Max pooling's workspace is an arg-max per output
+// element, u8 or i32 (pooling_kernels.h); backward passes gather, so they are deterministic.
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
 #include "hourglass/backend/gpu/pooling_kernels.h"
@@ -40,9 +40,8 @@ ops::MaxPoolForward GpuBackend::max_pool2d(const Tensor& x, const Pool2dParams& 
            "max_pool2d: input {} has more than 2^31 positions per image", x.describe());
   ops::MaxPoolForward out;
   out.y = Tensor::empty(output_shape(g), x.dtype(), x.device());
-  out.workspace = Tensor::empty(output_shape(g), DType::I32, x.device());
-  gpu::launch_max_pool(x.data_ptr(), out.y.data_ptr(),
-                       static_cast<int32_t*>(out.workspace.data_ptr()), g, x.dtype(),
+  out.workspace = Tensor::empty(output_shape(g), gpu::max_pool_workspace_dtype(g), x.device());
+  gpu::launch_max_pool(x.data_ptr(), out.y.data_ptr(), out.workspace.data_ptr(), g, x.dtype(),
                        gpu::stream_for(x));
   return out;
 }
@@ -52,15 +51,15 @@ Tensor GpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& x, const 
   const char* op = "max_pool2d_backward";
   const gpu::PoolGeometry g = geometry(x, p);
   check_grad(op, dy, x, output_shape(g));
-  HG_CHECK(workspace.defined() && workspace.dtype() == DType::I32 &&
+  HG_CHECK(workspace.defined() && workspace.dtype() == gpu::max_pool_workspace_dtype(g) &&
                workspace.shape() == output_shape(g) && workspace.is_contiguous() &&
                workspace.device() == x.device(),
            "{}: workspace {} is not the one max_pool2d returned for this input and parameters "
            "on the gpu",
            op, workspace.defined() ? workspace.describe() : "undefined");
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  gpu::launch_max_pool_backward(dy.data_ptr(), static_cast<const int32_t*>(workspace.data_ptr()),
-                                dx.data_ptr(), g, x.dtype(), gpu::stream_for(x));
+  gpu::launch_max_pool_backward(dy.data_ptr(), workspace.data_ptr(), dx.data_ptr(), g, x.dtype(),
+                                gpu::stream_for(x));
   return dx;
 }
 

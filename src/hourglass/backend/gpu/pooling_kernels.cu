@@ -57,19 +57,31 @@ __device__ inline void windows_containing(int64_t x, int64_t kernel, int64_t str
   if (last > outputs - 1) last = outputs - 1;
 }
 
-template <typename T, int V, typename Index>
+// The arg-max record of input (h, w), which is window position (r, s): for a u8 workspace the
+// position in the window, for an i32 one the position in the image.
+template <typename Arg>
+__device__ inline Arg arg_of(int64_t h, int64_t w, int64_t r, int64_t s, const PoolGeometry& g) {
+  if constexpr (sizeof(Arg) == 1)
+    return Arg(r * g.kernel_w + s);
+  else
+    return Arg(h * g.w + w);
+}
+template <typename Arg>
+inline constexpr Arg kNoArg = sizeof(Arg) == 1 ? Arg(255) : Arg(-1);
+
+template <typename T, int V, typename Index, typename Arg>
 __global__ void __launch_bounds__(kThreads)
-    max_pool_forward(const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ argmax,
+    max_pool_forward(const T* __restrict__ x, T* __restrict__ y, Arg* __restrict__ argmax,
                      PoolGeometry g, Index total) {
   const Index stride = Index(gridDim.x) * blockDim.x;
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const Position<Index> o = split<Index>(i, Index(g.p), Index(g.q), Index(g.c / V));
     float best[V];
-    int32_t arg[V];
+    Arg arg[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       best[k] = -INFINITY;
-      arg[k] = -1;
+      arg[k] = kNoArg<Arg>;
     }
     for (int64_t r = 0; r < g.kernel_h; ++r) {
       const int64_t h = o.a * g.stride_h - g.pad_h + r;
@@ -79,10 +91,10 @@ __global__ void __launch_bounds__(kThreads)
         if (w < 0 || w >= g.w) continue;
         float v[V];
         load<T, V>(x + ((o.n * g.h + h) * g.w + w) * g.c + o.cv * V, v);
-        const int32_t pos = int32_t(h * g.w + w);
+        const Arg pos = arg_of<Arg>(h, w, r, s, g);
 #pragma unroll
         for (int k = 0; k < V; ++k)
-          if (arg[k] < 0 || v[k] > best[k]) {  // the first maximum wins ties
+          if (arg[k] == kNoArg<Arg> || v[k] > best[k]) {  // the first maximum wins ties
             best[k] = v[k];
             arg[k] = pos;
           }
@@ -90,21 +102,20 @@ __global__ void __launch_bounds__(kThreads)
     }
     const int64_t out = ((o.n * g.p + o.a) * g.q + o.b) * g.c + o.cv * V;
     store<T, V>(y + out, best);
-    Pack<int32_t, V> a;
+    Pack<Arg, V> a;
 #pragma unroll
     for (int k = 0; k < V; ++k) a.v[k] = arg[k];
-    *reinterpret_cast<Pack<int32_t, V>*>(argmax + out) = a;
+    *reinterpret_cast<Pack<Arg, V>*>(argmax + out) = a;
   }
 }
 
-template <typename T, int V, typename Index>
+template <typename T, int V, typename Index, typename Arg>
 __global__ void __launch_bounds__(kThreads)
-    max_pool_backward(const T* __restrict__ dy, const int32_t* __restrict__ argmax,
-                      T* __restrict__ dx, PoolGeometry g, Index total) {
+    max_pool_backward(const T* __restrict__ dy, const Arg* __restrict__ argmax, T* __restrict__ dx,
+                      PoolGeometry g, Index total) {
   const Index stride = Index(gridDim.x) * blockDim.x;
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const Position<Index> in = split<Index>(i, Index(g.h), Index(g.w), Index(g.c / V));
-    const int32_t pos = int32_t(in.a * g.w + in.b);
     int64_t p0, p1, q0, q1;
     windows_containing(in.a, g.kernel_h, g.stride_h, g.pad_h, g.p, p0, p1);
     windows_containing(in.b, g.kernel_w, g.stride_w, g.pad_w, g.q, q0, q1);
@@ -114,7 +125,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t p = p0; p <= p1; ++p)
       for (int64_t q = q0; q <= q1; ++q) {
         const int64_t out = ((in.n * g.p + p) * g.q + q) * g.c + in.cv * V;
-        const Pack<int32_t, V> a = *reinterpret_cast<const Pack<int32_t, V>*>(argmax + out);
+        const Pack<Arg, V> a = *reinterpret_cast<const Pack<Arg, V>*>(argmax + out);
+        // This input's record in window (p, q).
+        const Arg pos = arg_of<Arg>(in.a, in.b, in.a - (p * g.stride_h - g.pad_h),
+                                    in.b - (q * g.stride_w - g.pad_w), g);
         float d[V];
         load<T, V>(dy + out, d);
 #pragma unroll
@@ -238,10 +252,10 @@ bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 // Calls f.template operator()<V, Index>() with V the 16-byte pack of T when C and every
 // pointer allow it (else 1) and Index 32-bit when every flat index fits (else 64-bit).
 template <typename T, typename F>
-void with_pack_and_index(int64_t c, std::initializer_list<const void*> pointers,
-                         const int32_t* argmax, int64_t largest, F&& f) {
+void with_pack_and_index(int64_t c, std::initializer_list<const void*> pointers, const void* argmax,
+                         size_t arg_bytes, int64_t largest, F&& f) {
   constexpr int VP = int(16 / sizeof(T));
-  bool vec = c % VP == 0 && (argmax == nullptr || aligned(argmax, 4 * VP));
+  bool vec = c % VP == 0 && (argmax == nullptr || aligned(argmax, arg_bytes * VP));
   for (const void* p : pointers) vec = vec && aligned(p, 16);
   const bool small = largest < (int64_t(1) << 31);
   if (vec) {
@@ -266,27 +280,52 @@ int64_t largest(const PoolGeometry& g) {
 
 }  // namespace
 
-void launch_max_pool(const void* x, void* y, int32_t* argmax, const PoolGeometry& g, DType dtype,
+DType max_pool_workspace_dtype(const PoolGeometry& g) {
+  return g.kernel_h * g.kernel_w <= kMaxPoolU8Window ? DType::U8 : DType::I32;
+}
+
+namespace {
+
+// Calls f.template operator()<Arg>() with the workspace's element type for `g`.
+template <typename F>
+void with_arg_type(const PoolGeometry& g, F&& f) {
+  if (max_pool_workspace_dtype(g) == DType::U8)
+    f.template operator()<uint8_t>();
+  else
+    f.template operator()<int32_t>();
+}
+
+}  // namespace
+
+void launch_max_pool(const void* x, void* y, void* argmax, const PoolGeometry& g, DType dtype,
                      gpuStream_t stream) {
   if (output_size(g) == 0) return;
   dispatch_float("max_pool2d", dtype, [&]<typename T>() {
-    with_pack_and_index<T>(g.c, {x, y}, argmax, largest(g), [&]<int V, typename Index>() {
-      const int64_t total = output_size(g) / V;
-      max_pool_forward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), argmax, g, Index(total));
+    with_arg_type(g, [&]<typename Arg>() {
+      with_pack_and_index<T>(
+          g.c, {x, y}, argmax, sizeof(Arg), largest(g), [&]<int V, typename Index>() {
+            const int64_t total = output_size(g) / V;
+            max_pool_forward<T, V, Index, Arg><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<T*>(y), static_cast<Arg*>(argmax), g,
+                Index(total));
+          });
     });
   });
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_max_pool_backward(const void* dy, const int32_t* argmax, void* dx,
-                              const PoolGeometry& g, DType dtype, gpuStream_t stream) {
+void launch_max_pool_backward(const void* dy, const void* argmax, void* dx, const PoolGeometry& g,
+                              DType dtype, gpuStream_t stream) {
   if (input_size(g) == 0) return;
   dispatch_float("max_pool2d_backward", dtype, [&]<typename T>() {
-    with_pack_and_index<T>(g.c, {dy, dx}, argmax, largest(g), [&]<int V, typename Index>() {
-      const int64_t total = input_size(g) / V;
-      max_pool_backward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-          static_cast<const T*>(dy), argmax, static_cast<T*>(dx), g, Index(total));
+    with_arg_type(g, [&]<typename Arg>() {
+      with_pack_and_index<T>(
+          g.c, {dy, dx}, argmax, sizeof(Arg), largest(g), [&]<int V, typename Index>() {
+            const int64_t total = input_size(g) / V;
+            max_pool_backward<T, V, Index, Arg><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+                static_cast<const T*>(dy), static_cast<const Arg*>(argmax), static_cast<T*>(dx), g,
+                Index(total));
+          });
     });
   });
   HG_GPU_CHECK_LAUNCH();
@@ -296,7 +335,7 @@ void launch_avg_pool(const void* x, void* y, const PoolGeometry& g, DType dtype,
                      gpuStream_t stream) {
   if (output_size(g) == 0) return;
   dispatch_float("avg_pool2d", dtype, [&]<typename T>() {
-    with_pack_and_index<T>(g.c, {x, y}, nullptr, largest(g), [&]<int V, typename Index>() {
+    with_pack_and_index<T>(g.c, {x, y}, nullptr, 0, largest(g), [&]<int V, typename Index>() {
       const int64_t total = output_size(g) / V;
       avg_pool_forward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
           static_cast<const T*>(x), static_cast<T*>(y), g, Index(total));
@@ -309,7 +348,7 @@ void launch_avg_pool_backward(const void* dy, void* dx, const PoolGeometry& g, D
                               gpuStream_t stream) {
   if (input_size(g) == 0) return;
   dispatch_float("avg_pool2d_backward", dtype, [&]<typename T>() {
-    with_pack_and_index<T>(g.c, {dy, dx}, nullptr, largest(g), [&]<int V, typename Index>() {
+    with_pack_and_index<T>(g.c, {dy, dx}, nullptr, 0, largest(g), [&]<int V, typename Index>() {
       const int64_t total = input_size(g) / V;
       avg_pool_backward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
           static_cast<const T*>(dy), static_cast<T*>(dx), g, Index(total));
@@ -323,7 +362,7 @@ void launch_global_avg_pool(const void* x, void* y, int64_t n, int64_t hw, int64
   if (n * c == 0) return;
   dispatch_float("global_avg_pool", dtype, [&]<typename T>() {
     // An empty map (hw = 0) is 0 / 0 = NaN per channel, as a mean of nothing.
-    with_pack_and_index<T>(c, {x, y}, nullptr, n * hw * c, [&]<int V, typename Index>() {
+    with_pack_and_index<T>(c, {x, y}, nullptr, 0, n * hw * c, [&]<int V, typename Index>() {
       const dim3 grid(unsigned(n), unsigned((c / V + kGapX - 1) / kGapX));
       global_avg_pool_forward<T, V><<<grid, dim3(kGapX, kGapY), 0, stream>>>(
           static_cast<const T*>(x), static_cast<T*>(y), hw, c);
@@ -336,7 +375,7 @@ void launch_global_avg_pool_backward(const void* dy, void* dx, int64_t n, int64_
                                      DType dtype, gpuStream_t stream) {
   if (n * hw * c == 0) return;
   dispatch_float("global_avg_pool_backward", dtype, [&]<typename T>() {
-    with_pack_and_index<T>(c, {dy, dx}, nullptr, n * hw * c, [&]<int V, typename Index>() {
+    with_pack_and_index<T>(c, {dy, dx}, nullptr, 0, n * hw * c, [&]<int V, typename Index>() {
       const int64_t total = n * hw * c / V;
       global_avg_pool_backward<T, V, Index><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
           static_cast<const T*>(dy), static_cast<T*>(dx), Index(hw), Index(c), Index(total));
