@@ -4,16 +4,12 @@
 // bytes (the memory ceiling). Prints one CSV row per shape and variant: microseconds a call,
 // the bytes it really moves (every pass counted) and the rate.
 //
-// Variants of the fused backward (batch_norm_relu_backward):
-//   lib_y      the library's: both passes read dy, x and y (the ReLU mask y > 0)
-//   mask_x     no residual: the mask recomputed from x, the saved statistics and the affine
-//              parameters, rounded to the dtype as the forward rounded y (no read of y)
-//   lib_y_res  with the residual gradient: the library's (dx pass writes dx and dresidual)
-//   dz_res     with the residual gradient: the sums pass writes dz (= dresidual) as it masks,
-//              the dx pass reads dz instead of dy and y
-// and of the reduction's tail (the last block of a column merging every block's partials):
-//   lib        the library's (one partial load at a time per lane)
-//   batched    kBatch partial loads issued before they are merged (same order: same bits)
+// The library's kernels timed (the fused forward with and without residual, the statistics
+// alone, the fused backward with and without the residual's gradient), and one variant of the
+// fused backward without residual, `mask_x`: the ReLU mask recomputed from x, the saved
+// statistics and the affine parameters, rounded to the dtype as the forward rounded y (no read
+// of y). Earlier variants that won moved into the library (bench/README.md, 2026-12-02, third
+// session): the residual gradient stored by the sums pass, the partials loaded four at a time.
 //
 //   nvcc -O3 -std=c++20 -arch=sm_90 --extended-lambda -Isrc playground/batch_norm/bn_variants.cu
 //   ./a.out [repeats]
@@ -49,8 +45,6 @@ void unsupported_dtype(const char* op, DType) {
 namespace hg::gpu {
 namespace {
 
-enum class MaskFrom { Y, X, Dz };
-
 // The ReLU mask of the fused forward's output, recomputed from x: the forward's normalising
 // arithmetic (batch_norm_normalize_kernel with kRelu, no residual), rounded to T, > 0.
 template <typename T>
@@ -59,93 +53,14 @@ __device__ inline bool relu_passed(float x, float mean, float scale, float shift
   return to_float(from_float<T>(v < 0.0f ? 0.0f : v)) > 0.0f;
 }
 
-// reduce_column with the last block's partial loads issued kBatch at a time.
-template <int V, int kBatch, typename Merge>
-__device__ bool reduce_column_batched(float* s_a, float* s_b, unsigned* s_ticket,
-                                      const Merge& merge, int64_t rows, int64_t channels,
-                                      int64_t rows_per_block, float* part_a, float* part_b,
-                                      unsigned* counters) {
-  const int width = int(blockDim.x) * V;
-  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
-  const int64_t column = blockIdx.x, block = blockIdx.y, blocks = gridDim.y;
-  const int64_t len = min64(rows_per_block, rows - block * rows_per_block);
-  __syncthreads();
-  for (int s = int(blockDim.y) / 2, shift = log2_of(int(blockDim.y)); s >= 1; s >>= 1, --shift) {
-    for (int e = t; e < s * width; e += kThreads) {
-      const int l = e / width;
-      merge(congruent_count(len, shift, l), s_a[e], s_b[e], congruent_count(len, shift, l + s),
-            s_a[e + s * width], s_b[e + s * width]);
-    }
-    __syncthreads();
-  }
-  for (int e = t; e < width; e += kThreads) {
-    const int64_t c = column * width + e;
-    if (c < channels) {
-      part_a[block * channels + c] = s_a[e];
-      part_b[block * channels + c] = s_b[e];
-    }
-  }
-  __threadfence();
-  __syncthreads();
-  if (t == 0) *s_ticket = atomicAdd(&counters[column], 1u);
-  __syncthreads();
-  if (*s_ticket != unsigned(blocks - 1)) return false;
-  __threadfence();
-  if (t == 0) counters[column] = 0u;
-  const int lanes = kThreads / width;
-  const int64_t last_rows = rows - (blocks - 1) * rows_per_block;
-  {
-    const int l = t / width;
-    const int64_t c = column * width + t % width;
-    float n = 0.0f, a = 0.0f, b = 0.0f;
-    if (c < channels) {
-      for (int64_t p0 = l; p0 < blocks; p0 += int64_t(kBatch) * lanes) {
-        float pa[kBatch], pb[kBatch];
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int64_t p = p0 + int64_t(k) * lanes;
-          if (p < blocks) {
-            pa[k] = __ldcg(part_a + p * channels + c);
-            pb[k] = __ldcg(part_b + p * channels + c);
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int64_t p = p0 + int64_t(k) * lanes;
-          if (p < blocks) {
-            const float np = p == blocks - 1 ? float(last_rows) : float(rows_per_block);
-            merge(n, a, b, np, pa[k], pb[k]);
-            n += np;
-          }
-        }
-      }
-    }
-    s_a[t] = a;
-    s_b[t] = b;
-  }
-  __syncthreads();
-  for (int s = lanes / 2, shift = log2_of(lanes); s >= 1; s >>= 1, --shift) {
-    if (t < s * width) {
-      const int l = t / width;
-      merge(partial_rows(blocks, rows_per_block, last_rows, shift, l), s_a[t], s_b[t],
-            partial_rows(blocks, rows_per_block, last_rows, shift, l + s), s_a[t + s * width],
-            s_b[t + s * width]);
-    }
-    __syncthreads();
-  }
-  return true;
-}
-
-// The gradient sums with the mask from y, from x, or y with dz stored (kStoreDz).
-template <typename T, int V, MaskFrom kFrom, bool kStoreDz, int kBatch>
-__global__ void HG_BN_LAUNCH_BOUNDS grad_sums_variant(
+// The gradient sums with the mask recomputed from x.
+template <typename T, int V>
+__global__ void HG_BN_LAUNCH_BOUNDS grad_sums_mask_x(
     const T* __restrict__ dy, const T* __restrict__ x, int64_t rows, int64_t channels,
     int64_t rows_per_block, const float* __restrict__ mean_in, const float* __restrict__ invstd,
     const float* __restrict__ weight, const float* __restrict__ bias, float* dweight, float* dbias,
-    float* part_dy, float* part_dyx, unsigned* counters, const T* __restrict__ y,
-    T* __restrict__ dz) {
-  constexpr int kInputs = kFrom == MaskFrom::Y ? 3 : 2;
-  constexpr int kRows = kRowsPerStep<T, V, kInputs>;
+    float* part_dy, float* part_dyx, unsigned* counters) {
+  constexpr int kRows = kRowsPerStep<T, V, 2>;
   __shared__ float s_dy[kThreads * V];
   __shared__ float s_dyx[kThreads * V];
   __shared__ unsigned s_ticket;
@@ -162,40 +77,31 @@ __global__ void HG_BN_LAUNCH_BOUNDS grad_sums_variant(
     for (int i = 0; i < V; ++i) {
       const int64_t c = vector * V + i;
       mean[i] = mean_in[c];
-      if constexpr (kFrom == MaskFrom::X) {
-        scale[i] = __fmul_rn(weight[c], invstd[c]);
-        shift[i] = bias[c];
-      }
+      scale[i] = __fmul_rn(weight[c], invstd[c]);
+      shift[i] = bias[c];
     }
     const int64_t step = int64_t(by) * channels;
     for (int64_t o = ty; o < len; o += by * kRows) {
       const int64_t offset = (first + o) * channels + vector * V;
-      Pack<T, V> gs[kRows], xs[kRows], ms[kFrom == MaskFrom::Y ? kRows : 1];
+      Pack<T, V> gs[kRows], xs[kRows];
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
         if (o + k * by < len) {
           gs[k] = load_pack<T, V>(dy + offset + k * step);
           xs[k] = load_pack<T, V>(x + offset + k * step);
-          if constexpr (kFrom == MaskFrom::Y) ms[k] = load_pack<T, V>(y + offset + k * step);
         }
       }
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
         if (o + k * by < len) {
-          float g[V];
 #pragma unroll
           for (int i = 0; i < V; ++i) {
             const float xv = to_float(xs[k].v[i]);
-            bool pass;
-            if constexpr (kFrom == MaskFrom::Y)
-              pass = to_float(ms[k].v[i]) > 0.0f;
-            else
-              pass = relu_passed<T>(xv, mean[i], scale[i], shift[i]);
-            g[i] = pass ? to_float(gs[k].v[i]) : 0.0f;
-            sum_dy[i] += g[i];
-            sum_dyx[i] += g[i] * (xv - mean[i]);
+            const float g =
+                relu_passed<T>(xv, mean[i], scale[i], shift[i]) ? to_float(gs[k].v[i]) : 0.0f;
+            sum_dy[i] += g;
+            sum_dyx[i] += g * (xv - mean[i]);
           }
-          if constexpr (kStoreDz) store_row<T, V>(dz + offset + k * step, g);
         }
       }
     }
@@ -206,14 +112,9 @@ __global__ void HG_BN_LAUNCH_BOUNDS grad_sums_variant(
     s_dy[e + i] = sum_dy[i];
     s_dyx[e + i] = sum_dyx[i];
   }
-  bool last;
-  if constexpr (kBatch > 1)
-    last = reduce_column_batched<V, kBatch>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels,
-                                            rows_per_block, part_dy, part_dyx, counters);
-  else
-    last = reduce_column<V>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels, rows_per_block,
-                            part_dy, part_dyx, counters);
-  if (!last) return;
+  if (!reduce_column<V>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels, rows_per_block, part_dy,
+                        part_dyx, counters))
+    return;
   const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
   const int width = int(blockDim.x) * V;
   const int64_t c = int64_t(blockIdx.x) * width + t;
@@ -223,18 +124,16 @@ __global__ void HG_BN_LAUNCH_BOUNDS grad_sums_variant(
   }
 }
 
-// The input gradient with the mask from y, from x, or from dz (dz read instead of dy; no mask).
-template <typename T, int V, MaskFrom kFrom>
-__global__ void HG_BN_LAUNCH_BOUNDS input_grad_variant(
-    const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, int64_t rows,
-    int64_t channels, int64_t rows_per_block, const float* __restrict__ weight,
-    const float* __restrict__ bias, const float* __restrict__ mean_in,
-    const float* __restrict__ invstd, const float* __restrict__ dweight,
-    const float* __restrict__ dbias, const T* __restrict__ y) {
-  constexpr int kInputs = kFrom == MaskFrom::Y ? 3 : 2;
-  constexpr int kRows = kRowsPerStep<T, V, kInputs>;
-  constexpr int kCoef = kFrom == MaskFrom::X ? 6 : 4;
-  alignas(16) __shared__ float s_coef[kCoef][kMaxBlockX * 8];
+// The input gradient with the mask recomputed from x.
+template <typename T, int V>
+__global__ void HG_BN_LAUNCH_BOUNDS
+input_grad_mask_x(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
+                  int64_t rows, int64_t channels, int64_t rows_per_block,
+                  const float* __restrict__ weight, const float* __restrict__ bias,
+                  const float* __restrict__ mean_in, const float* __restrict__ invstd,
+                  const float* __restrict__ dweight, const float* __restrict__ dbias) {
+  constexpr int kRows = kRowsPerStep<T, V, 2>;
+  alignas(16) __shared__ float s_coef[6][kMaxBlockX * 8];
   const int width = int(blockDim.x) * V;
   const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
   if (t < width) {
@@ -254,10 +153,8 @@ __global__ void HG_BN_LAUNCH_BOUNDS input_grad_variant(
     s_coef[1][t] = k;
     s_coef[2][t] = d;
     s_coef[3][t] = mean;
-    if constexpr (kFrom == MaskFrom::X) {
-      s_coef[4][t] = scale;
-      s_coef[5][t] = shift;
-    }
+    s_coef[4][t] = scale;
+    s_coef[5][t] = shift;
   }
   __syncthreads();
   const int by = int(blockDim.y), ty = int(threadIdx.y);
@@ -270,104 +167,34 @@ __global__ void HG_BN_LAUNCH_BOUNDS input_grad_variant(
   for (int64_t j = steps_of(len, ty, by * kRows) - 1; j >= 0; --j) {
     const int64_t o = ty + j * by * kRows;
     const int64_t offset = (first + o) * channels + vector * V;
-    Pack<T, V> gs[kRows], xs[kRows], ms[kFrom == MaskFrom::Y ? kRows : 1];
+    Pack<T, V> gs[kRows], xs[kRows];
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
         gs[k] = load_pack<T, V>(dy + offset + k * step);
         xs[k] = load_pack<T, V>(x + offset + k * step);
-        if constexpr (kFrom == MaskFrom::Y) ms[k] = load_pack<T, V>(y + offset + k * step);
       }
     }
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
-        float a[V], kx[V], d[V], mean[V], out[V];
+        float a[V], kx[V], d[V], mean[V], scale[V], shift[V], out[V];
         load_shared<V>(&s_coef[0][e], a);
         load_shared<V>(&s_coef[1][e], kx);
         load_shared<V>(&s_coef[2][e], d);
         load_shared<V>(&s_coef[3][e], mean);
-        float scale[V], shift[V];
-        if constexpr (kFrom == MaskFrom::X) {
-          load_shared<V>(&s_coef[4][e], scale);
-          load_shared<V>(&s_coef[5][e], shift);
-        }
+        load_shared<V>(&s_coef[4][e], scale);
+        load_shared<V>(&s_coef[5][e], shift);
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           const float xv = to_float(xs[k].v[i]);
-          float g = to_float(gs[k].v[i]);
-          if constexpr (kFrom == MaskFrom::Y) g = to_float(ms[k].v[i]) > 0.0f ? g : 0.0f;
-          if constexpr (kFrom == MaskFrom::X)
-            g = relu_passed<T>(xv, mean[i], scale[i], shift[i]) ? g : 0.0f;
+          const float g =
+              relu_passed<T>(xv, mean[i], scale[i], shift[i]) ? to_float(gs[k].v[i]) : 0.0f;
           out[i] = a[i] * g - kx[i] * (xv - mean[i]) + d[i];
         }
         store_row<T, V>(dx + offset + k * step, out);
       }
     }
-  }
-}
-
-// The statistics kernel with the batched tail (for the forward's share of the tail).
-template <typename T, int V, int kBatch>
-__global__ void HG_BN_LAUNCH_BOUNDS stats_variant(const T* __restrict__ x, int64_t rows,
-                                                  int64_t channels, int64_t rows_per_block,
-                                                  float* save_mean, float* save_invstd,
-                                                  float* part_mean, float* part_m2,
-                                                  unsigned* counters, double eps) {
-  constexpr int kRows = kRowsPerStep<T, V, 1>;
-  __shared__ float s_mean[kThreads * V];
-  __shared__ float s_m2[kThreads * V];
-  __shared__ unsigned s_ticket;
-  const int by = int(blockDim.y), ty = int(threadIdx.y);
-  const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t first = int64_t(blockIdx.y) * rows_per_block;
-  const int64_t len = min64(rows_per_block, rows - first);
-  float n = 0.0f, mean[V], m2[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) mean[i] = m2[i] = 0.0f;
-  if (vector * V < channels) {
-    const Pack<T, V> first_row = load_pack<T, V>(x + vector * V);
-    const int64_t step = int64_t(by) * channels;
-    const T* p = x + (first + ty) * channels + vector * V;
-    for (int64_t o = ty; o < len; o += by * kRows, p += kRows * step) {
-      Pack<T, V> xs[kRows];
-#pragma unroll
-      for (int k = 0; k < kRows; ++k)
-        if (o + k * by < len) xs[k] = load_pack<T, V>(p + k * step);
-#pragma unroll
-      for (int k = 0; k < kRows; ++k) {
-        if (o + k * by < len) {
-          n += 1.0f;
-          const float inv = 1.0f / n;
-#pragma unroll
-          for (int i = 0; i < V; ++i) {
-            const float v = to_float(xs[k].v[i]) - to_float(first_row.v[i]);
-            const float delta = v - mean[i];
-            mean[i] += delta * inv;
-            m2[i] += delta * (v - mean[i]);
-          }
-        }
-      }
-    }
-  }
-  const int e = ty * int(blockDim.x) * V + int(threadIdx.x) * V;
-#pragma unroll
-  for (int i = 0; i < V; ++i) {
-    s_mean[e + i] = mean[i];
-    s_m2[e + i] = m2[i];
-  }
-  if (!reduce_column_batched<V, kBatch>(s_mean, s_m2, &s_ticket, WelfordMerge{}, rows, channels,
-                                        rows_per_block, part_mean, part_m2, counters))
-    return;
-  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
-  const int width = int(blockDim.x) * V;
-  const int64_t c = int64_t(blockIdx.x) * width + t;
-  if (t < width && c < channels) {
-    const double count = double(rows);
-    const double m = double(to_float(x[c])) + double(s_mean[t]);
-    const double var = fmax(0.0, double(s_m2[t]) / count);
-    save_mean[c] = float(m);
-    save_invstd[c] = float(1.0 / sqrt(var + eps));
   }
 }
 
@@ -474,8 +301,8 @@ int main(int argc, char** argv) {
     T* x = reinterpret_cast<T*>(device_copy(hx));
     T* dy = reinterpret_cast<T*>(device_copy(hdy));
     T* res = reinterpret_cast<T*>(device_copy(hr));
-    T *y, *yres, *dx, *dx2, *dres, *dres2;
-    for (T** p : {&y, &yres, &dx, &dx2, &dres, &dres2}) HG_GPU_CHECK(gpuMalloc(p, n * 2));
+    T *y, *yres, *dx, *dx2, *dres;
+    for (T** p : {&y, &yres, &dx, &dx2, &dres}) HG_GPU_CHECK(gpuMalloc(p, n * 2));
     float* w = device_copy(hw);
     float* b = device_copy(hb);
     float* rm = device_copy(zeros);
@@ -515,7 +342,7 @@ int main(int argc, char** argv) {
     row("fwd_lib", time_us(s, repeats, [&] { fwd(nullptr, y); }), 3);
     row("fwd_lib_res", time_us(s, repeats, [&] { fwd(res, yres); }), 4);
     HG_GPU_CHECK(gpuStreamSynchronize(s));
-    // The statistics alone: the library's tail and the batched one (same bits).
+    // The statistics alone.
     row("stats_lib",
         time_us(s, repeats,
                 [&] {
@@ -524,61 +351,34 @@ int main(int argc, char** argv) {
                                               mean2, invstd2, ws, ws_b, counters);
                 }),
         1);
-    row("stats_batched4",
-        time_us(s, repeats,
-                [&] {
-                  stats_variant<T, 8, 4><<<grid, block, 0, s>>>(
-                      x, sh.rows, c, plan.rows_per_block, mean2, invstd2, ws, ws_b, counters, 1e-5);
-                }),
-        1);
     HG_GPU_CHECK(gpuStreamSynchronize(s));
-    all_same &= same_bits(mean, mean2, size_t(c), "mean", "stats_batched4");
-    all_same &= same_bits(invstd, invstd2, size_t(c), "invstd", "stats_batched4");
     // Backward without residual: the library's (mask from y) and the mask recomputed from x.
     auto bwd_lib = [&](T* dres_out) {
       batch_norm_relu_backward_launch(plan, DType::BF16, dy, dres_out ? yres : y, x, dx, dres_out,
                                       sh.rows, c, w, mean, invstd, dw, db, ws, counters, s);
     };
     row("bwd_lib_y", time_us(s, repeats, [&] { bwd_lib(nullptr); }), 7);
-    auto bwd_mask_x = [&]<int kBatch>() {
-      grad_sums_variant<T, 8, MaskFrom::X, false, kBatch>
-          <<<grid, block, 0, s>>>(dy, x, sh.rows, c, plan.rows_per_block, mean, invstd, w, b, dw2,
-                                  db2, ws, ws_b, counters, nullptr, nullptr);
-      input_grad_variant<T, 8, MaskFrom::X><<<grid, block, 0, s>>>(
-          dy, x, dx2, sh.rows, c, plan.rows_per_block, w, b, mean, invstd, dw2, db2, nullptr);
+    auto bwd_mask_x = [&] {
+      grad_sums_mask_x<T, 8><<<grid, block, 0, s>>>(dy, x, sh.rows, c, plan.rows_per_block, mean,
+                                                    invstd, w, b, dw2, db2, ws, ws_b, counters);
+      input_grad_mask_x<T, 8><<<grid, block, 0, s>>>(dy, x, dx2, sh.rows, c, plan.rows_per_block, w,
+                                                     b, mean, invstd, dw2, db2);
     };
-    row("bwd_mask_x", time_us(s, repeats, [&] { bwd_mask_x.template operator()<1>(); }), 5);
-    row("bwd_mask_x_batched4", time_us(s, repeats, [&] { bwd_mask_x.template operator()<4>(); }),
-        5);
+    row("bwd_mask_x", time_us(s, repeats, bwd_mask_x), 5);
     HG_GPU_CHECK(gpuStreamSynchronize(s));
     bwd_lib(nullptr);
-    bwd_mask_x.template operator()<1>();
+    bwd_mask_x();
     HG_GPU_CHECK(gpuStreamSynchronize(s));
     all_same &= same_bits(dx, dx2, size_t(n), "dx", "bwd_mask_x");
     all_same &= same_bits(dw, dw2, size_t(c), "dweight", "bwd_mask_x");
     all_same &= same_bits(db, db2, size_t(c), "dbias", "bwd_mask_x");
-    // Backward with the residual gradient: the library's and dz written by the sums pass.
-    row("bwd_lib_y_res", time_us(s, repeats, [&] { bwd_lib(dres); }), 8);
-    auto bwd_dz = [&] {
-      grad_sums_variant<T, 8, MaskFrom::Y, true, 1>
-          <<<grid, block, 0, s>>>(dy, x, sh.rows, c, plan.rows_per_block, mean, invstd, w, b, dw2,
-                                  db2, ws, ws_b, counters, yres, dres2);
-      input_grad_variant<T, 8, MaskFrom::Dz><<<grid, block, 0, s>>>(
-          dres2, x, dx2, sh.rows, c, plan.rows_per_block, w, b, mean, invstd, dw2, db2, nullptr);
-    };
-    row("bwd_dz_res", time_us(s, repeats, bwd_dz), 7);
-    HG_GPU_CHECK(gpuStreamSynchronize(s));
-    bwd_lib(dres);
-    bwd_dz();
-    HG_GPU_CHECK(gpuStreamSynchronize(s));
-    all_same &= same_bits(dx, dx2, size_t(n), "dx", "bwd_dz_res");
-    all_same &= same_bits(dres, dres2, size_t(n), "dresidual", "bwd_dz_res");
-    all_same &= same_bits(dw, dw2, size_t(c), "dweight", "bwd_dz_res");
-    all_same &= same_bits(db, db2, size_t(c), "dbias", "bwd_dz_res");
-    for (void* p : {(void*)x,   (void*)dy,   (void*)res,    (void*)y,     (void*)yres,    (void*)dx,
-                    (void*)dx2, (void*)dres, (void*)dres2,  (void*)w,     (void*)b,       (void*)rm,
-                    (void*)rv,  (void*)mean, (void*)invstd, (void*)mean2, (void*)invstd2, (void*)dw,
-                    (void*)db,  (void*)dw2,  (void*)db2,    (void*)ws,    (void*)counters})
+    // Backward with the residual gradient (the library stores dz in the sums pass).
+    row("bwd_lib_res", time_us(s, repeats, [&] { bwd_lib(dres); }), 7);
+    for (void* p :
+         {(void*)x,    (void*)dy,     (void*)res,   (void*)y,       (void*)yres, (void*)dx,
+          (void*)dx2,  (void*)dres,   (void*)w,     (void*)b,       (void*)rm,   (void*)rv,
+          (void*)mean, (void*)invstd, (void*)mean2, (void*)invstd2, (void*)dw,   (void*)db,
+          (void*)dw2,  (void*)db2,    (void*)ws,    (void*)counters})
       HG_GPU_CHECK(gpuFree(p));
   }
   std::printf("bitwise,%s\n", all_same ? "all variants identical to the library" : "MISMATCH");
