@@ -2,8 +2,10 @@
 // the host path with 1..16 worker threads, and the dataset on the GPU (where the build has one
 // and a device is visible). images/s over whole epochs; the device epochs end with a read of
 // the last batch, so their queued kernels are counted. Then a folder of ImageNet-sized JPEGs
-// (512 images of 500x375 written here, 224 px RandomResizedCrop + flip, batch 64): the loader
-// with 1..16 workers, and one image's parts alone (read and decode, crop and resize).
+// (512 images of 500x375 written here, 224 px RandomResizedCrop + flip, batch 16): the loader
+// with 1..16 workers; one sample of the source alone (read, decode the crop's region, resize,
+// normalise), cycling over the images with their crops; and one image's parts alone (read and
+// full decode, read and decode of one crop's region, crop and resize).
 //   ./build/bench/bench_loader [--benchmark_filter=Device]
 #include <benchmark/benchmark.h>
 
@@ -149,7 +151,27 @@ BENCHMARK(BM_FolderLoader)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// One 500x375 JPEG's parts: reading and decoding at full size, then a 224 px crop's resize.
+// One sample as a loader worker builds it, without the batch around it: ImageFileSource::write
+// of image i with its RandomResizedCrop and flip of epoch 0, i cycling over the 512 images.
+void BM_FolderSample(benchmark::State& state) {
+  ImageFileOptions files;
+  files.image_size = 224;
+  auto source = open_image_split(jpeg_folder(), Split::Train, files);
+  const ImageTransform transform(default_transform("folder"), 224, 224, 3);
+  const SampleRequest request{1, 0, true, &transform};
+  std::vector<float> out(224 * 224 * 3);
+  int64_t i = 0, label = 0;
+  for (auto _ : state) {
+    source->write(i++ % source->size(), request, out.data(), nullptr, &label);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_FolderSample)->Unit(benchmark::kMicrosecond);
+
+// One 500x375 JPEG's parts: reading and decoding at full size; reading and decoding the region
+// a 260x300 crop's resize to 224 reads, at the scaling the source picks for it (7/8); that
+// crop's resize (from the full decode).
 void BM_JpegDecode(benchmark::State& state) {
   const std::string path = jpeg_folder() + "/train/class_1/img_0001.jpg";
   for (auto _ : state) benchmark::DoNotOptimize(read_image(path).pixels.data());
@@ -157,13 +179,36 @@ void BM_JpegDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_JpegDecode)->Unit(benchmark::kMicrosecond);
 
+void BM_JpegDecodeRegion(benchmark::State& state) {
+  const std::string path = jpeg_folder() + "/train/class_1/img_0001.jpg";
+  const CropBox box{40, 60, 260, 300};
+  DecodeRequest request;
+  request.min_height = (375 * 224 + box.height - 1) / box.height;
+  request.min_width = (500 * 224 + box.width - 1) / box.width;
+  DecodedImage img;
+  for (auto _ : state) {
+    const std::vector<uint8_t> bytes = read_image_file(path);
+    const ImageHeader header = read_image_header(bytes.data(), bytes.size(), path);
+    const ImageSize scaled = decoded_size(header, request.min_height, request.min_width);
+    const CropBox at_scale{
+        box.top * scaled.height / header.height, box.left * scaled.width / header.width,
+        box.height * scaled.height / header.height, box.width * scaled.width / header.width};
+    request.region = resize_footprint(at_scale, 224, 224, {0, 0, 224, 224});
+    decode_image_into(bytes.data(), bytes.size(), path, request, img);
+    benchmark::DoNotOptimize(img.pixels.data());
+  }
+  state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_JpegDecodeRegion)->Unit(benchmark::kMicrosecond);
+
 void BM_CropResize224(benchmark::State& state) {
   const DecodedImage img = read_image(jpeg_folder() + "/train/class_1/img_0001.jpg");
   std::vector<float> out(224 * 224 * 3);
   const CropBox box{40, 60, 260, 300}, window{0, 0, 224, 224};
+  const ImageTransform transform(default_transform("folder"), 224, 224, 3);
   for (auto _ : state) {
-    resize_bilinear(img.pixels.data(), img.height, img.width, 3, box, 224, 224, window, true,
-                    out.data());
+    resize_bilinear(img.region(), box, 224, 224, window, true, out.data(), transform.scale().data(),
+                    transform.bias().data());
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
