@@ -1,12 +1,14 @@
 // Image files through the DataLoader: RGB batches of image_size, the train/val/test folders,
-// JPEG samples decoded in part equal to those of the whole image, identical batches whatever the
-// worker count, corrupt files (a cut-short JPEG, random bytes
+// JPEG samples decoded in part equal to those of the whole image, uint8 samples the rounded
+// resize (normalised by model_images within half a pixel level of the f32 samples), identical
+// batches whatever the worker count, corrupt files (a cut-short JPEG, random bytes
 // named .jpg, a PNG with a bad CRC) reported once by path, skipped for the next sample and
 // counted, and the errors of a bad layout.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -233,6 +235,53 @@ TEST(ImageFiles, JpegSamplesAreThoseOfTheWholeImage) {
           ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin() + j * per))
               << "sample " << order[j] << " size " << size << " augment " << augment << " epoch "
               << epoch;
+        }
+      }
+    }
+  }
+}
+
+// BatchPixels::Uint8: each value is the resize rounded to a whole pixel value (the rounding
+// itself is tested in test_image_resize.cpp); model_images normalises it to exactly the table's
+// value of that pixel value, within half a pixel level (0.5 * scale[c]) of the f32 sample, plus
+// a few f32 roundings of values near 2. Mirrored too.
+TEST(ImageFiles, Uint8SamplesAreTheResizeRounded) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 6; ++i) {
+    const int h = 30 + 11 * i, w = 61 - 5 * i;
+    put(fmt::format("{}/train/k{}/{}.jpg", dir.path(), i % 2, i),
+        test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
+    put(fmt::format("{}/train/k{}/{}.png", dir.path(), i % 2, i), test::png_of(w, h, i));
+  }
+  ImageFileOptions o;
+  o.image_size = 24;
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  for (const bool augment : {false, true}) {
+    SCOPED_TRACE(augment ? "augmented" : "plain");
+    LoaderOptions lo = options(augment, 2, 5);
+    lo.mirror = true;
+    LoaderOptions lu = lo;
+    lu.pixels = BatchPixels::Uint8;
+    DataLoader f32(train, lo), u8(train, lu);
+    const ImageTransform t(lo.transform, 24, 24, 3);
+    for (int64_t b = 0; b < f32.batches_per_epoch(); ++b) {
+      const Batch want = f32.make_batch(1, b), got = u8.make_batch(1, b);
+      ASSERT_EQ(got.images.dtype(), DType::U8);
+      ASSERT_EQ(got.labels.to_vector<int64_t>(), want.labels.to_vector<int64_t>());
+      for (const bool mirrored : {false, true}) {
+        const Tensor& g = mirrored ? got.mirrored : got.images;
+        const std::vector<uint8_t> pixels = g.to_vector<uint8_t>();
+        const std::vector<float> normalised = u8.model_images(g, Device::cpu()).to_vector<float>();
+        const std::vector<float> direct =
+            (mirrored ? want.mirrored : want.images).to_vector<float>();
+        ASSERT_EQ(pixels.size(), direct.size());
+        for (size_t k = 0; k < pixels.size(); ++k) {
+          const size_t c = k % 3;
+          ASSERT_EQ(normalised[k], t.table()[c * 256 + pixels[k]])
+              << "batch " << b << " value " << k;
+          ASSERT_TRUE(std::isfinite(direct[k]));
+          ASSERT_LE(std::abs(normalised[k] - direct[k]), 0.5f * t.scale()[c] * (1 + 1e-5f) + 1e-6f)
+              << "batch " << b << " value " << k;
         }
       }
     }

@@ -1,6 +1,7 @@
 #include "hourglass/data/image_files.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
@@ -58,8 +59,9 @@ int64_t scaled_up(int64_t a, int64_t b, int64_t c) { return (a * b + c - 1) / c;
 
 }  // namespace
 
-bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* out,
-                            float* mirrored, int64_t* label) const {
+template <typename T>
+bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* out, T* mirrored,
+                               int64_t* label) const {
   std::atomic<bool>& bad = bad_[size_t(index)];
   if (bad.load(std::memory_order_relaxed)) return false;
   const int64_t s = options_.image_size;
@@ -115,14 +117,27 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
   }
   // The image with its flip and, when asked, with the flip inverted.
   const ImageTransform& transform = *request.transform;
-  for (float* dst : {out, mirrored}) {
+  for (T* dst : {out, mirrored}) {
     if (dst == nullptr) continue;
-    resize_bilinear(img.region(), box, resized_height, resized_width, window,
-                    dst == out ? flip : !flip, dst, transform.scale().data(),
-                    transform.bias().data());
+    const bool flipped = dst == out ? flip : !flip;
+    if constexpr (std::is_same_v<T, float>)
+      resize_bilinear(img.region(), box, resized_height, resized_width, window, flipped, dst,
+                      transform.scale().data(), transform.bias().data());
+    else
+      resize_bilinear(img.region(), box, resized_height, resized_width, window, flipped, dst);
   }
   *label = images_->label(index);
   return true;
+}
+
+bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* out,
+                            float* mirrored, int64_t* label) const {
+  return write_as(index, request, out, mirrored, label);
+}
+
+bool ImageFileSource::write(int64_t index, const SampleRequest& request, uint8_t* out,
+                            uint8_t* mirrored, int64_t* label) const {
+  return write_as(index, request, out, mirrored, label);
 }
 
 void require_same_classes(const ImageFileSource& train, const ImageFileSource& test) {
