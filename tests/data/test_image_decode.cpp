@@ -92,9 +92,10 @@ TEST(ImageDecode, JpegDecodesCloseToItsSource) {
   EXPECT_LE(max_diff(img.pixels, px), 12);
 }
 
-// Sizes from the header alone, and a JPEG decoded at the smallest DCT scaling (k/8) that still
-// covers the size asked for: a 48x64 image asked for 20x30 decodes at 4/8, 24x32, close to the
-// source shrunk by averaging 2x2 blocks; asked for more than its size, at full size.
+// Sizes from the header alone, and a JPEG decoded at the smallest DCT scaling of 1/8, 2/8, 4/8
+// and 8/8 that still covers the size asked for: a 48x64 image asked for 20x30 decodes at 4/8,
+// 24x32, close to the source shrunk by averaging 2x2 blocks; asked for 40x50 (which 7/8 would
+// cover: a scaling not used) and for more than its size, at full size; asked for 10x10, at 2/8.
 TEST(ImageDecode, JpegDecodesAtTheSmallestScalingThatCoversTheSizeAskedFor) {
   const Bytes px = test::pattern_pixels(48, 64, 3, 5);
   const Bytes jpeg = test::encode_jpeg(px, 48, 64);
@@ -122,15 +123,21 @@ TEST(ImageDecode, JpegDecodesAtTheSmallestScalingThatCoversTheSizeAskedFor) {
   EXPECT_EQ(half.image_height, 24);
   EXPECT_EQ(half.top, 0);
   const DecodedImage seven = decode_image(jpeg.data(), jpeg.size(), "a.jpg", {40, 50});
-  EXPECT_EQ(seven.height, 42);  // 7/8: the first scaling at least 40x50
-  EXPECT_EQ(seven.width, 56);
+  EXPECT_EQ(seven.height, 48);
+  EXPECT_EQ(seven.width, 64);
   const DecodedImage full = decode_image(jpeg.data(), jpeg.size(), "a.jpg", {100, 100});
   EXPECT_EQ(full.height, 48);
   EXPECT_EQ(full.width, 64);
+  const DecodedImage quarter = decode_image(jpeg.data(), jpeg.size(), "a.jpg", {10, 10});
+  EXPECT_EQ(quarter.height, 12);
+  EXPECT_EQ(quarter.width, 16);
   // decoded_size says the same without decoding; PNGs decode at full size.
   const ImageSize at7 = decoded_size(size, 40, 50), at8 = decoded_size(size, 100, 100);
-  EXPECT_EQ(at7.height, 42);
-  EXPECT_EQ(at7.width, 56);
+  EXPECT_EQ(at7.height, 48);
+  EXPECT_EQ(at7.width, 64);
+  EXPECT_EQ(decoded_size(size, 20, 30).height, 24);
+  EXPECT_EQ(decoded_size(size, 10, 10).width, 16);
+  EXPECT_EQ(decoded_size(size, 1, 1).width, 8);
   EXPECT_EQ(at8.height, 48);
   EXPECT_EQ(decoded_size(read_image_header(png.data(), png.size(), "a.png"), 20, 30).width, 64);
   hg::test::expect_invalid([&] { read_image_header(png.data(), 20, "cut.png"); },
@@ -159,6 +166,9 @@ Bytes jpeg_for(const JpegCase& c) {
   return test::encode_jpeg(test::noisy_pixels(c.h, c.w, c.channels, c.h + c.w), c.h, c.w,
                            c.channels, c.subsampling);
 }
+
+// The scalings decode_image picks from (k/8).
+constexpr int kScalings[] = {1, 2, 4, 8};
 
 // The minimum sizes that make decode_image pick scaling k/8 of an h x w image.
 DecodeRequest at_scaling(int h, int w, int k) {
@@ -194,7 +204,7 @@ Bytes turbojpeg_decode(const Bytes& jpeg, int k, int& h, int& w) {
 TEST(ImageDecode, JpegFullDecodeIsTurboJpegs) {
   for (const JpegCase& c : kJpegCases) {
     const Bytes jpeg = jpeg_for(c);
-    for (int k = 1; k <= 8; ++k) {
+    for (const int k : kScalings) {
       int h = 0, w = 0;
       const Bytes want = turbojpeg_decode(jpeg, k, h, w);
       const DecodedImage got =
@@ -209,10 +219,11 @@ TEST(ImageDecode, JpegFullDecodeIsTurboJpegs) {
 }
 
 // A region decoded in part holds the full decode's pixels at the same coordinates, exactly, at
-// every scaling: regions at each edge and corner, one pixel, one row, one column, and random
-// ones. (libjpeg's fancy upsampling would make a region's outermost columns differ; the decoder
-// widens the columns it decodes by a pixel each side so that the region asked for never holds
-// them.)
+// every scaling: regions at each edge and corner, one pixel, one row, one column (the first ones
+// too), and random ones. (libjpeg's fancy upsampling would make a region's outermost columns
+// differ, and a partial row of one 4:2:0 chroma sample at the left edge: the decoder widens the
+// columns it decodes by a pixel each side, and to at least four, so that the region asked for
+// never holds them.)
 TEST(ImageDecode, JpegRegionIsTheFullDecodesPixels) {
   uint32_t draws = 1;
   auto draw = [&](int64_t n) {  // uniform in [0, n)
@@ -221,14 +232,20 @@ TEST(ImageDecode, JpegRegionIsTheFullDecodesPixels) {
   };
   for (const JpegCase& c : kJpegCases) {
     const Bytes jpeg = jpeg_for(c);
-    for (int k = 1; k <= 8; ++k) {
+    for (const int k : kScalings) {
       const DecodeRequest scaling = at_scaling(c.h, c.w, k);
       const DecodedImage full = decode_image(jpeg.data(), jpeg.size(), c.name, scaling);
       const int64_t h = full.height, w = full.width;
-      std::vector<CropBox> regions = {
-          {0, 0, h, w},        {0, 0, 1, 1},     {h - 1, w - 1, 1, 1},
-          {0, w - 1, h, 1},    {h - 1, 0, 1, w}, {h / 2, w / 2, (h + 1) / 2, (w + 1) / 2},
-          {0, 0, h / 2 + 1, w}};
+      std::vector<CropBox> regions = {{0, 0, h, w},
+                                      {0, 0, 1, 1},
+                                      {h - 1, w - 1, 1, 1},
+                                      {0, w - 1, h, 1},
+                                      {h - 1, 0, 1, w},
+                                      {h / 2, w / 2, (h + 1) / 2, (w + 1) / 2},
+                                      {0, 0, h / 2 + 1, w},
+                                      {0, 0, h, 1},
+                                      {h / 3, 1, std::max<int64_t>(h / 2, 1), 1},
+                                      {h - 1, 0, 1, std::min<int64_t>(w, 2)}};
       for (int i = 0; i < 24; ++i) {
         const int64_t top = draw(h), left = draw(w);
         regions.push_back({top, left, 1 + draw(h - top), 1 + draw(w - left)});

@@ -115,15 +115,18 @@ ImageHeader start_jpeg(JpegDecoder& d, const uint8_t* data, size_t size, const s
   return h;
 }
 
-// The smallest DCT scaling k/8 (k = 1..8) at which height x width is still at least min_height x
-// min_width (a minimum of 0: the full size); 8 when none smaller is. libjpeg's scaled size of n
-// pixels is ceil(n * k / 8).
+// The smallest DCT scaling k/8 with k in {1, 2, 4, 8} at which height x width is still at
+// least min_height x min_width (a minimum of 0: the full size); 8 when none smaller is.
+// libjpeg's scaled size of n pixels is ceil(n * k / 8). libjpeg-turbo has SIMD inverse DCTs for
+// these scalings only; at 3/8, 5/8, 6/8 and 7/8 it runs C ones (and 4:2:0 chroma at 2k/16 in C,
+// in place of its SIMD upsampling), which made a 500x375 JPEG slower to decode at 5/8-7/8 than
+// at full size (bench_loader's BM_JpegDecodeScaled), so those are not used.
 int64_t scaled_extent(int64_t n, int k) { return (n * k + 7) / 8; }
 
 int jpeg_scale(int64_t height, int64_t width, int64_t min_height, int64_t min_width) {
   if (min_height <= 0) min_height = height;
   if (min_width <= 0) min_width = width;
-  for (int k = 1; k < 8; ++k)
+  for (const int k : {1, 2, 4})
     if (scaled_extent(height, k) >= min_height && scaled_extent(width, k) >= min_width) return k;
   return 8;
 }
@@ -142,6 +145,10 @@ bool has_end_marker(const uint8_t* data, size_t from, size_t size) {
 // pixels beyond the region on each side (within the image), so that the region itself holds a
 // full decode's pixels (tests/data/test_image_decode.cpp compares them).
 constexpr int64_t kCropMargin = 1;
+// Nor does a partial row two pixels wide at the image's left edge (one 4:2:0 chroma sample: its
+// first pixel differs; found by comparing every region of small 4:2:0 images), so the columns
+// asked for are at least this many.
+constexpr int64_t kMinCropWidth = 4;
 
 [[noreturn]] void throw_corrupt_jpeg(const JpegDecoder& d, const std::string& path) {
   throw_invalid(fmt::format("{}: corrupt JPEG data: {}", path, d.errors.message));
@@ -174,7 +181,8 @@ void decode_jpeg(const uint8_t* data, size_t size, const std::string& path,
       whole ? 0 : std::clamp<int64_t>(r.left - kCropMargin, 0, img.image_width - 1);
   const int64_t right =
       whole ? img.image_width
-            : std::clamp<int64_t>(r.left + r.width + kCropMargin, left + 1, img.image_width);
+            : std::clamp<int64_t>(std::max(r.left + r.width + kCropMargin, left + kMinCropWidth),
+                                  left + 1, img.image_width);
   auto x = JDIMENSION(left), width = JDIMENSION(right - left);
   if (width != cinfo.output_width && !guarded(d, [&] { jpeg_crop_scanline(&cinfo, &x, &width); }))
     throw_corrupt_jpeg(d, path);

@@ -4,7 +4,7 @@
 // palette and alpha images become RGB (alpha composited over black by libpng; CMYK JPEGs
 // converted as Adobe writes them).
 //
-// A JPEG can be decoded smaller (libjpeg-turbo's DCT scalings, k/8 of its size) and in part (a
+// A JPEG can be decoded smaller (libjpeg-turbo's DCT scalings: 1/8, 1/4 or 1/2) and in part (a
 // region: the columns through jpeg_crop_scanline, the rows above skipped, none below decoded),
 // for a loader that needs only a crop of it. The pixels of a region are the pixels a full decode
 // at the same scaling has at those coordinates.
@@ -45,11 +45,13 @@ struct ImageHeader {
 ImageHeader read_image_header(const uint8_t* data, size_t size, const std::string& path);
 
 // What to decode. The whole image is decoded at the smallest of libjpeg-turbo's DCT scalings
-// (k/8 of its size, k = 1..8) that is still at least min_height x min_width (a minimum of 0:
-// the full size in that dimension; PNGs always decode at full size): a crop that will be shrunk
-// anyway costs a fraction of a full decode. `region`, when not empty, is the part of the image at
-// that scaling (decoded_size) that is needed: a JPEG then decodes only the rows and columns
-// covering it (the columns widened to libjpeg's block boundaries); a PNG decodes whole.
+// 1/8, 1/4, 1/2 and 1 that is still at least min_height x min_width (a minimum of 0: the full
+// size in that dimension; PNGs always decode at full size): a crop that will be shrunk anyway
+// costs a fraction of a full decode. (libjpeg-turbo's 3/8, 5/8, 3/4 and 7/8 are not used: its
+// inverse DCTs for them are C code, slower than the full-size decode's SIMD ones.) `region`, when
+// not empty, is the part of the image at that scaling (decoded_size) that is needed: a JPEG then
+// decodes only the rows and columns covering it (the columns widened to libjpeg's block
+// boundaries); a PNG decodes whole.
 struct DecodeRequest {
   int64_t min_height = 0;
   int64_t min_width = 0;
