@@ -33,15 +33,17 @@ inline Bytes pattern_pixels(int h, int w, int channels, int seed) {
 }
 
 // JPEG of `pixels` (channels 3: RGB, 1: gray, 4: CMYK, written as YCCK) at quality 95, with
-// TurboJPEG's chroma subsampling `subsampling` (TJSAMP_*; -1: 4:4:4, or gray for one channel).
-inline Bytes encode_jpeg(const Bytes& pixels, int h, int w, int channels = 3,
-                         int subsampling = -1) {
+// TurboJPEG's chroma subsampling `subsampling` (TJSAMP_*; -1: 4:4:4, or gray for one channel)
+// and flags (TJFLAG_PROGRESSIVE: a progressive JPEG).
+inline Bytes encode_jpeg(const Bytes& pixels, int h, int w, int channels = 3, int subsampling = -1,
+                         int flags = 0) {
   const int format = channels == 1 ? TJPF_GRAY : channels == 4 ? TJPF_CMYK : TJPF_RGB;
   if (subsampling < 0) subsampling = channels == 1 ? TJSAMP_GRAY : TJSAMP_444;
   tjhandle tj = tjInitCompress();
   unsigned char* out = nullptr;
   unsigned long size = 0;
-  const int rc = tjCompress2(tj, pixels.data(), w, 0, h, format, &out, &size, subsampling, 95, 0);
+  const int rc =
+      tjCompress2(tj, pixels.data(), w, 0, h, format, &out, &size, subsampling, 95, flags);
   Bytes bytes;
   if (rc == 0) bytes.assign(out, out + size);
   EXPECT_EQ(rc, 0) << tjGetErrorStr2(tj);

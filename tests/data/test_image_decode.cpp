@@ -148,23 +148,31 @@ TEST(ImageDecode, JpegDecodesAtTheSmallestScalingThatCoversTheSizeAskedFor) {
 
 // The JPEGs of the region tests: (height, width, channels, TurboJPEG subsampling). Sizes not a
 // multiple of the 8 or 16 pixel blocks, one-block-wide strips, 4:4:4, 4:2:2, 4:2:0, 4:4:0,
-// 4:1:1, gray and CMYK (YCCK).
+// 4:1:1, gray, CMYK (YCCK) and progressive.
 struct JpegCase {
   int h, w, channels, subsampling;
   const char* name;
+  int flags = 0;
 };
 const JpegCase kJpegCases[] = {
-    {37, 53, 3, TJSAMP_444, "37x53 4:4:4"},     {45, 61, 3, TJSAMP_420, "45x61 4:2:0"},
-    {50, 33, 3, TJSAMP_422, "50x33 4:2:2"},     {29, 70, 3, TJSAMP_440, "29x70 4:4:0"},
-    {23, 67, 3, TJSAMP_411, "23x67 4:1:1"},     {41, 39, 1, TJSAMP_GRAY, "41x39 gray"},
-    {33, 47, 4, TJSAMP_420, "33x47 CMYK"},      {16, 16, 3, TJSAMP_420, "16x16 4:2:0"},
-    {9, 120, 3, TJSAMP_420, "9x120 4:2:0"},     {120, 9, 3, TJSAMP_420, "120x9 4:2:0"},
+    {37, 53, 3, TJSAMP_444, "37x53 4:4:4"},
+    {45, 61, 3, TJSAMP_420, "45x61 4:2:0"},
+    {50, 33, 3, TJSAMP_422, "50x33 4:2:2"},
+    {29, 70, 3, TJSAMP_440, "29x70 4:4:0"},
+    {23, 67, 3, TJSAMP_411, "23x67 4:1:1"},
+    {41, 39, 1, TJSAMP_GRAY, "41x39 gray"},
+    {33, 47, 4, TJSAMP_420, "33x47 CMYK"},
+    {16, 16, 3, TJSAMP_420, "16x16 4:2:0"},
+    {9, 120, 3, TJSAMP_420, "9x120 4:2:0"},
+    {120, 9, 3, TJSAMP_420, "120x9 4:2:0"},
     {375, 500, 3, TJSAMP_420, "375x500 4:2:0"},
+    {45, 61, 3, TJSAMP_420, "45x61 4:2:0 progressive", TJFLAG_PROGRESSIVE},
+    {37, 53, 3, TJSAMP_444, "37x53 4:4:4 progressive", TJFLAG_PROGRESSIVE},
 };
 
 Bytes jpeg_for(const JpegCase& c) {
   return test::encode_jpeg(test::noisy_pixels(c.h, c.w, c.channels, c.h + c.w), c.h, c.w,
-                           c.channels, c.subsampling);
+                           c.channels, c.subsampling, c.flags);
 }
 
 // The scalings decode_image picks from (k/8).
@@ -288,6 +296,16 @@ TEST(ImageDecode, JpegRegionOfACutShortFileFails) {
   request.region = {0, 0, 8, 8};
   EXPECT_TRUE(fails_with([&] { decode_image(cut.data(), cut.size(), "cut.jpg", request); },
                          {"cut.jpg", "corrupt JPEG data", "Premature end"}));
+  // Cut before its last two bytes (the end-of-image marker), and a progressive file cut short.
+  const Bytes no_end = test::truncated(jpg, jpg.size() - 2);
+  EXPECT_TRUE(fails_with([&] { decode_image(no_end.data(), no_end.size(), "end.jpg", request); },
+                         {"end.jpg", "corrupt JPEG data", "Premature end"}));
+  const Bytes progressive = test::encode_jpeg(test::pattern_pixels(64, 64, 3, 2), 64, 64, 3,
+                                              TJSAMP_420, TJFLAG_PROGRESSIVE);
+  const Bytes cut_progressive = test::truncated(progressive, progressive.size() * 3 / 4);
+  EXPECT_TRUE(fails_with(
+      [&] { decode_image(cut_progressive.data(), cut_progressive.size(), "p.jpg", request); },
+      {"p.jpg", "corrupt JPEG data", "Premature end"}));
   // The whole file, region or not, decodes.
   EXPECT_EQ(decode_image(jpg.data(), jpg.size(), "a.jpg", request).height, 8);
   // A PNG ignores the region: decoded whole.
