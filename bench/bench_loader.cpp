@@ -2,8 +2,10 @@
 // the host path with 1..16 worker threads, and the dataset on the GPU (where the build has one
 // and a device is visible). images/s over whole epochs; the device epochs end with a read of
 // the last batch, so their queued kernels are counted. Then a folder of ImageNet-sized JPEGs
-// (512 images of 500x375 written here, 224 px RandomResizedCrop + flip, batch 64): the loader
-// with 1..16 workers, and one image's parts alone (read and decode, crop and resize).
+// (512 images of 500x375 written here, 224 px RandomResizedCrop + flip, batch 16): the loader
+// with 1..16 workers, normalised f32 or uint8 batches; one sample of the source alone (read, decode
+// the crop's region, resize, normalise), cycling over the images with their crops; and one image's
+// parts alone (read and full decode, read and decode of one crop's region, crop and resize).
 //   ./build/bench/bench_loader [--benchmark_filter=Device]
 #include <benchmark/benchmark.h>
 
@@ -126,6 +128,8 @@ std::string jpeg_folder() {
   return root;
 }
 
+// Arguments: workers, then 0 for normalised f32 batches (a CPU run's), 1 for uint8 ones (a GPU
+// run's, normalised on the device).
 void BM_FolderLoader(benchmark::State& state) {
   ImageFileOptions files;
   files.image_size = 224;
@@ -136,20 +140,45 @@ void BM_FolderLoader(benchmark::State& state) {
   o.augment = true;
   o.transform = default_transform("folder");
   o.workers = int(state.range(0));
+  o.pixels = state.range(1) != 0 ? BatchPixels::Uint8 : BatchPixels::Normalized;
   DataLoader loader(source, o);
   run_epochs(state, loader);
 }
 BENCHMARK(BM_FolderLoader)
-    ->Arg(1)
-    ->Arg(2)
-    ->Arg(4)
-    ->Arg(8)
-    ->Arg(15)
-    ->Arg(16)
+    ->ArgsProduct({{1, 2, 4, 8, 15, 16}, {0, 1}})
+    ->ArgNames({"workers", "u8"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// One 500x375 JPEG's parts: reading and decoding at full size, then a 224 px crop's resize.
+// One sample as a loader worker builds it, without the batch around it: ImageFileSource::write
+// of image i with its RandomResizedCrop and flip of epoch 0, i cycling over the 512 images;
+// argument 0: normalised f32, 1: uint8.
+template <typename T>
+void folder_samples(benchmark::State& state) {
+  ImageFileOptions files;
+  files.image_size = 224;
+  auto source = open_image_split(jpeg_folder(), Split::Train, files);
+  const ImageTransform transform(default_transform("folder"), 224, 224, 3);
+  const SampleRequest request{1, 0, true, &transform};
+  std::vector<T> out(224 * 224 * 3);
+  int64_t i = 0, label = 0;
+  for (auto _ : state) {
+    source->write(i++ % source->size(), request, out.data(), nullptr, &label);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_FolderSample(benchmark::State& state) {
+  if (state.range(0) != 0)
+    folder_samples<uint8_t>(state);
+  else
+    folder_samples<float>(state);
+}
+BENCHMARK(BM_FolderSample)->Arg(0)->Arg(1)->ArgName("u8")->Unit(benchmark::kMicrosecond);
+
+// One 500x375 JPEG's parts: reading and decoding at full size; reading and decoding the region
+// a 260x300 crop's resize to 224 reads, at the scaling the source picks for it (7/8); that
+// crop's resize (from the full decode).
 void BM_JpegDecode(benchmark::State& state) {
   const std::string path = jpeg_folder() + "/train/class_1/img_0001.jpg";
   for (auto _ : state) benchmark::DoNotOptimize(read_image(path).pixels.data());
@@ -157,18 +186,69 @@ void BM_JpegDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_JpegDecode)->Unit(benchmark::kMicrosecond);
 
-void BM_CropResize224(benchmark::State& state) {
-  const DecodedImage img = read_image(jpeg_folder() + "/train/class_1/img_0001.jpg");
-  std::vector<float> out(224 * 224 * 3);
-  const CropBox box{40, 60, 260, 300}, window{0, 0, 224, 224};
+// libjpeg-turbo's own cost at each DCT scaling k/8 (the argument), the whole image through
+// TurboJPEG (decode_image uses only 1/8, 1/4, 1/2 and 1): it has SIMD inverse DCTs for those
+// only; at the other scalings (and 4:2:0 chroma at 2k/16, in place of its SIMD upsampling) it
+// runs C ones.
+void BM_JpegDecodeScaled(benchmark::State& state) {
+  const std::vector<uint8_t> bytes = read_image_file(jpeg_folder() + "/train/class_1/img_0001.jpg");
+  const tjscalingfactor factor{int(state.range(0)), 8};
+  const int width = TJSCALED(500, factor), height = TJSCALED(375, factor);
+  std::vector<uint8_t> pixels(size_t(width) * size_t(height) * 3);
+  tjhandle tj = tjInitDecompress();
   for (auto _ : state) {
-    resize_bilinear(img.pixels.data(), img.height, img.width, 3, box, 224, 224, window, true,
-                    out.data());
-    benchmark::DoNotOptimize(out.data());
+    if (tjDecompress2(tj, bytes.data(), bytes.size(), pixels.data(), width, 0, height, TJPF_RGB,
+                      0) != 0)
+      state.SkipWithError(tjGetErrorStr2(tj));
+    benchmark::DoNotOptimize(pixels.data());
+  }
+  tjDestroy(tj);
+  state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_JpegDecodeScaled)->DenseRange(1, 8)->ArgName("eighths")->Unit(benchmark::kMicrosecond);
+
+void BM_JpegDecodeRegion(benchmark::State& state) {
+  const std::string path = jpeg_folder() + "/train/class_1/img_0001.jpg";
+  const CropBox box{40, 60, 260, 300};
+  DecodeRequest request;
+  request.min_height = (375 * 224 + box.height - 1) / box.height;
+  request.min_width = (500 * 224 + box.width - 1) / box.width;
+  DecodedImage img;
+  for (auto _ : state) {
+    const std::vector<uint8_t> bytes = read_image_file(path);
+    const ImageHeader header = read_image_header(bytes.data(), bytes.size(), path);
+    const ImageSize scaled = decoded_size(header, request.min_height, request.min_width);
+    const CropBox at_scale{
+        box.top * scaled.height / header.height, box.left * scaled.width / header.width,
+        box.height * scaled.height / header.height, box.width * scaled.width / header.width};
+    request.region = resize_footprint(at_scale, 224, 224, {0, 0, 224, 224});
+    decode_image_into(bytes.data(), bytes.size(), path, request, img);
+    benchmark::DoNotOptimize(img.pixels.data());
   }
   state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_CropResize224)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_JpegDecodeRegion)->Unit(benchmark::kMicrosecond);
+
+// Argument 0: normalised f32 (a CPU run's samples), 1: rounded to uint8 (a GPU run's).
+void BM_CropResize224(benchmark::State& state) {
+  const DecodedImage img = read_image(jpeg_folder() + "/train/class_1/img_0001.jpg");
+  std::vector<float> out(224 * 224 * 3);
+  std::vector<uint8_t> bytes(224 * 224 * 3);
+  const CropBox box{40, 60, 260, 300}, window{0, 0, 224, 224};
+  const ImageTransform transform(default_transform("folder"), 224, 224, 3);
+  const bool u8 = state.range(0) != 0;
+  for (auto _ : state) {
+    if (u8)
+      resize_bilinear(img.region(), box, 224, 224, window, true, bytes.data());
+    else
+      resize_bilinear(img.region(), box, 224, 224, window, true, out.data(),
+                      transform.scale().data(), transform.bias().data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(bytes.data());
+  }
+  state.counters["images/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CropResize224)->Arg(0)->Arg(1)->ArgName("u8")->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace hg::data

@@ -12,7 +12,7 @@ apt-get download \
   libtomlplusplus-dev libtomlplusplus3 libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 \
   libspdlog-dev libspdlog1.10 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian \
   libarchive-dev libarchive13 \
-  libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16 \
+  libjpeg62-turbo-dev libjpeg62-turbo libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16 \
   dataset-fashion-mnist \
   2>/dev/null
 echo "gpu-deps: $(ls ./*.deb | wc -l) packages, $(du -sh . | cut -f1) in .deb/"

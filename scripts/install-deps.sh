@@ -9,7 +9,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN (its CMake config also wants OpenCL)
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev zlib1g-dev
   libarchive-dev                            # CIFAR-10 read in place from its .tar.gz
-  libturbojpeg0-dev libpng-dev            # decoding JPEG and PNG images of folder datasets
+  libjpeg62-turbo-dev libpng-dev          # decoding JPEG and PNG images of folder datasets
+  libturbojpeg0-dev                         # the tests' and benchmarks' JPEG encoder (TurboJPEG)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format                              # scripts/check-format.sh (clang-format 14)
   python3                                   # the independent safetensors reader in the tests

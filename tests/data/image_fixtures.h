@@ -32,13 +32,18 @@ inline Bytes pattern_pixels(int h, int w, int channels, int seed) {
   return px;
 }
 
-// JPEG of `pixels` (channels 3: RGB, 1: gray), 4:4:4 at quality 95.
-inline Bytes encode_jpeg(const Bytes& pixels, int h, int w, int channels = 3) {
+// JPEG of `pixels` (channels 3: RGB, 1: gray, 4: CMYK, written as YCCK) at quality 95, with
+// TurboJPEG's chroma subsampling `subsampling` (TJSAMP_*; -1: 4:4:4, or gray for one channel)
+// and flags (TJFLAG_PROGRESSIVE: a progressive JPEG).
+inline Bytes encode_jpeg(const Bytes& pixels, int h, int w, int channels = 3, int subsampling = -1,
+                         int flags = 0) {
+  const int format = channels == 1 ? TJPF_GRAY : channels == 4 ? TJPF_CMYK : TJPF_RGB;
+  if (subsampling < 0) subsampling = channels == 1 ? TJSAMP_GRAY : TJSAMP_444;
   tjhandle tj = tjInitCompress();
   unsigned char* out = nullptr;
   unsigned long size = 0;
-  const int rc = tjCompress2(tj, pixels.data(), w, 0, h, channels == 1 ? TJPF_GRAY : TJPF_RGB, &out,
-                             &size, channels == 1 ? TJSAMP_GRAY : TJSAMP_444, 95, 0);
+  const int rc =
+      tjCompress2(tj, pixels.data(), w, 0, h, format, &out, &size, subsampling, 95, flags);
   Bytes bytes;
   if (rc == 0) bytes.assign(out, out + size);
   EXPECT_EQ(rc, 0) << tjGetErrorStr2(tj);
@@ -101,6 +106,15 @@ inline Bytes random_bytes(size_t n, uint32_t seed) {
     b = uint8_t(s >> 24);
   }
   return out;
+}
+
+// Pixels that make every decoding difference show: the pattern under strong noise, so that
+// neighbouring chroma samples differ and an upsampling edge handled differently changes values.
+inline Bytes noisy_pixels(int h, int w, int channels, int seed) {
+  Bytes px = pattern_pixels(h, w, channels, seed);
+  const Bytes noise = random_bytes(px.size(), uint32_t(seed) + 100);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t((px[i] + noise[i]) / 2);
+  return px;
 }
 
 }  // namespace hg::data::test

@@ -1,10 +1,16 @@
 // A DataLoader with the dataset on the GPU (placement = gpu) hands out the very batches of the
 // host loader, bit for bit: the same samples in the same order and the same crops, flips and
 // cutout squares for the same seed, every epoch, from any resume point; only their device
-// differs.
+// differs. A folder of JPEGs loaded for a GPU (pinned batches of a BatchMover) comes as uint8
+// batches, normalised on the GPU to the CPU's values bit for bit.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "data/image_fixtures.h"
+#include "hourglass/data/image_split.h"
 #include "hourglass/data/loader.h"
+#include "hourglass/tensor/batch_mover.h"
 #include "support/gpu.h"
 
 namespace hg::data {
@@ -73,6 +79,67 @@ TEST(GpuLoader, DeviceResidentBatchesAreTheHostBatches) {
     host_mirror.mirror = device_mirror.mirror = true;
     DataLoader host_m(ds, host_mirror), device_m(ds, device_mirror);
     expect_same_epoch(host_m, device_m, 4, 0);
+  }
+}
+
+// What a GPU run does with a folder: BatchMover's pinned batches (so BatchPixels::Auto is
+// uint8), moved by the mover's copy stream and normalised on the GPU by model_images; the same
+// floats as the CPU normalising the same uint8 batch, and as a CPU loader's uint8 batches.
+TEST(GpuLoader, FolderBatchesGoToTheGpuAsUint8) {
+  HG_REQUIRE_GPU();
+  test::ScratchDir dir;
+  for (int i = 0; i < 10; ++i) {
+    const int h = 40 + 9 * i, w = 77 - 4 * i;
+    const std::string cls = fmt::format("{}/train/k{}", dir.path(), i % 3);
+    std::filesystem::create_directories(cls);
+    test::write_file(fmt::format("{}/{}.jpg", cls, i),
+                     test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
+  }
+  ImageFileOptions files;
+  files.image_size = 32;
+  auto source = open_image_split(dir.path(), Split::Train, files);
+  const Device g = Device::gpu(0);
+  BatchMover mover(g);
+  for (const bool augment : {false, true}) {
+    SCOPED_TRACE(augment ? "augmented" : "plain");
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.seed = 3;
+    o.augment = augment;
+    o.mirror = true;
+    o.transform = default_transform(kImageFolderDataset);
+    o.workers = 2;
+    LoaderOptions cpu_options = o;
+    cpu_options.pixels = BatchPixels::Uint8;
+    o.host_allocator = [&mover](const Shape& shape, DType dtype) {
+      return mover.host_empty(shape, dtype);
+    };
+    DataLoader gpu_loader(source, o), cpu_loader(source, cpu_options);
+    ASSERT_EQ(gpu_loader.pixels(), BatchPixels::Uint8);
+    gpu_loader.start_epoch(1);
+    cpu_loader.start_epoch(1);
+    while (auto b = gpu_loader.next()) {
+      const auto c = cpu_loader.next();
+      ASSERT_TRUE(c.has_value());
+      ASSERT_EQ(b->images.dtype(), DType::U8);
+      ASSERT_EQ(b->images.to_vector<uint8_t>(), c->images.to_vector<uint8_t>());
+      // Each view is normalised before the next is moved (BatchMover's rule).
+      for (const bool mirrored : {false, true}) {
+        const Tensor& host = mirrored ? b->mirrored : b->images;
+        const Tensor on_gpu = gpu_loader.model_images(host, g, &mover);
+        ASSERT_EQ(on_gpu.device(), g);
+        ASSERT_EQ(on_gpu.dtype(), DType::F32);
+        const std::vector<float> got = on_gpu.to_vector<float>();
+        const std::vector<float> want =
+            cpu_loader.model_images(mirrored ? c->mirrored : c->images, Device::cpu())
+                .to_vector<float>();
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(got[i])) << "value " << i;
+          ASSERT_EQ(got[i], want[i]) << "batch " << b->index << " value " << i;
+        }
+      }
+    }
   }
 }
 

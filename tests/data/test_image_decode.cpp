@@ -1,8 +1,11 @@
 // Image decoding: JPEG and PNG (RGB, gray, palette, alpha) into RGB HWC, detection by content,
+// JPEGs at DCT scalings and in part (a region: the pixels of a full decode, compared with
+// TurboJPEG's decoder and with the full decode on awkward sizes, subsamplings, gray and CMYK),
 // and errors naming the path and the reason for corrupt, truncated, unknown and oversized input.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <tuple>
 
 #include "data/image_fixtures.h"
 #include "hourglass/data/image_decode.h"
@@ -89,18 +92,21 @@ TEST(ImageDecode, JpegDecodesCloseToItsSource) {
   EXPECT_LE(max_diff(img.pixels, px), 12);
 }
 
-// Sizes from the header alone, and a JPEG decoded at the smallest DCT scaling (k/8) that still
-// covers the size asked for: a 48x64 image asked for 20x30 decodes at 4/8, 24x32, close to the
-// source shrunk by averaging 2x2 blocks; asked for more than its size, at full size.
+// Sizes from the header alone, and a JPEG decoded at the smallest DCT scaling of 1/8, 2/8, 4/8
+// and 8/8 that still covers the size asked for: a 48x64 image asked for 20x30 decodes at 4/8,
+// 24x32, close to the source shrunk by averaging 2x2 blocks; asked for 40x50 (which 7/8 would
+// cover: a scaling not used) and for more than its size, at full size; asked for 10x10, at 2/8.
 TEST(ImageDecode, JpegDecodesAtTheSmallestScalingThatCoversTheSizeAskedFor) {
   const Bytes px = test::pattern_pixels(48, 64, 3, 5);
   const Bytes jpeg = test::encode_jpeg(px, 48, 64);
-  const ImageSize size = read_image_size(jpeg.data(), jpeg.size(), "a.jpg");
+  const ImageHeader size = read_image_header(jpeg.data(), jpeg.size(), "a.jpg");
+  EXPECT_EQ(size.format, ImageFormat::Jpeg);
   EXPECT_EQ(size.height, 48);
   EXPECT_EQ(size.width, 64);
   const Bytes png = test::encode_png(px, 48, 64, PNG_FORMAT_RGB);
-  EXPECT_EQ(read_image_size(png.data(), png.size(), "a.png").width, 64);
-  const DecodedImage half = decode_image(jpeg.data(), jpeg.size(), "a.jpg", 20, 30);
+  EXPECT_EQ(read_image_header(png.data(), png.size(), "a.png").width, 64);
+  EXPECT_EQ(read_image_header(png.data(), png.size(), "a.png").format, ImageFormat::Png);
+  const DecodedImage half = decode_image(jpeg.data(), jpeg.size(), "a.jpg", {20, 30});
   ASSERT_EQ(half.height, 24);
   ASSERT_EQ(half.width, 32);
   Bytes shrunk;
@@ -114,15 +120,199 @@ TEST(ImageDecode, JpegDecodesAtTheSmallestScalingThatCoversTheSizeAskedFor) {
         shrunk.push_back(uint8_t((sum + 2) / 4));
       }
   EXPECT_LE(max_diff(half.pixels, shrunk), 16);
-  const DecodedImage seven = decode_image(jpeg.data(), jpeg.size(), "a.jpg", 40, 50);
-  EXPECT_EQ(seven.height, 42);  // 7/8: the first scaling at least 40x50
-  EXPECT_EQ(seven.width, 56);
-  const DecodedImage full = decode_image(jpeg.data(), jpeg.size(), "a.jpg", 100, 100);
+  EXPECT_EQ(half.image_height, 24);
+  EXPECT_EQ(half.top, 0);
+  const DecodedImage seven = decode_image(jpeg.data(), jpeg.size(), "a.jpg", {40, 50});
+  EXPECT_EQ(seven.height, 48);
+  EXPECT_EQ(seven.width, 64);
+  const DecodedImage full = decode_image(jpeg.data(), jpeg.size(), "a.jpg", {100, 100});
   EXPECT_EQ(full.height, 48);
   EXPECT_EQ(full.width, 64);
-  hg::test::expect_invalid([&] { read_image_size(png.data(), 20, "cut.png"); }, {"cut.png", "PNG"});
-  hg::test::expect_invalid([&] { read_image_size(jpeg.data(), 2, "x.jpg"); },
+  const DecodedImage quarter = decode_image(jpeg.data(), jpeg.size(), "a.jpg", {10, 10});
+  EXPECT_EQ(quarter.height, 12);
+  EXPECT_EQ(quarter.width, 16);
+  // decoded_size says the same without decoding; PNGs decode at full size.
+  const ImageSize at7 = decoded_size(size, 40, 50), at8 = decoded_size(size, 100, 100);
+  EXPECT_EQ(at7.height, 48);
+  EXPECT_EQ(at7.width, 64);
+  EXPECT_EQ(decoded_size(size, 20, 30).height, 24);
+  EXPECT_EQ(decoded_size(size, 10, 10).width, 16);
+  EXPECT_EQ(decoded_size(size, 1, 1).width, 8);
+  EXPECT_EQ(at8.height, 48);
+  EXPECT_EQ(decoded_size(read_image_header(png.data(), png.size(), "a.png"), 20, 30).width, 64);
+  hg::test::expect_invalid([&] { read_image_header(png.data(), 20, "cut.png"); },
+                           {"cut.png", "PNG"});
+  hg::test::expect_invalid([&] { read_image_header(jpeg.data(), 2, "x.jpg"); },
                            {"x.jpg", "not a JPEG"});
+}
+
+// The JPEGs of the region tests: (height, width, channels, TurboJPEG subsampling). Sizes not a
+// multiple of the 8 or 16 pixel blocks, one-block-wide strips, 4:4:4, 4:2:2, 4:2:0, 4:4:0,
+// 4:1:1, gray, CMYK (YCCK) and progressive.
+struct JpegCase {
+  int h, w, channels, subsampling;
+  const char* name;
+  int flags = 0;
+};
+const JpegCase kJpegCases[] = {
+    {37, 53, 3, TJSAMP_444, "37x53 4:4:4"},
+    {45, 61, 3, TJSAMP_420, "45x61 4:2:0"},
+    {50, 33, 3, TJSAMP_422, "50x33 4:2:2"},
+    {29, 70, 3, TJSAMP_440, "29x70 4:4:0"},
+    {23, 67, 3, TJSAMP_411, "23x67 4:1:1"},
+    {41, 39, 1, TJSAMP_GRAY, "41x39 gray"},
+    {33, 47, 4, TJSAMP_420, "33x47 CMYK"},
+    {16, 16, 3, TJSAMP_420, "16x16 4:2:0"},
+    {9, 120, 3, TJSAMP_420, "9x120 4:2:0"},
+    {120, 9, 3, TJSAMP_420, "120x9 4:2:0"},
+    {375, 500, 3, TJSAMP_420, "375x500 4:2:0"},
+    {45, 61, 3, TJSAMP_420, "45x61 4:2:0 progressive", TJFLAG_PROGRESSIVE},
+    {37, 53, 3, TJSAMP_444, "37x53 4:4:4 progressive", TJFLAG_PROGRESSIVE},
+};
+
+Bytes jpeg_for(const JpegCase& c) {
+  return test::encode_jpeg(test::noisy_pixels(c.h, c.w, c.channels, c.h + c.w), c.h, c.w,
+                           c.channels, c.subsampling, c.flags);
+}
+
+// The scalings decode_image picks from (k/8).
+constexpr int kScalings[] = {1, 2, 4, 8};
+
+// The minimum sizes that make decode_image pick scaling k/8 of an h x w image.
+DecodeRequest at_scaling(int h, int w, int k) {
+  return {(int64_t(h) * k + 7) / 8, (int64_t(w) * k + 7) / 8, {}};
+}
+
+// TurboJPEG's decoder (the one this code used before) at scaling k/8, as RGB; CMYK as the
+// documentation of image_decode.h converts it (R = C * K / 255, rounded).
+Bytes turbojpeg_decode(const Bytes& jpeg, int k, int& h, int& w) {
+  tjhandle tj = tjInitDecompress();
+  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+  EXPECT_EQ(
+      tjDecompressHeader3(tj, jpeg.data(), jpeg.size(), &width, &height, &subsampling, &colorspace),
+      0);
+  const tjscalingfactor f{k, 8};
+  w = TJSCALED(width, f);
+  h = TJSCALED(height, f);
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  Bytes px(size_t(h) * size_t(w) * (cmyk ? 4 : 3));
+  EXPECT_EQ(tjDecompress2(tj, jpeg.data(), jpeg.size(), px.data(), w, 0, h,
+                          cmyk ? TJPF_CMYK : TJPF_RGB, 0),
+            0)
+      << tjGetErrorStr2(tj);
+  tjDestroy(tj);
+  if (!cmyk) return px;
+  Bytes rgb(size_t(h) * size_t(w) * 3);
+  for (size_t i = 0; i < size_t(h) * size_t(w); ++i)
+    for (size_t c = 0; c < 3; ++c)
+      rgb[i * 3 + c] = uint8_t((px[i * 4 + c] * px[i * 4 + 3] + 127) / 255);
+  return rgb;
+}
+
+TEST(ImageDecode, JpegFullDecodeIsTurboJpegs) {
+  for (const JpegCase& c : kJpegCases) {
+    const Bytes jpeg = jpeg_for(c);
+    for (const int k : kScalings) {
+      int h = 0, w = 0;
+      const Bytes want = turbojpeg_decode(jpeg, k, h, w);
+      const DecodedImage got =
+          decode_image(jpeg.data(), jpeg.size(), c.name, at_scaling(c.h, c.w, k));
+      ASSERT_EQ(got.height, h) << c.name << " at " << k << "/8";
+      ASSERT_EQ(got.width, w) << c.name << " at " << k << "/8";
+      EXPECT_EQ(got.image_height, h);
+      EXPECT_EQ(got.image_width, w);
+      ASSERT_EQ(got.pixels, want) << c.name << " at " << k << "/8";
+    }
+  }
+}
+
+// A region decoded in part holds the full decode's pixels at the same coordinates, exactly, at
+// every scaling: regions at each edge and corner, one pixel, one row, one column (the first ones
+// too), and random ones. (libjpeg's fancy upsampling would make a region's outermost columns
+// differ, and a partial row of one 4:2:0 chroma sample at the left edge: the decoder widens the
+// columns it decodes by a pixel each side, and to at least four, so that the region asked for
+// never holds them.)
+TEST(ImageDecode, JpegRegionIsTheFullDecodesPixels) {
+  uint32_t draws = 1;
+  auto draw = [&](int64_t n) {  // uniform in [0, n)
+    draws = draws * 1664525u + 1013904223u;
+    return int64_t((draws >> 8) % uint32_t(n));
+  };
+  for (const JpegCase& c : kJpegCases) {
+    const Bytes jpeg = jpeg_for(c);
+    for (const int k : kScalings) {
+      const DecodeRequest scaling = at_scaling(c.h, c.w, k);
+      const DecodedImage full = decode_image(jpeg.data(), jpeg.size(), c.name, scaling);
+      const int64_t h = full.height, w = full.width;
+      std::vector<CropBox> regions = {{0, 0, h, w},
+                                      {0, 0, 1, 1},
+                                      {h - 1, w - 1, 1, 1},
+                                      {0, w - 1, h, 1},
+                                      {h - 1, 0, 1, w},
+                                      {h / 2, w / 2, (h + 1) / 2, (w + 1) / 2},
+                                      {0, 0, h / 2 + 1, w},
+                                      {0, 0, h, 1},
+                                      {h / 3, 1, std::max<int64_t>(h / 2, 1), 1},
+                                      {h - 1, 0, 1, std::min<int64_t>(w, 2)}};
+      for (int i = 0; i < 24; ++i) {
+        const int64_t top = draw(h), left = draw(w);
+        regions.push_back({top, left, 1 + draw(h - top), 1 + draw(w - left)});
+      }
+      for (const CropBox& r : regions) {
+        DecodeRequest request = scaling;
+        request.region = r;
+        const DecodedImage part = decode_image(jpeg.data(), jpeg.size(), c.name, request);
+        const std::string what = fmt::format("{} at {}/8, region {},{} {}x{}", c.name, k, r.top,
+                                             r.left, r.height, r.width);
+        ASSERT_EQ(part.image_height, h) << what;
+        ASSERT_EQ(part.image_width, w) << what;
+        // It holds the region (and may hold more: the columns go to libjpeg's block edges).
+        ASSERT_LE(part.top, r.top) << what;
+        ASSERT_LE(part.left, r.left) << what;
+        ASSERT_GE(part.top + part.height, r.top + r.height) << what;
+        ASSERT_GE(part.left + part.width, r.left + r.width) << what;
+        ASSERT_LE(part.top + part.height, h) << what;
+        ASSERT_LE(part.left + part.width, w) << what;
+        ASSERT_EQ(part.pixels.size(), size_t(part.height * part.width * 3)) << what;
+        for (int64_t y = r.top; y < r.top + r.height; ++y)
+          for (int64_t x = r.left; x < r.left + r.width; ++x)
+            for (int64_t ch = 0; ch < 3; ++ch) {
+              const uint8_t want = full.pixels[size_t((y * w + x) * 3 + ch)];
+              const uint8_t got =
+                  part.pixels[size_t(((y - part.top) * part.width + x - part.left) * 3 + ch)];
+              ASSERT_EQ(got, want) << what << ": pixel " << y << "," << x << " channel " << ch;
+            }
+      }
+    }
+  }
+}
+
+// Decoding a region stops below it, so the end of the file is not read; a cut-short file must
+// still fail, whatever the region (here rows far above the cut).
+TEST(ImageDecode, JpegRegionOfACutShortFileFails) {
+  const Bytes jpg = test::jpeg_of(128, 128, 1);
+  const Bytes cut = test::truncated(jpg, jpg.size() * 3 / 4);
+  DecodeRequest request;
+  request.region = {0, 0, 8, 8};
+  EXPECT_TRUE(fails_with([&] { decode_image(cut.data(), cut.size(), "cut.jpg", request); },
+                         {"cut.jpg", "corrupt JPEG data", "Premature end"}));
+  // Cut before its last two bytes (the end-of-image marker), and a progressive file cut short.
+  const Bytes no_end = test::truncated(jpg, jpg.size() - 2);
+  EXPECT_TRUE(fails_with([&] { decode_image(no_end.data(), no_end.size(), "end.jpg", request); },
+                         {"end.jpg", "corrupt JPEG data", "Premature end"}));
+  const Bytes progressive = test::encode_jpeg(test::pattern_pixels(64, 64, 3, 2), 64, 64, 3,
+                                              TJSAMP_420, TJFLAG_PROGRESSIVE);
+  const Bytes cut_progressive = test::truncated(progressive, progressive.size() * 3 / 4);
+  EXPECT_TRUE(fails_with(
+      [&] { decode_image(cut_progressive.data(), cut_progressive.size(), "p.jpg", request); },
+      {"p.jpg", "corrupt JPEG data", "Premature end"}));
+  // The whole file, region or not, decodes.
+  EXPECT_EQ(decode_image(jpg.data(), jpg.size(), "a.jpg", request).height, 8);
+  // A PNG ignores the region: decoded whole.
+  const Bytes png = test::png_of(12, 10, 2);
+  const DecodedImage whole = decode_image(png.data(), png.size(), "a.png", request);
+  EXPECT_EQ(whole.height, 12);
+  EXPECT_EQ(whole.width, 10);
 }
 
 TEST(ImageDecode, GrayJpegBecomesRgb) {

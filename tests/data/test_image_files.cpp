@@ -1,15 +1,19 @@
 // Image files through the DataLoader: RGB batches of image_size, the train/val/test folders,
-// identical batches whatever the worker count, corrupt files (a cut-short JPEG, random bytes
+// JPEG samples decoded in part equal to those of the whole image, uint8 samples the rounded
+// resize (normalised by model_images within half a pixel level of the f32 samples), identical
+// batches whatever the worker count, corrupt files (a cut-short JPEG, random bytes
 // named .jpg, a PNG with a bad CRC) reported once by path, skipped for the next sample and
 // counted, and the errors of a bad layout.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 
 #include "data/image_fixtures.h"
+#include "hourglass/data/image_decode.h"
 #include "hourglass/data/image_split.h"
 #include "hourglass/data/loader.h"
 
@@ -154,6 +158,134 @@ TEST(ImageFiles, SameBatchesWhateverTheWorkerCount) {
   // Another epoch crops differently.
   EXPECT_NE(serial.make_batch(0, 0).images.to_vector<float>(),
             serial.make_batch(1, 0).images.to_vector<float>());
+}
+
+// Sample `index` of `source` built from the whole image, as the loader did before it decoded
+// only the crop's region: the header's size, the crop (training) or resize-and-centre window
+// (evaluation), the whole image decoded at the DCT scaling that keeps the crop at least
+// image_size (evaluation: the resized size), the box's edges scaled and rounded to that size, then
+// the bilinear resize, normalised.
+std::vector<float> whole_image_sample(const ImageFileSource& source, int64_t index, bool augment,
+                                      const ImageTransform& t, uint64_t seed, int64_t epoch) {
+  const int64_t s = source.height();
+  const Bytes bytes = source.images().read(index);
+  const ImageHeader header = read_image_header(bytes.data(), bytes.size(), "x");
+  CropBox box{0, 0, header.height, header.width}, window{0, 0, s, s};
+  int64_t rh = s, rw = s, min_h = 0, min_w = 0;
+  bool flip = false;
+  if (augment) {
+    const SizedAugmentation a =
+        draw_resized_crop(seed, epoch, index, header.height, header.width, {}, true);
+    box = a.box;
+    flip = a.flip;
+    min_h = (header.height * s + box.height - 1) / box.height;
+    min_w = (header.width * s + box.width - 1) / box.width;
+  } else {
+    const EvalGeometry g = eval_geometry(header.height, header.width, eval_resize_for(s), s);
+    rh = min_h = g.resized_height;
+    rw = min_w = g.resized_width;
+    window = g.window;
+  }
+  const DecodedImage img = decode_image(bytes.data(), bytes.size(), "x", {min_h, min_w, {}});
+  auto edge = [](int64_t v, int64_t from, int64_t to) { return (v * to + from / 2) / from; };
+  CropBox scaled = box;
+  if (img.height != header.height || img.width != header.width) {
+    scaled.top = std::min(edge(box.top, header.height, img.height), img.height - 1);
+    scaled.left = std::min(edge(box.left, header.width, img.width), img.width - 1);
+    scaled.height =
+        std::clamp<int64_t>(edge(box.top + box.height, header.height, img.height) - scaled.top, 1,
+                            img.height - scaled.top);
+    scaled.width =
+        std::clamp<int64_t>(edge(box.left + box.width, header.width, img.width) - scaled.left, 1,
+                            img.width - scaled.left);
+  }
+  std::vector<float> out(size_t(s * s * 3));
+  resize_bilinear(img.region(), scaled, rh, rw, window, flip, out.data(), t.scale().data(),
+                  t.bias().data());
+  return out;
+}
+
+// Decoding only the crop's region changes no sample: every JPEG sample (4:2:0 and 4:4:4, noisy so
+// that chroma upsampling shows, sizes not a multiple of the blocks; image_size 16 decodes at DCT
+// scalings, 96 mostly at full size) equals the one built from the whole decoded image, bit for
+// bit, in training and evaluation.
+TEST(ImageFiles, JpegSamplesAreThoseOfTheWholeImage) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 12; ++i) {
+    const int h = 37 + 23 * i, w = 251 - 13 * i;
+    const Bytes px = test::noisy_pixels(h, w, 3, i);
+    put(fmt::format("{}/train/k{}/{}.jpg", dir.path(), i % 2, i),
+        test::encode_jpeg(px, h, w, 3, i % 3 == 0 ? TJSAMP_444 : TJSAMP_420));
+  }
+  for (const int64_t size : {16, 96}) {
+    ImageFileOptions o;
+    o.image_size = size;
+    auto train = open_image_split(dir.path(), Split::Train, o);
+    for (const bool augment : {false, true}) {
+      DataLoader loader(train, options(augment, 0, 12));
+      const ImageTransform t(loader.options().transform, size, size, 3);
+      for (const int64_t epoch : {0, 3}) {
+        const Batch b = loader.make_batch(epoch, 0);
+        const std::vector<float> got = b.images.to_vector<float>();
+        const std::vector<int64_t> order = epoch_order(12, augment, 11, epoch);
+        const size_t per = size_t(size * size * 3);
+        for (size_t j = 0; j < 12; ++j) {
+          const std::vector<float> want =
+              whole_image_sample(*train, order[j], augment, t, 11, epoch);
+          ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin() + j * per))
+              << "sample " << order[j] << " size " << size << " augment " << augment << " epoch "
+              << epoch;
+        }
+      }
+    }
+  }
+}
+
+// BatchPixels::Uint8: each value is the resize rounded to a whole pixel value (the rounding
+// itself is tested in test_image_resize.cpp); model_images normalises it to exactly the table's
+// value of that pixel value, within half a pixel level (0.5 * scale[c]) of the f32 sample, plus
+// a few f32 roundings of values near 2. Mirrored too.
+TEST(ImageFiles, Uint8SamplesAreTheResizeRounded) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 6; ++i) {
+    const int h = 30 + 11 * i, w = 61 - 5 * i;
+    put(fmt::format("{}/train/k{}/{}.jpg", dir.path(), i % 2, i),
+        test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
+    put(fmt::format("{}/train/k{}/{}.png", dir.path(), i % 2, i), test::png_of(w, h, i));
+  }
+  ImageFileOptions o;
+  o.image_size = 24;
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  for (const bool augment : {false, true}) {
+    SCOPED_TRACE(augment ? "augmented" : "plain");
+    LoaderOptions lo = options(augment, 2, 5);
+    lo.mirror = true;
+    LoaderOptions lu = lo;
+    lu.pixels = BatchPixels::Uint8;
+    DataLoader f32(train, lo), u8(train, lu);
+    const ImageTransform t(lo.transform, 24, 24, 3);
+    for (int64_t b = 0; b < f32.batches_per_epoch(); ++b) {
+      const Batch want = f32.make_batch(1, b), got = u8.make_batch(1, b);
+      ASSERT_EQ(got.images.dtype(), DType::U8);
+      ASSERT_EQ(got.labels.to_vector<int64_t>(), want.labels.to_vector<int64_t>());
+      for (const bool mirrored : {false, true}) {
+        const Tensor& g = mirrored ? got.mirrored : got.images;
+        const std::vector<uint8_t> pixels = g.to_vector<uint8_t>();
+        const std::vector<float> normalised = u8.model_images(g, Device::cpu()).to_vector<float>();
+        const std::vector<float> direct =
+            (mirrored ? want.mirrored : want.images).to_vector<float>();
+        ASSERT_EQ(pixels.size(), direct.size());
+        for (size_t k = 0; k < pixels.size(); ++k) {
+          const size_t c = k % 3;
+          ASSERT_EQ(normalised[k], t.table()[c * 256 + pixels[k]])
+              << "batch " << b << " value " << k;
+          ASSERT_TRUE(std::isfinite(direct[k]));
+          ASSERT_LE(std::abs(normalised[k] - direct[k]), 0.5f * t.scale()[c] * (1 + 1e-5f) + 1e-6f)
+              << "batch " << b << " value " << k;
+        }
+      }
+    }
+  }
 }
 
 TEST(ImageFiles, CorruptFilesAreReportedOnceSkippedAndCounted) {

@@ -1,6 +1,7 @@
 // Resizing and crop geometry for images of any size: the bilinear resize against a direct
-// float64 implementation (boxes, windows, flips, up- and downscaling, odd shapes), and the
-// RandomResizedCrop boxes' bounds, fallback, determinism and variety.
+// float64 implementation (boxes, windows, flips, up- and downscaling, odd shapes; f32 and
+// rounded to uint8; from the whole image and from the region of it the resize reads), and the
+// RandomResizedCrop boxes' bounds, fallback, determinism, variety and pinned values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,18 +49,65 @@ std::vector<double> reference_resize(const test::Bytes& src, int64_t w, int64_t 
 // (255 * 2^-24 * ~8 operations ~ 1.2e-4); 1e-3 leaves room and still catches any wrong tap.
 constexpr double kTol = 1e-3;
 
+// The rows and columns reference_resize reads: the extremes of its taps, found by brute force.
+CropBox reference_footprint(const CropBox& box, int64_t oh, int64_t ow, const CropBox& win) {
+  auto extent = [](int64_t begin, int64_t extent, int64_t out, int64_t first, int64_t n) {
+    int64_t lo = begin + extent, hi = begin - 1;
+    for (int64_t o = first; o < first + n; ++o) {
+      const double s = std::clamp((double(o) + 0.5) * double(extent) / double(out) - 0.5, 0.0,
+                                  double(extent - 1));
+      const auto i0 = int64_t(std::floor(s));
+      lo = std::min(lo, begin + i0);
+      hi = std::max(hi, begin + std::min(i0 + 1, extent - 1));
+    }
+    return std::make_pair(lo, hi + 1 - lo);
+  };
+  const auto [top, height] = extent(box.top, box.height, oh, win.top, win.height);
+  const auto [left, width] = extent(box.left, box.width, ow, win.left, win.width);
+  return {top, left, height, width};
+}
+
+// The pixels of `region` of an image of width w, as their own buffer.
+test::Bytes cut_out(const test::Bytes& src, int64_t w, int64_t c, const CropBox& region) {
+  test::Bytes out;
+  for (int64_t y = region.top; y < region.top + region.height; ++y)
+    for (int64_t x = region.left; x < region.left + region.width; ++x)
+      for (int64_t ch = 0; ch < c; ++ch) out.push_back(src[size_t((y * w + x) * c + ch)]);
+  return out;
+}
+
 void check_resize(int64_t h, int64_t w, int64_t c, CropBox box, int64_t oh, int64_t ow, CropBox win,
                   bool flip) {
+  const std::string what =
+      fmt::format("{}x{}x{} -> {}x{}{}", h, w, c, oh, ow, flip ? " flipped" : "");
   const test::Bytes src = test::random_bytes(size_t(h * w * c), uint32_t(h * 131 + w * 7 + c));
   std::vector<float> out(size_t(win.height * win.width * c), -1.0f);
-  resize_bilinear(src.data(), h, w, c, box, oh, ow, win, flip, out.data());
+  resize_bilinear(ImageRegion{src.data(), 0, 0, h, w, c}, box, oh, ow, win, flip, out.data());
   const std::vector<double> ref = reference_resize(src, w, c, box, oh, ow, win, flip);
   ASSERT_EQ(out.size(), ref.size());
   for (size_t i = 0; i < ref.size(); ++i) {
     ASSERT_TRUE(std::isfinite(out[i]));
-    ASSERT_NEAR(out[i], ref[i], kTol) << "element " << i << " of " << h << "x" << w << "x" << c
-                                      << " -> " << oh << "x" << ow << (flip ? " flipped" : "");
+    ASSERT_NEAR(out[i], ref[i], kTol) << "element " << i << " of " << what;
   }
+  // Rounded to uint8: the f32 value rounded, halves up; within half a level of the reference.
+  std::vector<uint8_t> bytes(out.size(), 0);
+  resize_bilinear(ImageRegion{src.data(), 0, 0, h, w, c}, box, oh, ow, win, flip, bytes.data());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_EQ(bytes[i], uint8_t(std::floor(out[i] + 0.5f))) << "element " << i << " of " << what;
+    ASSERT_LE(std::abs(double(bytes[i]) - ref[i]), 0.5 + kTol) << "element " << i << " of " << what;
+  }
+  // The footprint is exactly what the reference reads, and the pixels of that region alone
+  // give the same values bit for bit.
+  const CropBox fp = resize_footprint(box, oh, ow, win);
+  const CropBox want = reference_footprint(box, oh, ow, win);
+  ASSERT_EQ(std::make_tuple(fp.top, fp.left, fp.height, fp.width),
+            std::make_tuple(want.top, want.left, want.height, want.width))
+      << what;
+  const test::Bytes part = cut_out(src, w, c, fp);
+  std::vector<float> from_part(out.size(), -1.0f);
+  resize_bilinear(ImageRegion{part.data(), fp.top, fp.left, fp.height, fp.width, c}, box, oh, ow,
+                  win, flip, from_part.data());
+  ASSERT_EQ(from_part, out) << what;
 }
 
 TEST(ImageResize, MatchesFloat64Reference) {
@@ -74,12 +122,16 @@ TEST(ImageResize, MatchesFloat64Reference) {
   check_resize(1, 1, 3, {0, 0, 1, 1}, 4, 5, {0, 0, 4, 5}, false);  // one pixel
   check_resize(5, 5, 4, {4, 4, 1, 1}, 3, 3, {0, 0, 3, 3}, false);  // a one-pixel box
   check_resize(9, 9, 3, {0, 0, 9, 9}, 1, 1, {0, 0, 1, 1}, false);  // to one pixel
+  // Evaluation's shape: a 500x375 image resized to 341x256, its centre 224x224 window.
+  check_resize(500, 375, 3, {0, 0, 500, 375}, 341, 256, {58, 16, 224, 224}, false);
+  check_resize(37, 53, 3, {0, 0, 37, 53}, 29, 41, {3, 5, 20, 30}, true);
 }
 
 TEST(ImageResize, IdentityIsExact) {
   const test::Bytes src = test::random_bytes(6 * 5 * 3, 1);
   std::vector<float> out(src.size());
-  resize_bilinear(src.data(), 6, 5, 3, {0, 0, 6, 5}, 6, 5, {0, 0, 6, 5}, false, out.data());
+  resize_bilinear(ImageRegion{src.data(), 0, 0, 6, 5, 3}, {0, 0, 6, 5}, 6, 5, {0, 0, 6, 5}, false,
+                  out.data());
   for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(out[i], float(src[i]));
 }
 
@@ -149,6 +201,27 @@ TEST(ResizedCrop, FallsBackToTorchvisionsCentreCrop) {
   // Within the ratio range: the whole image.
   b = fallback_center_crop(30, 35, {});
   EXPECT_EQ(std::make_tuple(b.top, b.left, b.height, b.width), std::make_tuple(0, 0, 30, 35));
+}
+
+// The draws themselves, pinned: a training run's crops and flips for a (seed, epoch, sample)
+// must not change with the code that decodes them (values recorded from draw_resized_crop).
+TEST(ResizedCrop, DrawsArePinned) {
+  const ResizedCropOptions o;
+  auto key = [](const SizedAugmentation& a) {
+    return std::make_tuple(a.box.top, a.box.left, a.box.height, a.box.width, a.flip);
+  };
+  EXPECT_EQ(key(draw_resized_crop(3, 1, 0, 375, 500, o, true)),
+            std::make_tuple(89, 22, 264, 264, false));
+  EXPECT_EQ(key(draw_resized_crop(3, 1, 7, 375, 500, o, true)),
+            std::make_tuple(8, 139, 353, 356, true));
+  EXPECT_EQ(key(draw_resized_crop(3, 2, 7, 375, 500, o, true)),
+            std::make_tuple(0, 49, 366, 406, true));
+  EXPECT_EQ(key(draw_resized_crop(11, 0, 123456, 500, 375, o, true)),
+            std::make_tuple(21, 14, 270, 321, false));
+  EXPECT_EQ(key(draw_resized_crop(1, 5, 42, 33, 700, o, true)),
+            std::make_tuple(0, 328, 33, 44, false));
+  EXPECT_EQ(key(draw_resized_crop(9, 3, 2, 224, 224, o, true)),
+            std::make_tuple(50, 127, 83, 94, true));
 }
 
 TEST(ResizedCrop, PureFunctionOfSeedEpochAndSample) {

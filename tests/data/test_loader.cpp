@@ -1,6 +1,7 @@
 // DataLoader: batch shapes and the partial last batch, every sample exactly once per epoch,
 // shuffles that are a pure function of (seed, epoch), identical batches whatever the worker
-// count, exact mid-epoch resume, clean stops, and worker errors reaching next().
+// count, exact mid-epoch resume, clean stops, worker errors reaching next(), and uint8 batches
+// (BatchPixels) that model_images normalises to the f32 batches bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -210,6 +211,59 @@ TEST(DataLoader, GatheredBatchesAreTheLoaderBatches) {
         }
       }
     }
+}
+
+// BatchPixels::Uint8: batches of uint8 pixel values (crop padding and cutout 0), which
+// model_images normalises through the transform's table on the CPU (gather_batch's reference
+// kernel) to the f32 batches of BatchPixels::Normalized bit for bit, mirrored ones too. Auto is
+// Uint8 exactly when batches go to a host_allocator's memory.
+TEST(DataLoader, Uint8BatchesNormaliseToTheF32Batches) {
+  auto ds = std::make_shared<const ImageDataset>(
+      make_synthetic(37, 12, 10, 3, 10, /*seed=*/8, Split::Train));
+  for (bool augment : {false, true}) {
+    SCOPED_TRACE(augment ? "augmented" : "plain");
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.seed = 6;
+    o.augment = augment;
+    o.mirror = true;
+    o.transform = default_transform("cifar10");
+    o.transform.cutout = 5;
+    o.workers = 2;
+    LoaderOptions u = o;
+    u.pixels = BatchPixels::Uint8;
+    DataLoader f32(ds, o), u8(ds, u);
+    EXPECT_EQ(f32.pixels(), BatchPixels::Normalized);
+    EXPECT_EQ(u8.pixels(), BatchPixels::Uint8);
+    for (int64_t e : {0, 2}) {
+      const std::vector<Batch> want = epoch(f32, e), got = epoch(u8, e);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].images.dtype(), DType::U8);
+        ASSERT_EQ(got[i].mirrored.dtype(), DType::U8);
+        ASSERT_EQ(got[i].labels.to_vector<int64_t>(), want[i].labels.to_vector<int64_t>());
+        const Tensor images = u8.model_images(got[i].images, Device::cpu());
+        ASSERT_EQ(images.dtype(), DType::F32);
+        ASSERT_EQ(images.shape(), want[i].images.shape());
+        ASSERT_EQ(images.to_vector<float>(), want[i].images.to_vector<float>())
+            << "epoch " << e << " batch " << i;
+        ASSERT_EQ(u8.model_images(got[i].mirrored, Device::cpu()).to_vector<float>(),
+                  want[i].mirrored.to_vector<float>())
+            << "mirrored, epoch " << e << " batch " << i;
+        // f32 batches pass through unchanged.
+        ASSERT_EQ(f32.model_images(want[i].images, Device::cpu()).to_vector<float>(),
+                  want[i].images.to_vector<float>());
+      }
+    }
+  }
+  LoaderOptions pinned;
+  pinned.host_allocator = [](const Shape& shape, DType dtype) {
+    return Tensor::empty(shape, dtype);
+  };
+  EXPECT_EQ(DataLoader(ds, pinned).pixels(), BatchPixels::Uint8);
+  pinned.pixels = BatchPixels::Normalized;
+  EXPECT_EQ(DataLoader(ds, pinned).pixels(), BatchPixels::Normalized);
+  EXPECT_EQ(DataLoader(ds, LoaderOptions{}).pixels(), BatchPixels::Normalized);
 }
 
 TEST(DataLoader, BatchShapesAndPartialLastBatch) {

@@ -1,7 +1,8 @@
 // gather_batch on the CPU against a reference written from the op's documentation: samples
 // picked by index, shifted with zero padding, mirrored after the shift, the cutout box blanked
 // in output coordinates, each value looked up in its channel's table (exactly: the op computes
-// nothing); labels widened to i64. Bad operands are refused naming the operand.
+// nothing); labels widened to i64; without indices every image in order, without labels none
+// (a uint8 batch normalised). Bad operands are refused naming the operand.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +76,42 @@ TEST(GatherBatch, MatchesTheFloat64ReferenceWithAndWithoutAugmentation) {
   }
 }
 
+// Undefined indices: every image in order (what DataLoader::model_images normalises a uint8
+// batch with); undefined labels: undefined labels out.
+TEST(GatherBatch, WithoutIndicesTakesEveryImageInOrder) {
+  const Data d;
+  const std::vector<int32_t> augment = {0,  0,  0, 0, 0, 0, 0,   // none
+                                        1,  -2, 1, 1, 2, 4, 5,   // shifted, flipped, cut
+                                        2,  1,  0, 0, 0, 0, 0,   // shifted
+                                        -1, 6,  1, 0, 0, 5, 6,   // all cut
+                                        0,  0,  1, 2, 1, 4, 3,   // flipped, cut
+                                        3,  3,  0, 0, 0, 0, 0,   // shifted
+                                        0,  0,  0, 5, 5, 5, 5};  // an empty cutout box
+  const std::vector<int32_t> none(7, 0);
+  for (bool augmented : {false, true}) {
+    SCOPED_TRACE(augmented ? "augmented" : "plain");
+    const Tensor aug = augmented ? Tensor::from_vector(augment, {d.n, 7}) : Tensor();
+    const auto out = ops::gather_batch(d.images(), Tensor(), Tensor(), aug, d.table_tensor());
+    ASSERT_EQ(out.images.shape(), (Shape{d.n, d.h, d.w, d.c}));
+    EXPECT_FALSE(out.labels.defined());
+    const std::vector<float> got = out.images.to_vector<float>();
+    for (int64_t i = 0; i < d.n; ++i) {
+      const int32_t* a = augmented ? augment.data() + 7 * i : none.data();
+      for (int64_t y = 0; y < d.h; ++y)
+        for (int64_t x = 0; x < d.w; ++x)
+          for (int64_t ch = 0; ch < d.c; ++ch)
+            ASSERT_EQ(got[size_t(((i * d.h + y) * d.w + x) * d.c + ch)],
+                      d.reference(i, a, y, x, ch))
+                << "sample " << i << " y " << y << " x " << x << " channel " << ch;
+    }
+  }
+  // Labels without indices: each image's own.
+  const auto labelled =
+      ops::gather_batch(d.images(), d.label_tensor(), Tensor(), Tensor(), d.table_tensor());
+  std::vector<int64_t> want(d.labels.begin(), d.labels.end());
+  EXPECT_EQ(labelled.labels.to_vector<int64_t>(), want);
+}
+
 TEST(GatherBatch, AnEmptyBatchIsEmpty) {
   const Data d;
   const auto out = ops::gather_batch(d.images(), d.label_tensor(), Tensor::empty({0}, DType::I64),
@@ -108,6 +145,11 @@ TEST(GatherBatch, BadOperandsAreRefusedNamingThem) {
              d.table_tensor());
       },
       {"gather_batch", "augment must be [2,7]"});
+  test::expect_invalid(  // without indices, a row per image
+      [&] {
+        call(d.images(), {}, {}, Tensor::zeros({2, 7}, DType::I32), d.table_tensor());
+      },
+      {"gather_batch", "augment must be [7,7]"});
   test::expect_invalid(
       [&] {
         call(d.images(), d.label_tensor(), idx, {}, Tensor::zeros({3, 255}));

@@ -1,7 +1,8 @@
 // gather_batch on the GPU against the CPU backend on random datasets, indices and
-// augmentations (shifts inside and beyond the padding, flips, cutout boxes empty or not):
-// labels and images identical
-// bit for bit. Outputs start poisoned (NaN), so an unwritten element fails.
+// augmentations (shifts inside and beyond the padding, flips, cutout boxes empty or not), and
+// without indices and labels (a uint8 batch normalised, as DataLoader::model_images does):
+// labels and images identical bit for bit. Outputs start poisoned (NaN), so an unwritten
+// element fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,17 +56,25 @@ TEST(GpuGatherBatch, MatchesTheCpuOnRandomBatches) {
       const Tensor aug = Tensor::from_vector(augment, {batch, 7});
       const Tensor tab = Tensor::from_vector(table, {s.c, 256});
       const Device g = Device::gpu(0);
-      for (bool augmented : {false, true}) {
-        const auto cpu = ops::gather_batch(images, label_t, idx, augmented ? aug : Tensor(), tab);
-        const auto gpu = ops::gather_batch(images.to(g), label_t.to(g), idx.to(g),
-                                           augmented ? aug.to(g) : Tensor(), tab.to(g));
-        ASSERT_EQ(gpu.images.device(), g);
-        ASSERT_EQ(gpu.labels.to_vector<int64_t>(), cpu.labels.to_vector<int64_t>());
+      auto expect_same = [](const ops::GatheredBatch& gpu, const ops::GatheredBatch& cpu) {
+        ASSERT_EQ(gpu.images.device(), Device::gpu(0));
+        ASSERT_EQ(gpu.labels.defined(), cpu.labels.defined());
+        if (cpu.labels.defined())
+          ASSERT_EQ(gpu.labels.to_vector<int64_t>(), cpu.labels.to_vector<int64_t>());
         const std::vector<float> want = cpu.images.to_vector<float>();
         const std::vector<float> got = gpu.images.to_vector<float>();
         ASSERT_EQ(got.size(), want.size());
         for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+      };
+      for (bool augmented : {false, true}) {
+        const auto cpu = ops::gather_batch(images, label_t, idx, augmented ? aug : Tensor(), tab);
+        const auto gpu = ops::gather_batch(images.to(g), label_t.to(g), idx.to(g),
+                                           augmented ? aug.to(g) : Tensor(), tab.to(g));
+        expect_same(gpu, cpu);
       }
+      // The dataset as a uint8 batch: every image in order, no labels.
+      expect_same(ops::gather_batch(images.to(g), Tensor(), Tensor(), Tensor(), tab.to(g)),
+                  ops::gather_batch(images, Tensor(), Tensor(), Tensor(), tab));
     }
   }
 }

@@ -69,7 +69,7 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
   };
   auto train_step = [&]() -> int64_t {
     data::Batch batch = next_batch();
-    step.run(batch.images.to(run.device), batch.labels.to(run.device));
+    step.run(loader.model_images(batch.images, run.device), batch.labels.to(run.device));
     return batch.labels.size(0);
   };
   setup.parts.model->train();
@@ -103,7 +103,7 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
     auto eval_batch = [&]() -> int64_t {
       auto batch = setup.test_loader->next();
       if (!batch) return 0;
-      Tensor logits = model.forward(batch->images.to(run.device));
+      Tensor logits = model.forward(setup.test_loader->model_images(batch->images, run.device));
       (void)logits.narrow(0, 0, 1).narrow(1, 0, 1).item();
       return batch->labels.size(0);
     };

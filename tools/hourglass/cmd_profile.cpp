@@ -77,7 +77,8 @@ Runner add_profile(CLI::App& app) {
         loader.start_epoch(int64_t(batches.size()));
         b = loader.next();
       }
-      batches.emplace_back(s.mover->move(b->images), b->labels.to(run.device));
+      batches.emplace_back(loader.model_images(b->images, run.device, s.mover.get()),
+                           b->labels.to(run.device));
     }
     for (int64_t i = 0; i < a->warmup; ++i)
       step.run(batches[size_t(i)].first, batches[size_t(i)].second);

@@ -99,7 +99,7 @@ Runner add_tune(CLI::App& app) {
       const int64_t rows = b->labels.size(0);
       for (const int64_t seen : train_rows)
         if (seen == rows) return;
-      step.run(s.mover->move(b->images), b->labels.to(run.device));
+      step.run(loader.model_images(b->images, run.device, s.mover.get()), b->labels.to(run.device));
       train_rows.push_back(rows);
     };
     run_batch(0);

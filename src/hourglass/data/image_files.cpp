@@ -1,6 +1,7 @@
 #include "hourglass/data/image_files.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
@@ -58,14 +59,16 @@ int64_t scaled_up(int64_t a, int64_t b, int64_t c) { return (a * b + c - 1) / c;
 
 }  // namespace
 
-bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* out,
-                            float* mirrored, int64_t* label) const {
+template <typename T>
+bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* out, T* mirrored,
+                               int64_t* label) const {
   std::atomic<bool>& bad = bad_[size_t(index)];
   if (bad.load(std::memory_order_relaxed)) return false;
   const int64_t s = options_.image_size;
   // The crop (and the resize it implies) is drawn on the image's full size, from its header;
   // then the image is decoded at the smallest DCT scaling that keeps the crop at least s x s
-  // (evaluation: at least the resized size), and the box follows the scaling.
+  // (evaluation: at least the resized size), the box following the scaling, and only the part
+  // the resize reads (the box, or evaluation's centre window) is decoded.
   CropBox box, window{0, 0, s, s};
   int64_t resized_height = s, resized_width = s;
   bool flip = false;
@@ -74,27 +77,33 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
   try {
     const std::vector<uint8_t> bytes = images_->read(index);
     const std::string where = images_->where(index);
-    const ImageSize full = read_image_size(bytes.data(), bytes.size(), where);
-    box = CropBox{0, 0, full.height, full.width};
-    int64_t min_height = 0, min_width = 0;
+    const ImageHeader header = read_image_header(bytes.data(), bytes.size(), where);
+    box = CropBox{0, 0, header.height, header.width};
+    DecodeRequest request_decode;
     if (request.augment) {
       const SizedAugmentation aug =
-          draw_resized_crop(request.seed, request.epoch, index, full.height, full.width,
+          draw_resized_crop(request.seed, request.epoch, index, header.height, header.width,
                             options_.crop, options_.flip);
       box = aug.box;
       flip = aug.flip;
-      min_height = scaled_up(full.height, s, box.height);
-      min_width = scaled_up(full.width, s, box.width);
+      request_decode.min_height = scaled_up(header.height, s, box.height);
+      request_decode.min_width = scaled_up(header.width, s, box.width);
     } else {
-      const EvalGeometry g = eval_geometry(full.height, full.width, eval_resize_for(s), s);
+      const EvalGeometry g = eval_geometry(header.height, header.width, eval_resize_for(s), s);
       resized_height = g.resized_height;
       resized_width = g.resized_width;
       window = g.window;
-      min_height = resized_height;
-      min_width = resized_width;
+      request_decode.min_height = resized_height;
+      request_decode.min_width = resized_width;
     }
-    decode_image_into(bytes.data(), bytes.size(), where, min_height, min_width, img);
-    box = scale_box(box, full.height, full.width, img.height, img.width);
+    const ImageSize scaled =
+        decoded_size(header, request_decode.min_height, request_decode.min_width);
+    box = scale_box(box, header.height, header.width, scaled.height, scaled.width);
+    request_decode.region = resize_footprint(box, resized_height, resized_width, window);
+    decode_image_into(bytes.data(), bytes.size(), where, request_decode, img);
+    HG_ASSERT(img.image_height == scaled.height && img.image_width == scaled.width,
+              "{}: decoded at {}x{}, expected {}x{}", where, img.image_height, img.image_width,
+              scaled.height, scaled.width);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::InvalidInput) throw;  // the machine failed, not the file
     if (!bad.exchange(true)) {
@@ -108,14 +117,27 @@ bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* 
   }
   // The image with its flip and, when asked, with the flip inverted.
   const ImageTransform& transform = *request.transform;
-  for (float* dst : {out, mirrored}) {
+  for (T* dst : {out, mirrored}) {
     if (dst == nullptr) continue;
-    resize_bilinear(img.pixels.data(), img.height, img.width, 3, box, resized_height, resized_width,
-                    window, dst == out ? flip : !flip, dst, transform.scale().data(),
-                    transform.bias().data());
+    const bool flipped = dst == out ? flip : !flip;
+    if constexpr (std::is_same_v<T, float>)
+      resize_bilinear(img.region(), box, resized_height, resized_width, window, flipped, dst,
+                      transform.scale().data(), transform.bias().data());
+    else
+      resize_bilinear(img.region(), box, resized_height, resized_width, window, flipped, dst);
   }
   *label = images_->label(index);
   return true;
+}
+
+bool ImageFileSource::write(int64_t index, const SampleRequest& request, float* out,
+                            float* mirrored, int64_t* label) const {
+  return write_as(index, request, out, mirrored, label);
+}
+
+bool ImageFileSource::write(int64_t index, const SampleRequest& request, uint8_t* out,
+                            uint8_t* mirrored, int64_t* label) const {
+  return write_as(index, request, out, mirrored, label);
 }
 
 void require_same_classes(const ImageFileSource& train, const ImageFileSource& test) {

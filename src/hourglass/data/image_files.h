@@ -5,7 +5,10 @@
 // Training (augment): torchvision's RandomResizedCrop(image_size) and a horizontal flip, drawn
 // per (seed, epoch, sample). Evaluation: the shorter side resized to round(image_size * 256 /
 // 224), then the centre image_size x image_size. Resizing is bilinear without antialiasing
-// (image_resize.h). Every sample is RGB, image_size x image_size x 3.
+// (image_resize.h). Every sample is RGB, image_size x image_size x 3: the resize's values
+// normalised, or rounded to uint8 pixel values (SampleSource's second write()). A JPEG is decoded
+// only where the resize reads it (the crop's box, evaluation's centre window), at the smallest
+// DCT scaling that keeps the crop at least image_size (image_decode.h).
 //
 // A file that cannot be read or decoded is reported once (a warning naming it and the reason),
 // counted in skipped(), and write() returns false for it from then on without reading it again;
@@ -76,12 +79,18 @@ class ImageFileSource final : public SampleSource {
   std::string source() const override { return images_->source(); }
   bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
              int64_t* label) const override;
+  bool write(int64_t index, const SampleRequest& request, uint8_t* out, uint8_t* mirrored,
+             int64_t* label) const override;
   int64_t skipped() const override { return skipped_.load(std::memory_order_relaxed); }
 
   const std::vector<std::string>& classes() const { return images_->classes(); }
   const EncodedImages& images() const { return *images_; }
 
  private:
+  template <typename T>
+  bool write_as(int64_t index, const SampleRequest& request, T* out, T* mirrored,
+                int64_t* label) const;
+
   std::shared_ptr<const EncodedImages> images_;
   ImageFileOptions options_;
   int64_t size_ = 0;

@@ -20,18 +20,40 @@ struct CropBox {
   int64_t width = 0;
 };
 
-// Resizes `box` of the uint8 HWC image `src` (height x width x channels) to out_height x
-// out_width, and writes the part `window` of that result (a box inside out_height x out_width)
-// to `out` as f32 HWC values in [0, 255] (window.height x window.width x channels). Samples
-// that fall outside `box` are clamped to its edge, as when the box is cropped out first.
-// `flip` mirrors the written window horizontally. With `scale` and `bias` (one per channel)
-// each value v is written as v * scale[c] + bias[c] (ImageTransform's normalisation, in the
-// same arithmetic as ImageTransform::normalize, without a second pass over the output).
-// Arguments out of range are an internal error (callers compute them).
-void resize_bilinear(const uint8_t* src, int64_t height, int64_t width, int64_t channels,
-                     const CropBox& box, int64_t out_height, int64_t out_width,
-                     const CropBox& window, bool flip, float* out, const float* scale = nullptr,
-                     const float* bias = nullptr);
+// Pixels held for a part of an image: rows [top, top + height) and columns [left, left + width)
+// of it, `channels` uint8 values a pixel, row-major (rows width * channels values apart). A
+// whole image is the region {pixels, 0, 0, height, width, channels}.
+struct ImageRegion {
+  const uint8_t* pixels = nullptr;
+  int64_t top = 0;
+  int64_t left = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t channels = 0;
+};
+
+// Resizes `box` of an image (box in the image's coordinates) to out_height x out_width, and
+// writes the part `window` of that result (a box inside out_height x out_width) to `out`, HWC
+// (window.height x window.width x channels). Samples that fall outside `box` are clamped to its
+// edge, as when the box is cropped out first. `flip` mirrors the written window horizontally.
+// `src` must hold the pixels the window samples (resize_footprint), which may be less than the
+// box. Arguments out of range are an internal error (callers compute them).
+//
+// As f32 values in [0, 255]; with `scale` and `bias` (one per channel) each value v is written
+// as v * scale[c] + bias[c] (ImageTransform's normalisation, in the same arithmetic as
+// ImageTransform::normalize, without a second pass over the output).
+void resize_bilinear(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                     int64_t out_width, const CropBox& window, bool flip, float* out,
+                     const float* scale = nullptr, const float* bias = nullptr);
+// As uint8 values: each f32 result rounded to the nearest integer (halves up), as an image
+// library's resize hands back uint8 pixels.
+void resize_bilinear(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                     int64_t out_width, const CropBox& window, bool flip, uint8_t* out);
+
+// The rows and columns of the image that resize_bilinear reads for `window` of `box` resized to
+// out_height x out_width: the smallest region `src` may be.
+CropBox resize_footprint(const CropBox& box, int64_t out_height, int64_t out_width,
+                         const CropBox& window);
 
 // torchvision's RandomResizedCrop(scale, ratio) box for an image of height x width, with the
 // uniform draws taken from `uniform01` (a callable returning doubles in [0, 1)): up to 10

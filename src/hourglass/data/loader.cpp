@@ -5,6 +5,8 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
+#include "hourglass/ops/ops.h"
+#include "hourglass/tensor/batch_mover.h"
 
 namespace hg::data {
 
@@ -50,7 +52,11 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions
            "DataLoader: shard {} of {} is not a rank in [0, shard_count)", options_.shard_rank,
            options_.shard_count);
   window_ = int64_t(options_.prefetch) * std::max(options_.workers, 1);
+  pixels_ = options_.pixels;
+  if (pixels_ == BatchPixels::Auto)
+    pixels_ = options_.host_allocator ? BatchPixels::Uint8 : BatchPixels::Normalized;
   if (options_.placement.is_gpu()) {
+    pixels_ = BatchPixels::Normalized;  // gathered and normalised on the device
     // Only pixels held in memory can be uploaded; image files are decoded on the host.
     const auto* memory = dynamic_cast<const InMemorySource*>(source_.get());
     HG_CHECK(memory != nullptr,
@@ -91,7 +97,7 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   const int64_t begin = global_begin + global_count * rank / ranks;
   const int64_t count = global_begin + global_count * (rank + 1) / ranks - begin;
   if (resident_) return resident_->batch(epoch, index, begin, count, options_.mirror);
-  const int64_t image_floats = src.height() * src.width() * src.channels();
+  const int64_t image_values = src.height() * src.width() * src.channels();
 
   Batch batch;
   batch.epoch = epoch;
@@ -100,14 +106,10 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
     return options_.host_allocator ? options_.host_allocator(shape, dtype)
                                    : Tensor::empty(shape, dtype);
   };
-  batch.images = allocate({count, src.height(), src.width(), src.channels()}, DType::F32);
+  const DType dtype = pixels_ == BatchPixels::Uint8 ? DType::U8 : DType::F32;
+  batch.images = allocate({count, src.height(), src.width(), src.channels()}, dtype);
+  if (options_.mirror) batch.mirrored = allocate(batch.images.shape(), dtype);
   batch.labels = Tensor::empty({count}, DType::I64);
-  float* images = batch.images.data<float>();
-  float* mirrored = nullptr;
-  if (options_.mirror) {
-    batch.mirrored = allocate(batch.images.shape(), DType::F32);
-    mirrored = batch.mirrored.data<float>();
-  }
   int64_t* labels = batch.labels.data<int64_t>();
   const SampleRequest request{options_.seed, epoch, options_.augment, &transform_};
   // Serial on purpose, also when called on the consumer's thread: a batch of in-memory images
@@ -115,20 +117,37 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
   // (measured: an epoch of Fashion-MNIST took 25x longer through parallel_for), and from a
   // worker thread the pool would start a second team of threads beside the compute pool.
   // Sources that decode files get their parallelism from the workers.
-  for (int64_t j = 0; j < count; ++j) {
-    float* out = images + j * image_floats;
-    float* out_mirrored = mirrored != nullptr ? mirrored + j * image_floats : nullptr;
-    // An unreadable sample: the next position of the epoch's order that reads, wrapping.
-    int64_t tries = 0;
-    while (!src.write(order[size_t((begin + j + tries) % n)], request, out, out_mirrored,
-                      labels + j)) {
-      if (++tries == n)
-        throw_invalid(fmt::format("DataLoader: none of the {} samples of '{}' ({}) can be read", n,
-                                  src.name(), src.source()),
-                      "the warnings above name each file and what is wrong with it");
+  auto write_samples = [&](auto* images, auto* mirrored) {
+    for (int64_t j = 0; j < count; ++j) {
+      auto* out = images + j * image_values;
+      auto* out_mirrored = mirrored != nullptr ? mirrored + j * image_values : nullptr;
+      // An unreadable sample: the next position of the epoch's order that reads, wrapping.
+      int64_t tries = 0;
+      while (!src.write(order[size_t((begin + j + tries) % n)], request, out, out_mirrored,
+                        labels + j)) {
+        if (++tries == n)
+          throw_invalid(fmt::format("DataLoader: none of the {} samples of '{}' ({}) can be read",
+                                    n, src.name(), src.source()),
+                        "the warnings above name each file and what is wrong with it");
+      }
     }
-  }
+  };
+  if (dtype == DType::U8)
+    write_samples(batch.images.data<uint8_t>(),
+                  options_.mirror ? batch.mirrored.data<uint8_t>() : nullptr);
+  else
+    write_samples(batch.images.data<float>(),
+                  options_.mirror ? batch.mirrored.data<float>() : nullptr);
   return batch;
+}
+
+Tensor DataLoader::model_images(const Tensor& images, Device device, BatchMover* mover) const {
+  const Tensor moved = mover != nullptr ? mover->move(images) : images.to(device);
+  if (moved.dtype() != DType::U8) return moved;
+  if (!table_.defined() || table_.device() != moved.device())
+    table_ =
+        Tensor::from_vector(transform_.table(), {transform_.channels(), 256}).to(moved.device());
+  return ops::gather_batch(moved, Tensor(), Tensor(), Tensor(), table_).images;
 }
 
 Batch DataLoader::make_batch(int64_t epoch, int64_t index) const {

@@ -1,6 +1,7 @@
 // DataLoader: turns a SampleSource (an ImageDataset held in memory, or image files decoded as
-// they are read) into f32 NHWC batches, optionally shuffled and augmented, prepared ahead of the
-// consumer by background threads.
+// they are read) into NHWC batches, optionally shuffled and augmented, prepared ahead of the
+// consumer by background threads: normalised f32, or uint8 pixel values that model_images()
+// normalises on the device the model runs on (BatchPixels).
 //
 // Determinism: the epoch's order is a pure function of (seed, epoch) and each sample's
 // augmentation a pure function of (seed, epoch, sample index), so batch k of epoch e holds the
@@ -36,7 +37,26 @@
 #include "hourglass/data/transforms.h"
 #include "hourglass/tensor/tensor.h"
 
+namespace hg {
+class BatchMover;
+}
+
 namespace hg::data {
+
+// How a host loader's batches hold their images.
+enum class BatchPixels {
+  // Uint8 when batches are built in host_allocator's memory (a GPU run's pinned buffers, bound
+  // for the device), else Normalized.
+  Auto,
+  // f32, normalised by the workers (ImageTransform's scale and bias).
+  Normalized,
+  // uint8 pixel values (SampleSource's second write()): a quarter of the bytes for the workers
+  // to write and for the copy to move; model_images() normalises them through the transform's
+  // table where the model runs (ops::gather_batch), the values Normalized gives for whole pixel
+  // values. In-memory datasets give Normalized's floats bit for bit; resized image files are
+  // rounded to whole pixel values first.
+  Uint8,
+};
 
 struct LoaderOptions {
   int64_t batch_size = 64;
@@ -63,10 +83,14 @@ struct LoaderOptions {
   // Allocates the host tensors batches are built in (empty: Tensor::empty). A GPU run passes
   // pinned memory (BatchMover::host_empty), which its copy stream reads without staging.
   std::function<Tensor(const Shape&, DType)> host_allocator;
+  // How host batches hold their images (a device placement's are always normalised f32).
+  BatchPixels pixels = BatchPixels::Auto;
 };
 
 struct Batch {
-  Tensor images;    // f32 [B, H, W, C] on the loader's placement device
+  // [B, H, W, C] on the loader's placement device: f32, or u8 pixel values (BatchPixels::Uint8,
+  // the loader's pixels()); DataLoader::model_images turns either into the model's input.
+  Tensor images;
   Tensor labels;    // i64 [B], on the same device
   Tensor mirrored;  // LoaderOptions::mirror: `images` mirrored horizontally; else undefined
   int64_t epoch = 0;
@@ -107,6 +131,15 @@ class DataLoader {
   // Bytes of the dataset held on the placement device (0 on the host).
   int64_t device_bytes() const { return resident_ ? resident_->bytes() : 0; }
 
+  // `images` (a batch's images or mirrored images) as the model takes them on `device`: moved
+  // there (through `mover` when one is given: its device, BatchMover's rules) and, when they
+  // are uint8 pixels (BatchPixels::Uint8), normalised there by ops::gather_batch through the
+  // transform's table (kept on the device after the first call). Called by the thread that
+  // uses the loader.
+  Tensor model_images(const Tensor& images, Device device, BatchMover* mover = nullptr) const;
+  // How this loader's batches hold their images (BatchPixels::Auto resolved).
+  BatchPixels pixels() const { return pixels_; }
+
   const SampleSource& source() const { return *source_; }
   const LoaderOptions& options() const { return options_; }
   // Distinct samples found unreadable so far (corrupt image files), all epochs together.
@@ -126,7 +159,9 @@ class DataLoader {
   std::shared_ptr<const SampleSource> source_;
   LoaderOptions options_;
   ImageTransform transform_;
+  BatchPixels pixels_ = BatchPixels::Normalized;
   std::unique_ptr<DeviceResidentSet> resident_;  // device placement only
+  mutable Tensor table_;                         // model_images' table, on its last device
 
   // The current epoch; written only by start_epoch while no worker runs.
   bool started_ = false;

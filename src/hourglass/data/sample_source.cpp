@@ -30,8 +30,9 @@ const std::shared_ptr<const ImageDataset>& checked(const std::shared_ptr<const I
 InMemorySource::InMemorySource(std::shared_ptr<const ImageDataset> dataset)
     : dataset_(checked(dataset)) {}
 
-bool InMemorySource::write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
-                           int64_t* label) const {
+template <typename T>
+bool InMemorySource::write_as(int64_t index, const SampleRequest& request, T* out, T* mirrored,
+                              int64_t* label) const {
   const ImageTransform& t = *request.transform;
   const Augmentation aug =
       request.augment ? t.draw(request.seed, request.epoch, index) : Augmentation{};
@@ -39,6 +40,16 @@ bool InMemorySource::write(int64_t index, const SampleRequest& request, float* o
   if (mirrored != nullptr) t.apply(dataset_->image(index), t.mirrored(aug), mirrored);
   *label = dataset_->labels[size_t(index)];
   return true;
+}
+
+bool InMemorySource::write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
+                           int64_t* label) const {
+  return write_as(index, request, out, mirrored, label);
+}
+
+bool InMemorySource::write(int64_t index, const SampleRequest& request, uint8_t* out,
+                           uint8_t* mirrored, int64_t* label) const {
+  return write_as(index, request, out, mirrored, label);
 }
 
 }  // namespace hg::data

@@ -1,6 +1,7 @@
 // Where a DataLoader's samples come from. A SampleSource knows how many labelled samples it
 // holds, the shape of each after its transform, and writes one sample at a time as normalised
-// f32 HWC: the in-memory datasets (IDX, CIFAR-10, synthetic: InMemorySource, below) and the
+// f32 HWC, or as uint8 HWC pixel values that its transform's table normalises later: the
+// in-memory datasets (IDX, CIFAR-10, synthetic: InMemorySource, below) and the
 // image files of a folder or pack (image_files.h), which decode on the loader's workers.
 #pragma once
 
@@ -44,6 +45,13 @@ class SampleSource {
   // file) and counts it in skipped(). Called concurrently from the loader's workers.
   virtual bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
                      int64_t* label) const = 0;
+  // The same as uint8 pixel values, not yet normalised (BatchPixels::Uint8 in loader.h):
+  // request.transform->table() maps them to normalised floats. In-memory samples then normalise
+  // to the first write()'s floats bit for bit; image files, resized, are rounded to whole pixel
+  // values first (as an image library's resize hands them back), so they differ from the first
+  // write()'s by less than half a pixel level.
+  virtual bool write(int64_t index, const SampleRequest& request, uint8_t* out, uint8_t* mirrored,
+                     int64_t* label) const = 0;
 
   // The number of distinct samples found unreadable so far (0 for data held in memory).
   virtual int64_t skipped() const { return 0; }
@@ -66,10 +74,16 @@ class InMemorySource final : public SampleSource {
   std::string source() const override { return dataset_->source; }
   bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
              int64_t* label) const override;
+  bool write(int64_t index, const SampleRequest& request, uint8_t* out, uint8_t* mirrored,
+             int64_t* label) const override;
 
   const ImageDataset& dataset() const { return *dataset_; }
 
  private:
+  template <typename T>
+  bool write_as(int64_t index, const SampleRequest& request, T* out, T* mirrored,
+                int64_t* label) const;
+
   std::shared_ptr<const ImageDataset> dataset_;
 };
 

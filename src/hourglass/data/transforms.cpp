@@ -120,15 +120,19 @@ CutoutBox ImageTransform::cutout_box(const Augmentation& aug) const {
   return box;
 }
 
-void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float* out) const {
-  const int64_t h = height_, w = width_, c = channels_;
-  const float* table = table_.data();
+namespace {
+
+// ImageTransform::apply's loops over an h x w x c image, writing value(ch, v) for pixel value v
+// of channel ch; padding and cutout pixels are value 0.
+template <typename T, typename Value>
+void apply_augmentation(const uint8_t* image, const Augmentation& aug, const CutoutBox& box,
+                        int64_t h, int64_t w, int64_t c, T* out, const Value& value) {
   for (int64_t y = 0; y < h; ++y) {
-    float* row = out + y * w * c;
+    T* row = out + y * w * c;
     const int64_t sy = y + aug.shift_y;
     if (sy < 0 || sy >= h) {  // entirely in the padding: zero pixels
       for (int64_t x = 0; x < w; ++x) {
-        for (int64_t ch = 0; ch < c; ++ch) row[x * c + ch] = table[ch * 256];
+        for (int64_t ch = 0; ch < c; ++ch) row[x * c + ch] = value(ch, 0);
       }
       continue;
     }
@@ -137,12 +141,12 @@ void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float*
       // The flip mirrors the cropped image: output column x shows cropped column w-1-x.
       const int64_t cx = aug.flip ? w - 1 - x : x;
       const int64_t sx = cx + aug.shift_x;
-      float* px = row + x * c;
+      T* px = row + x * c;
       if (sx < 0 || sx >= w) {
-        for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256];
+        for (int64_t ch = 0; ch < c; ++ch) px[ch] = value(ch, 0);
       } else {
         const uint8_t* sp = src_row + sx * c;
-        for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256 + sp[ch]];
+        for (int64_t ch = 0; ch < c; ++ch) px[ch] = value(ch, sp[ch]);
       }
     }
   }
@@ -150,12 +154,24 @@ void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float*
   // of pixel 0, not the normalised 0 (the channel mean) of DeVries & Taylor's code: the blanked
   // area then looks like the crop's padding, and every path (ops::gather_batch on any device)
   // fills it from the table it already has.
-  const CutoutBox box = cutout_box(aug);
   for (int64_t y = box.y0; y < box.y1; ++y) {
     for (int64_t x = box.x0; x < box.x1; ++x) {
-      for (int64_t ch = 0; ch < c; ++ch) out[(y * w + x) * c + ch] = table[ch * 256];
+      for (int64_t ch = 0; ch < c; ++ch) out[(y * w + x) * c + ch] = value(ch, 0);
     }
   }
+}
+
+}  // namespace
+
+void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float* out) const {
+  const float* table = table_.data();
+  apply_augmentation(image, aug, cutout_box(aug), height_, width_, channels_, out,
+                     [table](int64_t ch, uint8_t v) { return table[ch * 256 + v]; });
+}
+
+void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, uint8_t* out) const {
+  apply_augmentation(image, aug, cutout_box(aug), height_, width_, channels_, out,
+                     [](int64_t, uint8_t v) { return v; });
 }
 
 void ImageTransform::normalize(float* values) const {

@@ -74,6 +74,9 @@ class ImageTransform {
 
   // Writes the H*W*C transformed floats of one uint8 HWC image to out.
   void apply(const uint8_t* image, const Augmentation& aug, float* out) const;
+  // The same before normalisation: the H*W*C uint8 pixel values (padding and cutout pixels 0),
+  // which table() turns into apply()'s floats bit for bit.
+  void apply(const uint8_t* image, const Augmentation& aug, uint8_t* out) const;
   // Normalises H*W*C pixel values held as floats in [0, 255] in place, as apply() does (for
   // images resized in f32 before normalisation).
   void normalize(float* values) const;

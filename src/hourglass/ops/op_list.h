@@ -422,23 +422,33 @@ HG_OP(Tensor, dropout_backward, (const Tensor& dy, const Tensor& mask, double p)
 // table(c, images(i, y+dy, cx+dx, c)), and table(c, 0) (a zero pixel) where (y+dy, cx+dx)
 // falls outside the image or y0 <= y < y1 and x0 <= x < x1 (the cutout, in output
 // coordinates): data::ImageTransform::apply for a whole batch, bit for bit.
+// Undefined indices take every image in order (B = N, i = b); undefined labels give undefined
+// labels. So gather_batch(batch, {}, {}, {}, table) normalises a uint8 batch through the table
+// (DataLoader::model_images: a loader's uint8 batches, normalised where the model runs).
 HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& labels,
                                          const Tensor& indices, const Tensor& augment,
                                          const Tensor& table), {
   check_dtype(op, "images", images, DType::U8);
   check_dim(op, "images", images, 4);
-  check_dtype(op, "labels", labels, DType::U8);
-  check_dim(op, "labels", labels, 1);
-  HG_CHECK(labels.size(0) == images.size(0), "{}: {} labels for {} images", op, labels.size(0),
-           images.size(0));
-  check_dtype(op, "indices", indices, DType::I64);
-  check_dim(op, "indices", indices, 1);
+  if (labels.defined()) {
+    check_dtype(op, "labels", labels, DType::U8);
+    check_dim(op, "labels", labels, 1);
+    HG_CHECK(labels.size(0) == images.size(0), "{}: {} labels for {} images", op, labels.size(0),
+             images.size(0));
+    check_same_device(op, images, labels);
+  }
+  const int64_t batch = indices.defined() ? indices.size(0) : images.size(0);
+  if (indices.defined()) {
+    check_dtype(op, "indices", indices, DType::I64);
+    check_dim(op, "indices", indices, 1);
+    check_same_device(op, images, indices);
+  }
   if (augment.defined()) {
     check_dtype(op, "augment", augment, DType::I32);
-    HG_CHECK(augment.dim() == 2 && augment.size(0) == indices.size(0) && augment.size(1) == 7,
+    HG_CHECK(augment.dim() == 2 && augment.size(0) == batch && augment.size(1) == 7,
              "{}: augment must be [{},7] (shift_y, shift_x, flip and the cutout box y0, x0, y1, "
              "x1 per sample), got {}",
-             op, indices.size(0), augment.describe());
+             op, batch, augment.describe());
     check_same_device(op, images, augment);
   }
   check_dtype(op, "table", table, DType::F32);
@@ -446,11 +456,10 @@ HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& lab
            "{}: table must be [{},256] (a value per channel and pixel value), got {}", op,
            images.size(3), table.describe());
   check_same_device(op, images, table);
-  check_same_device(op, images, labels);
-  check_same_device(op, images, indices);
-  return backend_for(images.device()).gather_batch(
-      images.contiguous(), labels.contiguous(), indices.contiguous(),
-      augment.defined() ? augment.contiguous() : augment, table.contiguous());
+  auto contiguous = [](const Tensor& t) { return t.defined() ? t.contiguous() : t; };
+  return backend_for(images.device())
+      .gather_batch(images.contiguous(), contiguous(labels), contiguous(indices),
+                    contiguous(augment), table.contiguous());
 })
 
 // ---- optimizer updates over flat f32 tensors of equal shape ----

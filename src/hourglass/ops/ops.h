@@ -47,7 +47,7 @@ struct DropoutForward {
 };
 struct GatheredBatch {
   Tensor images;  // f32 [B,H,W,C], normalised
-  Tensor labels;  // i64 [B]
+  Tensor labels;  // i64 [B]; undefined when gathered without labels
 };
 
 // Elements of the dynamic loss scaler's f32 state tensor (unscale_grads_, update_loss_scale_).

@@ -23,7 +23,7 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
     // A data-parallel rank's part of a last batch smaller than the number of ranks.
     if (batch->labels.size(0) == 0) continue;
     // Each view is moved only after the work on the one before is issued (BatchMover's rule).
-    auto to_device = [&](const Tensor& t) { return mover ? mover->move(t) : t.to(device); };
+    auto to_device = [&](const Tensor& t) { return loader.model_images(t, device, mover); };
     Tensor labels = batch->labels.to(device);
     Tensor logits = model.forward(to_device(batch->images));
     if (batch->mirrored.defined())  // test-time flip averaging: the mean of both views' logits

@@ -19,7 +19,8 @@ struct EvalResult {
 // Runs the model in eval mode over one epoch of `loader` (epoch 0) on the context's device,
 // under its precision, and restores the model's previous train/eval mode. Batches that carry
 // mirrored images (LoaderOptions::mirror) are scored on the mean of both views' logits.
-// Host batches reach the device through `mover` when one is given (else a plain copy).
+// Host batches reach the device through `mover` when one is given (else a plain copy), and
+// uint8 ones are normalised there (DataLoader::model_images).
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
                     BatchMover* mover = nullptr);
 

@@ -356,7 +356,7 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     return b;
   };
   while (auto batch = next_batch()) {
-    Tensor images = setup_.mover->move(batch->images);
+    Tensor images = loader.model_images(batch->images, device, setup_.mover.get());
     Tensor labels = batch->labels.to(device);
     const int64_t n = labels.size(0);
     if (profiler_) profiler_->before_step(steps_this_run_, step.last_loss());

@@ -9,19 +9,20 @@ namespace hg {
 ops::GatheredBatch GpuBackend::gather_batch(const Tensor& images, const Tensor& labels,
                                             const Tensor& indices, const Tensor& augment,
                                             const Tensor& table) {
-  const int64_t batch = indices.size(0);
+  const int64_t batch = indices.defined() ? indices.size(0) : images.size(0);
   ops::GatheredBatch out;
   out.images = Tensor::empty({batch, images.size(1), images.size(2), images.size(3)}, DType::F32,
                              images.device());
-  out.labels = Tensor::empty({batch}, DType::I64, images.device());
+  if (labels.defined()) out.labels = Tensor::empty({batch}, DType::I64, images.device());
   gpu::launch_gather_batch(
       static_cast<const uint8_t*>(images.data_ptr()),
-      static_cast<const uint8_t*>(labels.data_ptr()),
-      static_cast<const int64_t*>(indices.data_ptr()),
+      labels.defined() ? static_cast<const uint8_t*>(labels.data_ptr()) : nullptr,
+      indices.defined() ? static_cast<const int64_t*>(indices.data_ptr()) : nullptr,
       augment.defined() ? static_cast<const int32_t*>(augment.data_ptr()) : nullptr,
       static_cast<const float*>(table.data_ptr()), images.size(0), images.size(1), images.size(2),
       images.size(3), batch, static_cast<float*>(out.images.data_ptr()),
-      static_cast<int64_t*>(out.labels.data_ptr()), gpu::stream_for(images));
+      labels.defined() ? static_cast<int64_t*>(out.labels.data_ptr()) : nullptr,
+      gpu::stream_for(images));
   return out;
 }
 

@@ -19,9 +19,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels; p += stride) {
     const int64_t x = p % w, y = (p / w) % h, b = p / (w * h);
-    const int64_t index = indices[b];
+    const int64_t index = indices != nullptr ? indices[b] : b;
     const bool valid = index >= 0 && index < n;
-    if (x == 0 && y == 0) out_labels[b] = valid ? int64_t(labels[index]) : -1;
+    if (x == 0 && y == 0 && out_labels != nullptr)
+      out_labels[b] = valid ? int64_t(labels[index]) : -1;
     float* px = out + p * c;
     if (!valid) {
       for (int64_t ch = 0; ch < c; ++ch) px[ch] = 0.0f;

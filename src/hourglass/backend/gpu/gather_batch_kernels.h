@@ -1,9 +1,10 @@
 // Launcher of the batch-gathering kernel (gather_batch_kernels.cu), called by gather_batch.cpp.
-// images: n u8 images of h*w*c (HWC); labels: n u8; indices: `batch` i64; augment: `batch`
-// rows of 7 i32 (shift_y, shift_x, flip, cutout box y0, x0, y1, x1), or null; table: c*256 f32.
-// Writes batch*h*w*c f32 to out_images and `batch` i64 to out_labels, as CpuBackend::gather_batch
-// does; an index outside [0, n) gives a zero image and label -1 (the device cannot throw). Nothing
-// is launched for an empty batch.
+// images: n u8 images of h*w*c (HWC); labels: n u8, or null (no labels: out_labels is null
+// too); indices: `batch` i64, or null (image b for row b, batch = n); augment: `batch` rows of 7
+// i32 (shift_y, shift_x, flip, cutout box y0, x0, y1, x1), or null; table: c*256 f32. Writes
+// batch*h*w*c f32 to out_images and `batch` i64 to out_labels, as CpuBackend::gather_batch does;
+// an index outside [0, n) gives a zero image and label -1 (the device cannot throw). Nothing is
+// launched for an empty batch.
 #pragma once
 
 #include <cstdint>
