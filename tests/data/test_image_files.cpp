@@ -3,7 +3,8 @@
 // resize (normalised by model_images within half a pixel level of the f32 samples), identical
 // batches whatever the worker count, corrupt files (a cut-short JPEG, random bytes
 // named .jpg, a PNG with a bad CRC) reported once by path, skipped for the next sample and
-// counted, and the errors of a bad layout.
+// counted, a JPEG damaged below some crops skipped by epoch as a resumed run skips it, and the
+// errors of a bad layout.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
@@ -328,6 +329,54 @@ TEST(ImageFiles, CorruptFilesAreReportedOnceSkippedAndCounted) {
   const std::vector<float> v = b.images.to_vector<float>();
   const size_t per = 10 * 10 * 3;
   EXPECT_TRUE(std::equal(v.begin() + per, v.begin() + 2 * per, v.begin() + 2 * per));
+}
+
+// A JPEG damaged in its lower part: a marker where entropy-coded data should be, 85% of the way
+// through it. Crops that end above the damage decode (rows below a crop are never decoded), the
+// others fail. Whether the sample is skipped is decided by each epoch's read alone, so a loader
+// over a fresh source started at epoch e (a resumed run) builds exactly the batches of one that
+// ran the epochs before it.
+TEST(ImageFiles, ADamagedLowerPartIsSkippedByEpochAsAResumedRunSkipsIt) {
+  test::ScratchDir dir;
+  make_split(dir.path(), "train", 3);
+  Bytes jpg = test::jpeg_of(96, 96, 4);
+  size_t sos = 0;
+  for (size_t i = 2; i + 3 < jpg.size() && sos == 0; ++i)
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xDA)
+      sos = i + 2 + ((size_t(jpg[i + 2]) << 8) | jpg[i + 3]);
+  ASSERT_GT(sos, 0u);
+  const size_t damage = sos + (jpg.size() - 2 - sos) * 85 / 100;
+  jpg[damage] = 0xFF;
+  jpg[damage + 1] = 0xD3;  // RST3, in a scan without restart markers
+  put(dir.path() + "/train/c0/damaged.jpg", jpg);
+  ImageFileOptions o;
+  o.image_size = 16;
+  LogCapture log;
+  auto continuing = open_image_split(dir.path(), Split::Train, o);
+  DataLoader loader(continuing, options(true, 2, 4));
+  int read = 0, skipped = 0;
+  for (int64_t epoch = 0; epoch < 10; ++epoch) {
+    SCOPED_TRACE(epoch);
+    const std::vector<Batch> a = run_epoch(loader, epoch);
+    DataLoader resumed(open_image_split(dir.path(), Split::Train, o), options(true, 2, 4));
+    const std::vector<Batch> b = run_epoch(resumed, epoch);
+    ASSERT_EQ(a.size(), b.size());
+    bool pattern = false;  // the damaged image (the only one not of one colour) read
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].images.to_vector<float>(), b[k].images.to_vector<float>()) << "batch " << k;
+      EXPECT_EQ(a[k].labels.to_vector<int64_t>(), b[k].labels.to_vector<int64_t>());
+      const std::vector<float> v = a[k].images.to_vector<float>();
+      const int64_t per = 16 * 16 * 3;
+      for (size_t j = 0; j + 1 < v.size() / size_t(per) + 1 && !pattern; ++j)
+        for (int64_t p = 3; p < per && !pattern; p += 3)
+          pattern = std::abs(v[j * size_t(per) + size_t(p)] - v[j * size_t(per)]) > 0.1f;
+    }
+    (pattern ? read : skipped) += 1;
+  }
+  // Both happened: the test saw crops above the damage and crops through it.
+  EXPECT_GT(read, 0);
+  EXPECT_GT(skipped, 0);
+  EXPECT_EQ(loader.skipped_samples(), 1) << "one sample found unreadable (reported once)";
 }
 
 TEST(ImageFiles, EveryFileUnreadableIsAnError) {

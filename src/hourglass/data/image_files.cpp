@@ -62,8 +62,10 @@ int64_t scaled_up(int64_t a, int64_t b, int64_t c) { return (a * b + c - 1) / c;
 template <typename T>
 bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* out, T* mirrored,
                                int64_t* label) const {
+  // Read every time, even after a failure: a JPEG is decoded only down to its crop, so whether
+  // a damaged file fails depends on this read's crop, and a skip decided by an earlier epoch
+  // would make the batches depend on what this process read before (a resumed run would differ).
   std::atomic<bool>& bad = bad_[size_t(index)];
-  if (bad.load(std::memory_order_relaxed)) return false;
   const int64_t s = options_.image_size;
   // The crop (and the resize it implies) is drawn on the image's full size, from its header;
   // then the image is decoded at the smallest DCT scaling that keeps the crop at least s x s

@@ -10,9 +10,11 @@
 // only where the resize reads it (the crop's box, evaluation's centre window), at the smallest
 // DCT scaling that keeps the crop at least image_size (image_decode.h).
 //
-// A file that cannot be read or decoded is reported once (a warning naming it and the reason),
-// counted in skipped(), and write() returns false for it from then on without reading it again;
-// the loader then takes the next sample.
+// A file that cannot be read or decoded is reported once (a warning naming it and the reason) and
+// counted in skipped(), and write() returns false for it; the loader then takes the next sample.
+// Each write reads the file again: a JPEG is decoded only down to the sample's crop, so whether a
+// file damaged in its lower part fails is a function of (seed, epoch, sample), as the batches
+// must be for a resumed run to see the same ones.
 #pragma once
 
 #include <atomic>
