@@ -15,6 +15,9 @@ namespace {
 // Separates the shuffle stream from the augmentation streams of the same seed.
 constexpr uint64_t kShuffleTag = 0x53485546464C4500ull;  // "SHUFFLE"
 constexpr int kMaxWorkers = 64;
+// Rows a worker builds of a batch at least (fewer parts for small batches: each part takes the
+// loader's lock twice).
+constexpr int64_t kMinPartRows = 8;
 
 // Checks the source before anything reads its shape (argument evaluation order is
 // unspecified, so the check cannot sit beside the reads in one call).
@@ -86,39 +89,51 @@ int64_t DataLoader::global_rows(int64_t index) const {
   return std::clamp<int64_t>(n - index * options_.batch_size, 0, options_.batch_size);
 }
 
-Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const {
-  const SampleSource& src = *source_;
-  const int64_t n = src.size();
+int64_t DataLoader::rank_rows(int64_t index, int64_t* begin) const {
+  const int64_t n = source_->size();
   const int64_t global_begin = index * options_.batch_size;
   const int64_t global_count = std::min(options_.batch_size, n - global_begin);
   HG_ASSERT(index >= 0 && global_count > 0, "batch {} is outside the epoch", index);
   // This rank's part of the global batch (all of it without sharding).
   const int64_t ranks = options_.shard_count, rank = options_.shard_rank;
-  const int64_t begin = global_begin + global_count * rank / ranks;
-  const int64_t count = global_begin + global_count * (rank + 1) / ranks - begin;
-  if (resident_) return resident_->batch(epoch, index, begin, count, options_.mirror);
-  const int64_t image_values = src.height() * src.width() * src.channels();
+  const int64_t first = global_begin + global_count * rank / ranks;
+  if (begin != nullptr) *begin = first;
+  return global_begin + global_count * (rank + 1) / ranks - first;
+}
 
+Batch DataLoader::allocate(int64_t epoch, int64_t index) const {
+  const SampleSource& src = *source_;
+  const int64_t count = rank_rows(index);
   Batch batch;
   batch.epoch = epoch;
   batch.index = index;
-  auto allocate = [&](const Shape& shape, DType dtype) {
+  auto empty = [&](const Shape& shape, DType dtype) {
     return options_.host_allocator ? options_.host_allocator(shape, dtype)
                                    : Tensor::empty(shape, dtype);
   };
   const DType dtype = pixels_ == BatchPixels::Uint8 ? DType::U8 : DType::F32;
-  batch.images = allocate({count, src.height(), src.width(), src.channels()}, dtype);
-  if (options_.mirror) batch.mirrored = allocate(batch.images.shape(), dtype);
+  batch.images = empty({count, src.height(), src.width(), src.channels()}, dtype);
+  if (options_.mirror) batch.mirrored = empty(batch.images.shape(), dtype);
   batch.labels = Tensor::empty({count}, DType::I64);
+  return batch;
+}
+
+void DataLoader::write_rows(Batch& batch, const std::vector<int64_t>& order, int64_t index,
+                            int64_t first, int64_t last) const {
+  const SampleSource& src = *source_;
+  const int64_t n = src.size();
+  int64_t begin = 0;
+  rank_rows(index, &begin);
+  const int64_t image_values = src.height() * src.width() * src.channels();
   int64_t* labels = batch.labels.data<int64_t>();
-  const SampleRequest request{options_.seed, epoch, options_.augment, &transform_};
+  const SampleRequest request{options_.seed, batch.epoch, options_.augment, &transform_};
   // Serial on purpose, also when called on the consumer's thread: a batch of in-memory images
   // is well under a millisecond of work, less than an OpenMP fork/join costs on a busy machine
   // (measured: an epoch of Fashion-MNIST took 25x longer through parallel_for), and from a
   // worker thread the pool would start a second team of threads beside the compute pool.
   // Sources that decode files get their parallelism from the workers.
   auto write_samples = [&](auto* images, auto* mirrored) {
-    for (int64_t j = 0; j < count; ++j) {
+    for (int64_t j = first; j < last; ++j) {
       auto* out = images + j * image_values;
       auto* out_mirrored = mirrored != nullptr ? mirrored + j * image_values : nullptr;
       // An unreadable sample: the next position of the epoch's order that reads, wrapping.
@@ -132,12 +147,22 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
       }
     }
   };
-  if (dtype == DType::U8)
+  if (batch.images.dtype() == DType::U8)
     write_samples(batch.images.data<uint8_t>(),
                   options_.mirror ? batch.mirrored.data<uint8_t>() : nullptr);
   else
     write_samples(batch.images.data<float>(),
                   options_.mirror ? batch.mirrored.data<float>() : nullptr);
+}
+
+Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const {
+  if (resident_) {
+    int64_t begin = 0;
+    const int64_t count = rank_rows(index, &begin);
+    return resident_->batch(epoch, index, begin, count, options_.mirror);
+  }
+  Batch batch = allocate(epoch, index);
+  write_rows(batch, order, index, 0, batch.labels.size(0));
   return batch;
 }
 
@@ -170,6 +195,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   order_ = epoch_order(source_->size(), options_.shuffle, options_.seed, epoch);
   end_ = batches_per_epoch();
   next_claim_ = first_batch;
+  next_part_ = 0;
   next_emit_ = first_batch;
   failed_ = nullptr;
   ready_.clear();
@@ -179,9 +205,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
     return;
   }
   if (options_.workers == 0 || first_batch == end_) return;
-  const int threads = int(std::min<int64_t>(options_.workers, end_ - first_batch));
   try {
-    for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { worker_loop(); });
+    for (int t = 0; t < options_.workers; ++t) threads_.emplace_back([this] { worker_loop(); });
   } catch (...) {
     stop_workers();  // a thread that could not start: join the ones that did, then report
     throw;
@@ -199,6 +224,7 @@ void DataLoader::stop_workers() {
   std::lock_guard lock(mutex_);
   stop_ = false;
   ready_.clear();
+  building_.clear();
 }
 
 void DataLoader::worker_loop() {
@@ -207,17 +233,42 @@ void DataLoader::worker_loop() {
     work_cv_.wait(
         lock, [&] { return stop_ || (next_claim_ < end_ && next_claim_ < next_emit_ + window_); });
     if (stop_) return;
-    const int64_t index = next_claim_++;
+    const int64_t index = next_claim_, part = next_part_;
+    std::shared_ptr<Building>& entry = building_[index];
+    if (!entry) {
+      // Parts of at least kMinPartRows rows, at most one a worker.
+      entry = std::make_shared<Building>();
+      const int64_t rows = rank_rows(index);
+      entry->parts =
+          std::clamp<int64_t>((rows + kMinPartRows - 1) / kMinPartRows, 1, options_.workers);
+      entry->parts_left = entry->parts;
+    }
+    const std::shared_ptr<Building> b = entry;
+    if (++next_part_ == b->parts) {
+      next_part_ = 0;
+      ++next_claim_;
+    }
     lock.unlock();
-    Slot slot;
+    std::exception_ptr error;
     try {
-      slot.batch = build(epoch_, order_, index);
+      std::call_once(b->allocated, [&] { b->batch = allocate(epoch_, index); });
+      const int64_t rows = b->batch.labels.size(0);
+      write_rows(b->batch, order_, index, rows * part / b->parts, rows * (part + 1) / b->parts);
     } catch (...) {
-      slot.error = std::current_exception();
+      error = std::current_exception();
     }
     lock.lock();
-    ready_.emplace(index, std::move(slot));
-    ready_cv_.notify_one();
+    if (error && !b->error) b->error = error;
+    if (--b->parts_left == 0) {
+      Slot slot;
+      if (b->error)
+        slot.error = b->error;
+      else
+        slot.batch = std::move(b->batch);
+      ready_.emplace(index, std::move(slot));
+      building_.erase(index);
+      ready_cv_.notify_one();
+    }
   }
 }
 
