@@ -122,6 +122,10 @@ class Trainer {
   double best_acc_ = -1;
   std::string last_epoch_record_;
   int64_t steps_this_run_ = 0;
+  // The epoch the training loader was started on ahead of its train_epoch (right after the
+  // epoch before it trained, so the loader builds its first batches during that epoch's
+  // evaluation and checkpoint); -1 for none.
+  int64_t loader_started_for_ = -1;
   MovingAverage step_seconds_{20};
   double last_eval_seconds_ = 0;
   std::string stop_reason_;
