@@ -79,7 +79,9 @@ Config resnet_config() {
 std::string shared_dir(const std::string& name) {
   char path[512] = {};
   if (world()->rank() == 0) {
-    const std::string dir = test::fresh_temp_dir("hourglass_dp_" + name);
+    // Named by the world size too: the 2- and 4-rank jobs may run at once (ctest -j).
+    const std::string dir =
+        test::fresh_temp_dir(fmt::format("hourglass_dp_np{}_{}", world()->size(), name));
     std::snprintf(path, sizeof path, "%s", dir.c_str());
   }
   world()->broadcast(path, sizeof path, 0);
@@ -108,7 +110,8 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 std::vector<float> reference_weights(Config c, int ranks, const std::string& name,
                                      std::vector<train::EpochMetrics>* history = nullptr) {
   c.set_override("train.micro_batch=" + std::to_string(32 / ranks));
-  train::Trainer t(c, {test::fresh_temp_dir("hourglass_dp_ref_" + name), false});
+  train::Trainer t(
+      c, {test::fresh_temp_dir(fmt::format("hourglass_dp_ref_np{}_{}", ranks, name)), false});
   auto h = t.run();
   if (history) *history = h;
   return weights(t);

@@ -88,7 +88,9 @@ struct Trainer::EpochProgress {
 };
 
 Trainer::Trainer(const Config& config, TrainerOptions options)
-    : run_(prepare(config, options)), setup_(build_training(run_, shard_of(options))) {
+    : run_(prepare(config, options)),
+      setup_(build_training(run_, shard_of(options), TrainLoaderStart::BeforeWarmUp)),
+      loader_started_for_(setup_.train_loader_epoch) {
   if (options.communicator != nullptr)
     dp_ = std::make_unique<DataParallel>(*options.communicator, run_.device,
                                          run_.distributed.bucket_bytes);

@@ -122,9 +122,10 @@ class Trainer {
   double best_acc_ = -1;
   std::string last_epoch_record_;
   int64_t steps_this_run_ = 0;
-  // The epoch the training loader was started on ahead of its train_epoch (right after the
-  // epoch before it trained, so the loader builds its first batches during that epoch's
-  // evaluation and checkpoint); -1 for none.
+  // The epoch the training loader was started on (from its first batch) ahead of its
+  // train_epoch: before the start-up's warm-up, or right after the epoch before it trained, so
+  // the loader builds its first batches during the warm-up, or that epoch's evaluation and
+  // checkpoint; -1 for none.
   int64_t loader_started_for_ = -1;
   MovingAverage step_seconds_{20};
   double last_eval_seconds_ = 0;

@@ -293,7 +293,7 @@ std::vector<int64_t> loader_parts(const data::DataLoader* loader, Shard shard) {
 
 }  // namespace
 
-TrainingSetup build_training(const RunConfig& run, Shard shard) {
+TrainingSetup build_training(const RunConfig& run, Shard shard, TrainLoaderStart loader_start) {
   const ExecutionContext context = ExecutionContext::from_run(run);
   if (run.train.batch_size < shard.count)
     throw_invalid(
@@ -395,6 +395,10 @@ TrainingSetup build_training(const RunConfig& run, Shard shard) {
   s.total_steps = s.steps_per_epoch * run.train.epochs;
   s.schedule = make_run_schedule(run, s.steps_per_epoch, s.total_steps);
   s.step->set_schedule(s.schedule.get());
+  if (loader_start == TrainLoaderStart::BeforeWarmUp) {
+    s.train_loader->start_epoch(0);
+    s.train_loader_epoch = 0;
+  }
   if (warm) {
     // Every shape the loaders will hand out (those warmed up already are skipped).
     shapes.train_rows = loader_parts(s.train_loader.get(), shard);

@@ -78,13 +78,21 @@ struct TrainingSetup {
   std::unique_ptr<data::DataLoader> validation_loader;  // null without validation
   std::unique_ptr<TrainStep> step;
   int64_t steps_per_epoch = 0, total_steps = 0;
+  // The epoch train_loader was started on from its first batch (TrainLoaderStart), or -1.
+  int64_t train_loader_epoch = -1;
 };
+
+// Whether build_training starts the training loader on epoch 0 before its last warm-up, so that
+// the workers build the first batches while the step's shapes run (a trainer that begins
+// elsewhere, resuming, starts it again), or leaves it to the caller.
+enum class TrainLoaderStart { ByCaller, BeforeWarmUp };
 // Builds everything for training `run`, as rank `shard.rank` of `shard.count` (every loader
 // sharded; the step sized for this rank's part of a batch). train.micro_batch = "auto" is
 // resolved here by probing the step (find_max_micro_batch). With train.warm_up, the step runs
 // every batch shape of an epoch once (warm_up.h); where the datasets' shape is known before
 // their pixels are read (data::peek_dataset_shape), the model, the step and the warm-up are
 // built and run while the datasets load on a thread of their own.
-TrainingSetup build_training(const RunConfig& run, Shard shard = {});
+TrainingSetup build_training(const RunConfig& run, Shard shard = {},
+                             TrainLoaderStart loader_start = TrainLoaderStart::ByCaller);
 
 }  // namespace hg::train
