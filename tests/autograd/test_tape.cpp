@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "hourglass/autograd/functions.h"
+#include "hourglass/ops/ops.h"
 #include "support/compare.h"
 
 namespace hg {
@@ -30,6 +31,51 @@ TEST(Tape, SameTensorUsedTwiceGetsBothContributions) {
   Tensor z = fn::mul(y, x);  // z = 2x^2, dz/dx = 4x
   autograd::backward(fn::sum(z));
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{8.0, 12.0}));
+}
+
+// A node with a backward_sum (batch_norm_relu with a residual) gets the gradient of an output
+// used twice in its two parts, in their order of arrival; with three parts the first two are
+// added first; with one, the plain backward runs.
+TEST(Tape, NodeWithBackwardSumGetsTheLastTwoParts) {
+  for (const int uses : {1, 2, 3}) {
+    SCOPED_TRACE(uses);
+    Tensor x = leaf({1.0, -2.0}, {2});
+    std::vector<std::vector<double>> parts;
+    int plain_calls = 0;
+    Tensor y;
+    {
+      autograd::NoGradGuard no_grad;
+      y = x.clone();
+    }
+    autograd::Tape::current().record(
+        "identity", {x}, y,
+        [&](const Tensor& g) {
+          ++plain_calls;
+          return std::vector<Tensor>{g};
+        },
+        [&](const Tensor& a, const Tensor& b) {
+          parts.push_back(a.to_vector<double>());
+          parts.push_back(b.to_vector<double>());
+          return std::vector<Tensor>{ops::add(a, b)};
+        });
+    // Uses scaled by 2, 3 and 4; backward reaches them in reverse: 4, then 3, then 2.
+    Tensor loss = fn::sum(fn::mul_scalar(y, 2.0));
+    if (uses >= 2) loss = fn::add(loss, fn::sum(fn::mul_scalar(y, 3.0)));
+    if (uses >= 3) loss = fn::add(loss, fn::sum(fn::mul_scalar(y, 4.0)));
+    autograd::backward(loss);
+    const double total = uses == 1 ? 2.0 : uses == 2 ? 5.0 : 9.0;
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{total, total}));
+    if (uses == 1) {
+      EXPECT_EQ(plain_calls, 1);
+      EXPECT_TRUE(parts.empty());
+    } else {
+      EXPECT_EQ(plain_calls, 0);
+      ASSERT_EQ(parts.size(), 2u);
+      const double first = uses == 2 ? 3.0 : 7.0;  // 3, or 4 + 3 added first
+      EXPECT_EQ(parts[0], (std::vector<double>{first, first}));
+      EXPECT_EQ(parts[1], (std::vector<double>{2.0, 2.0}));
+    }
+  }
 }
 
 TEST(Tape, LeafGradientsAccumulateAcrossBackwardCalls) {

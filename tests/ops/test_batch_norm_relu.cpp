@@ -142,6 +142,33 @@ TEST_P(BatchNormReluCase, BackwardMatchesReference) {
   }
 }
 
+// A gradient in two parts (a value used twice): the gradients of dy + dy2, against the float64
+// reference of the summed gradient.
+TEST_P(BatchNormReluCase, GradientInTwoPartsMatchesReference) {
+  const FusedCase& fc = GetParam();
+  const Data d = make_data(fc, 13);
+  const Values dy2 = test::ref::random_f32(d.dy.size(), 14);
+  Tensor rm = test::f32_tensor(d.running_mean, {d.c});
+  Tensor rv = test::f32_tensor(d.running_var, {d.c});
+  const ops::BatchNormForward f =
+      ops::batch_norm_relu_train(d.xt, d.rt, d.wt, d.bt, rm, rv, kMomentum, kEps);
+  const ResidualGrad rg = fc.residual ? ResidualGrad::Compute : ResidualGrad::Skip;
+  const ops::BatchNormReluGrads g = ops::batch_norm_relu_backward(
+      d.dyt, f.y, d.xt, d.wt, f.mean, f.invstd, rg, test::f32_tensor(dy2, fc.shape));
+  Values sum(d.dy.size());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = d.dy[i] + dy2[i];
+  const Values dz = masked(sum, test::to_doubles(f.y));
+  const test::ref::BatchNormGrads ref =
+      test::ref::batch_norm_backward(dz, d.x, d.c, d.weight, kEps);
+  const int64_t m = shape_numel(fc.shape) / d.c;
+  EXPECT_TRUE(test::all_close(g.dx, ref.dx, test::ref::f32_tolerance(m, ref.dx))) << "dx";
+  EXPECT_TRUE(test::all_close(g.dweight, ref.dweight, test::ref::f32_tolerance(m, ref.dweight)));
+  EXPECT_TRUE(test::all_close(g.dbias, ref.dbias, test::ref::f32_tolerance(m, ref.dbias)));
+  if (fc.residual)
+    EXPECT_TRUE(test::all_close(g.dresidual, dz, test::ref::f32_tolerance(1, dz)))
+        << "dresidual is the masked sum, rounded once";
+}
+
 // loss = sum(relu(bn(x) + r) * g) in double against central differences. The ReLU's kink makes
 // the loss only piecewise smooth: a step of 1e-6 crosses it only for a pre-activation within
 // about 1e-6 of zero (none for these seeds), and the error elsewhere is step^2 (truncation)

@@ -248,6 +248,47 @@ TEST_P(GpuBatchNormRelu, FusedMatchesUnfusedGpuOps) {
     expect_close(g.dresidual, dz_host, dtype, 0.0, "dresidual against relu_backward");
 }
 
+// Host bytes of a tensor, for bit-for-bit comparisons.
+std::vector<char> bytes_of(const Tensor& t) {
+  const Tensor host = t.to(Device::cpu());
+  const char* p = static_cast<const char*>(host.data_ptr());
+  return std::vector<char>(p, p + host.nbytes());
+}
+
+// A gradient in two parts (dy2: a value used twice) is the gradient of ops::add(dy, dy2), bit
+// for bit: with a residual the kernels sum the parts while loading, without one the backend
+// adds them first.
+TEST_P(GpuBatchNormRelu, GradientInTwoPartsIsTheAddedGradient) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  const auto& [fc, dtype] = GetParam();
+  const Data d = make_data(fc, dtype, 51);
+  const Data other = make_data(fc, dtype, 52);
+  const Tensor x = gpu(d.x, dtype), r = gpu(d.residual, dtype);
+  const Tensor dy = gpu(d.dy, dtype), dy2 = gpu(other.dy, dtype);
+  const Tensor w = gpu(d.weight), b = gpu(d.bias);
+  Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
+  const ops::BatchNormForward f = ops::batch_norm_relu_train(x, r, w, b, rm, rv, kMomentum, kEps);
+  const ResidualGrad rg = residual_grad_of(d);
+  const ops::BatchNormReluGrads two =
+      ops::batch_norm_relu_backward(dy, f.y, x, w, f.mean, f.invstd, rg, dy2);
+  const ops::BatchNormReluGrads one =
+      ops::batch_norm_relu_backward(ops::add(dy, dy2), f.y, x, w, f.mean, f.invstd, rg);
+  EXPECT_EQ(bytes_of(two.dx), bytes_of(one.dx)) << "dx";
+  EXPECT_EQ(bytes_of(two.dweight), bytes_of(one.dweight)) << "dweight";
+  EXPECT_EQ(bytes_of(two.dbias), bytes_of(one.dbias)) << "dbias";
+  if (rg == ResidualGrad::Compute) EXPECT_EQ(bytes_of(two.dresidual), bytes_of(one.dresidual));
+  // And against the CPU given the same two parts (the comparisons reject non-finite values:
+  // an element the kernels left unwritten is NaN).
+  const Tensor mean = f.mean.to(Device::cpu()), invstd = f.invstd.to(Device::cpu());
+  const ops::BatchNormReluGrads ref = ops::batch_norm_relu_backward(
+      d.dy, f.y.to(DType::F32).to(Device::cpu()), d.x, d.weight, mean, invstd, rg, other.dy);
+  expect_data(two.dx, ref.dx, dtype, "dx against the CPU",
+              2 * dx_terms(d.weight, invstd, ops::add(d.dy, other.dy)));
+  expect_f32(two.dweight, ref.dweight, "dweight against the CPU");
+  expect_f32(two.dbias, ref.dbias, "dbias against the CPU");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchNormRelu,
                          ::testing::Combine(::testing::ValuesIn(kCases),
                                             ::testing::ValuesIn(kDtypes)),

@@ -85,12 +85,17 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& we
     Tensor y = f.y, mean = f.mean, invstd = f.invstd;
     const ResidualGrad residual_grad =
         residual.defined() ? ResidualGrad::Compute : ResidualGrad::Skip;
-    tape.record("batch_norm_relu", {x, weight, bias, residual}, f.y,
-                [x, y, weight, mean, invstd, residual_grad](const Tensor& dy) {
-                  auto g =
-                      ops::batch_norm_relu_backward(dy, y, x, weight, mean, invstd, residual_grad);
-                  return std::vector<Tensor>{g.dx, g.dweight, g.dbias, g.dresidual};
-                });
+    auto backward_sum = [x, y, weight, mean, invstd, residual_grad](const Tensor& dy,
+                                                                    const Tensor& dy2) {
+      auto g = ops::batch_norm_relu_backward(dy, y, x, weight, mean, invstd, residual_grad, dy2);
+      return std::vector<Tensor>{g.dx, g.dweight, g.dbias, g.dresidual};
+    };
+    // A residual block's output feeds the next block and its shortcut: the two parts of its
+    // gradient go to the backward whole, which sums them where it stores the residual's.
+    tape.record(
+        "batch_norm_relu", {x, weight, bias, residual}, f.y,
+        [backward_sum](const Tensor& dy) { return backward_sum(dy, Tensor()); },
+        residual.defined() ? autograd::BackwardSumFn(backward_sum) : autograd::BackwardSumFn());
   }
   return f.y;
 }

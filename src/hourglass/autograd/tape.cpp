@@ -40,8 +40,8 @@ bool Tape::should_record(std::initializer_list<const Tensor*> inputs) const {
   return false;
 }
 
-void Tape::record(const char* name, std::vector<Tensor> inputs, Tensor& output,
-                  BackwardFn backward) {
+void Tape::record(const char* name, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward,
+                  BackwardSumFn backward_sum) {
   TensorImpl* impl = output.impl_ptr();
   impl->requires_grad = true;
   impl->is_leaf = false;
@@ -55,13 +55,32 @@ void Tape::record(const char* name, std::vector<Tensor> inputs, Tensor& output,
     r.shape = t.shape();
     if (r.requires_grad && t.is_leaf()) r.leaf = t;
   }
-  nodes_.push_back(Node{name, std::move(refs), impl->id, std::move(backward)});
+  nodes_.push_back(
+      Node{name, std::move(refs), impl->id, std::move(backward), std::move(backward_sum)});
 }
 
 namespace {
-// Adds g into the gradient slot `slot`. Out of place: the same gradient tensor may have been
-// handed to several inputs (add's backward passes its grad to both operands).
-void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? ops::add(slot, g) : g; }
+// The gradient that has reached a non-leaf value so far: `sum`, and where the value's node can
+// take its gradient in two parts (Node::backward_sum), a last part `pending` not yet added.
+struct GradSlot {
+  Tensor sum, pending;
+  bool defer = false;  // the node has a backward_sum: keep the last part apart
+
+  // Adds g. Out of place: the same gradient tensor may have been handed to several inputs
+  // (add's backward passes its grad to both operands).
+  void accumulate(const Tensor& g) {
+    if (!sum.defined()) {
+      sum = g;
+    } else if (!defer) {
+      sum = ops::add(sum, g);
+    } else {
+      if (pending.defined()) sum = ops::add(sum, pending);
+      pending = g;
+    }
+  }
+  // The whole gradient: the same additions in the same order as without deferring.
+  Tensor total() const { return pending.defined() ? ops::add(sum, pending) : sum; }
+};
 }  // namespace
 
 void Tape::backward(const Tensor& root, const Tensor& seed, const LeafReadyFn& leaf_ready) {
@@ -88,12 +107,14 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
   HG_CHECK(seed.defined() || root.numel() == 1, "backward: the loss must be a scalar, got {}",
            root.describe());
   // Gradients of non-leaf values, keyed by identity. Freed as soon as their node has run.
-  std::unordered_map<uint64_t, Tensor> grads;
-  grads[root.impl_ptr()->id] =
-      seed.defined() ? seed : Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
+  std::unordered_map<uint64_t, GradSlot> grads;
   // Move the nodes out so the tape is clear even if a backward throws.
   std::vector<Node> nodes = std::move(nodes_);
   nodes_.clear();
+  for (const Node& node : nodes)
+    if (node.backward_sum) grads[node.output_id].defer = true;
+  grads[root.impl_ptr()->id].sum =
+      seed.defined() ? seed : Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
   // For leaf_ready: the leaves whose last node in backward order (their first use in forward
   // order) is node i, keyed by i.
   std::unordered_map<size_t, std::vector<Tensor>> leaves_done_at;
@@ -114,13 +135,16 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
   for (size_t i = nodes.size(); i-- > 0;) {
     Node& node = nodes[i];
     auto it = grads.find(node.output_id);
-    if (it == grads.end()) {  // output did not influence the loss
+    if (it == grads.end() || !it->second.sum.defined()) {  // output did not influence the loss
+      if (it != grads.end()) grads.erase(it);
       report_leaves(i);
       continue;
     }
-    Tensor grad_output = std::move(it->second);
+    GradSlot slot = std::move(it->second);
     grads.erase(it);
-    std::vector<Tensor> input_grads = node.backward(grad_output);
+    std::vector<Tensor> input_grads = slot.pending.defined()
+                                          ? node.backward_sum(slot.sum, slot.pending)
+                                          : node.backward(slot.sum);
     HG_ASSERT(input_grads.size() == node.inputs.size(),
               "{} backward returned {} grads for {} inputs", node.name, input_grads.size(),
               node.inputs.size());
@@ -138,7 +162,7 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
           input.leaf.set_grad(g.clone());
         }
       } else {
-        accumulate(grads[input.id], g);
+        grads[input.id].accumulate(g);
       }
     }
     // Drop saved tensors early to return activation memory while backward proceeds.
@@ -149,7 +173,7 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
     input_grads->clear();
     for (const Tensor& t : *inputs) {
       auto it = t.defined() ? grads.find(t.impl_ptr()->id) : grads.end();
-      input_grads->push_back(it == grads.end() ? Tensor() : it->second);
+      input_grads->push_back(it == grads.end() ? Tensor() : it->second.total());
     }
   }
 }

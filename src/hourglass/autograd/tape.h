@@ -14,6 +14,11 @@ namespace hg::autograd {
 // Computes the gradients of a node's inputs from the gradient of its output; an undefined
 // entry means "no gradient for this input".
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+// The same from an output gradient in two parts, grad_a + grad_b, for a node whose backward
+// sums them more cheaply than an add of their own would (batch_norm_relu with a residual sums
+// them while loading). Its result is the BackwardFn's of ops::add(grad_a, grad_b), bit for bit.
+using BackwardSumFn =
+    std::function<std::vector<Tensor>(const Tensor& grad_a, const Tensor& grad_b)>;
 
 // Called during backward with a leaf (a parameter) whose gradient is final: no node still to
 // run takes it as an input. Data parallelism starts reducing a bucket of gradients from here
@@ -36,6 +41,7 @@ struct Node {
   std::vector<NodeInput> inputs;
   uint64_t output_id = 0;
   BackwardFn backward;
+  BackwardSumFn backward_sum;  // optional
 };
 
 class Tape {
@@ -45,8 +51,12 @@ class Tape {
 
   // True when an op on these inputs should be recorded (grad mode on, an input needs grad).
   bool should_record(std::initializer_list<const Tensor*> inputs) const;
-  // Records a node and marks `output` as requiring grad (non-leaf).
-  void record(const char* name, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward);
+  // Records a node and marks `output` as requiring grad (non-leaf). With `backward_sum`, an
+  // output whose gradient arrives in two parts (a value used twice) is handed both parts
+  // rather than their sum; with three or more parts, the first are added in their order of
+  // arrival and the last two handed over, as plain accumulation would have added them.
+  void record(const char* name, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward,
+              BackwardSumFn backward_sum = nullptr);
 
   // Backpropagates from a scalar `root` (seeded with `seed`, default 1) and clears the tape.
   // `leaf_ready` (optional) is called once per leaf the tape reaches, as soon as its gradient

@@ -170,18 +170,25 @@ HG_OP(ops::BatchNormForward, batch_norm_relu_train, (const Tensor& x, const Tens
 
 // Backward of batch_norm_relu_train from its output y and its saved statistics: with
 // dz = dy where y > 0 (else 0), dx, dweight, dbias are batch_norm_backward(dz, x, ...) and
-// dresidual = dz (ResidualGrad::Compute; undefined with Skip).
+// dresidual = dz (ResidualGrad::Compute; undefined with Skip). With `dy2` the output's gradient
+// arrives in two parts and is dy + dy2, rounded to the dtype as ops::add(dy, dy2) would: the
+// tape hands both parts of the gradient of a value used twice (a residual block's output), so
+// the GPU sums them while loading rather than in an add of their own.
 HG_OP(ops::BatchNormReluGrads, batch_norm_relu_backward, (const Tensor& dy, const Tensor& y,
                                                           const Tensor& x, const Tensor& weight,
                                                           const Tensor& mean,
                                                           const Tensor& invstd,
-                                                          ResidualGrad residual_grad), {
+                                                          ResidualGrad residual_grad,
+                                                          const Tensor& dy2
+                                                              HG_OP_DEFAULT(Tensor())), {
   check_binary(op, dy, x);
   check_binary(op, dy, y);
-  HG_OP_COST(elementwise_cost(x, 3, residual_grad == ResidualGrad::Compute ? 2 : 1));
+  if (dy2.defined()) check_binary(op, dy, dy2);
+  HG_OP_COST(elementwise_cost(x, dy2.defined() ? 4 : 3,
+                              residual_grad == ResidualGrad::Compute ? 2 : 1));
   return backend_for(x.device())
       .batch_norm_relu_backward(dy.contiguous(), y.contiguous(), x.contiguous(), weight, mean,
-                                invstd, residual_grad);
+                                invstd, residual_grad, contig(dy2));
 })
 
 // ---- pooling ----

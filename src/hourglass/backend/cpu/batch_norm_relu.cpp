@@ -17,12 +17,10 @@ ops::BatchNormForward CpuBackend::batch_norm_relu_train(const Tensor& x, const T
   return out;
 }
 
-ops::BatchNormReluGrads CpuBackend::batch_norm_relu_backward(const Tensor& dy, const Tensor& y,
-                                                             const Tensor& x, const Tensor& weight,
-                                                             const Tensor& mean,
-                                                             const Tensor& invstd,
-                                                             ResidualGrad residual_grad) {
-  const Tensor dz = relu_backward(dy, y);
+ops::BatchNormReluGrads CpuBackend::batch_norm_relu_backward(
+    const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& mean,
+    const Tensor& invstd, ResidualGrad residual_grad, const Tensor& dy2) {
+  const Tensor dz = relu_backward(dy2.defined() ? add(dy, dy2) : dy, y);
   const ops::BatchNormGrads g = batch_norm_backward(dz, x, weight, mean, invstd);
   ops::BatchNormReluGrads grads{g.dx, g.dweight, g.dbias, Tensor()};
   if (residual_grad == ResidualGrad::Compute) grads.dresidual = dz;

@@ -149,11 +149,13 @@ ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
 
 // The backward: batch_norm_backward (`y` undefined) and batch_norm_relu_backward (dy masked by
 // the fused output y > 0; dresidual computed when `with_residual`).
-ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x,
-                                 const Tensor& weight, const Tensor& mean, const Tensor& invstd,
-                                 bool with_residual) {
+// `dy2` (only with `y` and `with_residual`; else undefined): the output's gradient is dy + dy2.
+ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor& dy2,
+                                 const Tensor& y, const Tensor& x, const Tensor& weight,
+                                 const Tensor& mean, const Tensor& invstd, bool with_residual) {
   check_input(op, x);
   check_like_input(op, "grad output", dy, x);
+  if (dy2.defined()) check_like_input(op, "second grad output", dy2, x);
   if (y.defined()) check_like_input(op, "fused output", y, x);
   const Tensor w = channel_vector(op, "weight", weight, x);
   const Tensor mu = channel_vector(op, "saved mean", mean, x);
@@ -170,16 +172,17 @@ ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor&
   if (c == 0) return grads;
   // With no rows the reduction still runs and writes dweight = dbias = 0.
   const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
-      rows, c, x.dtype(), address_bits({&dy, &y, &x, &grads.dx, &grads.dresidual}),
+      rows, c, x.dtype(), address_bits({&dy, &dy2, &y, &x, &grads.dx, &grads.dresidual}),
       sm_count(device));
   const Tensor workspace =
       Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
   unsigned* counters = column_counters(device, plan.columns, stream);
   if (y.defined())
     gpu::batch_norm_relu_backward_launch(
-        plan, x.dtype(), dy.data_ptr(), y.data_ptr(), x.data_ptr(), grads.dx.data_ptr(),
-        with_residual ? grads.dresidual.data_ptr() : nullptr, rows, c, fptr(w), fptr(mu), fptr(is),
-        fptr_mut(grads.dweight), fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
+        plan, x.dtype(), dy.data_ptr(), dy2.defined() ? dy2.data_ptr() : nullptr, y.data_ptr(),
+        x.data_ptr(), grads.dx.data_ptr(), with_residual ? grads.dresidual.data_ptr() : nullptr,
+        rows, c, fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight), fptr_mut(grads.dbias),
+        fptr_mut(workspace), counters, stream);
   else
     gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(),
                                     grads.dx.data_ptr(), rows, c, fptr(w), fptr(mu), fptr(is),
@@ -222,7 +225,7 @@ ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tens
                                                     const Tensor& weight, const Tensor& mean,
                                                     const Tensor& invstd) {
   ops::BatchNormReluGrads g =
-      backward("batch_norm_backward", dy, Tensor(), x, weight, mean, invstd, false);
+      backward("batch_norm_backward", dy, Tensor(), Tensor(), x, weight, mean, invstd, false);
   return ops::BatchNormGrads{std::move(g.dx), std::move(g.dweight), std::move(g.dbias)};
 }
 
@@ -234,13 +237,16 @@ ops::BatchNormForward GpuBackend::batch_norm_relu_train(const Tensor& x, const T
                        running_var, momentum, eps);
 }
 
-ops::BatchNormReluGrads GpuBackend::batch_norm_relu_backward(const Tensor& dy, const Tensor& y,
-                                                             const Tensor& x, const Tensor& weight,
-                                                             const Tensor& mean,
-                                                             const Tensor& invstd,
-                                                             ResidualGrad residual_grad) {
-  return backward("batch_norm_relu_backward", dy, y, x, weight, mean, invstd,
-                  residual_grad == ResidualGrad::Compute);
+ops::BatchNormReluGrads GpuBackend::batch_norm_relu_backward(
+    const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& mean,
+    const Tensor& invstd, ResidualGrad residual_grad, const Tensor& dy2) {
+  const bool with_residual = residual_grad == ResidualGrad::Compute;
+  // The kernels sum the two parts where they store dz for the residual; without one, the sum
+  // is an add of its own first.
+  if (dy2.defined() && !with_residual)
+    return backward("batch_norm_relu_backward", add(dy, dy2), Tensor(), y, x, weight, mean, invstd,
+                    false);
+  return backward("batch_norm_relu_backward", dy, dy2, y, x, weight, mean, invstd, with_residual);
 }
 
 }  // namespace hg

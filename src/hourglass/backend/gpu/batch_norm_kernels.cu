@@ -359,15 +359,20 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
 // batch_norm_relu backward) dy is replaced on the fly by dz = (y > 0 ? dy : 0), y the fused
 // forward's output, as relu_backward would have computed it; with kStoreDz that dz is also
 // stored (to the residual's gradient, which it is: exactly dy or 0, so the store rounds
-// nothing), and the input-gradient pass then reads dz alone instead of dy and y again.
-template <typename T, int V, bool kMask = false, bool kStoreDz = false>
+// nothing), and the input-gradient pass then reads dz alone instead of dy and y again. With
+// kSum2 the output's gradient arrives in two parts, dy + dy2 (a value used twice in the forward
+// pass: a residual block's output feeds the next block and its shortcut); their sum is rounded
+// to T before anything else, as the add that would otherwise have been run first rounds it.
+template <typename T, int V, bool kMask = false, bool kStoreDz = false, bool kSum2 = false>
 __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
     const T* __restrict__ dy, const T* __restrict__ x, int64_t rows, int64_t channels,
     int64_t rows_per_block, const float* __restrict__ mean_in, const float* __restrict__ invstd,
     float* dweight, float* dbias, float* part_dy, float* part_dyx, unsigned* counters,
-    const T* __restrict__ y = nullptr, T* __restrict__ dz = nullptr) {
+    const T* __restrict__ y = nullptr, T* __restrict__ dz = nullptr,
+    const T* __restrict__ dy2 = nullptr) {
   static_assert(kMask || !kStoreDz, "dz is the masked dy");
-  constexpr int kInputs = kMask ? 3 : 2;
+  static_assert(kStoreDz || !kSum2, "the summed gradient is stored for the dx pass");
+  constexpr int kInputs = (kMask ? 3 : 2) + (kSum2 ? 1 : 0);
   constexpr int kRows = kRowsPerStep<T, V, kInputs>;
   __shared__ float s_dy[kThreads * V];
   __shared__ float s_dyx[kThreads * V];
@@ -389,15 +394,17 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
     const T* pg = dy + offset;
     const T* px = x + offset;
     const T* pm = kMask ? y + offset : nullptr;
-    for (int64_t o = ty; o < len;
-         o += by * kRows, pg += kRows * step, px += kRows * step, pm += kMask ? kRows * step : 0) {
-      Pack<T, V> gs[kRows], xs[kRows], ms[kMask ? kRows : 1];
+    const T* pg2 = kSum2 ? dy2 + offset : nullptr;
+    for (int64_t o = ty; o < len; o += by * kRows, pg += kRows * step, px += kRows * step,
+                 pm += kMask ? kRows * step : 0, pg2 += kSum2 ? kRows * step : 0) {
+      Pack<T, V> gs[kRows], xs[kRows], ms[kMask ? kRows : 1], g2s[kSum2 ? kRows : 1];
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
         if (o + k * by < len) {
           gs[k] = load_pack<T, V>(pg + k * step);
           xs[k] = load_pack<T, V>(px + k * step);
           if constexpr (kMask) ms[k] = load_pack<T, V>(pm + k * step);
+          if constexpr (kSum2) g2s[k] = load_pack<T, V>(pg2 + k * step);
         }
       }
 #pragma unroll
@@ -407,6 +414,7 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
 #pragma unroll
           for (int i = 0; i < V; ++i) {
             g[i] = to_float(gs[k].v[i]);
+            if constexpr (kSum2) g[i] = to_float(from_float<T>(g[i] + to_float(g2s[k].v[i])));
             if constexpr (kMask) g[i] = to_float(ms[k].v[i]) > 0.0f ? g[i] : 0.0f;
             sum_dy[i] += g[i];
             sum_dyx[i] += g[i] * (to_float(xs[k].v[i]) - mean[i]);
@@ -608,10 +616,10 @@ void train_launch(const char* op, const BatchNormPlan& plan, DType dtype, const 
 // both passes and the input-gradient pass also writes dresidual (when not null).
 template <bool kFused>
 void backward_launch(const char* op, const BatchNormPlan& plan, DType dtype, const void* dy,
-                     const void* y, const void* x, void* dx, void* dresidual, int64_t rows,
-                     int64_t channels, const float* weight, const float* mean, const float* invstd,
-                     float* dweight, float* dbias, float* workspace, unsigned* counters,
-                     gpuStream_t stream) {
+                     const void* dy2, const void* y, const void* x, void* dx, void* dresidual,
+                     int64_t rows, int64_t channels, const float* weight, const float* mean,
+                     const float* invstd, float* dweight, float* dbias, float* workspace,
+                     unsigned* counters, gpuStream_t stream) {
   if (channels == 0) return;
   const dim3 grid(unsigned(plan.columns), unsigned(plan.row_blocks));
   dispatch_float(op, dtype, [&]<typename T>() {
@@ -635,9 +643,14 @@ void backward_launch(const char* op, const BatchNormPlan& plan, DType dtype, con
       } else {
         // The sums pass stores dz = dresidual; the dx pass reads it in place of dy and y (one
         // pass over the tensor fewer: 1.08-1.15x on ResNet shapes, bench/README.md).
-        batch_norm_grad_sums_kernel<T, V, true, true><<<grid, block_of(plan), 0, stream>>>(
-            gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
-            part_dyx, counters, yt, drt);
+        if (dy2 != nullptr)
+          batch_norm_grad_sums_kernel<T, V, true, true, true><<<grid, block_of(plan), 0, stream>>>(
+              gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
+              part_dyx, counters, yt, drt, static_cast<const T*>(dy2));
+        else
+          batch_norm_grad_sums_kernel<T, V, true, true><<<grid, block_of(plan), 0, stream>>>(
+              gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
+              part_dyx, counters, yt, drt);
         HG_GPU_CHECK_LAUNCH();
         if (rows == 0) return;
         batch_norm_input_grad_kernel<T, V, false>
@@ -694,18 +707,18 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
                                 const float* weight, const float* mean, const float* invstd,
                                 float* dweight, float* dbias, float* workspace, unsigned* counters,
                                 gpuStream_t stream) {
-  backward_launch<false>("batch_norm_backward", plan, dtype, dy, nullptr, x, dx, nullptr, rows,
-                         channels, weight, mean, invstd, dweight, dbias, workspace, counters,
+  backward_launch<false>("batch_norm_backward", plan, dtype, dy, nullptr, nullptr, x, dx, nullptr,
+                         rows, channels, weight, mean, invstd, dweight, dbias, workspace, counters,
                          stream);
 }
 
 void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
-                                     const void* y, const void* x, void* dx, void* dresidual,
-                                     int64_t rows, int64_t channels, const float* weight,
-                                     const float* mean, const float* invstd, float* dweight,
-                                     float* dbias, float* workspace, unsigned* counters,
-                                     gpuStream_t stream) {
-  backward_launch<true>("batch_norm_relu_backward", plan, dtype, dy, y, x, dx, dresidual, rows,
+                                     const void* dy2, const void* y, const void* x, void* dx,
+                                     void* dresidual, int64_t rows, int64_t channels,
+                                     const float* weight, const float* mean, const float* invstd,
+                                     float* dweight, float* dbias, float* workspace,
+                                     unsigned* counters, gpuStream_t stream) {
+  backward_launch<true>("batch_norm_relu_backward", plan, dtype, dy, dy2, y, x, dx, dresidual, rows,
                         channels, weight, mean, invstd, dweight, dbias, workspace, counters,
                         stream);
 }

@@ -80,12 +80,14 @@ void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const 
 // Fused backward (batch_norm_relu_backward): batch_norm_backward_launch of dz = (y > 0 ? dy : 0)
 // with the mask applied while loading. Without `dresidual` both passes mask dy; with it (x's
 // dtype and shape) the reduction stores dz there and the dx pass reads dz alone. y is the fused
-// forward's output.
+// forward's output. `dy2` (null, or dy's dtype and shape; only with `dresidual`): the output's
+// gradient is dy + dy2, summed and rounded to the dtype while loading, as a separate add would
+// (the two parts of a gradient that reached a value used twice).
 void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
-                                     const void* y, const void* x, void* dx, void* dresidual,
-                                     int64_t rows, int64_t channels, const float* weight,
-                                     const float* mean, const float* invstd, float* dweight,
-                                     float* dbias, float* workspace, unsigned* counters,
-                                     gpuStream_t stream);
+                                     const void* dy2, const void* y, const void* x, void* dx,
+                                     void* dresidual, int64_t rows, int64_t channels,
+                                     const float* weight, const float* mean, const float* invstd,
+                                     float* dweight, float* dbias, float* workspace,
+                                     unsigned* counters, gpuStream_t stream);
 
 }  // namespace hg::gpu
