@@ -4,7 +4,7 @@
 #   bench/ab_bench.sh HOURGLASS OUT REPEATS "LABEL|ENV|FLAGS" "LABEL|ENV|FLAGS" "NAME|ARGS"...
 # A variant is a label, environment assignments (space-separated, may be empty) and bench
 # flags (may be empty); a workload is a name and the bench arguments that make it. Used by
-# bench/graph_replay.sh and bench/fused_bn.sh.
+# bench/graph_replay.sh, bench/fused_bn.sh and bench/stem_space_to_depth.sh.
 set -uo pipefail
 usage="usage: ab_bench.sh HOURGLASS OUT REPEATS VARIANT_A VARIANT_B WORKLOAD..."
 hg=${1:?$usage}; out=${2:?$usage}; repeats=${3:?$usage}

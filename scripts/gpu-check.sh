@@ -40,6 +40,8 @@
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
+#   stem    bench/stem_space_to_depth.sh: ResNet-50's stem over 2x2 pixel blocks and the
+#           batch norm's two-part gradient sum, each against what it replaces (STEM_REPEATS, 2)
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
 #           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
 #   fuse    bench/fused_bn.sh: the fused batch norm + add + ReLU against the unfused ops
@@ -144,6 +146,12 @@ for stage in "${stages[@]}"; do
         > "$out/fuse.md" 2>&1
       row fuse $? "$(( $(date +%s) - t0 )) s"
       cat "$out/fuse.md"
+      ;;
+    stem)
+      bash bench/stem_space_to_depth.sh ./build-device/hourglass "$out/stem" \
+        "${STEM_REPEATS:-2}" > "$out/stem.md" 2>&1
+      row stem $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/stem.md"
       ;;
     graph)
       bash bench/graph_replay.sh ./build-device/hourglass "$out/graph" "${GRAPH_REPEATS:-2}" \

@@ -161,7 +161,7 @@ Conv2dParams asymmetric_params() {
 }
 
 // Odd sizes, batch 1, stride 2, padding, dilation 2, groups 2, 1x1 and 7x7 kernels, channel
-// counts 3, 5 and 64 (and others off multiples of 8), with and without bias.
+// counts 1 to 5 and 64 (and others off multiples of 8), with and without bias.
 const ConvCase kConvCases[] = {
     {"basic3x3_bias", 2, 7, 7, 5, 6, 3, 3, params(1, 1), true},
     {"batch1_odd_stride2_c3", 1, 9, 11, 3, 4, 3, 3, params(2, 1), false},
@@ -173,6 +173,12 @@ const ConvCase kConvCases[] = {
     {"c64_3x3_bias", 2, 7, 7, 64, 64, 3, 3, params(1, 1), true},
     {"c64_stride2_to128", 4, 8, 8, 64, 128, 3, 3, params(2, 1), false},
     {"asymmetric_bias", 2, 9, 8, 4, 3, 3, 2, asymmetric_params(), true},
+    // Stride 2 over at most 4 channels: rewritten over 2x2 pixel blocks (conv2d.cpp). Even and
+    // odd sizes and kernels, 1 to 4 channels, with and without padding.
+    {"stem7x7_stride2_c3_k64", 4, 32, 30, 3, 64, 7, 7, params(2, 3), false},
+    {"stride2_5x5_c4_bias", 2, 13, 10, 4, 12, 5, 5, params(2, 2), true},
+    {"stride2_4x4_c1_unpadded", 3, 11, 12, 1, 8, 4, 4, params(2, 0), false},
+    {"stride2_3x3_c2_pad2", 2, 6, 7, 2, 16, 3, 3, params(2, 2), false},
 };
 
 // Inputs of order 1, weights scaled by 1/sqrt(fan-in) so outputs and gradients are of order 1.

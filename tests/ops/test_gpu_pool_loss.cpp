@@ -91,6 +91,12 @@ const PoolCase kPoolCases[] = {
     {"c24_k2s1", 2, 5, 6, 24, {2, 2, 1, 1, 0, 0}},
     // 256 positions a window: the i32 workspace (smaller windows record theirs in a u8).
     {"k16_whole_map_i32", 2, 16, 16, 8, {16, 16, 16, 16, 0, 0}},
+    // Stride 2 (the backward's 2x2-block kernel) with an i32 record, overlapping windows,
+    // padding and an odd map.
+    {"k16s2p1_i32_odd", 1, 21, 19, 8, {16, 16, 2, 2, 1, 1}},
+    // Stride 2 with windows that skip inputs (1x1) and with windows of 4 rows.
+    {"k1s2_skips", 2, 7, 6, 8, {1, 1, 2, 2, 0, 0}},
+    {"k4s2p2_c16", 2, 11, 10, 16, {4, 4, 2, 2, 2, 2}},
 };
 
 std::string pool_label(const PoolCase& k, DType dtype) {

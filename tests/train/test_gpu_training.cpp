@@ -116,6 +116,28 @@ TEST(GpuTraining, FusedBatchNormTrainsLikeTheUnfusedOps) {
   ops::set_fused_batch_norm(previous);
 }
 
+// The two parts of a residual block output's gradient summed inside the batch norm's backward
+// (ops::set_fused_gradient_sum, on by default) against an add of their own first: the kernels
+// round the sum as the add does, so training follows the same bits (deterministic algorithms,
+// so that the convolutions' weight gradients repeat too).
+TEST(GpuTraining, GradientSumInTheBatchNormTrainsBitIdenticallyToTheAdd) {
+  HG_REQUIRE_GPU();
+  const bool previous = ops::fused_gradient_sum();
+  ops::set_deterministic(true);
+  for (auto p : {optim::Precision::FP32, optim::Precision::BF16, optim::Precision::FP16}) {
+    SCOPED_TRACE(optim::precision_name(p));
+    ops::set_fused_gradient_sum(true);
+    const Trajectory fused = train_tiny(Device::gpu(0), p, 5);
+    ops::set_fused_gradient_sum(false);
+    const Trajectory plain = train_tiny(Device::gpu(0), p, 5);
+    for (double l : fused.losses) ASSERT_TRUE(std::isfinite(l));
+    EXPECT_EQ(fused.losses, plain.losses);
+    EXPECT_EQ(fused.params, plain.params);
+  }
+  ops::set_deterministic(false);
+  ops::set_fused_gradient_sum(previous);
+}
+
 TEST(GpuTraining, LowPrecisionTrainsCloseToF32) {
   HG_REQUIRE_GPU();
   const Trajectory ref = train_tiny(Device::cpu(), optim::Precision::FP32, 30);

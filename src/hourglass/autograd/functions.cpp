@@ -95,7 +95,8 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& we
     tape.record(
         "batch_norm_relu", {x, weight, bias, residual}, f.y,
         [backward_sum](const Tensor& dy) { return backward_sum(dy, Tensor()); },
-        residual.defined() ? autograd::BackwardSumFn(backward_sum) : autograd::BackwardSumFn());
+        residual.defined() && ops::fused_gradient_sum() ? autograd::BackwardSumFn(backward_sum)
+                                                        : autograd::BackwardSumFn());
   }
   return f.y;
 }

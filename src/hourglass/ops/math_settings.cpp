@@ -9,15 +9,20 @@ namespace hg::ops {
 namespace {
 thread_local MathSettings t_settings;
 
-// HOURGLASS_FUSED_BN=0 turns fusion off (to compare against the unfused ops, or to debug);
-// unset or anything else leaves it on.
-bool fused_from_environment() {
-  const char* value = std::getenv("HOURGLASS_FUSED_BN");
+// `name`=0 turns a fusion off (to compare against the unfused ops, or to debug); unset or
+// anything else leaves it on.
+bool on_unless_environment_says_0(const char* name) {
+  const char* value = std::getenv(name);
   return value == nullptr || std::strcmp(value, "0") != 0;
 }
 
 std::atomic<bool>& fused_batch_norm_flag() {
-  static std::atomic<bool> flag{fused_from_environment()};
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_FUSED_BN")};
+  return flag;
+}
+
+std::atomic<bool>& fused_gradient_sum_flag() {
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_FUSED_GRAD_SUM")};
   return flag;
 }
 }  // namespace
@@ -37,5 +42,10 @@ bool deterministic() { return t_settings.deterministic; }
 
 void set_fused_batch_norm(bool on) { fused_batch_norm_flag().store(on, std::memory_order_relaxed); }
 bool fused_batch_norm() { return fused_batch_norm_flag().load(std::memory_order_relaxed); }
+
+void set_fused_gradient_sum(bool on) {
+  fused_gradient_sum_flag().store(on, std::memory_order_relaxed);
+}
+bool fused_gradient_sum() { return fused_gradient_sum_flag().load(std::memory_order_relaxed); }
 
 }  // namespace hg::ops

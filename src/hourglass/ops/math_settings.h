@@ -47,4 +47,12 @@ bool deterministic();
 void set_fused_batch_norm(bool on);
 bool fused_batch_norm();
 
+// Whether the gradient of a fused batch norm's output that arrives in two parts (a residual
+// block's output feeds the next block and its shortcut) goes to its backward in two parts,
+// summed where the backward loads it, rather than through an add of its own first. The same
+// bits either way. Process-wide like fused_batch_norm: on unless HOURGLASS_FUSED_GRAD_SUM=0
+// when first read; set_fused_gradient_sum overrides that (tests and benchmarks of both).
+void set_fused_gradient_sum(bool on);
+bool fused_gradient_sum();
+
 }  // namespace hg::ops

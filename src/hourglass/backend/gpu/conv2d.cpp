@@ -3,14 +3,65 @@
 // and cached), the bias by the kernels of bias_kernels.cu: an in-place add over the output seen
 // as [N*P*Q, K] and a deterministic column sum of dy for its gradient. (ResNets have no
 // convolution bias, so its extra pass over the output is off the hot path.)
+//
+// Stems: a stride-2 convolution over at most 4 input channels (ResNet-50's 7x7 on RGB) runs as
+// a stride-1 convolution over 2x2 blocks of pixels (space_to_depth_kernels.h): the input
+// becomes [n, ~h/2, ~w/2, 16] (4 pixels x 4 channels, the 4th and any missing zero), the
+// weights [k, (r+1)/2, (s+1)/2, 16], and every output is the sum of the same products as
+// before, now over 16 channels, which the libraries' tensor-core engines take (bf16 and f16
+// want channels in multiples of 8; cuDNN ran the 3-channel 7x7 at 36 TFLOP/s, padding the input
+// first, bench/README.md). The weight gradient is computed on the blocks and read back; the
+// input gradient, which a stem does not need, takes the plain convolution.
+// HOURGLASS_CONV_SPACE_TO_DEPTH=0 turns the rewrite off (for benchmarks of both).
+#include <cstdlib>
+#include <cstring>
+
 #include "hourglass/backend/gpu/bias_kernels.h"
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
+#include "hourglass/backend/gpu/space_to_depth_kernels.h"
 
 namespace hg {
 
 namespace {
+
+bool space_to_depth_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("HOURGLASS_CONV_SPACE_TO_DEPTH");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
+// The convolution that `g` becomes over 2x2 pixel blocks, when the rewrite applies.
+bool space_to_depth_applies(const gpu::dnn::ConvGeometry& g) {
+  const Conv2dParams& p = g.params;
+  return p.groups == 1 && p.stride_h == 2 && p.stride_w == 2 && p.dilation_h == 1 &&
+         p.dilation_w == 1 && g.r >= 2 && g.s >= 2 && g.c <= gpu::kSpaceToDepthChannels &&
+         space_to_depth_enabled();
+}
+
+gpu::dnn::ConvGeometry space_to_depth_geometry(const gpu::dnn::ConvGeometry& g) {
+  gpu::dnn::ConvGeometry b;
+  b.n = g.n;
+  b.r = (g.r + 1) / 2, b.s = (g.s + 1) / 2;
+  b.p = g.p, b.q = g.q;
+  b.h = g.p + b.r - 1, b.w = g.q + b.s - 1;  // stride 1, no padding: p = h - r + 1
+  b.c = 4 * gpu::kSpaceToDepthChannels;
+  b.k = g.k;
+  b.params = Conv2dParams{};
+  return b;
+}
+
+// The input as 2x2 pixel blocks, shaped for `b` (space_to_depth_geometry(g)).
+Tensor input_blocks(const gpu::dnn::ConvGeometry& g, const gpu::dnn::ConvGeometry& b,
+                    const Tensor& x, gpuStream_t stream) {
+  Tensor blocks = Tensor::empty({b.n, b.h, b.w, b.c}, x.dtype(), x.device());
+  gpu::launch_space_to_depth_input(x.data_ptr(), blocks.data_ptr(), g.n, g.h, g.w, g.c, b.h, b.w,
+                                   g.params.pad_h, g.params.pad_w, x.dtype(), stream);
+  return blocks;
+}
 
 void check_operand(const char* op, const char* what, const Tensor& t, const Tensor& x) {
   HG_CHECK(t.dtype() == x.dtype(), "gpu {}: {} {} must have the input's dtype {} (cast it first)",
@@ -28,10 +79,17 @@ Tensor GpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor& bias,
   const gpu::dnn::ConvGeometry g = gpu::dnn::ConvGeometry::of(x, w, p);
   Tensor y = Tensor::empty({g.n, g.p, g.q, g.k}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
-  if (w.numel() == 0)  // no input channels: empty sums
+  if (w.numel() == 0) {  // no input channels: empty sums
     y.zero_();
-  else
+  } else if (space_to_depth_applies(g)) {
+    const gpu::dnn::ConvGeometry b = space_to_depth_geometry(g);
+    Tensor wb = Tensor::empty({b.k, b.r, b.s, b.c}, w.dtype(), w.device());
+    gpu::launch_space_to_depth_weight(w.data_ptr(), wb.data_ptr(), g.k, g.r, g.s, g.c, w.dtype(),
+                                      stream);
+    gpu::dnn::conv_forward(b, gpu::math_mode_for(x.dtype()), input_blocks(g, b, x, stream), wb, y);
+  } else {
     gpu::dnn::conv_forward(g, gpu::math_mode_for(x.dtype()), x, w, y);
+  }
   if (bias.defined())
     gpu::launch_add_bias(y.data_ptr(), bias.data_ptr(), g.n * g.p * g.q, g.k, y.dtype(), stream);
   return y;
@@ -57,10 +115,17 @@ ops::Conv2dGrads GpuBackend::conv2d_backward(const Tensor& dy, const Tensor& x, 
       gpu::dnn::conv_backward_data(g, math, dy, w, grads.dx);
   }
   grads.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-  if (no_terms)
+  if (no_terms) {
     grads.dw.zero_();
-  else
+  } else if (space_to_depth_applies(g)) {
+    const gpu::dnn::ConvGeometry b = space_to_depth_geometry(g);
+    Tensor dwb = Tensor::empty({b.k, b.r, b.s, b.c}, w.dtype(), w.device());
+    gpu::dnn::conv_backward_filter(b, math, dy, input_blocks(g, b, x, stream), dwb);
+    gpu::launch_space_to_depth_weight_grad(dwb.data_ptr(), grads.dw.data_ptr(), g.k, g.r, g.s, g.c,
+                                           w.dtype(), stream);
+  } else {
     gpu::dnn::conv_backward_filter(g, math, dy, x, grads.dw);
+  }
   if (has_bias) {
     const int64_t rows = g.n * g.p * g.q;
     grads.dbias = Tensor::empty({g.k}, dy.dtype(), dy.device());

@@ -139,6 +139,63 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The backward for stride 2 in both directions (ResNet's 3x3 stem pool): one thread per 2x2
+// block of input positions and pack of channels. The block's inputs share their windows (for
+// a 3x3 window, 2x2 of them, against 1, 2, 2 and 4 for its four inputs one at a time), so each
+// window's dy and arg-max record is read once for four inputs, and the index arithmetic is
+// done once. Each input sums the windows whose record names it, in the same order (window rows
+// then columns) as max_pool_backward: the same bits.
+template <typename T, int V, typename Index, typename Arg>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_backward_stride2(const T* __restrict__ dy, const Arg* __restrict__ argmax,
+                              T* __restrict__ dx, PoolGeometry g, Index total) {
+  const Index stride = Index(gridDim.x) * blockDim.x;
+  const Index blocks_h = Index((g.h + 1) / 2), blocks_w = Index((g.w + 1) / 2);
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const Position<Index> in = split<Index>(i, blocks_h, blocks_w, Index(g.c / V));
+    const int64_t h0 = 2 * in.a, w0 = 2 * in.b;
+    const int64_t rows = h0 + 1 < g.h ? 2 : 1, cols = w0 + 1 < g.w ? 2 : 1;
+    int64_t p0, p1, q0, q1, unused;
+    windows_containing(h0, g.kernel_h, 2, g.pad_h, g.p, p0, unused);
+    windows_containing(h0 + rows - 1, g.kernel_h, 2, g.pad_h, g.p, unused, p1);
+    windows_containing(w0, g.kernel_w, 2, g.pad_w, g.q, q0, unused);
+    windows_containing(w0 + cols - 1, g.kernel_w, 2, g.pad_w, g.q, unused, q1);
+    float acc[2][2][V];
+#pragma unroll
+    for (int y = 0; y < 2; ++y)
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[y][x][k] = 0.0f;
+    for (int64_t p = p0; p <= p1; ++p)
+      for (int64_t q = q0; q <= q1; ++q) {
+        const int64_t out = ((in.n * g.p + p) * g.q + q) * g.c + in.cv * V;
+        const Pack<Arg, V> a = *reinterpret_cast<const Pack<Arg, V>*>(argmax + out);
+        float d[V];
+        load<T, V>(dy + out, d);
+        const int64_t r0 = h0 - (p * 2 - g.pad_h), s0 = w0 - (q * 2 - g.pad_w);
+#pragma unroll
+        for (int y = 0; y < 2; ++y)
+#pragma unroll
+          for (int x = 0; x < 2; ++x) {
+            const int64_t r = r0 + y, s = s0 + x;  // the input's place in window (p, q)
+            if (y >= rows || x >= cols || r < 0 || r >= g.kernel_h || s < 0 || s >= g.kernel_w)
+              continue;
+            const Arg pos = arg_of<Arg>(h0 + y, w0 + x, r, s, g);
+#pragma unroll
+            for (int k = 0; k < V; ++k)
+              if (a.v[k] == pos) acc[y][x][k] += d[k];
+          }
+      }
+#pragma unroll
+    for (int y = 0; y < 2; ++y)
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+        if (y < rows && x < cols)
+          store<T, V>(dx + ((in.n * g.h + h0 + y) * g.w + w0 + x) * g.c + in.cv * V, acc[y][x]);
+  }
+}
+
 template <typename T, int V, typename Index>
 __global__ void __launch_bounds__(kThreads)
     avg_pool_forward(const T* __restrict__ x, T* __restrict__ y, PoolGeometry g, Index total) {
@@ -321,6 +378,14 @@ void launch_max_pool_backward(const void* dy, const void* argmax, void* dx, cons
     with_arg_type(g, [&]<typename Arg>() {
       with_pack_and_index<T>(
           g.c, {dy, dx}, argmax, sizeof(Arg), largest(g), [&]<int V, typename Index>() {
+            if (g.stride_h == 2 && g.stride_w == 2) {
+              const int64_t total = g.n * ((g.h + 1) / 2) * ((g.w + 1) / 2) * (g.c / V);
+              max_pool_backward_stride2<T, V, Index, Arg>
+                  <<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+                      static_cast<const T*>(dy), static_cast<const Arg*>(argmax),
+                      static_cast<T*>(dx), g, Index(total));
+              return;
+            }
             const int64_t total = input_size(g) / V;
             max_pool_backward<T, V, Index, Arg><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
                 static_cast<const T*>(dy), static_cast<const Arg*>(argmax), static_cast<T*>(dx), g,

@@ -1,0 +1,119 @@
+// Space-to-depth moves of a stride-2 convolution's operands (space_to_depth_kernels.h): copies
+// with zeros, no arithmetic, so the rewritten convolution multiplies the same values.
+#include "hourglass/backend/gpu/kernel_util.cuh"
+#include "hourglass/backend/gpu/space_to_depth_kernels.h"
+
+namespace hg::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kPhases = 4;  // (ph, pw) in {0,1}^2
+constexpr int64_t kBlockChannels = kPhases * kSpaceToDepthChannels;
+
+// One thread per (pixel block, phase): the phase's 4 channels, stored as one vector.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    space_to_depth_input_kernel(const T* __restrict__ x, T* __restrict__ blocks, int64_t n,
+                                int64_t h, int64_t w, int64_t c, int64_t hb, int64_t wb,
+                                int64_t pad_h, int64_t pad_w) {
+  const int64_t total = n * hb * wb * kPhases;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t phase = t % kPhases;
+    int64_t rest = t / kPhases;
+    const int64_t j = rest % wb;
+    rest /= wb;
+    const int64_t i = rest % hb;
+    const int64_t b = rest / hb;
+    const int64_t row = 2 * i + phase / 2 - pad_h, col = 2 * j + phase % 2 - pad_w;
+    const bool inside = row >= 0 && row < h && col >= 0 && col < w;
+    const T* src = x + ((b * h + (inside ? row : 0)) * w + (inside ? col : 0)) * c;
+    Pack<T, kSpaceToDepthChannels> out;
+#pragma unroll
+    for (int ch = 0; ch < kSpaceToDepthChannels; ++ch)
+      out.v[ch] = inside && ch < c ? src[ch] : from_float<T>(0.0f);
+    reinterpret_cast<Pack<T, kSpaceToDepthChannels>*>(blocks)[t] = out;
+  }
+}
+
+// One thread per element of the rewritten weights [k, r2, s2, 16].
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    space_to_depth_weight_kernel(const T* __restrict__ w, T* __restrict__ blocks, int64_t k,
+                                 int64_t r, int64_t s, int64_t c) {
+  const int64_t r2 = (r + 1) / 2, s2 = (s + 1) / 2;
+  const int64_t total = k * r2 * s2 * kBlockChannels;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ch = t % kSpaceToDepthChannels;
+    const int64_t phase = t / kSpaceToDepthChannels % kPhases;
+    int64_t rest = t / kBlockChannels;
+    const int64_t bs = rest % s2;
+    rest /= s2;
+    const int64_t br = rest % r2;
+    const int64_t o = rest / r2;
+    const int64_t fr = 2 * br + phase / 2, fs = 2 * bs + phase % 2;
+    blocks[t] =
+        fr < r && fs < s && ch < c ? w[((o * r + fr) * s + fs) * c + ch] : from_float<T>(0.0f);
+  }
+}
+
+// One thread per element of the weight gradient [k, r, s, c].
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    space_to_depth_weight_grad_kernel(const T* __restrict__ blocks, T* __restrict__ dw, int64_t k,
+                                      int64_t r, int64_t s, int64_t c) {
+  const int64_t r2 = (r + 1) / 2, s2 = (s + 1) / 2;
+  const int64_t total = k * r * s * c;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ch = t % c;
+    int64_t rest = t / c;
+    const int64_t fs = rest % s;
+    rest /= s;
+    const int64_t fr = rest % r;
+    const int64_t o = rest / r;
+    const int64_t phase = (fr % 2) * 2 + fs % 2;
+    dw[t] = blocks[((o * r2 + fr / 2) * s2 + fs / 2) * kBlockChannels +
+                   phase * kSpaceToDepthChannels + ch];
+  }
+}
+
+}  // namespace
+
+void launch_space_to_depth_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w,
+                                 int64_t c, int64_t hb, int64_t wb, int64_t pad_h, int64_t pad_w,
+                                 DType dtype, gpuStream_t stream) {
+  const int64_t total = n * hb * wb * kPhases;
+  if (total == 0) return;
+  dispatch_float("space_to_depth", dtype, [&]<typename T>() {
+    space_to_depth_input_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(blocks), n, h, w, c, hb, wb, pad_h, pad_w);
+    HG_GPU_CHECK_LAUNCH();
+  });
+}
+
+void launch_space_to_depth_weight(const void* w, void* blocks, int64_t k, int64_t r, int64_t s,
+                                  int64_t c, DType dtype, gpuStream_t stream) {
+  const int64_t total = k * ((r + 1) / 2) * ((s + 1) / 2) * kBlockChannels;
+  if (total == 0) return;
+  dispatch_float("space_to_depth", dtype, [&]<typename T>() {
+    space_to_depth_weight_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(w), static_cast<T*>(blocks), k, r, s, c);
+    HG_GPU_CHECK_LAUNCH();
+  });
+}
+
+void launch_space_to_depth_weight_grad(const void* blocks, void* dw, int64_t k, int64_t r,
+                                       int64_t s, int64_t c, DType dtype, gpuStream_t stream) {
+  const int64_t total = k * r * s * c;
+  if (total == 0) return;
+  dispatch_float("space_to_depth", dtype, [&]<typename T>() {
+    space_to_depth_weight_grad_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(blocks), static_cast<T*>(dw), k, r, s, c);
+    HG_GPU_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace hg::gpu
