@@ -11,29 +11,34 @@ constexpr int kThreads = 256;
 constexpr int64_t kPhases = 4;  // (ph, pw) in {0,1}^2
 constexpr int64_t kBlockChannels = kPhases * kSpaceToDepthChannels;
 
-// One thread per (pixel block, phase): the phase's 4 channels, stored as one vector.
-template <typename T>
+// One thread per pixel block: its four pixels' channels, stored as four vectors. Flat indices
+// are 32-bit when the blocks fit (the divisions are the kernel's main cost).
+template <typename T, typename Index>
 __global__ void __launch_bounds__(kThreads)
     space_to_depth_input_kernel(const T* __restrict__ x, T* __restrict__ blocks, int64_t n,
                                 int64_t h, int64_t w, int64_t c, int64_t hb, int64_t wb,
                                 int64_t pad_h, int64_t pad_w) {
-  const int64_t total = n * hb * wb * kPhases;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t phase = t % kPhases;
-    int64_t rest = t / kPhases;
-    const int64_t j = rest % wb;
-    rest /= wb;
-    const int64_t i = rest % hb;
-    const int64_t b = rest / hb;
-    const int64_t row = 2 * i + phase / 2 - pad_h, col = 2 * j + phase % 2 - pad_w;
-    const bool inside = row >= 0 && row < h && col >= 0 && col < w;
-    const T* src = x + ((b * h + (inside ? row : 0)) * w + (inside ? col : 0)) * c;
-    Pack<T, kSpaceToDepthChannels> out;
+  const Index total = Index(n * hb * wb);
+  for (Index t = Index(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += Index(gridDim.x) * blockDim.x) {
+    const Index j = t % Index(wb);
+    const Index rest = t / Index(wb);
+    const Index i = rest % Index(hb);
+    const Index b = rest / Index(hb);
+    Pack<T, kSpaceToDepthChannels>* out =
+        reinterpret_cast<Pack<T, kSpaceToDepthChannels>*>(blocks) + int64_t(t) * kPhases;
 #pragma unroll
-    for (int ch = 0; ch < kSpaceToDepthChannels; ++ch)
-      out.v[ch] = inside && ch < c ? src[ch] : from_float<T>(0.0f);
-    reinterpret_cast<Pack<T, kSpaceToDepthChannels>*>(blocks)[t] = out;
+    for (int phase = 0; phase < kPhases; ++phase) {
+      const int64_t row = 2 * int64_t(i) + phase / 2 - pad_h;
+      const int64_t col = 2 * int64_t(j) + phase % 2 - pad_w;
+      const bool inside = row >= 0 && row < h && col >= 0 && col < w;
+      const T* src = x + ((int64_t(b) * h + (inside ? row : 0)) * w + (inside ? col : 0)) * c;
+      Pack<T, kSpaceToDepthChannels> v;
+#pragma unroll
+      for (int ch = 0; ch < kSpaceToDepthChannels; ++ch)
+        v.v[ch] = inside && ch < c ? src[ch] : from_float<T>(0.0f);
+      out[phase] = v;
+    }
   }
 }
 
@@ -85,11 +90,17 @@ __global__ void __launch_bounds__(kThreads)
 void launch_space_to_depth_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w,
                                  int64_t c, int64_t hb, int64_t wb, int64_t pad_h, int64_t pad_w,
                                  DType dtype, gpuStream_t stream) {
-  const int64_t total = n * hb * wb * kPhases;
+  const int64_t total = n * hb * wb;
   if (total == 0) return;
   dispatch_float("space_to_depth", dtype, [&]<typename T>() {
-    space_to_depth_input_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(blocks), n, h, w, c, hb, wb, pad_h, pad_w);
+    const T* in = static_cast<const T*>(x);
+    T* out = static_cast<T*>(blocks);
+    if (total < (int64_t(1) << 31))
+      space_to_depth_input_kernel<T, int32_t><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          in, out, n, h, w, c, hb, wb, pad_h, pad_w);
+    else
+      space_to_depth_input_kernel<T, int64_t><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+          in, out, n, h, w, c, hb, wb, pad_h, pad_w);
     HG_GPU_CHECK_LAUNCH();
   });
 }
