@@ -20,6 +20,6 @@ bash scripts/hip-check.sh
 )
 # The CPU suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
 bash scripts/sanitize-check.sh
-# Each libFuzzer target (safetensors, IDX, CIFAR-10, config, ledger) for 60 s from its seeds,
-# with a fixed random seed so that the run is repeatable.
-bash scripts/fuzz.sh -t 60 -s 1
+# Each libFuzzer target (safetensors, IDX, CIFAR-10, config, ledger, ...) for 60 s from its
+# seeds, with a fixed random seed so that the run is repeatable, two at a time (one per core).
+bash scripts/fuzz.sh -t 60 -s 1 -j 2
