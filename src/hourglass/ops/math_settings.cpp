@@ -9,8 +9,8 @@ namespace hg::ops {
 namespace {
 thread_local MathSettings t_settings;
 
-// `name`=0 turns a fusion off (to compare against the unfused ops, or to debug); unset or
-// anything else leaves it on.
+// `name`=0 turns a fusion or rewrite off (to compare against what it replaces, or to debug);
+// unset or anything else leaves it on.
 bool on_unless_environment_says_0(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr || std::strcmp(value, "0") != 0;
@@ -23,6 +23,11 @@ std::atomic<bool>& fused_batch_norm_flag() {
 
 std::atomic<bool>& fused_gradient_sum_flag() {
   static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_FUSED_GRAD_SUM")};
+  return flag;
+}
+
+std::atomic<bool>& conv_space_to_depth_flag() {
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_CONV_SPACE_TO_DEPTH")};
   return flag;
 }
 }  // namespace
@@ -47,5 +52,10 @@ void set_fused_gradient_sum(bool on) {
   fused_gradient_sum_flag().store(on, std::memory_order_relaxed);
 }
 bool fused_gradient_sum() { return fused_gradient_sum_flag().load(std::memory_order_relaxed); }
+
+void set_conv_space_to_depth(bool on) {
+  conv_space_to_depth_flag().store(on, std::memory_order_relaxed);
+}
+bool conv_space_to_depth() { return conv_space_to_depth_flag().load(std::memory_order_relaxed); }
 
 }  // namespace hg::ops

@@ -55,4 +55,11 @@ bool fused_batch_norm();
 void set_fused_gradient_sum(bool on);
 bool fused_gradient_sum();
 
+// Whether a GPU convolution of stride 2 over at most 4 input channels (an image network's stem)
+// runs as a stride-1 convolution over 2x2 pixel blocks (backend/gpu/conv2d.cpp): the same
+// products summed. Process-wide like fused_batch_norm: on unless
+// HOURGLASS_CONV_SPACE_TO_DEPTH=0 when first read; set_conv_space_to_depth overrides that.
+void set_conv_space_to_depth(bool on);
+bool conv_space_to_depth();
+
 }  // namespace hg::ops

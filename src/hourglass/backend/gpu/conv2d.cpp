@@ -12,34 +12,24 @@
 // want channels in multiples of 8; cuDNN ran the 3-channel 7x7 at 36 TFLOP/s, padding the input
 // first, bench/README.md). The weight gradient is computed on the blocks and read back; the
 // input gradient, which a stem does not need, takes the plain convolution.
-// HOURGLASS_CONV_SPACE_TO_DEPTH=0 turns the rewrite off (for benchmarks of both).
-#include <cstdlib>
-#include <cstring>
-
+// ops::conv_space_to_depth() switches it (HOURGLASS_CONV_SPACE_TO_DEPTH=0 turns it off).
 #include "hourglass/backend/gpu/bias_kernels.h"
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
 #include "hourglass/backend/gpu/space_to_depth_kernels.h"
+#include "hourglass/ops/math_settings.h"
 
 namespace hg {
 
 namespace {
-
-bool space_to_depth_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("HOURGLASS_CONV_SPACE_TO_DEPTH");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
-}
 
 // The convolution that `g` becomes over 2x2 pixel blocks, when the rewrite applies.
 bool space_to_depth_applies(const gpu::dnn::ConvGeometry& g) {
   const Conv2dParams& p = g.params;
   return p.groups == 1 && p.stride_h == 2 && p.stride_w == 2 && p.dilation_h == 1 &&
          p.dilation_w == 1 && g.r >= 2 && g.s >= 2 && g.c <= gpu::kSpaceToDepthChannels &&
-         space_to_depth_enabled();
+         ops::conv_space_to_depth();
 }
 
 gpu::dnn::ConvGeometry space_to_depth_geometry(const gpu::dnn::ConvGeometry& g) {
