@@ -5,7 +5,8 @@
 // the bytes it really moves (every pass counted) and the rate.
 //
 // The library's kernels timed (the fused forward with and without residual, the statistics
-// alone, the fused backward with and without the residual's gradient), and one variant of the
+// alone, the fused backward from the forward's ReLU mask bits with and without the residual's
+// gradient), and one variant of the
 // fused backward without residual, `mask_x`: the ReLU mask recomputed from x, the saved
 // statistics and the affine parameters, rounded to the dtype as the forward rounded y (no read
 // of y). Earlier variants that won moved into the library (bench/README.md, 2026-12-02, third
@@ -313,6 +314,9 @@ int main(int argc, char** argv) {
     const uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(x)) |
                           reinterpret_cast<uintptr_t>(res) | reinterpret_cast<uintptr_t>(dy);
     const BatchNormPlan plan = batch_norm_plan(sh.rows, c, DType::BF16, bits, sms);
+    uint8_t *mask = nullptr, *mask_res = nullptr;
+    HG_GPU_CHECK(gpuMalloc(&mask, sh.rows * relu_mask_stride(c)));
+    HG_GPU_CHECK(gpuMalloc(&mask_res, sh.rows * relu_mask_stride(c)));
     float* ws = nullptr;
     HG_GPU_CHECK(gpuMalloc(&ws, batch_norm_workspace_floats(plan, c) * 4));
     float* ws_b = ws + plan.row_blocks * c;
@@ -336,8 +340,8 @@ int main(int argc, char** argv) {
         2);
     // Forward: the library's fused train (stats + normalise + ReLU), without and with residual.
     auto fwd = [&](const T* r, T* out) {
-      batch_norm_relu_train_launch(plan, DType::BF16, x, r, out, sh.rows, c, w, b, rm, rv, 0.1,
-                                   1e-5, mean, invstd, ws, counters, s);
+      batch_norm_relu_train_launch(plan, DType::BF16, x, r, out, r ? mask_res : mask, sh.rows, c, w,
+                                   b, rm, rv, 0.1, 1e-5, mean, invstd, ws, counters, s);
     };
     row("fwd_lib", time_us(s, repeats, [&] { fwd(nullptr, y); }), 3);
     row("fwd_lib_res", time_us(s, repeats, [&] { fwd(res, yres); }), 4);
@@ -352,12 +356,14 @@ int main(int argc, char** argv) {
                 }),
         1);
     HG_GPU_CHECK(gpuStreamSynchronize(s));
-    // Backward without residual: the library's (mask from y) and the mask recomputed from x.
+    // Backward without residual: the library's (the forward's mask bits) and the mask
+    // recomputed from x.
     auto bwd_lib = [&](T* dres_out) {
-      batch_norm_relu_backward_launch(plan, DType::BF16, dy, dres_out ? yres : y, x, dx, dres_out,
-                                      sh.rows, c, w, mean, invstd, dw, db, ws, counters, s);
+      batch_norm_relu_backward_launch(plan, DType::BF16, dy, nullptr, dres_out ? mask_res : mask, x,
+                                      dx, dres_out, sh.rows, c, w, mean, invstd, dw, db, ws,
+                                      counters, s);
     };
-    row("bwd_lib_y", time_us(s, repeats, [&] { bwd_lib(nullptr); }), 7);
+    row("bwd_lib_bits", time_us(s, repeats, [&] { bwd_lib(nullptr); }), 5.125);
     auto bwd_mask_x = [&] {
       grad_sums_mask_x<T, 8><<<grid, block, 0, s>>>(dy, x, sh.rows, c, plan.rows_per_block, mean,
                                                     invstd, w, b, dw2, db2, ws, ws_b, counters);
@@ -373,12 +379,12 @@ int main(int argc, char** argv) {
     all_same &= same_bits(dw, dw2, size_t(c), "dweight", "bwd_mask_x");
     all_same &= same_bits(db, db2, size_t(c), "dbias", "bwd_mask_x");
     // Backward with the residual gradient (the library stores dz in the sums pass).
-    row("bwd_lib_res", time_us(s, repeats, [&] { bwd_lib(dres); }), 7);
+    row("bwd_lib_bits_res", time_us(s, repeats, [&] { bwd_lib(dres); }), 6.125);
     for (void* p :
-         {(void*)x,    (void*)dy,     (void*)res,   (void*)y,       (void*)yres, (void*)dx,
-          (void*)dx2,  (void*)dres,   (void*)w,     (void*)b,       (void*)rm,   (void*)rv,
-          (void*)mean, (void*)invstd, (void*)mean2, (void*)invstd2, (void*)dw,   (void*)db,
-          (void*)dw2,  (void*)db2,    (void*)ws,    (void*)counters})
+         {(void*)x,    (void*)dy,     (void*)res,   (void*)y,        (void*)yres, (void*)dx,
+          (void*)dx2,  (void*)dres,   (void*)w,     (void*)b,        (void*)rm,   (void*)rv,
+          (void*)mean, (void*)invstd, (void*)mean2, (void*)invstd2,  (void*)dw,   (void*)db,
+          (void*)dw2,  (void*)db2,    (void*)ws,    (void*)counters, (void*)mask, (void*)mask_res})
       HG_GPU_CHECK(gpuFree(p));
   }
   std::printf("bitwise,%s\n", all_same ? "all variants identical to the library" : "MISMATCH");

@@ -207,6 +207,48 @@ TEST_P(BatchNormReluCase, ReferenceBackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(test::all_close(got, want, test::Tolerance{1e-5, 1e-5}));
 }
 
+// The forward's ReLU mask: bit c % 8 of byte [row, c / 8] is y[row, c] > 0, every other bit
+// (past the last channel) zero; and the backward from the mask gives the bits it gives from y.
+TEST_P(BatchNormReluCase, MaskIsTheOutputAboveZeroAndBacksTheSameGradients) {
+  const FusedCase& fc = GetParam();
+  const Data d = make_data(fc, 17);
+  Tensor rm = test::f32_tensor(d.running_mean, {d.c});
+  Tensor rv = test::f32_tensor(d.running_var, {d.c});
+  const ops::BatchNormForward f =
+      ops::batch_norm_relu_train(d.xt, d.rt, d.wt, d.bt, rm, rv, kMomentum, kEps);
+  const int64_t rows = shape_numel(fc.shape) / d.c, stride = ops::relu_mask_bytes(d.c);
+  ASSERT_TRUE(f.mask.defined());
+  ASSERT_EQ(f.mask.dtype(), DType::U8);
+  ASSERT_EQ(f.mask.shape(), (Shape{rows, stride}));
+  const Values y = test::to_doubles(f.y);
+  const uint8_t* m = static_cast<const uint8_t*>(f.mask.data_ptr());
+  int64_t wrong = 0, set = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t byte = 0; byte < stride; ++byte) {
+      for (int64_t bit = 0; bit < 8; ++bit) {
+        const int64_t c = byte * 8 + bit;
+        const bool want = c < d.c && y[size_t(r * d.c + c)] > 0;
+        const bool got = (m[r * stride + byte] >> bit) & 1;
+        wrong += got != want;
+        set += got;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(set, 0);
+  EXPECT_LT(set, rows * d.c);
+  const ResidualGrad rg = fc.residual ? ResidualGrad::Compute : ResidualGrad::Skip;
+  const ops::BatchNormReluGrads from_y =
+      ops::batch_norm_relu_backward(d.dyt, f.y, d.xt, d.wt, f.mean, f.invstd, rg);
+  const ops::BatchNormReluGrads from_mask =
+      ops::batch_norm_relu_backward(d.dyt, f.mask, d.xt, d.wt, f.mean, f.invstd, rg);
+  EXPECT_EQ(test::to_doubles(from_mask.dx), test::to_doubles(from_y.dx));
+  EXPECT_EQ(test::to_doubles(from_mask.dweight), test::to_doubles(from_y.dweight));
+  EXPECT_EQ(test::to_doubles(from_mask.dbias), test::to_doubles(from_y.dbias));
+  if (fc.residual)
+    EXPECT_EQ(test::to_doubles(from_mask.dresidual), test::to_doubles(from_y.dresidual));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormReluCase, ::testing::ValuesIn(fused_cases()),
                          [](const ::testing::TestParamInfo<FusedCase>& info) {
                            return std::string(info.param.name);
@@ -262,6 +304,11 @@ TEST(BatchNormRelu, BadArgumentsAreInvalidInput) {
                                                      ResidualGrad::Skip));
   EXPECT_INVALID_INPUT(ops::batch_norm_relu_backward(x, Tensor::zeros({2, 3, 3, 5}), x, w, rm, rv,
                                                      ResidualGrad::Skip));
+  // A ReLU mask of another shape (18 rows of 4 channels take [18, 1] bytes).
+  EXPECT_INVALID_INPUT(ops::batch_norm_relu_backward(x, Tensor::zeros({18, 2}, DType::U8), x, w, rm,
+                                                     rv, ResidualGrad::Skip));
+  EXPECT_INVALID_INPUT(ops::batch_norm_relu_backward(x, Tensor::zeros({9, 1}, DType::U8), x, w, rm,
+                                                     rv, ResidualGrad::Skip));
 }
 
 }  // namespace

@@ -289,6 +289,42 @@ TEST_P(GpuBatchNormRelu, GradientInTwoPartsIsTheAddedGradient) {
   expect_f32(two.dbias, ref.dbias, "dbias against the CPU");
 }
 
+// The forward's ReLU mask is y > 0, bit for bit (bits past the last channel zero; the
+// allocator's poison would leave an unwritten byte all ones), whether the normalising pass
+// stores it (16-bit types, channels a multiple of 8) or a pass over y does (f32, other channel
+// counts); and the backward from the mask gives the bytes the backward from y gives.
+TEST_P(GpuBatchNormRelu, MaskIsTheOutputAboveZeroAndBacksTheSameGradients) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  const auto& [fc, dtype] = GetParam();
+  const Data d = make_data(fc, dtype, 61);
+  const Tensor x = gpu(d.x, dtype), r = gpu(d.residual, dtype), dy = gpu(d.dy, dtype);
+  const Tensor w = gpu(d.weight), b = gpu(d.bias);
+  Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
+  const ops::BatchNormForward f = ops::batch_norm_relu_train(x, r, w, b, rm, rv, kMomentum, kEps);
+  const int64_t c = fc.shape.back(), rows = d.x.numel() / c, stride = ops::relu_mask_bytes(c);
+  ASSERT_TRUE(f.mask.defined());
+  ASSERT_EQ(f.mask.shape(), (Shape{rows, stride}));
+  const std::vector<float> y = f.y.to(DType::F32).to_vector<float>();
+  const std::vector<char> m = bytes_of(f.mask);
+  int64_t wrong = 0;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < stride * 8; ++j)
+      wrong += bool((uint8_t(m[size_t(row * stride + j / 8)]) >> (j % 8)) & 1) !=
+               (j < c && y[size_t(row * c + j)] > 0.0f);
+  EXPECT_EQ(wrong, 0) << "mask bits that are not y > 0";
+  const ResidualGrad rg = residual_grad_of(d);
+  const ops::BatchNormReluGrads from_y =
+      ops::batch_norm_relu_backward(dy, f.y, x, w, f.mean, f.invstd, rg);
+  const ops::BatchNormReluGrads from_mask =
+      ops::batch_norm_relu_backward(dy, f.mask, x, w, f.mean, f.invstd, rg);
+  EXPECT_EQ(bytes_of(from_mask.dx), bytes_of(from_y.dx)) << "dx";
+  EXPECT_EQ(bytes_of(from_mask.dweight), bytes_of(from_y.dweight)) << "dweight";
+  EXPECT_EQ(bytes_of(from_mask.dbias), bytes_of(from_y.dbias)) << "dbias";
+  if (rg == ResidualGrad::Compute)
+    EXPECT_EQ(bytes_of(from_mask.dresidual), bytes_of(from_y.dresidual)) << "dresidual";
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchNormRelu,
                          ::testing::Combine(::testing::ValuesIn(kCases),
                                             ::testing::ValuesIn(kDtypes)),

@@ -81,13 +81,13 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& we
                                       momentum, eps);
   Tape& tape = Tape::current();
   if (tape.should_record({&x, &weight, &bias, &residual})) {
-    // The output carries the ReLU mask (y > 0), as relu's node saves it.
-    Tensor y = f.y, mean = f.mean, invstd = f.invstd;
+    // The backward needs y only for its ReLU mask (y > 0), which the op returns packed in bits.
+    Tensor mask = f.mask.defined() ? f.mask : f.y, mean = f.mean, invstd = f.invstd;
     const ResidualGrad residual_grad =
         residual.defined() ? ResidualGrad::Compute : ResidualGrad::Skip;
-    auto backward_sum = [x, y, weight, mean, invstd, residual_grad](const Tensor& dy,
-                                                                    const Tensor& dy2) {
-      auto g = ops::batch_norm_relu_backward(dy, y, x, weight, mean, invstd, residual_grad, dy2);
+    auto backward_sum = [x, mask, weight, mean, invstd, residual_grad](const Tensor& dy,
+                                                                       const Tensor& dy2) {
+      auto g = ops::batch_norm_relu_backward(dy, mask, x, weight, mean, invstd, residual_grad, dy2);
       return std::vector<Tensor>{g.dx, g.dweight, g.dbias, g.dresidual};
     };
     // A residual block's output feeds the next block and its shortcut: the two parts of its

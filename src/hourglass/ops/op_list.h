@@ -143,7 +143,8 @@ HG_OP(ops::BatchNormGrads, batch_norm_backward, (const Tensor& dy, const Tensor&
 // Training-mode batch norm fused with a residual add and a ReLU:
 // y = relu(batch_norm_train(x) + residual), residual undefined for none (then
 // y = relu(batch_norm_train(x))). Same statistics, running-statistic update and saved
-// mean / invstd as batch_norm_train; the residual has x's shape, dtype and device.
+// mean / invstd as batch_norm_train; the residual has x's shape, dtype and device. Also
+// returns y's ReLU mask (BatchNormForward::mask), for the backward.
 HG_OP(ops::BatchNormForward, batch_norm_relu_train, (const Tensor& x, const Tensor& residual,
                                                      const Tensor& weight, const Tensor& bias,
                                                      Tensor& running_mean, Tensor& running_var,
@@ -168,8 +169,10 @@ HG_OP(ops::BatchNormForward, batch_norm_relu_train, (const Tensor& x, const Tens
                              running_var, momentum, eps);
 })
 
-// Backward of batch_norm_relu_train from its output y and its saved statistics: with
-// dz = dy where y > 0 (else 0), dx, dweight, dbias are batch_norm_backward(dz, x, ...) and
+// Backward of batch_norm_relu_train from its output y (or y's ReLU mask, the forward's
+// BatchNormForward::mask: the same result from 1/16 of the bytes in bf16) and its saved
+// statistics: with dz = dy where y > 0 (else 0), dx, dweight, dbias are
+// batch_norm_backward(dz, x, ...) and
 // dresidual = dz (ResidualGrad::Compute; undefined with Skip). With `dy2` the output's gradient
 // arrives in two parts and is dy + dy2, rounded to the dtype as ops::add(dy, dy2) would: the
 // tape hands both parts of the gradient of a value used twice (a residual block's output), so
@@ -182,7 +185,7 @@ HG_OP(ops::BatchNormReluGrads, batch_norm_relu_backward, (const Tensor& dy, cons
                                                           const Tensor& dy2
                                                               HG_OP_DEFAULT(Tensor())), {
   check_binary(op, dy, x);
-  check_binary(op, dy, y);
+  check_relu_mask(op, x, y);
   if (dy2.defined()) check_binary(op, dy, dy2);
   HG_OP_COST(elementwise_cost(x, dy2.defined() ? 4 : 3,
                               residual_grad == ResidualGrad::Compute ? 2 : 1));

@@ -53,6 +53,15 @@ void check_binary(const char* op, const Tensor& a, const Tensor& b) {
   check_same_device(op, a, b);
 }
 
+void check_relu_mask(const char* op, const Tensor& x, const Tensor& y_or_mask) {
+  if (y_or_mask.dtype() != DType::U8) return check_binary(op, x, y_or_mask);
+  const int64_t c = x.dim() > 0 ? x.size(-1) : 1, rows = c > 0 ? x.numel() / c : 0;
+  HG_CHECK((y_or_mask.shape() == Shape{rows, relu_mask_bytes(c)}),
+           "{}: ReLU mask {} must be u8 [{}, {}] for input {}", op, y_or_mask.describe(), rows,
+           relu_mask_bytes(c), x.describe());
+  check_same_device(op, x, y_or_mask);
+}
+
 void check_logits_labels(const char* op, const Tensor& logits, const Tensor& labels) {
   check_float(op, "logits", logits);
   check_dim(op, "logits [N,C]", logits, 2);

@@ -22,7 +22,14 @@ struct Conv2dGrads {
 struct BatchNormForward {
   Tensor y;
   Tensor mean, invstd;  // [C] f32 batch statistics saved for backward
+  // batch_norm_relu_train only: y's ReLU mask, u8 [rows, relu_mask_bytes(C)] over y viewed as
+  // [rows, C], bit c % 8 of byte c / 8 set where y > 0: what its backward reads in place of y
+  // (1/16 of y's bytes in bf16).
+  Tensor mask;
 };
+
+// Bytes a row of a ReLU mask (BatchNormForward::mask) takes for `channels` channels.
+inline int64_t relu_mask_bytes(int64_t channels) { return (channels + 7) / 8; }
 struct BatchNormGrads {
   Tensor dx, dweight, dbias;
 };

@@ -4,8 +4,42 @@
 // convolutions, and composing the same kernels keeps the fused and unfused paths bit-identical
 // (tests/train/test_fused_batch_norm.cpp trains a ResNet both ways and compares the bits).
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/backend/cpu/dispatch.h"
 
 namespace hg {
+namespace {
+
+// y's ReLU mask ([rows, relu_mask_bytes(C)] u8, bit c % 8 of byte c / 8 set where y > 0).
+Tensor relu_mask_of(const Tensor& y) {
+  const int64_t c = y.size(-1), rows = c > 0 ? y.numel() / c : 0, stride = ops::relu_mask_bytes(c);
+  Tensor mask = Tensor::zeros({rows, stride}, DType::U8);
+  uint8_t* m = static_cast<uint8_t*>(mask.data_ptr());
+  cpu::dispatch_float("relu_mask", y, [&]<typename T>() {
+    const T* p = static_cast<const T*>(y.data_ptr());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < c; ++j)
+        if (double(p[r * c + j]) > 0.0) m[r * stride + j / 8] |= uint8_t(1u << (j % 8));
+  });
+  return mask;
+}
+
+// dy where the mask's bit is set, else 0 (relu_backward from the mask instead of y).
+Tensor masked_by(const Tensor& dy, const Tensor& mask) {
+  const int64_t c = dy.size(-1), rows = c > 0 ? dy.numel() / c : 0,
+                stride = ops::relu_mask_bytes(c);
+  Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
+  const uint8_t* m = static_cast<const uint8_t*>(mask.data_ptr());
+  cpu::dispatch_float("batch_norm_relu_backward", dy, [&]<typename T>() {
+    const T* g = static_cast<const T*>(dy.data_ptr());
+    T* out = static_cast<T*>(dz.data_ptr());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < c; ++j)
+        out[r * c + j] = (m[r * stride + j / 8] >> (j % 8)) & 1u ? g[r * c + j] : T(0);
+  });
+  return dz;
+}
+
+}  // namespace
 
 ops::BatchNormForward CpuBackend::batch_norm_relu_train(const Tensor& x, const Tensor& residual,
                                                         const Tensor& weight, const Tensor& bias,
@@ -14,15 +48,17 @@ ops::BatchNormForward CpuBackend::batch_norm_relu_train(const Tensor& x, const T
   ops::BatchNormForward out =
       batch_norm_train(x, weight, bias, running_mean, running_var, momentum, eps);
   out.y = relu(residual.defined() ? add(out.y, residual) : out.y);
+  out.mask = relu_mask_of(out.y);
   return out;
 }
 
 ops::BatchNormReluGrads CpuBackend::batch_norm_relu_backward(
     const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& mean,
     const Tensor& invstd, ResidualGrad residual_grad, const Tensor& dy2) {
-  const Tensor dz = relu_backward(dy2.defined() ? add(dy, dy2) : dy, y);
-  const ops::BatchNormGrads g = batch_norm_backward(dz, x, weight, mean, invstd);
-  ops::BatchNormReluGrads grads{g.dx, g.dweight, g.dbias, Tensor()};
+  const Tensor g = dy2.defined() ? add(dy, dy2) : dy;
+  const Tensor dz = y.dtype() == DType::U8 ? masked_by(g, y) : relu_backward(g, y);
+  const ops::BatchNormGrads bn = batch_norm_backward(dz, x, weight, mean, invstd);
+  ops::BatchNormReluGrads grads{bn.dx, bn.dweight, bn.dbias, Tensor()};
   if (residual_grad == ResidualGrad::Compute) grads.dresidual = dz;
   return grads;
 }

@@ -125,6 +125,7 @@ ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
   out.y = Tensor::empty(x.shape(), x.dtype(), x.device());
   out.mean = Tensor::empty({c}, DType::F32, x.device());
   out.invstd = Tensor::empty({c}, DType::F32, x.device());
+  if (fused) out.mask = Tensor::empty({rows, ops::relu_mask_bytes(c)}, DType::U8, x.device());
   if (x.numel() == 0) return out;
   const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
       rows, c, x.dtype(), address_bits({&x, &out.y, &residual}), sm_count(device));
@@ -136,9 +137,9 @@ ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
   if (fused)
     gpu::batch_norm_relu_train_launch(
         plan, x.dtype(), x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr,
-        out.y.data_ptr(), rows, c, fptr(w), fptr(b), fptr_mut(running_mean), fptr_mut(running_var),
-        momentum, eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace), counters,
-        stream);
+        out.y.data_ptr(), static_cast<uint8_t*>(out.mask.data_ptr()), rows, c, fptr(w), fptr(b),
+        fptr_mut(running_mean), fptr_mut(running_var), momentum, eps, fptr_mut(out.mean),
+        fptr_mut(out.invstd), fptr_mut(workspace), counters, stream);
   else
     gpu::batch_norm_train_launch(plan, x.dtype(), x.data_ptr(), out.y.data_ptr(), rows, c, fptr(w),
                                  fptr(b), fptr_mut(running_mean), fptr_mut(running_var), momentum,
@@ -148,21 +149,35 @@ ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
 }
 
 // The backward: batch_norm_backward (`y` undefined) and batch_norm_relu_backward (dy masked by
-// the fused output y > 0; dresidual computed when `with_residual`).
-// `dy2` (only with `y` and `with_residual`; else undefined): the output's gradient is dy + dy2.
+// the fused output y > 0, given as y or as its ReLU mask; dresidual computed when
+// `with_residual`). `dy2` (only with `y` and `with_residual`; else undefined): the output's
+// gradient is dy + dy2.
 ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor& dy2,
                                  const Tensor& y, const Tensor& x, const Tensor& weight,
                                  const Tensor& mean, const Tensor& invstd, bool with_residual) {
   check_input(op, x);
   check_like_input(op, "grad output", dy, x);
   if (dy2.defined()) check_like_input(op, "second grad output", dy2, x);
-  if (y.defined()) check_like_input(op, "fused output", y, x);
   const Tensor w = channel_vector(op, "weight", weight, x);
   const Tensor mu = channel_vector(op, "saved mean", mean, x);
   const Tensor is = channel_vector(op, "saved invstd", invstd, x);
   const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
   const int device = x.device().index;
   gpuStream_t stream = gpu::stream_for(x);
+  // The kernels read the ReLU mask; given y, the mask is taken from it first.
+  Tensor mask;
+  if (y.defined() && y.dtype() == DType::U8) {
+    HG_CHECK((y.device() == x.device() && y.is_contiguous() &&
+              y.shape() == Shape{rows, ops::relu_mask_bytes(c)}),
+             "{}: ReLU mask {} must be a contiguous u8 [{}, {}] on {}", op, y.describe(), rows,
+             ops::relu_mask_bytes(c), x.device().str());
+    mask = y;
+  } else if (y.defined()) {
+    check_like_input(op, "fused output", y, x);
+    mask = Tensor::empty({rows, ops::relu_mask_bytes(c)}, DType::U8, x.device());
+    gpu::relu_mask_launch(x.dtype(), y.data_ptr(), static_cast<uint8_t*>(mask.data_ptr()), rows, c,
+                          stream);
+  }
 
   ops::BatchNormReluGrads grads;
   grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -172,17 +187,17 @@ ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor&
   if (c == 0) return grads;
   // With no rows the reduction still runs and writes dweight = dbias = 0.
   const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
-      rows, c, x.dtype(), address_bits({&dy, &dy2, &y, &x, &grads.dx, &grads.dresidual}),
+      rows, c, x.dtype(), address_bits({&dy, &dy2, &x, &grads.dx, &grads.dresidual}),
       sm_count(device));
   const Tensor workspace =
       Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
   unsigned* counters = column_counters(device, plan.columns, stream);
-  if (y.defined())
+  if (mask.defined())
     gpu::batch_norm_relu_backward_launch(
-        plan, x.dtype(), dy.data_ptr(), dy2.defined() ? dy2.data_ptr() : nullptr, y.data_ptr(),
-        x.data_ptr(), grads.dx.data_ptr(), with_residual ? grads.dresidual.data_ptr() : nullptr,
-        rows, c, fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight), fptr_mut(grads.dbias),
-        fptr_mut(workspace), counters, stream);
+        plan, x.dtype(), dy.data_ptr(), dy2.defined() ? dy2.data_ptr() : nullptr,
+        static_cast<const uint8_t*>(mask.data_ptr()), x.data_ptr(), grads.dx.data_ptr(),
+        with_residual ? grads.dresidual.data_ptr() : nullptr, rows, c, fptr(w), fptr(mu), fptr(is),
+        fptr_mut(grads.dweight), fptr_mut(grads.dbias), fptr_mut(workspace), counters, stream);
   else
     gpu::batch_norm_backward_launch(plan, x.dtype(), dy.data_ptr(), x.data_ptr(),
                                     grads.dx.data_ptr(), rows, c, fptr(w), fptr(mu), fptr(is),

@@ -301,12 +301,18 @@ __device__ inline int64_t steps_of(int64_t len, int64_t start, int64_t stride) {
 // The elementwise passes use the reductions' partition of the rows but walk each block's
 // rows backwards: the reduction that just read the same rows forwards left their ends in L2,
 // so the pass starts on what is still cached (for the smaller layers, all of it).
-template <typename T, int V, bool kFromVariance, bool kResidual = false, bool kRelu = false>
+// With kMaskOut (kRelu and V = 8 only: a thread's channels are one byte of the mask) it also
+// stores the ReLU mask, bit i of mask[row * mask_stride + c / 8] set where y[row, c] > 0 as
+// rounded to T (see batch_norm_relu_train_launch).
+template <typename T, int V, bool kFromVariance, bool kResidual = false, bool kRelu = false,
+          bool kMaskOut = false>
 __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
     const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t channels,
     int64_t rows_per_block, const float* __restrict__ weight, const float* __restrict__ bias,
     const float* __restrict__ mean_in, const float* __restrict__ spread, double eps,
-    const T* __restrict__ residual = nullptr) {
+    const T* __restrict__ residual = nullptr, uint8_t* __restrict__ mask = nullptr,
+    int64_t mask_stride = 0) {
+  static_assert(!kMaskOut || (kRelu && V == 8), "one mask byte per thread and row");
   constexpr int kInputs = kResidual ? 2 : 1;
   constexpr int kRows = kRowsPerStep<T, V, kInputs>;
   const int by = int(blockDim.y), ty = int(threadIdx.y);
@@ -340,24 +346,35 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
-        float out[V];
+        Pack<T, V> out;
+        unsigned bits = 0;
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           float v = (to_float(xs[k].v[i]) - mean[i]) * scale[i] + shift[i];
           if constexpr (kResidual) v += to_float(rs[k].v[i]);
           if constexpr (kRelu) v = v < 0.0f ? 0.0f : v;
-          out[i] = v;
+          out.v[i] = from_float<T>(v);
+          if constexpr (kMaskOut) bits |= unsigned(to_float(out.v[i]) > 0.0f) << i;
         }
-        store_row<T, V>(py + k * step, out);
+        *reinterpret_cast<Pack<T, V>*>(py + k * step) = out;
+        if constexpr (kMaskOut) mask[(first + o + k * by) * mask_stride + vector] = uint8_t(bits);
       }
     }
   }
 }
 
+// The `V` mask bits of the thread owning channels [vector * V, + V) in a row's mask bytes
+// (V divides 8, so they never straddle two bytes): bit i for channel vector * V + i.
+template <int V>
+__device__ inline unsigned mask_bits(const uint8_t* row_mask, int64_t vector) {
+  return unsigned(row_mask[(vector * V) / 8]) >> ((vector * V) % 8);
+}
+
 // Per-channel sum dy and sum dy * (x - mean); the last block of each column writes
 // dbias = sum dy and dweight = invstd * sum dy * (x - mean). With kMask (the fused
 // batch_norm_relu backward) dy is replaced on the fly by dz = (y > 0 ? dy : 0), y the fused
-// forward's output, as relu_backward would have computed it; with kStoreDz that dz is also
+// forward's output, as relu_backward would have computed it, read from its ReLU mask (one bit
+// per value: 1/16 of the bytes of y in bf16); with kStoreDz that dz is also
 // stored (to the residual's gradient, which it is: exactly dy or 0, so the store rounds
 // nothing), and the input-gradient pass then reads dz alone instead of dy and y again. With
 // kSum2 the output's gradient arrives in two parts, dy + dy2 (a value used twice in the forward
@@ -368,11 +385,11 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
     const T* __restrict__ dy, const T* __restrict__ x, int64_t rows, int64_t channels,
     int64_t rows_per_block, const float* __restrict__ mean_in, const float* __restrict__ invstd,
     float* dweight, float* dbias, float* part_dy, float* part_dyx, unsigned* counters,
-    const T* __restrict__ y = nullptr, T* __restrict__ dz = nullptr,
-    const T* __restrict__ dy2 = nullptr) {
+    const uint8_t* __restrict__ mask = nullptr, int64_t mask_stride = 0,
+    T* __restrict__ dz = nullptr, const T* __restrict__ dy2 = nullptr) {
   static_assert(kMask || !kStoreDz, "dz is the masked dy");
   static_assert(kStoreDz || !kSum2, "the summed gradient is stored for the dx pass");
-  constexpr int kInputs = (kMask ? 3 : 2) + (kSum2 ? 1 : 0);
+  constexpr int kInputs = 2 + (kSum2 ? 1 : 0);  // the mask's byte a row is not counted
   constexpr int kRows = kRowsPerStep<T, V, kInputs>;
   __shared__ float s_dy[kThreads * V];
   __shared__ float s_dyx[kThreads * V];
@@ -393,17 +410,19 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
     const int64_t offset = (first + ty) * channels + vector * V;
     const T* pg = dy + offset;
     const T* px = x + offset;
-    const T* pm = kMask ? y + offset : nullptr;
+    const uint8_t* pm = kMask ? mask + (first + ty) * mask_stride : nullptr;
+    const int64_t mask_step = int64_t(by) * mask_stride;
     const T* pg2 = kSum2 ? dy2 + offset : nullptr;
     for (int64_t o = ty; o < len; o += by * kRows, pg += kRows * step, px += kRows * step,
-                 pm += kMask ? kRows * step : 0, pg2 += kSum2 ? kRows * step : 0) {
-      Pack<T, V> gs[kRows], xs[kRows], ms[kMask ? kRows : 1], g2s[kSum2 ? kRows : 1];
+                 pm += kMask ? kRows * mask_step : 0, pg2 += kSum2 ? kRows * step : 0) {
+      Pack<T, V> gs[kRows], xs[kRows], g2s[kSum2 ? kRows : 1];
+      unsigned ms[kRows];
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
         if (o + k * by < len) {
           gs[k] = load_pack<T, V>(pg + k * step);
           xs[k] = load_pack<T, V>(px + k * step);
-          if constexpr (kMask) ms[k] = load_pack<T, V>(pm + k * step);
+          if constexpr (kMask) ms[k] = mask_bits<V>(pm + k * mask_step, vector);
           if constexpr (kSum2) g2s[k] = load_pack<T, V>(pg2 + k * step);
         }
       }
@@ -415,7 +434,7 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
           for (int i = 0; i < V; ++i) {
             g[i] = to_float(gs[k].v[i]);
             if constexpr (kSum2) g[i] = to_float(from_float<T>(g[i] + to_float(g2s[k].v[i])));
-            if constexpr (kMask) g[i] = to_float(ms[k].v[i]) > 0.0f ? g[i] : 0.0f;
+            if constexpr (kMask) g[i] = (ms[k] >> i) & 1u ? g[i] : 0.0f;
             sum_dy[i] += g[i];
             sum_dyx[i] += g[i] * (to_float(xs[k].v[i]) - mean[i]);
           }
@@ -444,15 +463,15 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
 
 // dx = a * dy - k * (x - mean) + d with a = weight * invstd, k = a * invstd * dweight / M,
 // d = -a * dbias / M (the CPU backend's form). With kMask, dy is masked by y > 0 on the fly as
-// in the gradient sums.
+// in the gradient sums (from the ReLU mask's bits).
 template <typename T, int V, bool kMask = false>
-__global__ void HG_BN_LAUNCH_BOUNDS
-batch_norm_input_grad_kernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
-                             int64_t rows, int64_t channels, int64_t rows_per_block,
-                             const float* __restrict__ weight, const float* __restrict__ mean_in,
-                             const float* __restrict__ invstd, const float* __restrict__ dweight,
-                             const float* __restrict__ dbias, const T* __restrict__ y = nullptr) {
-  constexpr int kInputs = kMask ? 3 : 2;
+__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_input_grad_kernel(
+    const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, int64_t rows,
+    int64_t channels, int64_t rows_per_block, const float* __restrict__ weight,
+    const float* __restrict__ mean_in, const float* __restrict__ invstd,
+    const float* __restrict__ dweight, const float* __restrict__ dbias,
+    const uint8_t* __restrict__ mask = nullptr, int64_t mask_stride = 0) {
+  constexpr int kInputs = 2;  // the mask's byte a row is not counted
   constexpr int kRows = kRowsPerStep<T, V, kInputs>;
   // The coefficients of the block's channels live in shared memory (read per row, a broadcast
   // across the threads of one channel vector): in registers they would cost 4 * V of them.
@@ -489,13 +508,15 @@ batch_norm_input_grad_kernel(const T* __restrict__ dy, const T* __restrict__ x, 
     const T* pg = dy + offset;
     const T* px = x + offset;
     T* pd = dx + offset;
-    Pack<T, V> gs[kRows], xs[kRows], ms[kMask ? kRows : 1];
+    Pack<T, V> gs[kRows], xs[kRows];
+    unsigned ms[kRows];
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
         gs[k] = load_pack<T, V>(pg + k * step);
         xs[k] = load_pack<T, V>(px + k * step);
-        if constexpr (kMask) ms[k] = load_pack<T, V>(y + offset + k * step);
+        if constexpr (kMask)
+          ms[k] = mask_bits<V>(mask + (first + o + k * by) * mask_stride, vector);
       }
     }
 #pragma unroll
@@ -509,12 +530,30 @@ batch_norm_input_grad_kernel(const T* __restrict__ dy, const T* __restrict__ x, 
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           g[i] = to_float(gs[k].v[i]);
-          if constexpr (kMask) g[i] = to_float(ms[k].v[i]) > 0.0f ? g[i] : 0.0f;
+          if constexpr (kMask) g[i] = (ms[k] >> i) & 1u ? g[i] : 0.0f;
           out[i] = a[i] * g[i] - kx[i] * (to_float(xs[k].v[i]) - mean[i]) + d[i];
         }
         store_row<T, V>(pd + k * step, out);
       }
     }
+  }
+}
+
+// The ReLU mask of y ([rows, channels]) read from y itself, one mask byte per thread: for the
+// plans whose threads own fewer than 8 channels (f32, channel counts that are not multiples of
+// 8), which cannot store whole bytes from the normalising pass, and for a backward given y.
+template <typename T>
+__global__ void relu_mask_kernel(const T* __restrict__ y, uint8_t* __restrict__ mask, int64_t rows,
+                                 int64_t channels, int64_t mask_stride) {
+  const int64_t total = rows * mask_stride;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = e / mask_stride, c0 = (e % mask_stride) * 8;
+    const T* p = y + row * channels + c0;
+    const int n = int(min64(8, channels - c0));
+    unsigned bits = 0;
+    for (int i = 0; i < n; ++i) bits |= unsigned(to_float(p[i]) > 0.0f) << i;
+    mask[e] = uint8_t(bits);
   }
 }
 
@@ -577,11 +616,23 @@ int64_t batch_norm_workspace_floats(const BatchNormPlan& plan, int64_t channels)
 
 namespace {
 
+template <typename T>
+void relu_mask_typed(const T* y, uint8_t* mask, int64_t rows, int64_t channels,
+                     gpuStream_t stream) {
+  const int64_t total = rows * relu_mask_stride(channels);
+  if (total == 0) return;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div(total, threads), 65535);
+  relu_mask_kernel<T><<<unsigned(blocks), threads, 0, stream>>>(y, mask, rows, channels,
+                                                                relu_mask_stride(channels));
+  HG_GPU_CHECK_LAUNCH();
+}
+
 // The training forward: statistics, then the normalising pass, which with kFused also adds
-// `residual` (when not null) and applies the ReLU.
+// `residual` (when not null), applies the ReLU and stores the ReLU mask.
 template <bool kFused>
 void train_launch(const char* op, const BatchNormPlan& plan, DType dtype, const void* x,
-                  const void* residual, void* y, int64_t rows, int64_t channels,
+                  const void* residual, void* y, uint8_t* mask, int64_t rows, int64_t channels,
                   const float* weight, const float* bias, float* running_mean, float* running_var,
                   double momentum, double eps, float* save_mean, float* save_invstd,
                   float* workspace, unsigned* counters, gpuStream_t stream) {
@@ -596,27 +647,34 @@ void train_launch(const char* op, const BatchNormPlan& plan, DType dtype, const 
           xt, rows, channels, plan.rows_per_block, running_mean, running_var, momentum, eps,
           save_mean, save_invstd, workspace, workspace + plan.row_blocks * channels, counters);
       HG_GPU_CHECK_LAUNCH();
+      // The mask comes out of the normalising pass when a thread's channels make whole bytes.
+      constexpr bool kMaskOut = kFused && V == 8;
+      const int64_t ms = relu_mask_stride(channels);
       if (!kFused) {
         batch_norm_normalize_kernel<T, V, false><<<grid, block_of(plan), 0, stream>>>(
             xt, yt, rows, channels, plan.rows_per_block, weight, bias, save_mean, save_invstd, eps);
       } else if (rt == nullptr) {
-        batch_norm_normalize_kernel<T, V, false, false, true><<<grid, block_of(plan), 0, stream>>>(
-            xt, yt, rows, channels, plan.rows_per_block, weight, bias, save_mean, save_invstd, eps);
-      } else {
-        batch_norm_normalize_kernel<T, V, false, true, true>
+        batch_norm_normalize_kernel<T, V, false, false, true, kMaskOut>
             <<<grid, block_of(plan), 0, stream>>>(xt, yt, rows, channels, plan.rows_per_block,
-                                                  weight, bias, save_mean, save_invstd, eps, rt);
+                                                  weight, bias, save_mean, save_invstd, eps,
+                                                  nullptr, mask, ms);
+      } else {
+        batch_norm_normalize_kernel<T, V, false, true, true, kMaskOut>
+            <<<grid, block_of(plan), 0, stream>>>(xt, yt, rows, channels, plan.rows_per_block,
+                                                  weight, bias, save_mean, save_invstd, eps, rt,
+                                                  mask, ms);
       }
       HG_GPU_CHECK_LAUNCH();
+      if (kFused && !kMaskOut) relu_mask_typed<T>(yt, mask, rows, channels, stream);
     });
   });
 }
 
-// The backward: gradient sums, then the input gradient. With kFused dy is masked by y > 0 in
-// both passes and the input-gradient pass also writes dresidual (when not null).
+// The backward: gradient sums, then the input gradient. With kFused dy is masked by the ReLU
+// mask in both passes and the input-gradient pass also writes dresidual (when not null).
 template <bool kFused>
 void backward_launch(const char* op, const BatchNormPlan& plan, DType dtype, const void* dy,
-                     const void* dy2, const void* y, const void* x, void* dx, void* dresidual,
+                     const void* dy2, const uint8_t* mask, const void* x, void* dx, void* dresidual,
                      int64_t rows, int64_t channels, const float* weight, const float* mean,
                      const float* invstd, float* dweight, float* dbias, float* workspace,
                      unsigned* counters, gpuStream_t stream) {
@@ -626,7 +684,7 @@ void backward_launch(const char* op, const BatchNormPlan& plan, DType dtype, con
     dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
       const T* gt = static_cast<const T*>(dy);
       const T* xt = static_cast<const T*>(x);
-      const T* yt = static_cast<const T*>(y);
+      const int64_t ms = relu_mask_stride(channels);
       T* dxt = static_cast<T*>(dx);
       T* drt = static_cast<T*>(dresidual);
       float* part_dyx = workspace + plan.row_blocks * channels;
@@ -634,23 +692,23 @@ void backward_launch(const char* op, const BatchNormPlan& plan, DType dtype, con
       if (!kFused || drt == nullptr) {
         batch_norm_grad_sums_kernel<T, V, kFused><<<grid, block_of(plan), 0, stream>>>(
             gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
-            part_dyx, counters, yt);
+            part_dyx, counters, mask, ms);
         HG_GPU_CHECK_LAUNCH();
         if (rows == 0) return;
         batch_norm_input_grad_kernel<T, V, kFused>
             <<<grid, block_of(plan), 0, stream>>>(gt, xt, dxt, rows, channels, plan.rows_per_block,
-                                                  weight, mean, invstd, dweight, dbias, yt);
+                                                  weight, mean, invstd, dweight, dbias, mask, ms);
       } else {
         // The sums pass stores dz = dresidual; the dx pass reads it in place of dy and y (one
         // pass over the tensor fewer: 1.08-1.15x on ResNet shapes, bench/README.md).
         if (dy2 != nullptr)
           batch_norm_grad_sums_kernel<T, V, true, true, true><<<grid, block_of(plan), 0, stream>>>(
               gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
-              part_dyx, counters, yt, drt, static_cast<const T*>(dy2));
+              part_dyx, counters, mask, ms, drt, static_cast<const T*>(dy2));
         else
           batch_norm_grad_sums_kernel<T, V, true, true><<<grid, block_of(plan), 0, stream>>>(
               gt, xt, rows, channels, plan.rows_per_block, mean, invstd, dweight, dbias, workspace,
-              part_dyx, counters, yt, drt);
+              part_dyx, counters, mask, ms, drt);
         HG_GPU_CHECK_LAUNCH();
         if (rows == 0) return;
         batch_norm_input_grad_kernel<T, V, false>
@@ -669,19 +727,19 @@ void batch_norm_train_launch(const BatchNormPlan& plan, DType dtype, const void*
                              float* running_mean, float* running_var, double momentum, double eps,
                              float* save_mean, float* save_invstd, float* workspace,
                              unsigned* counters, gpuStream_t stream) {
-  train_launch<false>("batch_norm", plan, dtype, x, nullptr, y, rows, channels, weight, bias,
-                      running_mean, running_var, momentum, eps, save_mean, save_invstd, workspace,
-                      counters, stream);
+  train_launch<false>("batch_norm", plan, dtype, x, nullptr, y, nullptr, rows, channels, weight,
+                      bias, running_mean, running_var, momentum, eps, save_mean, save_invstd,
+                      workspace, counters, stream);
 }
 
 void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const void* x,
-                                  const void* residual, void* y, int64_t rows, int64_t channels,
-                                  const float* weight, const float* bias, float* running_mean,
-                                  float* running_var, double momentum, double eps, float* save_mean,
-                                  float* save_invstd, float* workspace, unsigned* counters,
-                                  gpuStream_t stream) {
-  train_launch<true>("batch_norm_relu_train", plan, dtype, x, residual, y, rows, channels, weight,
-                     bias, running_mean, running_var, momentum, eps, save_mean, save_invstd,
+                                  const void* residual, void* y, uint8_t* mask, int64_t rows,
+                                  int64_t channels, const float* weight, const float* bias,
+                                  float* running_mean, float* running_var, double momentum,
+                                  double eps, float* save_mean, float* save_invstd,
+                                  float* workspace, unsigned* counters, gpuStream_t stream) {
+  train_launch<true>("batch_norm_relu_train", plan, dtype, x, residual, y, mask, rows, channels,
+                     weight, bias, running_mean, running_var, momentum, eps, save_mean, save_invstd,
                      workspace, counters, stream);
 }
 
@@ -712,14 +770,21 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
                          stream);
 }
 
+void relu_mask_launch(DType dtype, const void* y, uint8_t* mask, int64_t rows, int64_t channels,
+                      gpuStream_t stream) {
+  dispatch_float("relu_mask", dtype, [&]<typename T>() {
+    relu_mask_typed<T>(static_cast<const T*>(y), mask, rows, channels, stream);
+  });
+}
+
 void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
-                                     const void* dy2, const void* y, const void* x, void* dx,
+                                     const void* dy2, const uint8_t* mask, const void* x, void* dx,
                                      void* dresidual, int64_t rows, int64_t channels,
                                      const float* weight, const float* mean, const float* invstd,
                                      float* dweight, float* dbias, float* workspace,
                                      unsigned* counters, gpuStream_t stream) {
-  backward_launch<true>("batch_norm_relu_backward", plan, dtype, dy, dy2, y, x, dx, dresidual, rows,
-                        channels, weight, mean, invstd, dweight, dbias, workspace, counters,
+  backward_launch<true>("batch_norm_relu_backward", plan, dtype, dy, dy2, mask, x, dx, dresidual,
+                        rows, channels, weight, mean, invstd, dweight, dbias, workspace, counters,
                         stream);
 }
 

@@ -66,25 +66,34 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
                                 float* dweight, float* dbias, float* workspace, unsigned* counters,
                                 gpuStream_t stream);
 
+// Bytes a row of a ReLU mask takes: one bit per channel, bit c % 8 of byte c / 8.
+inline int64_t relu_mask_stride(int64_t channels) { return (channels + 7) / 8; }
+
 // Fused training forward (batch_norm_relu_train): the statistics and running-statistic update
 // of batch_norm_train_launch, then y = relu((x - mean) * invstd * weight + bias + residual) in
 // one pass, computed in f32 and rounded once to x's dtype. `residual` (x's dtype and shape)
-// may be null: no add. The plan's address_bits must include the residual.
+// may be null: no add. The plan's address_bits must include the residual. Also stores y's ReLU
+// mask ([rows, relu_mask_stride(channels)] bytes, bit set where y > 0): in the same pass when
+// the plan's threads own 8 channels, else from y in a pass of its own.
 void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const void* x,
-                                  const void* residual, void* y, int64_t rows, int64_t channels,
-                                  const float* weight, const float* bias, float* running_mean,
-                                  float* running_var, double momentum, double eps, float* save_mean,
-                                  float* save_invstd, float* workspace, unsigned* counters,
-                                  gpuStream_t stream);
+                                  const void* residual, void* y, uint8_t* mask, int64_t rows,
+                                  int64_t channels, const float* weight, const float* bias,
+                                  float* running_mean, float* running_var, double momentum,
+                                  double eps, float* save_mean, float* save_invstd,
+                                  float* workspace, unsigned* counters, gpuStream_t stream);
+
+// The ReLU mask of y ([rows, channels] of `dtype`) as batch_norm_relu_train_launch stores it.
+void relu_mask_launch(DType dtype, const void* y, uint8_t* mask, int64_t rows, int64_t channels,
+                      gpuStream_t stream);
 
 // Fused backward (batch_norm_relu_backward): batch_norm_backward_launch of dz = (y > 0 ? dy : 0)
 // with the mask applied while loading. Without `dresidual` both passes mask dy; with it (x's
-// dtype and shape) the reduction stores dz there and the dx pass reads dz alone. y is the fused
-// forward's output. `dy2` (null, or dy's dtype and shape; only with `dresidual`): the output's
-// gradient is dy + dy2, summed and rounded to the dtype while loading, as a separate add would
-// (the two parts of a gradient that reached a value used twice).
+// dtype and shape) the reduction stores dz there and the dx pass reads dz alone. `mask` is the
+// fused forward's ReLU mask. `dy2` (null, or dy's dtype and shape; only with `dresidual`): the
+// output's gradient is dy + dy2, summed and rounded to the dtype while loading, as a separate
+// add would (the two parts of a gradient that reached a value used twice).
 void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
-                                     const void* dy2, const void* y, const void* x, void* dx,
+                                     const void* dy2, const uint8_t* mask, const void* x, void* dx,
                                      void* dresidual, int64_t rows, int64_t channels,
                                      const float* weight, const float* mean, const float* invstd,
                                      float* dweight, float* dbias, float* workspace,
