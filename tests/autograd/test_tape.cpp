@@ -78,6 +78,37 @@ TEST(Tape, NodeWithBackwardSumGetsTheLastTwoParts) {
   }
 }
 
+// Leaf gradients batched into one accumulate_ at the end of backward (the default) against
+// added one by one as they arrive: the same bits, through a leaf used twice (two gradients for
+// one slot), a leaf cast to another dtype (its cast undone by the accumulation) and across
+// repeated backward calls.
+TEST(Tape, BatchedLeafGradientsAreTheAddedOnes) {
+  const auto run = [](bool batched) {
+    ops::set_batched_leaf_gradients(batched);
+    Tensor a = leaf({1.0, -2.0, 0.5}, {3});
+    Tensor b = leaf({0.3, 0.7, -1.1}, {3});
+    Tensor c = leaf({2.0, -0.5, 1.5}, {3});
+    c.set_grad(Tensor::zeros({3}, DType::F64));
+    for (int step = 0; step < 2; ++step) {
+      const Tensor c32 = fn::cast(c, DType::F32);
+      Tensor f = fn::sum(fn::mul(fn::add(fn::mul(a, b), a), fn::cast(c32, DType::F64)));
+      f = fn::add(f, fn::sum(fn::mul_scalar(fn::mul(c, b), 0.1)));
+      autograd::backward(f);
+    }
+    return std::vector<std::vector<double>>{
+        a.grad().to_vector<double>(), b.grad().to_vector<double>(), c.grad().to_vector<double>()};
+  };
+  const auto added = run(false);
+  const auto batched = run(true);
+  ops::set_batched_leaf_gradients(true);
+  EXPECT_EQ(batched, added);
+  // And the values: d/da = 2 (b + 1) c32, d/db = 2 (a c32 + 0.1 c), d/dc = 2 (a b + a + 0.1 b).
+  const double a0 = 1.0, b0 = 0.3, c0 = 2.0;
+  EXPECT_NEAR(batched[0][0], 2 * (b0 + 1) * c0, 1e-6);
+  EXPECT_NEAR(batched[1][0], 2 * (a0 * c0 + 0.1 * c0), 1e-6);
+  EXPECT_NEAR(batched[2][0], 2 * (a0 * b0 + a0 + 0.1 * b0), 1e-6);
+}
+
 TEST(Tape, LeafGradientsAccumulateAcrossBackwardCalls) {
   Tensor x = leaf({1.0, 1.0}, {2});
   for (int i = 0; i < 3; ++i) autograd::backward(fn::sum(fn::mul_scalar(x, 2.0)));

@@ -7,6 +7,7 @@
 
 #include "hourglass/ops/ops.h"
 #include "support/compare.h"
+#include "support/expect_error.h"
 
 namespace hg {
 namespace {
@@ -101,6 +102,34 @@ TEST(Elementwise, AddInPlaceWithItself) {
   Tensor t = Tensor::from_vector<float>({1, -2, 3.5f}, {3});
   ops::add_(t, t, 1.0);
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2, -4, 7}));
+}
+
+// accumulate_: each destination plus its source (converted to the destination's dtype), against
+// a float64 reference; sizes of every kind in one call, f64 sources into f32 destinations and
+// the reverse, and the errors: mismatched lists, shapes, a destination given twice.
+TEST(Elementwise, AccumulateAddsEachSourceToItsDestination) {
+  std::vector<Tensor> dsts, srcs;
+  std::vector<Vec> want;
+  uint64_t seed = 40;
+  for (const int64_t n : kSizes) {
+    for (const DType dst_dtype : kDtypes) {
+      const DType src_dtype = dst_dtype == DType::F32 ? DType::F64 : DType::F32;
+      const Input d = make_input(n, seed++, dst_dtype), s = make_input(n, seed++, src_dtype);
+      dsts.push_back(d.t.clone());
+      srcs.push_back(s.t);
+      // The source converted to the destination's dtype first, as the op converts it.
+      const Vec sv = to_doubles(s.t.to(dst_dtype));
+      want.push_back(map_values(d.v, sv, [](double a, double b) { return a + b; }));
+    }
+  }
+  ops::accumulate_(dsts, srcs);
+  for (size_t i = 0; i < dsts.size(); ++i)
+    EXPECT_TRUE(all_close(dsts[i], want[i], tol(dsts[i].dtype()))) << "pair " << i;
+  ops::accumulate_({}, {});  // nothing to do
+  Tensor a = Tensor::zeros({3}), b = Tensor::zeros({4});
+  test::expect_invalid([&] { ops::accumulate_({a}, {}); }, {"1 destinations but 0 sources"});
+  test::expect_invalid([&] { ops::accumulate_({a}, {b}); }, {"accumulate_"});
+  test::expect_invalid([&] { ops::accumulate_({a, a}, {a, a}); }, {"the same tensor"});
 }
 
 TEST(Elementwise, ReluMatchesReference) {

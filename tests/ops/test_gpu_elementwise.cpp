@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <iterator>
 
 #include "hourglass/ops/ops.h"
 #include "support/compare.h"
@@ -95,6 +97,42 @@ void check_all_ops(DType dtype, const Input& a, const Input& b) {
     ops::mul_scalar_(d, 0.5);
     return d;
   });
+}
+
+// accumulate_ on the GPU: f32 destinations from f32, bf16 and f16 sources (the multi-tensor
+// kernel, more pairs than one launch's table), bf16 destinations (one add_ each), with sizes
+// below and across its chunks and an unaligned view, each bit for bit what add_ gives after
+// converting the source (the sum rounds once in either). Destinations are poisoned clones: a
+// pair the kernel skips keeps its old value and fails.
+TEST(GpuElementwise, AccumulateIsAddOfEachConvertedSource) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  std::vector<Tensor> dsts, srcs, want;
+  uint64_t seed = 70;
+  for (int copy = 0; copy < 30; ++copy) {
+    for (const DType src_dtype : kDtypes) {
+      const int64_t n = kSizes[size_t(copy) % std::size(kSizes)];
+      const DType dst_dtype = copy % 10 == 9 ? DType::BF16 : DType::F32;
+      const Tensor d = make_input(random_values(n, seed++, -2.0, 2.0), {n}, dst_dtype).gpu;
+      Tensor s = make_input(random_values(n + 1, seed++, -2.0, 2.0), {n + 1}, src_dtype).gpu;
+      if (copy % 7 == 3)
+        s = s.narrow(0, 1, n);  // an unaligned source view
+      else
+        s = s.narrow(0, 0, n);
+      Tensor expected = d.clone();
+      ops::add_(expected, s.to(dst_dtype));
+      dsts.push_back(d.clone());
+      srcs.push_back(s);
+      want.push_back(expected);
+    }
+  }
+  ops::accumulate_(dsts, srcs);
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    const Tensor got = dsts[i].to(Device::cpu()), exp = want[i].to(Device::cpu());
+    ASSERT_EQ(got.nbytes(), exp.nbytes());
+    EXPECT_EQ(0, std::memcmp(got.data_ptr(), exp.data_ptr(), got.nbytes()))
+        << "pair " << i << ": " << srcs[i].describe() << " into " << dsts[i].describe();
+  }
 }
 
 TEST(GpuElementwise, MatchesCpuOverDtypesAndSizes) {

@@ -21,11 +21,7 @@ Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor y = x.to(dtype);
   Tape& tape = Tape::current();
-  if (tape.should_record({&x})) {
-    const DType source = x.dtype();
-    tape.record("cast", {x}, y,
-                [source](const Tensor& dy) { return std::vector<Tensor>{dy.to(source)}; });
-  }
+  if (tape.should_record({&x})) tape.record_cast(x, y);
   return y;
 }
 

@@ -1,6 +1,7 @@
 #include "hourglass/autograd/tape.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "hourglass/ops/ops.h"
 
@@ -59,7 +60,39 @@ void Tape::record(const char* name, std::vector<Tensor> inputs, Tensor& output, 
       Node{name, std::move(refs), impl->id, std::move(backward), std::move(backward_sum)});
 }
 
+void Tape::record_cast(const Tensor& input, Tensor& output) {
+  const DType source = input.dtype();
+  record("cast", {input}, output,
+         [source](const Tensor& dy) { return std::vector<Tensor>{dy.to(source)}; });
+  nodes_.back().is_cast = true;
+}
+
 namespace {
+// Gradients of leaves waiting to be added to their grad slots, in arrival order; a second
+// gradient for a slot already waiting adds the waiting ones first (accumulate_ takes distinct
+// destinations), so every slot sees its additions in the order they arrived.
+class LeafAccumulation {
+ public:
+  void add(const Tensor& slot, const Tensor& g) {
+    if (!pending_.insert(slot.data_ptr()).second) {
+      flush();
+      pending_.insert(slot.data_ptr());
+    }
+    dsts_.push_back(slot);
+    srcs_.push_back(g);
+  }
+  void flush() {
+    if (!dsts_.empty()) ops::accumulate_(dsts_, srcs_);
+    dsts_.clear();
+    srcs_.clear();
+    pending_.clear();
+  }
+
+ private:
+  std::vector<Tensor> dsts_, srcs_;
+  std::unordered_set<const void*> pending_;
+};
+
 // The gradient that has reached a non-leaf value so far: `sum`, and where the value's node can
 // take its gradient in two parts (Node::backward_sum), a last part `pending` not yet added.
 struct GradSlot {
@@ -132,6 +165,10 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
     for (const Tensor& leaf : done->second) leaf_ready(leaf);
     leaves_done_at.erase(done);
   };
+  // Leaf gradients batched into one accumulate_ at the end, unless leaves are reported as they
+  // become final.
+  const bool batch_leaves = !leaf_ready && ops::batched_leaf_gradients();
+  LeafAccumulation leaf_grads;
   for (size_t i = nodes.size(); i-- > 0;) {
     Node& node = nodes[i];
     auto it = grads.find(node.output_id);
@@ -142,6 +179,13 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
     }
     GradSlot slot = std::move(it->second);
     grads.erase(it);
+    // A parameter cast to the autocast dtype: the accumulation converts the gradient back.
+    if (batch_leaves && node.is_cast && !slot.pending.defined() && node.inputs.size() == 1 &&
+        node.inputs[0].leaf.defined() && node.inputs[0].leaf.grad().defined()) {
+      leaf_grads.add(node.inputs[0].leaf.grad(), slot.sum);
+      node = Node{};
+      continue;
+    }
     std::vector<Tensor> input_grads = slot.pending.defined()
                                           ? node.backward_sum(slot.sum, slot.pending)
                                           : node.backward(slot.sum);
@@ -156,7 +200,9 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
                 g.describe(), shape_str(input.shape));
       if (input.leaf.defined()) {
         Tensor slot = input.leaf.grad();
-        if (slot.defined()) {
+        if (slot.defined() && batch_leaves) {
+          leaf_grads.add(slot, g);
+        } else if (slot.defined()) {
           ops::add_(slot, g);
         } else {
           input.leaf.set_grad(g.clone());
@@ -169,6 +215,7 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
     node = Node{};
     report_leaves(i);
   }
+  leaf_grads.flush();
   if (inputs != nullptr) {  // no node produces these, so their gradients are complete
     input_grads->clear();
     for (const Tensor& t : *inputs) {

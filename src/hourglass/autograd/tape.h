@@ -42,6 +42,9 @@ struct Node {
   uint64_t output_id = 0;
   BackwardFn backward;
   BackwardSumFn backward_sum;  // optional
+  // A dtype cast (record_cast): its backward is the gradient cast back to the input's dtype,
+  // which a batched leaf accumulation does while adding (ops::batched_leaf_gradients).
+  bool is_cast = false;
 };
 
 class Tape {
@@ -57,10 +60,15 @@ class Tape {
   // arrival and the last two handed over, as plain accumulation would have added them.
   void record(const char* name, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward,
               BackwardSumFn backward_sum = nullptr);
+  // Records `output` = input converted to output's dtype (fn::cast).
+  void record_cast(const Tensor& input, Tensor& output);
 
   // Backpropagates from a scalar `root` (seeded with `seed`, default 1) and clears the tape.
   // `leaf_ready` (optional) is called once per leaf the tape reaches, as soon as its gradient
   // is final; leaves the loss does not depend on are reported too, after their last node.
+  // Without it (and with ops::batched_leaf_gradients()), gradients reaching leaves whose grad
+  // slot is defined are added at the end, all in one ops::accumulate_: the same additions in
+  // the same order per leaf.
   void backward(const Tensor& root, const Tensor& seed = Tensor(),
                 const LeafReadyFn& leaf_ready = nullptr);
   // Backpropagates from `root` (any shape) seeded with `seed` (root's shape), accumulating

@@ -26,6 +26,11 @@ std::atomic<bool>& fused_gradient_sum_flag() {
   return flag;
 }
 
+std::atomic<bool>& batched_leaf_gradients_flag() {
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_BATCHED_LEAF_GRADS")};
+  return flag;
+}
+
 std::atomic<bool>& conv_space_to_depth_flag() {
   static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_CONV_SPACE_TO_DEPTH")};
   return flag;
@@ -57,5 +62,12 @@ void set_conv_space_to_depth(bool on) {
   conv_space_to_depth_flag().store(on, std::memory_order_relaxed);
 }
 bool conv_space_to_depth() { return conv_space_to_depth_flag().load(std::memory_order_relaxed); }
+
+void set_batched_leaf_gradients(bool on) {
+  batched_leaf_gradients_flag().store(on, std::memory_order_relaxed);
+}
+bool batched_leaf_gradients() {
+  return batched_leaf_gradients_flag().load(std::memory_order_relaxed);
+}
 
 }  // namespace hg::ops

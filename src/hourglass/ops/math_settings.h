@@ -55,6 +55,15 @@ bool fused_batch_norm();
 void set_fused_gradient_sum(bool on);
 bool fused_gradient_sum();
 
+// Whether backward accumulates the gradients of parameters (leaves) together at its end, in
+// one ops::accumulate_ over all of them, rather than in an add_ each as each arrives (and, for
+// a parameter cast to the autocast dtype, in a cast back each as well: the accumulation
+// converts). The same bits either way; backward with a LeafReadyFn (data parallelism's overlap)
+// always adds as they arrive. Process-wide like fused_batch_norm: on unless
+// HOURGLASS_BATCHED_LEAF_GRADS=0 when first read; set_batched_leaf_gradients overrides that.
+void set_batched_leaf_gradients(bool on);
+bool batched_leaf_gradients();
+
 // Whether a GPU convolution of stride 2 over at most 4 input channels (an image network's stem)
 // runs as a stride-1 convolution over 2x2 pixel blocks (backend/gpu/conv2d.cpp): the same
 // products summed. Process-wide like fused_batch_norm: on unless

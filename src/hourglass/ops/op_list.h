@@ -304,6 +304,36 @@ HG_OP(void, add_, (Tensor& dst, const Tensor& src, double alpha HG_OP_DEFAULT(1.
   backend_for(dst.device()).add_(dst, src.contiguous(), alpha);
 })
 
+// dsts[i] += srcs[i] for every i, each source converted to its destination's dtype (exact for
+// a wider one: bf16 or f16 into f32) and added with one rounding, as add_(dsts[i],
+// srcs[i].to(dsts[i].dtype())) would: the gradients one backward pass accumulates into many
+// parameters, in one launch where the backend can. Destinations are contiguous, on one device
+// with the sources, and distinct.
+HG_OP(void, accumulate_, (const std::vector<Tensor>& dsts, const std::vector<Tensor>& srcs), {
+  HG_CHECK(dsts.size() == srcs.size(), "{}: {} destinations but {} sources", op, dsts.size(),
+           srcs.size());
+  double bytes = 0;
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    check_float(op, "destination", dsts[i]);
+    check_float(op, "source", srcs[i]);
+    check_same_shape(op, dsts[i], srcs[i]);
+    check_same_device(op, dsts[0], dsts[i]);
+    check_same_device(op, dsts[i], srcs[i]);
+    HG_CHECK(dsts[i].is_contiguous(), "{}: destination {} must be contiguous", op,
+             dsts[i].describe());
+    for (size_t j = 0; j < i; ++j)
+      HG_CHECK(dsts[j].numel() == 0 || dsts[i].data_ptr() != dsts[j].data_ptr(),
+               "{}: destinations {} and {} are the same tensor", op, j, i);
+    bytes += double(dsts[i].nbytes()) * 2 + double(srcs[i].nbytes());
+  }
+  HG_OP_COST(OpCost{0, bytes});
+  if (dsts.empty()) return;
+  std::vector<Tensor> contiguous;
+  contiguous.reserve(srcs.size());
+  for (const Tensor& s : srcs) contiguous.push_back(s.contiguous());
+  backend_for(dsts[0].device()).accumulate_(dsts, contiguous);
+})
+
 HG_OP(void, mul_scalar_, (Tensor& dst, double s), {
   check_float(op, "destination", dst);
   HG_CHECK(dst.is_contiguous(), "{}: destination {} must be contiguous", op, dst.describe());

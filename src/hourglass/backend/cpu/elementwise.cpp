@@ -83,6 +83,13 @@ void CpuBackend::add_(Tensor& dst, const Tensor& src, double alpha) {
   });
 }
 
+void CpuBackend::accumulate_(const std::vector<Tensor>& dsts, const std::vector<Tensor>& srcs) {
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    Tensor dst = dsts[i];
+    add_(dst, srcs[i].dtype() == dst.dtype() ? srcs[i] : srcs[i].to(dst.dtype()), 1.0);
+  }
+}
+
 void CpuBackend::mul_scalar_(Tensor& dst, double s) {
   dispatch_float("mul_scalar_", dst, [&]<typename T>() {
     unary_loop<T>(dst.data<T>(), dst.data<T>(), dst.numel(), elementwise::MulScalar<T>{T(s)});

@@ -59,6 +59,34 @@ void GpuBackend::add_(Tensor& dst, const Tensor& src, double alpha) {
                        dst.data_ptr(), dst.numel(), dst.dtype(), stream);
 }
 
+void GpuBackend::accumulate_(const std::vector<Tensor>& dsts, const std::vector<Tensor>& srcs) {
+  // f32 destinations go to the multi-tensor kernel, a launch per source dtype and table of
+  // gpu::kAccumulateTensors; any other pair is an add_ of its own.
+  const gpuStream_t stream = gpu::stream_for(dsts[0]);
+  for (const DType source : {DType::F32, DType::BF16, DType::F16}) {
+    gpu::AccumulateTable table;
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      if (dsts[i].dtype() != DType::F32 || srcs[i].dtype() != source || dsts[i].numel() == 0)
+        continue;
+      table.dst[table.count] = static_cast<float*>(dsts[i].data_ptr());
+      table.src[table.count] = srcs[i].data_ptr();
+      table.numel[table.count] = dsts[i].numel();
+      if (++table.count == gpu::kAccumulateTensors) {
+        gpu::launch_accumulate(table, source, stream);
+        table.count = 0;
+      }
+    }
+    if (table.count > 0) gpu::launch_accumulate(table, source, stream);
+  }
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    const DType s = srcs[i].dtype();
+    if (dsts[i].dtype() == DType::F32 && (s == DType::F32 || s == DType::BF16 || s == DType::F16))
+      continue;
+    Tensor dst = dsts[i];
+    add_(dst, s == dst.dtype() ? srcs[i] : srcs[i].to(dst.dtype()), 1.0);
+  }
+}
+
 void GpuBackend::mul_scalar_(Tensor& dst, double s) {
   gpu::check_float("mul_scalar_", dst);
   gpu::launch_unary(elementwise::MulScalar<float>{float(s)}, dst.data_ptr(), dst.data_ptr(),

@@ -89,7 +89,52 @@ void unary(const void* a0, void* out0, int64_t n, Op op, gpuStream_t stream) {
   HG_GPU_CHECK_LAUNCH();
 }
 
+// launch_accumulate's kernel: block b adds chunk b - first_block[i] of pair i, the pair found
+// by a binary search over the table (which the kernel reads from its parameter space).
+constexpr int kAccumulateThreads = 256;
+constexpr int64_t kAccumulateChunk = 8 * kAccumulateThreads;
+struct AccumulateLaunch {
+  AccumulateTable table;
+  int64_t first_block[kAccumulateTensors + 1];
+};
+
+template <typename S>
+__global__ void __launch_bounds__(kAccumulateThreads) accumulate_kernel(const AccumulateLaunch t) {
+  const int64_t b = blockIdx.x;
+  int lo = 0, hi = t.table.count;  // first_block[lo] <= b < first_block[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (t.first_block[mid] <= b)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const int64_t start = (b - t.first_block[lo]) * kAccumulateChunk;
+  const int64_t end =
+      start + kAccumulateChunk < t.table.numel[lo] ? start + kAccumulateChunk : t.table.numel[lo];
+  float* d = t.table.dst[lo];
+  const S* s = static_cast<const S*>(t.table.src[lo]);
+  for (int64_t e = start + threadIdx.x; e < end; e += kAccumulateThreads)
+    d[e] = d[e] + to_float(s[e]);
+}
+
 }  // namespace
+
+void launch_accumulate(const AccumulateTable& table, DType source, gpuStream_t stream) {
+  AccumulateLaunch launch;
+  launch.table = table;
+  int64_t blocks = 0;
+  for (int i = 0; i < table.count; ++i) {
+    launch.first_block[i] = blocks;
+    blocks += (table.numel[i] + kAccumulateChunk - 1) / kAccumulateChunk;
+  }
+  launch.first_block[table.count] = blocks;
+  if (blocks == 0) return;
+  dispatch_float("accumulate_", source, [&]<typename T>() {
+    accumulate_kernel<T><<<unsigned(blocks), kAccumulateThreads, 0, stream>>>(launch);
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
 
 template <typename F>
 void launch_binary(F f, const void* a, const void* b, void* out, int64_t n, DType dtype,
