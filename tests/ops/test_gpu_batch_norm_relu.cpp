@@ -1,4 +1,5 @@
-// GPU fused batch norm + residual add + ReLU (batch_norm_relu_train, batch_norm_relu_backward)
+// GPU fused batch norm + residual add + ReLU (batch_norm_relu_train, batch_norm_relu_backward),
+// and the pair of batch norms summed before the ReLU (batch_norm_pair_relu_train / _backward),
 // against the CPU backend (itself checked against float64 references in
 // test_batch_norm_relu.cpp) in f32, bf16 and f16, with and without a residual, on ResNet-like
 // and awkward shapes and misaligned views; and against the unfused GPU ops (batch_norm_train,
@@ -377,6 +378,176 @@ TEST(GpuBatchNormReluDeterminism, RepeatedRunsAreBitIdentical) {
     EXPECT_EQ(run_bytes(d, dtype), run_bytes(d, dtype)) << dtype_name(dtype);
   }
 }
+
+// ---- the pair: relu(bn(x) + bn(x2))
+
+struct PairData {
+  Data first, second;  // second.x is x2; first.dy the gradient, second.dy its second part
+};
+
+PairData make_pair_data(const Shape& shape, DType dtype, uint64_t seed) {
+  const FusedCase fc{"pair", shape, false};
+  PairData p{make_data(fc, dtype, seed), make_data(fc, dtype, seed + 100)};
+  p.second.x = cpu_values(shape, seed + 200, dtype, -2.0, 1.0);
+  return p;
+}
+
+struct GpuPair {
+  Tensor x, x2, w, b, w2, b2, rm, rv, rm2, rv2;
+};
+
+GpuPair to_gpu(const PairData& p, DType dtype) {
+  return {gpu(p.first.x, dtype),     gpu(p.second.x, dtype),   gpu(p.first.weight),
+          gpu(p.first.bias),         gpu(p.second.weight),     gpu(p.second.bias),
+          gpu(p.first.running_mean), gpu(p.first.running_var), gpu(p.second.running_mean),
+          gpu(p.second.running_var)};
+}
+
+ops::BatchNormPairForward pair_forward(GpuPair& g) {
+  return ops::batch_norm_pair_relu_train(g.x, g.w, g.b, g.rm, g.rv, g.x2, g.w2, g.b2, g.rm2, g.rv2,
+                                         kMomentum, kEps);
+}
+
+// ResNet downsampling shapes at smaller batches, then awkward ones (channels off the vector
+// widths, [N,C], more channels than a block column covers).
+const FusedCase kPairCases[] = {
+    {"resnet_8192x128", {32, 16, 16, 128}, false},
+    {"resnet_2048x256", {32, 8, 8, 256}, false},
+    {"resnet_512x512", {32, 4, 4, 512}, false},
+    {"c17", {2, 7, 7, 17}, false},
+    {"two_dim", {5, 37}, false},
+    {"c2048", {4, 3, 3, 2048}, false},
+};
+
+class GpuBatchNormPairRelu : public ::testing::TestWithParam<std::tuple<FusedCase, DType>> {};
+
+// Forward and backward (the gradient in one part and in two) against the CPU. The backward
+// runs on both sides from the GPU's mask; the second part of the gradient is added and rounded
+// to the dtype on the CPU first, as the GPU rounds the sum.
+TEST_P(GpuBatchNormPairRelu, ForwardAndBackwardMatchCpu) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  const auto& [fc, dtype] = GetParam();
+  const PairData p = make_pair_data(fc.shape, dtype, 71);
+  GpuPair g = to_gpu(p, dtype);
+  Tensor rm = p.first.running_mean.clone(), rv = p.first.running_var.clone();
+  Tensor rm2 = p.second.running_mean.clone(), rv2 = p.second.running_var.clone();
+  const ops::BatchNormPairForward ref =
+      ops::batch_norm_pair_relu_train(p.first.x, p.first.weight, p.first.bias, rm, rv, p.second.x,
+                                      p.second.weight, p.second.bias, rm2, rv2, kMomentum, kEps);
+  const ops::BatchNormPairForward out = pair_forward(g);
+  expect_data(out.y, ref.y, dtype, "y",
+              mean_rounding(p.first.weight, ref.mean, ref.invstd) +
+                  mean_rounding(p.second.weight, ref.mean2, ref.invstd2));
+  expect_f32(out.mean, ref.mean, "mean");
+  expect_f32(out.invstd, ref.invstd, "invstd");
+  expect_f32(out.mean2, ref.mean2, "mean2");
+  expect_f32(out.invstd2, ref.invstd2, "invstd2");
+  expect_f32(g.rm, rm, "running_mean");
+  expect_f32(g.rv, rv, "running_var");
+  expect_f32(g.rm2, rm2, "running_mean2");
+  expect_f32(g.rv2, rv2, "running_var2");
+  // The mask is the GPU's y > 0, bit for bit.
+  const int64_t c = fc.shape.back(), rows = p.first.x.numel() / c;
+  const std::vector<float> y = out.y.to(DType::F32).to_vector<float>();
+  const std::vector<char> m = bytes_of(out.mask);
+  int64_t wrong = 0;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < ops::relu_mask_bytes(c) * 8; ++j)
+      wrong += bool((uint8_t(m[size_t(row * ops::relu_mask_bytes(c) + j / 8)]) >> (j % 8)) & 1) !=
+               (j < c && y[size_t(row * c + j)] > 0.0f);
+  EXPECT_EQ(wrong, 0) << "mask bits that are not y > 0";
+
+  const Tensor mask = out.mask.to(Device::cpu());
+  const Tensor mean = out.mean.to(Device::cpu()), invstd = out.invstd.to(Device::cpu());
+  const Tensor mean2 = out.mean2.to(Device::cpu()), invstd2 = out.invstd2.to(Device::cpu());
+  for (const bool two_parts : {false, true}) {
+    const Tensor dy_cpu =
+        two_parts ? rounded(ops::add(p.first.dy, p.second.dy), dtype) : p.first.dy;
+    const ops::BatchNormPairGrads gref =
+        ops::batch_norm_pair_relu_backward(dy_cpu, mask, p.first.x, p.first.weight, mean, invstd,
+                                           p.second.x, p.second.weight, mean2, invstd2);
+    const ops::BatchNormPairGrads got = ops::batch_norm_pair_relu_backward(
+        gpu(p.first.dy, dtype), out.mask, g.x, g.w, out.mean, out.invstd, g.x2, g.w2, out.mean2,
+        out.invstd2, two_parts ? gpu(p.second.dy, dtype) : Tensor());
+    const std::string part = two_parts ? " (two parts)" : "";
+    expect_data(got.dx, gref.dx, dtype, "dx" + part, dx_terms(p.first.weight, invstd, dy_cpu));
+    expect_data(got.dx2, gref.dx2, dtype, "dx2" + part, dx_terms(p.second.weight, invstd2, dy_cpu));
+    expect_f32(got.dweight, gref.dweight, "dweight" + part);
+    expect_f32(got.dbias, gref.dbias, "dbias" + part);
+    expect_f32(got.dweight2, gref.dweight2, "dweight2" + part);
+    expect_f32(got.dbias2, gref.dbias2, "dbias2" + part);
+  }
+}
+
+// Against the GPU ops it replaces (the second batch norm, then the fused batch norm + residual
+// + ReLU): the statistics are the same kernels' (bit for bit); y differs by the rounding of
+// the second batch norm's output, which the pair does not store; the backward from the same
+// mask gives the same gradients (the same sums: bit-identical expected, f32 rounding allowed).
+TEST_P(GpuBatchNormPairRelu, MatchesTheOpsItReplaces) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  const auto& [fc, dtype] = GetParam();
+  const PairData p = make_pair_data(fc.shape, dtype, 81);
+  GpuPair g = to_gpu(p, dtype), u = to_gpu(p, dtype);
+  const ops::BatchNormPairForward f = pair_forward(g);
+  const ops::BatchNormForward shortcut =
+      ops::batch_norm_train(u.x2, u.w2, u.b2, u.rm2, u.rv2, kMomentum, kEps);
+  const ops::BatchNormForward main =
+      ops::batch_norm_relu_train(u.x, shortcut.y, u.w, u.b, u.rm, u.rv, kMomentum, kEps);
+  expect_close(f.y, main.y.to(DType::F32).to(Device::cpu()), dtype, 2 * bound_of(dtype),
+               "y against the unfused pair");
+  EXPECT_EQ(bytes_of(f.mean), bytes_of(main.mean));
+  EXPECT_EQ(bytes_of(f.invstd2), bytes_of(shortcut.invstd));
+  EXPECT_EQ(bytes_of(g.rv), bytes_of(u.rv));
+  EXPECT_EQ(bytes_of(g.rm2), bytes_of(u.rm2));
+
+  const Tensor dy = gpu(p.first.dy, dtype), dy2 = gpu(p.second.dy, dtype);
+  const ops::BatchNormPairGrads got = ops::batch_norm_pair_relu_backward(
+      dy, f.mask, g.x, g.w, f.mean, f.invstd, g.x2, g.w2, f.mean2, f.invstd2, dy2);
+  const ops::BatchNormReluGrads gm = ops::batch_norm_relu_backward(
+      dy, f.mask, g.x, g.w, f.mean, f.invstd, ResidualGrad::Compute, dy2);
+  const ops::BatchNormGrads gs =
+      ops::batch_norm_backward(gm.dresidual, g.x2, g.w2, f.mean2, f.invstd2);
+  const Tensor dz = gm.dresidual.to(DType::F32).to(Device::cpu());
+  const auto host = [](const Tensor& t) { return t.to(DType::F32).to(Device::cpu()); };
+  expect_close(got.dx, host(gm.dx), dtype, bound_of(dtype), "dx",
+               dx_terms(p.first.weight, host(f.invstd), dz));
+  expect_close(got.dx2, host(gs.dx), dtype, bound_of(dtype), "dx2",
+               dx_terms(p.second.weight, host(f.invstd2), dz));
+  expect_f32(got.dweight, host(gm.dweight), "dweight");
+  expect_f32(got.dbias, host(gm.dbias), "dbias");
+  expect_f32(got.dweight2, host(gs.dweight), "dweight2");
+  expect_f32(got.dbias2, host(gs.dbias), "dbias2");
+}
+
+TEST_P(GpuBatchNormPairRelu, RepeatedRunsAreBitIdentical) {
+  HG_REQUIRE_GPU();
+  const auto& [fc, dtype] = GetParam();
+  const PairData p = make_pair_data(fc.shape, dtype, 91);
+  const auto run = [&] {
+    GpuPair g = to_gpu(p, dtype);
+    const ops::BatchNormPairForward f = pair_forward(g);
+    const ops::BatchNormPairGrads gr = ops::batch_norm_pair_relu_backward(
+        gpu(p.first.dy, dtype), f.mask, g.x, g.w, f.mean, f.invstd, g.x2, g.w2, f.mean2, f.invstd2,
+        gpu(p.second.dy, dtype));
+    std::vector<std::vector<char>> out;
+    for (const Tensor* t : std::initializer_list<const Tensor*>{
+             &f.y, &f.mask, &f.mean, &f.invstd2, &g.rv2, &gr.dx, &gr.dx2, &gr.dweight, &gr.dbias,
+             &gr.dweight2, &gr.dbias2})
+      out.push_back(bytes_of(*t));
+    return out;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchNormPairRelu,
+                         ::testing::Combine(::testing::ValuesIn(kPairCases),
+                                            ::testing::ValuesIn(kDtypes)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace hg

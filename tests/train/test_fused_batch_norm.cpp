@@ -2,7 +2,8 @@
 // ops::set_fused_batch_norm on and off, a few training steps of ResNet-18 (basic blocks) and
 // ResNet-50 (bottlenecks) give the same weights, running statistics, losses and gradients bit
 // for bit on the CPU (whose fused ops compose the unfused kernels), with and without activation
-// recomputation; the fused ops run, by name, only when the switch is on and the model trains;
+// recomputation, and with a downsampling block's two batch norms fused into one op or not;
+// the fused ops run, by name, only when the switches are on and the model trains;
 // eval mode gives the same outputs either way; fn::batch_norm_relu's gradients match the
 // unfused composition's.
 #include <gtest/gtest.h>
@@ -125,22 +126,51 @@ int count_ops(Rig& r, const char* name) {
 }
 
 TEST(FusedBatchNorm, FusedOpsRunByNameOnlyWhenSwitchedOn) {
-  // ResNet-18: the stem's batch norm and both of each of the 8 blocks' are fused (the
-  // shortcuts' ConvBn has no ReLU and stays plain batch_norm_train).
+  const bool shortcut_before = ops::fused_shortcut_batch_norm();
+  // ResNet-18: the stem's batch norm and both of each of the 8 blocks' are fused; in the three
+  // downsampling blocks the second is fused with the shortcut's (a pair), unless that is off,
+  // when the shortcut's runs as a plain batch_norm_train.
   {
     const FusedScope scope(true);
+    ops::set_fused_shortcut_batch_norm(true);
+    Rig r = make_rig("resnet18", false);
+    EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 14);
+    EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 14);
+    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 3);
+    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_backward"), 3);
+    EXPECT_EQ(count_ops(r, "batch_norm_train"), 0);
+  }
+  {
+    const FusedScope scope(true);
+    ops::set_fused_shortcut_batch_norm(false);
     Rig r = make_rig("resnet18", false);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 17);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 17);
+    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 3);  // the three downsampling shortcuts
   }
   {
     const FusedScope scope(false);
+    ops::set_fused_shortcut_batch_norm(true);  // no effect without the fused batch norm
     Rig r = make_rig("resnet18", false);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 0);
+    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 20);
   }
+  ops::set_fused_shortcut_batch_norm(shortcut_before);
+}
+
+// The shortcut's batch norm fused into the block's last (a pair) or apart: the same bits on
+// the CPU, ResNet-50's four downsampling bottlenecks included.
+TEST(FusedBatchNorm, PairedShortcutBatchNormTrainsTheSameBits) {
+  const bool before = ops::fused_shortcut_batch_norm();
+  ops::set_fused_shortcut_batch_norm(false);
+  const Trajectory apart = train_steps("resnet50", true, false, 2);
+  ops::set_fused_shortcut_batch_norm(true);
+  const Trajectory paired = train_steps("resnet50", true, false, 2);
+  ops::set_fused_shortcut_batch_norm(before);
+  expect_same(paired, apart);
 }
 
 TEST(FusedBatchNorm, SwitchDefaultsOnUnlessTheEnvironmentSaysZero) {

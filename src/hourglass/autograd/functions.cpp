@@ -97,6 +97,30 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& we
   return f.y;
 }
 
+Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            Tensor& running_mean, Tensor& running_var, const Tensor& x2,
+                            const Tensor& weight2, const Tensor& bias2, Tensor& running_mean2,
+                            Tensor& running_var2, double momentum, double eps) {
+  auto f = ops::batch_norm_pair_relu_train(x, weight, bias, running_mean, running_var, x2, weight2,
+                                           bias2, running_mean2, running_var2, momentum, eps);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x, &weight, &bias, &x2, &weight2, &bias2})) {
+    Tensor mask = f.mask, mean = f.mean, invstd = f.invstd, mean2 = f.mean2, invstd2 = f.invstd2;
+    auto backward_sum = [=](const Tensor& dy, const Tensor& dy2) {
+      auto g = ops::batch_norm_pair_relu_backward(dy, mask, x, weight, mean, invstd, x2, weight2,
+                                                  mean2, invstd2, dy2);
+      return std::vector<Tensor>{g.dx, g.dweight, g.dbias, g.dx2, g.dweight2, g.dbias2};
+    };
+    // The block's output feeds the next block and its shortcut, as batch_norm_relu's does.
+    tape.record(
+        "batch_norm_pair_relu", {x, weight, bias, x2, weight2, bias2}, f.y,
+        [backward_sum](const Tensor& dy) { return backward_sum(dy, Tensor()); },
+        ops::fused_gradient_sum() ? autograd::BackwardSumFn(backward_sum)
+                                  : autograd::BackwardSumFn());
+  }
+  return f.y;
+}
+
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
   const Tensor x = autocast_operand(x0), w = autocast_operand(w0), bias = autocast_operand(bias0);
   Tensor y = ops::linear(x, w, bias);

@@ -25,6 +25,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
 Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& weight,
                        const Tensor& bias, Tensor& running_mean, Tensor& running_var,
                        BatchNormMode mode, double momentum, double eps);
+// relu(batch_norm(x) + batch_norm(x2)) in training mode, each batch norm with its own
+// parameters and running statistics: one fused op (ops::batch_norm_pair_relu_train) and one
+// node with the gradients of x, weight, bias, x2, weight2, bias2
+// (ops::batch_norm_pair_relu_backward).
+Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            Tensor& running_mean, Tensor& running_var, const Tensor& x2,
+                            const Tensor& weight2, const Tensor& bias2, Tensor& running_mean2,
+                            Tensor& running_var2, double momentum, double eps);
 // Training-mode batch norm with the statistics of every rank's rows (synchronised batch norm):
 // the ranks' means and variances are combined through `comm` (all ranks call it for the same
 // layers in the same order), the running statistics take the combined ones, and backward sums

@@ -52,6 +52,17 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x, const Tensor& residual) {
                              momentum_, eps_);
 }
 
+Tensor BatchNorm2d::forward_relu_pair(const Tensor& x, BatchNorm2d& shortcut, const Tensor& x2) {
+  if (!is_training() || !shortcut.is_training() || sync != nullptr || shortcut.sync != nullptr ||
+      momentum_ != shortcut.momentum_ || eps_ != shortcut.eps_ || !ops::fused_batch_norm() ||
+      !ops::fused_shortcut_batch_norm())
+    return forward_relu(x, shortcut.forward(x2));
+  auto [mean, var] = running_statistics_for_pass();
+  auto [mean2, var2] = shortcut.running_statistics_for_pass();
+  return fn::batch_norm_pair_relu(x, weight, bias, mean, var, x2, shortcut.weight, shortcut.bias,
+                                  mean2, var2, momentum_, eps_);
+}
+
 void sync_batch_norm(Module& model, Communicator* comm) {
   model.for_each_module([comm](Module& m) {
     if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->sync = comm;

@@ -39,6 +39,11 @@ class BatchNorm2d : public Module {
   // synchronisation and ops::fused_batch_norm() on, one fused op (fn::batch_norm_relu);
   // otherwise the three steps. Both compute the same function.
   Tensor forward_relu(const Tensor& x, const Tensor& residual = Tensor());
+  // relu(forward(x) + shortcut.forward(x2)): a downsampling residual block's end. In training,
+  // with neither synchronised, the same momentum and eps, and ops::fused_batch_norm() and
+  // ops::fused_shortcut_batch_norm() on, one fused op for both (fn::batch_norm_pair_relu);
+  // otherwise forward_relu(x, shortcut.forward(x2)). Both compute the same function.
+  Tensor forward_relu_pair(const Tensor& x, BatchNorm2d& shortcut, const Tensor& x2);
   Tensor weight, bias, running_mean, running_var;
   // Synchronised batch norm (data parallelism): training statistics over the rows of every rank
   // of this communicator (fn::batch_norm_synced); null: this process's rows only.

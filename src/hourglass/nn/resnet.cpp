@@ -18,6 +18,11 @@ Tensor ConvBn::forward(const Tensor& x) {
   return relu_ ? bn_->forward_relu(y) : bn_->forward(y);
 }
 
+Tensor ConvBn::add_relu(BatchNorm2d& last_bn, const Tensor& last, const Tensor& x) {
+  HG_CHECK(!relu_, "ConvBn::add_relu: a shortcut unit has no ReLU of its own");
+  return last_bn.forward_relu_pair(last, *bn_, conv_->forward(x));
+}
+
 ResNetStem::ResNetStem(Stem kind, int64_t in, int64_t width) : Module("ResNetStem") {
   conv_ = register_module("conv",
                           std::make_shared<Conv2d>(kind == Stem::Cifar ? conv(in, width, 3, 1)
@@ -42,13 +47,13 @@ BasicBlock::BasicBlock(int64_t in, int64_t width, int64_t stride) : Module("Basi
 }
 
 // The block's batch norms with their ReLU (and the last one with the residual add) go through
-// BatchNorm2d::forward_relu: one fused op in training. The shortcut is computed before the last
-// batch norm, which adds it.
+// BatchNorm2d::forward_relu: one fused op in training. The last batch norm adds the shortcut:
+// the block's input, or a convolution and batch norm of it (ConvBn::add_relu: both batch norms
+// one fused op).
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = bn1_->forward_relu(conv1_->forward(x));
   out = conv2_->forward(out);
-  const Tensor shortcut = shortcut_ ? shortcut_->forward(x) : x;
-  return bn2_->forward_relu(out, shortcut);
+  return shortcut_ ? shortcut_->add_relu(*bn2_, out, x) : bn2_->forward_relu(out, x);
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t width, int64_t stride) : Module("Bottleneck") {
@@ -68,8 +73,7 @@ Tensor Bottleneck::forward(const Tensor& x) {
   Tensor out = bn1_->forward_relu(conv1_->forward(x));
   out = bn2_->forward_relu(conv2_->forward(out));
   out = conv3_->forward(out);
-  const Tensor shortcut = shortcut_ ? shortcut_->forward(x) : x;
-  return bn3_->forward_relu(out, shortcut);
+  return shortcut_ ? shortcut_->add_relu(*bn3_, out, x) : bn3_->forward_relu(out, x);
 }
 
 ResNet::ResNet(const ResNetOptions& o) : Module("ResNet") {

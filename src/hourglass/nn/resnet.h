@@ -26,6 +26,10 @@ class ConvBn : public Module {
  public:
   ConvBn(const Conv2dOptions& conv, bool relu);
   Tensor forward(const Tensor& x) override;
+  // A residual block's end with this (relu-less) unit as its shortcut:
+  // relu(last_bn(last) + forward(x)), the two batch norms fused where they can be
+  // (BatchNorm2d::forward_relu_pair).
+  Tensor add_relu(BatchNorm2d& last_bn, const Tensor& last, const Tensor& x);
 
  private:
   std::shared_ptr<Conv2d> conv_;

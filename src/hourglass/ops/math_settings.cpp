@@ -26,6 +26,11 @@ std::atomic<bool>& fused_gradient_sum_flag() {
   return flag;
 }
 
+std::atomic<bool>& fused_shortcut_batch_norm_flag() {
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_FUSED_SHORTCUT_BN")};
+  return flag;
+}
+
 std::atomic<bool>& batched_leaf_gradients_flag() {
   static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_BATCHED_LEAF_GRADS")};
   return flag;
@@ -57,6 +62,13 @@ void set_fused_gradient_sum(bool on) {
   fused_gradient_sum_flag().store(on, std::memory_order_relaxed);
 }
 bool fused_gradient_sum() { return fused_gradient_sum_flag().load(std::memory_order_relaxed); }
+
+void set_fused_shortcut_batch_norm(bool on) {
+  fused_shortcut_batch_norm_flag().store(on, std::memory_order_relaxed);
+}
+bool fused_shortcut_batch_norm() {
+  return fused_shortcut_batch_norm_flag().load(std::memory_order_relaxed);
+}
 
 void set_conv_space_to_depth(bool on) {
   conv_space_to_depth_flag().store(on, std::memory_order_relaxed);

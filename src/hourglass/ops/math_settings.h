@@ -55,6 +55,17 @@ bool fused_batch_norm();
 void set_fused_gradient_sum(bool on);
 bool fused_gradient_sum();
 
+// Whether a residual block whose shortcut is a convolution and a batch norm (a downsampling
+// block) runs both of its last batch norms, the add and the ReLU as one fused op
+// (batch_norm_pair_relu_train / batch_norm_pair_relu_backward), the shortcut's batch norm never
+// stored, rather than the shortcut's batch norm apart with its output as the residual of the
+// main path's fused one. Only where fused_batch_norm is on. In f32 the same bits (the CPU
+// composes the two); in bf16 and f16 the GPU adds the normalised shortcut unrounded.
+// Process-wide like fused_batch_norm: on unless HOURGLASS_FUSED_SHORTCUT_BN=0 when first read;
+// set_fused_shortcut_batch_norm overrides that.
+void set_fused_shortcut_batch_norm(bool on);
+bool fused_shortcut_batch_norm();
+
 // Whether backward accumulates the gradients of parameters (leaves) together at its end, in
 // one ops::accumulate_ over all of them, rather than in an add_ each as each arrives (and, for
 // a parameter cast to the autocast dtype, in a cast back each as well: the accumulation

@@ -98,19 +98,7 @@ HG_OP(ops::BatchNormForward, batch_norm_train, (const Tensor& x, const Tensor& w
                                                 const Tensor& bias, Tensor& running_mean,
                                                 Tensor& running_var, double momentum,
                                                 double eps), {
-  check_float(op, "input", x);
-  const int64_t c = bn_channels(op, x);
-  check_vector(op, "weight", weight, c);
-  check_vector(op, "bias", bias, c);
-  check_vector(op, "running_mean", running_mean, c);
-  check_vector(op, "running_var", running_var, c);
-  for (const Tensor* t :
-       std::initializer_list<const Tensor*>{&weight, &bias, &running_mean, &running_var}) {
-    check_dtype(op, "parameters and statistics", *t, DType::F32);
-    check_same_device(op, x, *t);
-  }
-  HG_CHECK(x.numel() / c > 1, "{}: training needs more than one value per channel, got {}", op,
-           x.describe());
+  check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
   HG_OP_COST(elementwise_cost(x, 1, 1));
   return backend_for(x.device())
       .batch_norm_train(x.contiguous(), weight, bias, running_mean, running_var, momentum, eps);
@@ -149,20 +137,8 @@ HG_OP(ops::BatchNormForward, batch_norm_relu_train, (const Tensor& x, const Tens
                                                      const Tensor& weight, const Tensor& bias,
                                                      Tensor& running_mean, Tensor& running_var,
                                                      double momentum, double eps), {
-  check_float(op, "input", x);
-  const int64_t c = bn_channels(op, x);
-  check_vector(op, "weight", weight, c);
-  check_vector(op, "bias", bias, c);
-  check_vector(op, "running_mean", running_mean, c);
-  check_vector(op, "running_var", running_var, c);
-  for (const Tensor* t :
-       std::initializer_list<const Tensor*>{&weight, &bias, &running_mean, &running_var}) {
-    check_dtype(op, "parameters and statistics", *t, DType::F32);
-    check_same_device(op, x, *t);
-  }
+  check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
   if (residual.defined()) check_binary(op, x, residual);
-  HG_CHECK(x.numel() / c > 1, "{}: training needs more than one value per channel, got {}", op,
-           x.describe());
   HG_OP_COST(elementwise_cost(x, residual.defined() ? 2 : 1, 1));
   return backend_for(x.device())
       .batch_norm_relu_train(x.contiguous(), contig(residual), weight, bias, running_mean,
@@ -192,6 +168,47 @@ HG_OP(ops::BatchNormReluGrads, batch_norm_relu_backward, (const Tensor& dy, cons
   return backend_for(x.device())
       .batch_norm_relu_backward(dy.contiguous(), y.contiguous(), x.contiguous(), weight, mean,
                                 invstd, residual_grad, contig(dy2));
+})
+
+// Two training-mode batch norms summed, then a ReLU: y = relu(batch_norm_train(x) +
+// batch_norm_train(x2)), each with its own parameters and running statistics (updated as
+// batch_norm_train updates them): a downsampling residual block's last batch norm and its
+// shortcut's, the shortcut's output never stored. x2 has x's shape, dtype and device. Returns
+// y, its ReLU mask and both inputs' saved statistics.
+HG_OP(ops::BatchNormPairForward, batch_norm_pair_relu_train,
+      (const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+       Tensor& running_var, const Tensor& x2, const Tensor& weight2, const Tensor& bias2,
+       Tensor& running_mean2, Tensor& running_var2, double momentum, double eps), {
+  check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
+  check_batch_norm_train(op, "second ", x2, weight2, bias2, running_mean2, running_var2);
+  check_binary(op, x, x2);
+  HG_OP_COST(elementwise_cost(x, 4, 1));
+  return backend_for(x.device())
+      .batch_norm_pair_relu_train(x.contiguous(), weight, bias, running_mean, running_var,
+                                  x2.contiguous(), weight2, bias2, running_mean2, running_var2,
+                                  momentum, eps);
+})
+
+// Backward of batch_norm_pair_relu_train from y's ReLU mask and the saved statistics: with
+// dz = (dy [+ dy2]) where y > 0 (else 0), dx, dweight, dbias are batch_norm_backward(dz, x, ...)
+// and dx2, dweight2, dbias2 batch_norm_backward(dz, x2, ...). `dy2` as for
+// batch_norm_relu_backward: the output's gradient in two parts.
+HG_OP(ops::BatchNormPairGrads, batch_norm_pair_relu_backward,
+      (const Tensor& dy, const Tensor& mask, const Tensor& x, const Tensor& weight,
+       const Tensor& mean, const Tensor& invstd, const Tensor& x2, const Tensor& weight2,
+       const Tensor& mean2, const Tensor& invstd2, const Tensor& dy2 HG_OP_DEFAULT(Tensor())), {
+  check_binary(op, dy, x);
+  check_binary(op, x, x2);
+  HG_CHECK(mask.defined() && mask.dtype() == DType::U8,
+           "{}: mask must be the forward's u8 ReLU mask, got {}", op,
+           mask.defined() ? mask.describe() : std::string("undefined"));
+  check_relu_mask(op, x, mask);
+  if (dy2.defined()) check_binary(op, dy, dy2);
+  HG_OP_COST(elementwise_cost(x, dy2.defined() ? 6 : 5, 2));
+  return backend_for(x.device())
+      .batch_norm_pair_relu_backward(dy.contiguous(), mask.contiguous(), x.contiguous(), weight,
+                                     mean, invstd, x2.contiguous(), weight2, mean2, invstd2,
+                                     contig(dy2));
 })
 
 // ---- pooling ----

@@ -3,6 +3,7 @@
 #include "hourglass/ops/ops.h"
 
 #include <cmath>
+#include <string>
 
 #include "hourglass/ops/backend.h"
 #include "hourglass/ops/op_profile.h"
@@ -29,6 +30,28 @@ int64_t bn_channels(const char* op, const Tensor& x) {
   HG_CHECK(x.dim() == 4 || x.dim() == 2, "{}: input must be [N,H,W,C] or [N,C], got {}", op,
            x.describe());
   return x.size(-1);
+}
+
+// A training batch norm's input and its f32 [C] parameters and running statistics on its
+// device, with more than one value per channel. `which` prefixes the operands' names ("second "
+// for a pair's second batch norm).
+void check_batch_norm_train(const char* op, const char* which, const Tensor& x,
+                            const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                            const Tensor& running_var) {
+  check_float(op, which[0] != 0 ? "second input" : "input", x);
+  const int64_t c = bn_channels(op, x);
+  const std::string prefix = which;
+  check_vector(op, (prefix + "weight").c_str(), weight, c);
+  check_vector(op, (prefix + "bias").c_str(), bias, c);
+  check_vector(op, (prefix + "running_mean").c_str(), running_mean, c);
+  check_vector(op, (prefix + "running_var").c_str(), running_var, c);
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&weight, &bias, &running_mean, &running_var}) {
+    check_dtype(op, (prefix + "parameters and statistics").c_str(), *t, DType::F32);
+    check_same_device(op, x, *t);
+  }
+  HG_CHECK(x.numel() / c > 1, "{}: training needs more than one value per channel, got {}", op,
+           x.describe());
 }
 
 void check_pool(const char* op, const Tensor& x, const Pool2dParams& p) {

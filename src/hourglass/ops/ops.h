@@ -33,6 +33,18 @@ inline int64_t relu_mask_bytes(int64_t channels) { return (channels + 7) / 8; }
 struct BatchNormGrads {
   Tensor dx, dweight, dbias;
 };
+// batch_norm_pair_relu_train: y = relu(bn(x) + bn(x2)), y's ReLU mask and both inputs' saved
+// batch statistics.
+struct BatchNormPairForward {
+  Tensor y;
+  Tensor mask;            // as BatchNormForward::mask
+  Tensor mean, invstd;    // [C] f32, x's batch statistics
+  Tensor mean2, invstd2;  // [C] f32, x2's
+};
+struct BatchNormPairGrads {
+  Tensor dx, dweight, dbias;     // x's batch norm
+  Tensor dx2, dweight2, dbias2;  // x2's (dbias2 = dbias: both are the sum of the masked gradient)
+};
 struct BatchNormReluGrads {
   Tensor dx, dweight, dbias;
   Tensor dresidual;  // the masked gradient itself; undefined when ResidualGrad::Skip

@@ -1,8 +1,10 @@
 // Batch norm fused with a residual add and a ReLU, on the CPU: the composition of this
 // backend's own batch_norm_train, add, relu (forward) and relu_backward, batch_norm_backward
-// (backward). The CPU gains nothing from fusing these passes that matters next to its
-// convolutions, and composing the same kernels keeps the fused and unfused paths bit-identical
-// (tests/train/test_fused_batch_norm.cpp trains a ResNet both ways and compares the bits).
+// (backward); the pair of batch norms (batch_norm_pair_relu_*) likewise, the second batch
+// norm's output being the residual. The CPU gains nothing from fusing these passes that matters
+// next to its convolutions, and composing the same kernels keeps the fused and unfused paths
+// bit-identical (tests/train/test_fused_batch_norm.cpp trains a ResNet both ways and compares the
+// bits).
 #include "hourglass/backend/cpu/cpu_backend.h"
 #include "hourglass/backend/cpu/dispatch.h"
 
@@ -61,6 +63,31 @@ ops::BatchNormReluGrads CpuBackend::batch_norm_relu_backward(
   ops::BatchNormReluGrads grads{bn.dx, bn.dweight, bn.dbias, Tensor()};
   if (residual_grad == ResidualGrad::Compute) grads.dresidual = dz;
   return grads;
+}
+
+ops::BatchNormPairForward CpuBackend::batch_norm_pair_relu_train(
+    const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+    Tensor& running_var, const Tensor& x2, const Tensor& weight2, const Tensor& bias2,
+    Tensor& running_mean2, Tensor& running_var2, double momentum, double eps) {
+  const ops::BatchNormForward second =
+      batch_norm_train(x2, weight2, bias2, running_mean2, running_var2, momentum, eps);
+  ops::BatchNormForward first =
+      batch_norm_relu_train(x, second.y, weight, bias, running_mean, running_var, momentum, eps);
+  return ops::BatchNormPairForward{std::move(first.y),    std::move(first.mask),
+                                   std::move(first.mean), std::move(first.invstd),
+                                   second.mean,           second.invstd};
+}
+
+ops::BatchNormPairGrads CpuBackend::batch_norm_pair_relu_backward(
+    const Tensor& dy, const Tensor& mask, const Tensor& x, const Tensor& weight, const Tensor& mean,
+    const Tensor& invstd, const Tensor& x2, const Tensor& weight2, const Tensor& mean2,
+    const Tensor& invstd2, const Tensor& dy2) {
+  ops::BatchNormReluGrads first =
+      batch_norm_relu_backward(dy, mask, x, weight, mean, invstd, ResidualGrad::Compute, dy2);
+  ops::BatchNormGrads second = batch_norm_backward(first.dresidual, x2, weight2, mean2, invstd2);
+  return ops::BatchNormPairGrads{std::move(first.dx),       std::move(first.dweight),
+                                 std::move(first.dbias),    std::move(second.dx),
+                                 std::move(second.dweight), std::move(second.dbias)};
 }
 
 }  // namespace hg

@@ -3,7 +3,7 @@
 // semantics as the CPU backend (backend/cpu/batch_norm.cpp, batch_norm_relu.cpp) for f32, bf16
 // and f16 inputs; parameters, statistics and parameter gradients are f32. The fused
 // batch_norm_relu ops run the same kernels with the residual add, ReLU and ReLU mask folded
-// into their passes.
+// into their passes; the batch_norm_pair_relu ops run batch_norm_pair_kernels.cu's.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -262,6 +262,105 @@ ops::BatchNormReluGrads GpuBackend::batch_norm_relu_backward(
     return backward("batch_norm_relu_backward", add(dy, dy2), Tensor(), y, x, weight, mean, invstd,
                     false);
   return backward("batch_norm_relu_backward", dy, dy2, y, x, weight, mean, invstd, with_residual);
+}
+
+ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
+    const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+    Tensor& running_var, const Tensor& x2, const Tensor& weight2, const Tensor& bias2,
+    Tensor& running_mean2, Tensor& running_var2, double momentum, double eps) {
+  const char* op = "batch_norm_pair_relu_train";
+  check_input(op, x);
+  check_like_input(op, "second input", x2, x);
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor b = channel_vector(op, "bias", bias, x);
+  const Tensor w2 = channel_vector(op, "second weight", weight2, x);
+  const Tensor b2 = channel_vector(op, "second bias", bias2, x);
+  for (Tensor* t : {&running_mean, &running_var, &running_mean2, &running_var2}) {
+    channel_vector(op, "running statistic", *t, x);
+    HG_CHECK(t->is_contiguous(),
+             "{}: running statistics must be contiguous (they are updated in place)", op);
+  }
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+
+  ops::BatchNormPairForward out;
+  out.y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  out.mask = Tensor::empty({rows, ops::relu_mask_bytes(c)}, DType::U8, x.device());
+  for (Tensor* t : {&out.mean, &out.invstd, &out.mean2, &out.invstd2})
+    *t = Tensor::empty({c}, DType::F32, x.device());
+  if (x.numel() == 0) return out;
+  const gpu::BatchNormPlan plan =
+      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &x2, &out.y}), sm_count(device));
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  const gpu::BatchNormTrainPointers first{fptr(w),
+                                          fptr(b),
+                                          fptr_mut(running_mean),
+                                          fptr_mut(running_var),
+                                          fptr_mut(out.mean),
+                                          fptr_mut(out.invstd)};
+  const gpu::BatchNormTrainPointers second{fptr(w2),
+                                           fptr(b2),
+                                           fptr_mut(running_mean2),
+                                           fptr_mut(running_var2),
+                                           fptr_mut(out.mean2),
+                                           fptr_mut(out.invstd2)};
+  gpu::batch_norm_pair_relu_train_launch(
+      plan, x.dtype(), x.data_ptr(), x2.data_ptr(), out.y.data_ptr(),
+      static_cast<uint8_t*>(out.mask.data_ptr()), rows, c, first, second, momentum, eps,
+      fptr_mut(workspace), counters, stream);
+  return out;
+}
+
+ops::BatchNormPairGrads GpuBackend::batch_norm_pair_relu_backward(
+    const Tensor& dy, const Tensor& mask, const Tensor& x, const Tensor& weight, const Tensor& mean,
+    const Tensor& invstd, const Tensor& x2, const Tensor& weight2, const Tensor& mean2,
+    const Tensor& invstd2, const Tensor& dy2) {
+  const char* op = "batch_norm_pair_relu_backward";
+  check_input(op, x);
+  check_like_input(op, "second input", x2, x);
+  check_like_input(op, "grad output", dy, x);
+  if (dy2.defined()) check_like_input(op, "second grad output", dy2, x);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  HG_CHECK((mask.dtype() == DType::U8 && mask.device() == x.device() && mask.is_contiguous() &&
+            mask.shape() == Shape{rows, ops::relu_mask_bytes(c)}),
+           "{}: ReLU mask {} must be a contiguous u8 [{}, {}] on {}", op, mask.describe(), rows,
+           ops::relu_mask_bytes(c), x.device().str());
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor mu = channel_vector(op, "saved mean", mean, x);
+  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
+  const Tensor w2 = channel_vector(op, "second weight", weight2, x);
+  const Tensor mu2 = channel_vector(op, "second saved mean", mean2, x);
+  const Tensor is2 = channel_vector(op, "second saved invstd", invstd2, x);
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+
+  ops::BatchNormPairGrads grads;
+  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  grads.dx2 = Tensor::empty(x.shape(), x.dtype(), x.device());
+  for (Tensor* t : {&grads.dweight, &grads.dbias, &grads.dweight2, &grads.dbias2})
+    *t = Tensor::empty({c}, DType::F32, x.device());
+  if (c == 0) return grads;
+  // The masked gradient, stored by the sums pass for the dx pass.
+  const Tensor dz = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
+      rows, c, x.dtype(), address_bits({&dy, &dy2, &x, &x2, &dz, &grads.dx, &grads.dx2}),
+      sm_count(device));
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_pair_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, gpu::batch_norm_pair_counters(plan), stream);
+  const gpu::BatchNormGradPointers first{fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight),
+                                         fptr_mut(grads.dbias)};
+  const gpu::BatchNormGradPointers second{fptr(w2), fptr(mu2), fptr(is2), fptr_mut(grads.dweight2),
+                                          fptr_mut(grads.dbias2)};
+  gpu::batch_norm_pair_relu_backward_launch(
+      plan, x.dtype(), dy.data_ptr(), dy2.defined() ? dy2.data_ptr() : nullptr,
+      static_cast<const uint8_t*>(mask.data_ptr()), x.data_ptr(), x2.data_ptr(), dz.data_ptr(),
+      grads.dx.data_ptr(), grads.dx2.data_ptr(), rows, c, first, second, fptr_mut(workspace),
+      counters, stream);
+  return grads;
 }
 
 }  // namespace hg

@@ -99,4 +99,59 @@ void batch_norm_relu_backward_launch(const BatchNormPlan& plan, DType dtype, con
                                      float* dweight, float* dbias, float* workspace,
                                      unsigned* counters, gpuStream_t stream);
 
+// ---- a pair of batch norms summed, then a ReLU (batch_norm_pair_kernels.cu): a downsampling
+// residual block's last batch norm and its shortcut's, the shortcut's output never stored.
+
+// One batch norm of a pair in training: its [channels] f32 parameters, running statistics
+// (updated in place) and saved statistics (written).
+struct BatchNormTrainPointers {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  float* running_mean = nullptr;
+  float* running_var = nullptr;
+  float* save_mean = nullptr;
+  float* save_invstd = nullptr;
+};
+
+// One batch norm of a pair in backward: its weight and saved statistics (read) and its
+// parameter gradients (written), all [channels] f32.
+struct BatchNormGradPointers {
+  const float* weight = nullptr;
+  const float* mean = nullptr;
+  const float* invstd = nullptr;
+  float* dweight = nullptr;
+  float* dbias = nullptr;
+};
+
+// Floats of workspace and counters a pair's backward needs (its reduction makes two sets of
+// partials; the forward's two statistics passes run one after the other and need what one
+// batch_norm_train_launch does).
+int64_t batch_norm_pair_workspace_floats(const BatchNormPlan& plan, int64_t channels);
+int64_t batch_norm_pair_counters(const BatchNormPlan& plan);
+
+// y = relu(bn(x) + bn(x2)) in training: the statistics of x and of x2 as
+// batch_norm_train_launch computes them (running statistics updated, saved statistics
+// written), then one pass that normalises both, adds them in f32, applies the ReLU and rounds
+// once to the dtype, storing y's ReLU mask as batch_norm_relu_train_launch does. x, x2 and y
+// share the plan (its address_bits include all three).
+void batch_norm_pair_relu_train_launch(const BatchNormPlan& plan, DType dtype, const void* x,
+                                       const void* x2, void* y, uint8_t* mask, int64_t rows,
+                                       int64_t channels, const BatchNormTrainPointers& first,
+                                       const BatchNormTrainPointers& second, double momentum,
+                                       double eps, float* workspace, unsigned* counters,
+                                       gpuStream_t stream);
+
+// Its backward: dz = (dy [+ dy2, rounded to the dtype]) where the mask's bit is set, else 0,
+// stored to `dz` ([rows, channels] of the dtype, scratch) by a pass that also sums dz,
+// dz * (x - mean) and dz * (x2 - mean2) per channel; then one pass writing dx and dx2 as
+// batch_norm_backward_launch would from dz. `workspace` and `counters`:
+// batch_norm_pair_workspace_floats and batch_norm_pair_counters (the counters zero, left so).
+void batch_norm_pair_relu_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
+                                          const void* dy2, const uint8_t* mask, const void* x,
+                                          const void* x2, void* dz, void* dx, void* dx2,
+                                          int64_t rows, int64_t channels,
+                                          const BatchNormGradPointers& first,
+                                          const BatchNormGradPointers& second, float* workspace,
+                                          unsigned* counters, gpuStream_t stream);
+
 }  // namespace hg::gpu
