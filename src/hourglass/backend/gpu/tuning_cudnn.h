@@ -25,7 +25,7 @@
 namespace hg::gpu::cudnn_tuning {
 
 struct EngineChoice {
-  int layout = 0;  // 0: NHWC (the call's own buffers), 1: NCHW copies (dnn_cudnn.cpp's Layout)
+  int layout = 0;  // 0: NHWC (the call's own buffers), 1: NCHW copies (conv_plan_cudnn.h's Layout)
   int64_t engine = -1;
   std::vector<std::pair<int64_t, int64_t>> knobs;  // (cudnnBackendKnobType_t, value), as read
   bool operator==(const EngineChoice&) const = default;
