@@ -50,6 +50,48 @@ TEST(Cast, GradientFlowsBackInTheSourceDtype) {
   EXPECT_TRUE(fn::cast(x, DType::F32).same_storage(x));  // no copy when the dtype matches
 }
 
+// A parameter's copy in the compute dtype (AutocastPolicy::copies, filled by the training step
+// from the arena) stands in for its cast: the op computes with the copy's values (a stale copy
+// shows through), the output and the f32 parameter's gradient are the cast's bit for bit, and
+// an operand without a copy (the bias here) is cast as before. On the CPU, f64 parameters
+// computing in f32 stand in for f32 ones computing in bf16.
+TEST(Autocast, ParameterCopiesStandInForTheCast) {
+  const Tensor x = Tensor::from_vector<float>({0.5f, -1.25f, 2.0f, 0.75f, 1.0f, -0.5f}, {2, 3});
+  const std::vector<double> w0 = {0.3, -0.7, 1.1, 0.2, 0.9, -1.3}, b0 = {0.1, -0.2};
+  struct Result {
+    std::vector<double> y, dw, db;
+  };
+  auto run = [&](bool with_copies, bool stale) {
+    auto leaf = [](const std::vector<double>& v, const Shape& shape) {
+      Tensor t = Tensor::from_vector(v, shape);
+      t.set_requires_grad(true);
+      t.set_grad(Tensor::zeros(shape, DType::F64));
+      return t;
+    };
+    Tensor w = leaf(w0, {2, 3});
+    Tensor b = leaf(b0, {2});
+    Tensor copy = w.to(DType::F32).view({6});
+    if (stale) copy.fill_(0.0);
+    autograd::CastCopies copies{{w.impl_ptr()->id, copy}};
+    autograd::AutocastGuard guard(
+        autograd::AutocastPolicy{true, DType::F32, with_copies ? &copies : nullptr});
+    Tensor y = fn::linear(x, w, b);
+    EXPECT_EQ(y.dtype(), DType::F32);
+    autograd::backward(fn::sum(fn::mul(y, y)));
+    EXPECT_EQ(w.grad().dtype(), DType::F64);
+    return Result{test::to_doubles(y), test::to_doubles(w.grad()), test::to_doubles(b.grad())};
+  };
+  const Result cast = run(false, false), copied = run(true, false);
+  EXPECT_EQ(copied.y, cast.y);
+  EXPECT_EQ(copied.dw, cast.dw);
+  EXPECT_EQ(copied.db, cast.db);
+  // A zeroed copy: the output is the bias alone, so the op read the copy, not the parameter.
+  const Result stale = run(true, true);
+  EXPECT_EQ(stale.y, (std::vector<double>{double(float(b0[0])), double(float(b0[1])),
+                                          double(float(b0[0])), double(float(b0[1]))}));
+  for (double d : stale.dw) EXPECT_TRUE(std::isfinite(d));
+}
+
 // Autocast to bf16 on a GPU: convolutions and the linear layer compute in bf16, the loss in
 // f32, and the f32 master weights get f32 gradients close to an f32 CPU run's.
 TEST(Autocast, MatrixOpsComputeInBf16AndGradientsReturnToF32) {

@@ -6,10 +6,13 @@
 // stop and resume. The mode's config checks run everywhere.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
+#include <utility>
 
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/ops/math_settings.h"
 #include "hourglass/optim/adamw.h"
 #include "hourglass/optim/schedule.h"
 #include "hourglass/optim/sgd.h"
@@ -109,6 +112,28 @@ TEST(GpuStepGraph, ReplayedStepsTrainTheEagerStepsBits) {
     EXPECT_EQ(replayed.loss_sums, eager.loss_sums);
     EXPECT_EQ(replayed.params, eager.params) << "replayed steps trained other weights";
   }
+}
+
+// The parameter arena converted to the compute dtype once a step (ops::arena_weight_cast, on
+// by default) against each layer casting its own weights: the same conversions, so the same
+// bits, eager and replayed.
+TEST(GpuStepGraph, ArenaWeightCastTrainsThePerLayerCastsBits) {
+  HG_REQUIRE_GPU();
+  const bool previous = ops::arena_weight_cast();
+  for (auto [precision, opt] : {std::pair{optim::Precision::BF16, Opt::Sgd},
+                                std::pair{optim::Precision::FP16, Opt::AdamW}}) {
+    SCOPED_TRACE(optim::precision_name(precision));
+    for (GraphMode graph : {GraphMode::Off, GraphMode::Auto}) {
+      ops::set_arena_weight_cast(true);
+      const Steps arena = train_steps(graph, precision, opt);
+      ops::set_arena_weight_cast(false);
+      const Steps per_layer = train_steps(graph, precision, opt);
+      for (float l : arena.loss_sums) ASSERT_TRUE(std::isfinite(l));
+      EXPECT_EQ(arena.loss_sums, per_layer.loss_sums);
+      EXPECT_EQ(arena.params, per_layer.params);
+    }
+  }
+  ops::set_arena_weight_cast(previous);
 }
 
 train::TrainerOptions quiet(const std::string& dir) { return {dir, false}; }

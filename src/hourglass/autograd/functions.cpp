@@ -9,10 +9,21 @@ InputGrad input_grad_for(const Tensor& x) {
   return x.requires_grad() ? InputGrad::Compute : InputGrad::Skip;
 }
 
-// The operand a matrix op computes with under the autocast policy.
+// The operand a matrix op computes with under the autocast policy: a parameter's copy in the
+// compute dtype where the policy has one, else a cast.
 Tensor autocast_operand(const Tensor& t) {
   const autograd::AutocastPolicy& policy = autograd::autocast();
-  if (!policy.enabled || !t.defined() || !is_floating(t.dtype())) return t;
+  if (!policy.enabled || !t.defined() || !is_floating(t.dtype()) || t.dtype() == policy.compute)
+    return t;
+  if (policy.copies != nullptr) {
+    const auto it = policy.copies->find(t.impl_ptr()->id);
+    if (it != policy.copies->end()) {
+      Tensor y = it->second.view(t.shape());  // a handle of its own, as a cast's result is
+      Tape& tape = Tape::current();
+      if (tape.should_record({&t})) tape.record_cast(t, y);
+      return y;
+    }
+  }
   return cast(t, policy.compute);
 }
 }  // namespace
@@ -117,6 +128,26 @@ Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor&
         [backward_sum](const Tensor& dy) { return backward_sum(dy, Tensor()); },
         ops::fused_gradient_sum() ? autograd::BackwardSumFn(backward_sum)
                                   : autograd::BackwardSumFn());
+  }
+  return f.y;
+}
+
+Tensor batch_norm_relu_max_pool(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                Tensor& running_mean, Tensor& running_var, double momentum,
+                                double eps, const Pool2dParams& p) {
+  auto f = ops::batch_norm_relu_max_pool_train(x, weight, bias, running_mean, running_var, momentum,
+                                               eps, p);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x, &weight, &bias})) {
+    Tensor workspace = f.workspace, mask = f.mask, mean = f.mean, invstd = f.invstd;
+    tape.record("batch_norm_relu_max_pool", {x, weight, bias}, f.y,
+                [x, weight, workspace, mask, mean, invstd, p](const Tensor& dy) {
+                  // x has the pooled input's shape, dtype and device: it stands in for it.
+                  const Tensor dz = ops::max_pool2d_backward(dy, x, workspace, p);
+                  auto g = ops::batch_norm_relu_backward(dz, mask, x, weight, mean, invstd,
+                                                         ResidualGrad::Skip);
+                  return std::vector<Tensor>{g.dx, g.dweight, g.dbias};
+                });
   }
   return f.y;
 }

@@ -4,7 +4,9 @@
 // the thread that records it and is cleared by backward().
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "hourglass/tensor/tensor.h"
@@ -142,9 +144,18 @@ void backward(const Tensor& loss, const Tensor& seed = Tensor(),
 // and fn::cross_entropy computes in f32. Batch-norm keeps f32 statistics and parameters;
 // activations between layers stay in the compute dtype. An undefined compute dtype (the
 // default) turns the policy off.
+//
+// `copies` (optional) holds parameters already in the compute dtype, by the parameter's tensor
+// id (TensorImpl::id): views into one compute-dtype copy of the whole parameter arena, which
+// the training step converts in one kernel before its forward (train_step.h). A parameter
+// found there is not cast again: the op takes a fresh view of its copy, recorded as the cast
+// would be, so its gradient reaches the f32 parameter the same way. The values are the cast's,
+// bit for bit; the copies must have been converted from the parameters' current values.
+using CastCopies = std::unordered_map<uint64_t, Tensor>;
 struct AutocastPolicy {
   bool enabled = false;
   DType compute = DType::F32;
+  const CastCopies* copies = nullptr;
 };
 const AutocastPolicy& autocast();
 class AutocastGuard {

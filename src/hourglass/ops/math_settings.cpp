@@ -40,6 +40,16 @@ std::atomic<bool>& conv_space_to_depth_flag() {
   static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_CONV_SPACE_TO_DEPTH")};
   return flag;
 }
+
+std::atomic<bool>& fused_stem_pool_flag() {
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_FUSED_STEM_POOL")};
+  return flag;
+}
+
+std::atomic<bool>& arena_weight_cast_flag() {
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_ARENA_CAST")};
+  return flag;
+}
 }  // namespace
 
 const MathSettings& math_settings() { return t_settings; }
@@ -74,6 +84,14 @@ void set_conv_space_to_depth(bool on) {
   conv_space_to_depth_flag().store(on, std::memory_order_relaxed);
 }
 bool conv_space_to_depth() { return conv_space_to_depth_flag().load(std::memory_order_relaxed); }
+
+void set_fused_stem_pool(bool on) { fused_stem_pool_flag().store(on, std::memory_order_relaxed); }
+bool fused_stem_pool() { return fused_stem_pool_flag().load(std::memory_order_relaxed); }
+
+void set_arena_weight_cast(bool on) {
+  arena_weight_cast_flag().store(on, std::memory_order_relaxed);
+}
+bool arena_weight_cast() { return arena_weight_cast_flag().load(std::memory_order_relaxed); }
 
 void set_batched_leaf_gradients(bool on) {
   batched_leaf_gradients_flag().store(on, std::memory_order_relaxed);

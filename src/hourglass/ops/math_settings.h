@@ -82,4 +82,20 @@ bool batched_leaf_gradients();
 void set_conv_space_to_depth(bool on);
 bool conv_space_to_depth();
 
+// Whether an image network's stem runs its batch norm, ReLU and max pooling as one fused op in
+// training (batch_norm_relu_max_pool_train: on the GPU the normalised values are computed
+// inside the pooling pass, never stored) rather than batch_norm_relu_train and max_pool2d. Only
+// where fused_batch_norm is on. The same bits either way. Process-wide like fused_batch_norm:
+// on unless HOURGLASS_FUSED_STEM_POOL=0 when first read; set_fused_stem_pool overrides that.
+void set_fused_stem_pool(bool on);
+bool fused_stem_pool();
+
+// Whether a mixed-precision training step converts the whole f32 parameter arena to the
+// compute dtype in one kernel before its forward, the layers taking views of that copy
+// (autograd::AutocastPolicy::copies), rather than each layer casting its own weight. The same
+// bits either way. Process-wide like fused_batch_norm: on unless HOURGLASS_ARENA_CAST=0 when
+// first read; set_arena_weight_cast overrides that (for steps built afterwards).
+void set_arena_weight_cast(bool on);
+bool arena_weight_cast();
+
 }  // namespace hg::ops

@@ -211,6 +211,23 @@ HG_OP(ops::BatchNormPairGrads, batch_norm_pair_relu_backward,
                                      contig(dy2));
 })
 
+// Training-mode batch norm, ReLU and max pooling: max_pool2d(relu(batch_norm_train(x)), p)
+// (an image network's stem). The same statistics, running-statistic update, saved mean /
+// invstd and ReLU mask as batch_norm_relu_train, and the same pooled output and arg-max record
+// as max_pool2d of its output; the backward is max_pool2d_backward (x stands for the pooled
+// input: the same shape) then batch_norm_relu_backward from the mask. The GPU computes the
+// normalised values inside the pooling pass and never stores them.
+HG_OP(ops::BatchNormReluPoolForward, batch_norm_relu_max_pool_train,
+      (const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+       Tensor& running_var, double momentum, double eps, const Pool2dParams& p), {
+  check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
+  check_pool(op, x, p);
+  HG_OP_COST(elementwise_cost(x, 2, 1));
+  return backend_for(x.device())
+      .batch_norm_relu_max_pool_train(x.contiguous(), weight, bias, running_mean, running_var,
+                                      momentum, eps, p);
+})
+
 // ---- pooling ----
 
 HG_OP(ops::MaxPoolForward, max_pool2d, (const Tensor& x, const Pool2dParams& p), {

@@ -1,8 +1,11 @@
 #include "hourglass/train/train_step.h"
 
+#include <optional>
+
 #include "hourglass/autograd/functions.h"
 #include "hourglass/device/trace_range.h"
 #include "hourglass/nn/layers.h"
+#include "hourglass/ops/math_settings.h"
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/optim/clip.h"
@@ -55,6 +58,17 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
   sums_.loss = Tensor::zeros({}, DType::F32, device);
   sums_.correct = Tensor::zeros({}, DType::F32, device);
   set_recompute(options.recompute);
+  const autograd::AutocastPolicy policy = context_.autocast();
+  if (policy.enabled && policy.compute != DType::F32 && ops::arena_weight_cast()) {
+    const Tensor& params = optimizer.parameters().params;
+    compute_params_ = Tensor::empty(params.shape(), policy.compute, device);
+    for (const nn::NamedParameter& p : model.named_parameters()) {
+      if (!p.tensor.same_storage(params)) continue;  // not in the arena: cast where it is used
+      const int64_t offset = p.tensor.storage_offset() - params.storage_offset();
+      cast_copies_.emplace(p.tensor.impl_ptr()->id,
+                           compute_params_.narrow(0, offset, p.tensor.numel()));
+    }
+  }
   if (options.graph == GraphMode::Auto && CapturedWork::supported(device)) {
     graph_ = std::make_unique<StepGraph>(device);
     model.for_each_module([this](nn::Module& m) {
@@ -185,6 +199,14 @@ void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t s
   const int64_t n = labels.size(0);
   sums_.loss.zero_();
   sums_.correct.zero_();
+  // The parameters in the compute dtype for every micro-batch's forward (and recomputation).
+  std::optional<autograd::AutocastGuard> with_copies;
+  if (compute_params_.defined()) {
+    compute_params_.copy_(optimizer_.parameters().params);
+    autograd::AutocastPolicy policy = autograd::autocast();
+    policy.copies = &cast_copies_;
+    with_copies.emplace(policy);
+  }
   // With buckets, the last micro-batch's backward reports them as it produces them.
   const bool report = buckets_ && hooks_.gradients_ready;
   if (report) buckets_->begin(hooks_.gradients_ready);

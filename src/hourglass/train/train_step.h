@@ -4,8 +4,10 @@
 // One step on a batch (images [N,H,W,C] f32, labels [N] i64, on the step's device):
 //   1. the learning rate of the schedule for this step (a pure function of the step count);
 //   2. forward, cross-entropy and backward over the batch's micro-batches (MicroBatchPlan),
-//      under the context's autocast policy, each micro-batch's loss weighted by its share of
-//      the batch so the accumulated gradient is the whole batch's; dropout masks keyed by
+//      under the context's autocast policy (in bf16 and f16 the parameter arena converted to
+//      the compute dtype in one kernel first, the layers taking views of that copy instead of
+//      casting their weights: ops::arena_weight_cast), each micro-batch's loss weighted by its
+//      share of the batch so the accumulated gradient is the whole batch's; dropout masks keyed by
 //      (seed, step, batch row); on OutOfMemory the step is rolled back and retried with half
 //      the micro-batch (oom_policy.h);
 //   3. the gradients-ready hook (all-reduce);
@@ -151,6 +153,10 @@ class TrainStep {
   StepSums sums_;
   Tensor last_loss_;
   std::vector<std::string> recompute_;
+  // Mixed precision with ops::arena_weight_cast: the arena in the compute dtype, converted at
+  // the start of each step's forward, and each parameter's view of it by tensor id.
+  Tensor compute_params_;
+  autograd::CastCopies cast_copies_;
 };
 
 }  // namespace hg::train

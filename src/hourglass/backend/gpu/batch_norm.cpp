@@ -3,14 +3,19 @@
 // semantics as the CPU backend (backend/cpu/batch_norm.cpp, batch_norm_relu.cpp) for f32, bf16
 // and f16 inputs; parameters, statistics and parameter gradients are f32. The fused
 // batch_norm_relu ops run the same kernels with the residual add, ReLU and ReLU mask folded
-// into their passes; the batch_norm_pair_relu ops run batch_norm_pair_kernels.cu's.
+// into their passes; the batch_norm_pair_relu ops run batch_norm_pair_kernels.cu's, and
+// batch_norm_relu_max_pool_train batch_norm_pool_kernels.cu's (or, for inputs and pooling
+// those do not cover, batch_norm_relu_train and max_pool2d).
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 
+#include "hourglass/backend/composed_ops.h"
 #include "hourglass/backend/gpu/batch_norm_kernels.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
@@ -103,6 +108,21 @@ void check_like_input(const char* op, const char* what, const Tensor& t, const T
   HG_ASSERT(t.is_contiguous(), "gpu {}: {} {} must arrive contiguous", op, what, t.describe());
 }
 
+// A training forward's parameters and running statistics (`which`: "" or "second "): f32 [C]
+// on x's device, the running statistics contiguous. Returns the weight and bias contiguous.
+std::pair<Tensor, Tensor> train_parameters(const char* op, const std::string& which,
+                                           const Tensor& x, const Tensor& weight,
+                                           const Tensor& bias, const Tensor& running_mean,
+                                           const Tensor& running_var) {
+  Tensor w = channel_vector(op, (which + "weight").c_str(), weight, x);
+  Tensor b = channel_vector(op, (which + "bias").c_str(), bias, x);
+  channel_vector(op, (which + "running_mean").c_str(), running_mean, x);
+  channel_vector(op, (which + "running_var").c_str(), running_var, x);
+  HG_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(),
+           "{}: running statistics must be contiguous (they are updated in place)", op);
+  return {std::move(w), std::move(b)};
+}
+
 // The training forward: batch_norm_train (fused false) and batch_norm_relu_train (fused true,
 // which adds `residual` when it is defined and applies the ReLU in the normalising pass).
 ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
@@ -111,12 +131,7 @@ ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
                                     double momentum, double eps) {
   check_input(op, x);
   if (residual.defined()) check_like_input(op, "residual", residual, x);
-  const Tensor w = channel_vector(op, "weight", weight, x);
-  const Tensor b = channel_vector(op, "bias", bias, x);
-  channel_vector(op, "running_mean", running_mean, x);
-  channel_vector(op, "running_var", running_var, x);
-  HG_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(),
-           "{}: running statistics must be contiguous (they are updated in place)", op);
+  const auto [w, b] = train_parameters(op, "", x, weight, bias, running_mean, running_var);
   const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
   const int device = x.device().index;
   gpuStream_t stream = gpu::stream_for(x);
@@ -271,15 +286,9 @@ ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
   const char* op = "batch_norm_pair_relu_train";
   check_input(op, x);
   check_like_input(op, "second input", x2, x);
-  const Tensor w = channel_vector(op, "weight", weight, x);
-  const Tensor b = channel_vector(op, "bias", bias, x);
-  const Tensor w2 = channel_vector(op, "second weight", weight2, x);
-  const Tensor b2 = channel_vector(op, "second bias", bias2, x);
-  for (Tensor* t : {&running_mean, &running_var, &running_mean2, &running_var2}) {
-    channel_vector(op, "running statistic", *t, x);
-    HG_CHECK(t->is_contiguous(),
-             "{}: running statistics must be contiguous (they are updated in place)", op);
-  }
+  const auto [w, b] = train_parameters(op, "", x, weight, bias, running_mean, running_var);
+  const auto [w2, b2] =
+      train_parameters(op, "second ", x, weight2, bias2, running_mean2, running_var2);
   const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
   const int device = x.device().index;
   gpuStream_t stream = gpu::stream_for(x);
@@ -311,6 +320,44 @@ ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
       plan, x.dtype(), x.data_ptr(), x2.data_ptr(), out.y.data_ptr(),
       static_cast<uint8_t*>(out.mask.data_ptr()), rows, c, first, second, momentum, eps,
       fptr_mut(workspace), counters, stream);
+  return out;
+}
+
+ops::BatchNormReluPoolForward GpuBackend::batch_norm_relu_max_pool_train(
+    const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+    Tensor& running_var, double momentum, double eps, const Pool2dParams& p) {
+  const char* op = "batch_norm_relu_max_pool_train";
+  check_input(op, x);
+  HG_CHECK(x.dim() == 4, "{}: input must be [N,H,W,C], got {}", op, x.describe());
+  const auto [w, b] = train_parameters(op, "", x, weight, bias, running_mean, running_var);
+  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
+  const int64_t c = g.c, rows = g.n * g.h * g.w;
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+  ops::BatchNormReluPoolForward out;
+  out.y = Tensor::empty({g.n, g.p, g.q, c}, x.dtype(), x.device());
+  const gpu::BatchNormPlan plan =
+      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &out.y}), sm_count(device));
+  if (!gpu::batch_norm_relu_max_pool_fits(plan, x.dtype(), g))
+    return batch_norm_relu_then_max_pool(*this, x, weight, bias, running_mean, running_var,
+                                         momentum, eps, p);
+  out.workspace = Tensor::empty({g.n, g.p, g.q, c}, DType::U8, x.device());
+  out.mask = Tensor::empty({rows, ops::relu_mask_bytes(c)}, DType::U8, x.device());
+  out.mean = Tensor::empty({c}, DType::F32, x.device());
+  out.invstd = Tensor::empty({c}, DType::F32, x.device());
+  const Tensor workspace =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  const gpu::BatchNormTrainPointers bn{fptr(w),
+                                       fptr(b),
+                                       fptr_mut(running_mean),
+                                       fptr_mut(running_var),
+                                       fptr_mut(out.mean),
+                                       fptr_mut(out.invstd)};
+  gpu::batch_norm_relu_max_pool_train_launch(plan, x.dtype(), g, x.data_ptr(), out.y.data_ptr(),
+                                             static_cast<uint8_t*>(out.workspace.data_ptr()),
+                                             static_cast<uint8_t*>(out.mask.data_ptr()), bn,
+                                             momentum, eps, fptr_mut(workspace), counters, stream);
   return out;
 }
 

@@ -9,17 +9,6 @@ namespace hg {
 
 namespace {
 
-gpu::PoolGeometry geometry(const Tensor& x, const Pool2dParams& p) {
-  gpu::PoolGeometry g{};
-  g.n = x.size(0), g.h = x.size(1), g.w = x.size(2), g.c = x.size(3);
-  g.p = conv_out_size(g.h, p.kernel_h, p.stride_h, p.pad_h);
-  g.q = conv_out_size(g.w, p.kernel_w, p.stride_w, p.pad_w);
-  g.kernel_h = p.kernel_h, g.kernel_w = p.kernel_w;
-  g.stride_h = p.stride_h, g.stride_w = p.stride_w;
-  g.pad_h = p.pad_h, g.pad_w = p.pad_w;
-  return g;
-}
-
 Shape output_shape(const gpu::PoolGeometry& g) { return {g.n, g.p, g.q, g.c}; }
 
 // The backward's grad output must be the pooled shape, in the input's dtype, on its device.
@@ -35,7 +24,7 @@ void check_grad(const char* op, const Tensor& dy, const Tensor& x, const Shape& 
 
 ops::MaxPoolForward GpuBackend::max_pool2d(const Tensor& x, const Pool2dParams& p) {
   gpu::check_float("max_pool2d", x);
-  const gpu::PoolGeometry g = geometry(x, p);
+  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
   HG_CHECK(g.h * g.w < (int64_t(1) << 31),
            "max_pool2d: input {} has more than 2^31 positions per image", x.describe());
   ops::MaxPoolForward out;
@@ -49,7 +38,7 @@ ops::MaxPoolForward GpuBackend::max_pool2d(const Tensor& x, const Pool2dParams& 
 Tensor GpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& workspace,
                                        const Pool2dParams& p) {
   const char* op = "max_pool2d_backward";
-  const gpu::PoolGeometry g = geometry(x, p);
+  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
   check_grad(op, dy, x, output_shape(g));
   HG_CHECK(workspace.defined() && workspace.dtype() == gpu::max_pool_workspace_dtype(g) &&
                workspace.shape() == output_shape(g) && workspace.is_contiguous() &&
@@ -65,14 +54,14 @@ Tensor GpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& x, const 
 
 Tensor GpuBackend::avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   gpu::check_float("avg_pool2d", x);
-  const gpu::PoolGeometry g = geometry(x, p);
+  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
   Tensor y = Tensor::empty(output_shape(g), x.dtype(), x.device());
   gpu::launch_avg_pool(x.data_ptr(), y.data_ptr(), g, x.dtype(), gpu::stream_for(x));
   return y;
 }
 
 Tensor GpuBackend::avg_pool2d_backward(const Tensor& dy, const Tensor& x, const Pool2dParams& p) {
-  const gpu::PoolGeometry g = geometry(x, p);
+  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
   check_grad("avg_pool2d_backward", dy, x, output_shape(g));
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   gpu::launch_avg_pool_backward(dy.data_ptr(), dx.data_ptr(), g, x.dtype(), gpu::stream_for(x));

@@ -1,0 +1,15 @@
+#include "hourglass/backend/composed_ops.h"
+
+namespace hg {
+
+ops::BatchNormReluPoolForward batch_norm_relu_then_max_pool(
+    Backend& backend, const Tensor& x, const Tensor& weight, const Tensor& bias,
+    Tensor& running_mean, Tensor& running_var, double momentum, double eps, const Pool2dParams& p) {
+  ops::BatchNormForward f = backend.batch_norm_relu_train(x, Tensor(), weight, bias, running_mean,
+                                                          running_var, momentum, eps);
+  ops::MaxPoolForward pooled = backend.max_pool2d(f.y, p);
+  return ops::BatchNormReluPoolForward{std::move(pooled.y), std::move(pooled.workspace),
+                                       std::move(f.mask), std::move(f.mean), std::move(f.invstd)};
+}
+
+}  // namespace hg
