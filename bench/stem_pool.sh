@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ResNet-50's stem batch norm, ReLU and max pooling as one fused op
-# (ops::fused_stem_pool: HOURGLASS_FUSED_STEM_POOL=1, the normalised values computed inside the
-# pooling pass and never stored) against batch_norm_relu_train then max_pool2d (=0), with
+# (ops::fused_stem_pool: HOURGLASS_FUSED_STEM_POOL=1: the normalised values computed inside the
+# pooling pass and never stored; the backward's sums pass gathers the pooled gradient, no
+# pooling backward pass) against batch_norm_relu_train then max_pool2d (=0), with
 # `hourglass bench` alternated per run (bench/ab_bench.sh) on ResNet-50 224 px batch 256 bf16:
 # images/s, ms a step and the ratio per run, a Markdown table.
 #   Usage: bench/stem_pool.sh HOURGLASS OUT [REPEATS]

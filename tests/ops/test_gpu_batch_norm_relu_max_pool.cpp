@@ -1,12 +1,15 @@
-// GPU batch norm + ReLU + max pooling in training (batch_norm_relu_max_pool_train): bit for bit
-// against the GPU ops it replaces (batch_norm_relu_train, then max_pool2d of its output: the
-// pooled output, the arg-max record, the ReLU mask, the saved and running statistics) in f32,
+// GPU batch norm + ReLU + max pooling in training (batch_norm_relu_max_pool_train / _backward):
+// bit for bit against the GPU ops it replaces (batch_norm_relu_train, then max_pool2d of its
+// output: the pooled output, the arg-max record, the ReLU mask, the saved and running
+// statistics; backward max_pool2d_backward, then batch_norm_relu_backward) in f32,
 // bf16 and f16, on stem shapes the fused kernel covers and on shapes it leaves to those ops
 // (odd sizes, channels off the vector width, other windows); against the CPU within each
 // dtype's bound; and repeated runs give the same bits. Allocator poisoning is on: a mask byte
 // or output the kernel leaves unwritten differs from the unfused ops' bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -121,6 +124,31 @@ TEST_P(GpuBatchNormReluMaxPool, IsBitIdenticalToTheOpsItReplaces) {
                          "invstd", "running_mean",   "running_var"};
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_TRUE(fused.bytes[i] == want[i]) << names[i] << " differs from the unfused ops'";
+}
+
+// The backward (one pass gathering the pooled gradient where the forward's kernel covers the
+// input) against max_pool2d_backward then batch_norm_relu_backward, from the same forward.
+TEST_P(GpuBatchNormReluMaxPool, BackwardIsBitIdenticalToTheOpsItReplaces) {
+  HG_REQUIRE_GPU();
+  const PoisonGuard poison;
+  const auto& [pc, dtype] = GetParam();
+  const Data d = make_data(pc.shape, dtype, 51);
+  Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
+  const Tensor x = gpu(d.x, dtype), w = gpu(d.weight);
+  const ops::BatchNormReluPoolForward f =
+      ops::batch_norm_relu_max_pool_train(x, w, gpu(d.bias), rm, rv, kMomentum, kEps, pc.pool);
+  const Tensor dy = gpu(cpu_values(f.y.shape(), 52, dtype, -1.0, 1.0), dtype);
+  const ops::BatchNormGrads fused = ops::batch_norm_relu_max_pool_backward(
+      dy, f.workspace, f.mask, x, w, f.mean, f.invstd, pc.pool);
+  const Tensor dz = ops::max_pool2d_backward(dy, x, f.workspace, pc.pool);
+  const ops::BatchNormReluGrads plain =
+      ops::batch_norm_relu_backward(dz, f.mask, x, w, f.mean, f.invstd, ResidualGrad::Skip);
+  EXPECT_TRUE(bytes_of(fused.dx) == bytes_of(plain.dx)) << "dx";
+  EXPECT_TRUE(bytes_of(fused.dweight) == bytes_of(plain.dweight)) << "dweight";
+  EXPECT_TRUE(bytes_of(fused.dbias) == bytes_of(plain.dbias)) << "dbias";
+  const std::vector<double> dw = test::to_doubles(fused.dweight);
+  for (double v : dw) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(*std::max_element(dw.begin(), dw.end()), 0.0) << "no gradient reached the weights";
 }
 
 TEST_P(GpuBatchNormReluMaxPool, MatchesCpu) {

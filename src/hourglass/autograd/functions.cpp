@@ -142,10 +142,8 @@ Tensor batch_norm_relu_max_pool(const Tensor& x, const Tensor& weight, const Ten
     Tensor workspace = f.workspace, mask = f.mask, mean = f.mean, invstd = f.invstd;
     tape.record("batch_norm_relu_max_pool", {x, weight, bias}, f.y,
                 [x, weight, workspace, mask, mean, invstd, p](const Tensor& dy) {
-                  // x has the pooled input's shape, dtype and device: it stands in for it.
-                  const Tensor dz = ops::max_pool2d_backward(dy, x, workspace, p);
-                  auto g = ops::batch_norm_relu_backward(dz, mask, x, weight, mean, invstd,
-                                                         ResidualGrad::Skip);
+                  auto g = ops::batch_norm_relu_max_pool_backward(dy, workspace, mask, x, weight,
+                                                                  mean, invstd, p);
                   return std::vector<Tensor>{g.dx, g.dweight, g.dbias};
                 });
   }

@@ -35,7 +35,7 @@ Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor&
                             Tensor& running_var2, double momentum, double eps);
 // max_pool2d(relu(batch_norm(x)), p) in training mode (an image network's stem): one fused op
 // (ops::batch_norm_relu_max_pool_train) and one node with the gradients of x, weight and bias
-// (max_pool2d_backward, then batch_norm_relu_backward from the ReLU mask).
+// (ops::batch_norm_relu_max_pool_backward).
 Tensor batch_norm_relu_max_pool(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                 Tensor& running_mean, Tensor& running_var, double momentum,
                                 double eps, const Pool2dParams& p);

@@ -214,9 +214,8 @@ HG_OP(ops::BatchNormPairGrads, batch_norm_pair_relu_backward,
 // Training-mode batch norm, ReLU and max pooling: max_pool2d(relu(batch_norm_train(x)), p)
 // (an image network's stem). The same statistics, running-statistic update, saved mean /
 // invstd and ReLU mask as batch_norm_relu_train, and the same pooled output and arg-max record
-// as max_pool2d of its output; the backward is max_pool2d_backward (x stands for the pooled
-// input: the same shape) then batch_norm_relu_backward from the mask. The GPU computes the
-// normalised values inside the pooling pass and never stores them.
+// as max_pool2d of its output; the backward is batch_norm_relu_max_pool_backward. The GPU
+// computes the normalised values inside the pooling pass and never stores them.
 HG_OP(ops::BatchNormReluPoolForward, batch_norm_relu_max_pool_train,
       (const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
        Tensor& running_var, double momentum, double eps, const Pool2dParams& p), {
@@ -226,6 +225,24 @@ HG_OP(ops::BatchNormReluPoolForward, batch_norm_relu_max_pool_train,
   return backend_for(x.device())
       .batch_norm_relu_max_pool_train(x.contiguous(), weight, bias, running_mean, running_var,
                                       momentum, eps, p);
+})
+
+// Backward of batch_norm_relu_max_pool_train from the pooled output's gradient dy and what the
+// forward returned (its arg-max record `workspace`, ReLU mask and saved statistics):
+// batch_norm_relu_backward(max_pool2d_backward(dy, x, workspace, p), mask, x, ...), the bits of
+// those two ops. On the GPU, where the forward's kernel covered the input, one pass gathers the
+// pooled gradient while it reduces, and the pooling's own backward pass is not run.
+HG_OP(ops::BatchNormGrads, batch_norm_relu_max_pool_backward,
+      (const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
+       const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p), {
+  check_float(op, "input", x);
+  check_pool(op, x, p);
+  check_same_device(op, dy, x);
+  check_relu_mask(op, x, mask);
+  HG_OP_COST(elementwise_cost(x, 3, 1));
+  return backend_for(x.device())
+      .batch_norm_relu_max_pool_backward(dy.contiguous(), workspace, mask.contiguous(),
+                                         x.contiguous(), weight, mean, invstd, p);
 })
 
 // ---- pooling ----

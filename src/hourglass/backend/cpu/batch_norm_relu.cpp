@@ -99,4 +99,11 @@ ops::BatchNormReluPoolForward CpuBackend::batch_norm_relu_max_pool_train(
                                        eps, p);
 }
 
+ops::BatchNormGrads CpuBackend::batch_norm_relu_max_pool_backward(
+    const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
+    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p) {
+  return batch_norm_relu_max_pool_backward_composed(*this, dy, workspace, mask, x, weight, mean,
+                                                    invstd, p);
+}
+
 }  // namespace hg

@@ -4,8 +4,8 @@
 // and f16 inputs; parameters, statistics and parameter gradients are f32. The fused
 // batch_norm_relu ops run the same kernels with the residual add, ReLU and ReLU mask folded
 // into their passes; the batch_norm_pair_relu ops run batch_norm_pair_kernels.cu's, and
-// batch_norm_relu_max_pool_train batch_norm_pool_kernels.cu's (or, for inputs and pooling
-// those do not cover, batch_norm_relu_train and max_pool2d).
+// batch_norm_relu_max_pool_train / _backward batch_norm_pool_kernels.cu's (or, for inputs and
+// pooling those do not cover, the ops they fuse).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -359,6 +359,49 @@ ops::BatchNormReluPoolForward GpuBackend::batch_norm_relu_max_pool_train(
                                              static_cast<uint8_t*>(out.mask.data_ptr()), bn,
                                              momentum, eps, fptr_mut(workspace), counters, stream);
   return out;
+}
+
+ops::BatchNormGrads GpuBackend::batch_norm_relu_max_pool_backward(
+    const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
+    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p) {
+  const char* op = "batch_norm_relu_max_pool_backward";
+  check_input(op, x);
+  HG_CHECK(x.dim() == 4, "{}: input must be [N,H,W,C], got {}", op, x.describe());
+  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
+  const Shape pooled{g.n, g.p, g.q, g.c};
+  HG_CHECK(dy.dtype() == x.dtype() && dy.device() == x.device() && dy.shape() == pooled,
+           "{}: grad output {} must be {} of the pooled shape {} on {}", op, dy.describe(),
+           dtype_name(x.dtype()), shape_str(pooled), x.device().str());
+  const int64_t c = g.c, rows = g.n * g.h * g.w;
+  const bool mask_bits = mask.dtype() == DType::U8 && mask.is_contiguous();
+  const bool record_u8 = workspace.defined() && workspace.dtype() == DType::U8 &&
+                         workspace.shape() == pooled && workspace.is_contiguous() &&
+                         workspace.device() == x.device();
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor mu = channel_vector(op, "saved mean", mean, x);
+  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
+  const int device = x.device().index;
+  gpuStream_t stream = gpu::stream_for(x);
+  ops::BatchNormGrads grads;
+  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const Tensor dz = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
+      rows, c, x.dtype(), address_bits({&dy, &x, &grads.dx, &dz}), sm_count(device));
+  if (!mask_bits || !record_u8 || !gpu::batch_norm_relu_max_pool_fits(plan, x.dtype(), g))
+    return batch_norm_relu_max_pool_backward_composed(*this, dy, workspace, mask, x, weight, mean,
+                                                      invstd, p);
+  grads.dweight = Tensor::empty({c}, DType::F32, x.device());
+  grads.dbias = Tensor::empty({c}, DType::F32, x.device());
+  const Tensor partials =
+      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
+  unsigned* counters = column_counters(device, plan.columns, stream);
+  const gpu::BatchNormGradPointers bn{fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight),
+                                      fptr_mut(grads.dbias)};
+  gpu::batch_norm_relu_max_pool_backward_launch(
+      plan, x.dtype(), g, dy.data_ptr(), static_cast<const uint8_t*>(workspace.data_ptr()),
+      static_cast<const uint8_t*>(mask.data_ptr()), x.data_ptr(), dz.data_ptr(),
+      grads.dx.data_ptr(), bn, fptr_mut(partials), counters, stream);
+  return grads;
 }
 
 ops::BatchNormPairGrads GpuBackend::batch_norm_pair_relu_backward(

@@ -470,6 +470,23 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
                          stream);
 }
 
+void batch_norm_input_grad_launch(const BatchNormPlan& plan, DType dtype, const void* dz,
+                                  const void* x, void* dx, int64_t rows, int64_t channels,
+                                  const float* weight, const float* mean, const float* invstd,
+                                  const float* dweight, const float* dbias, gpuStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const char* op = "batch_norm_backward";
+  dispatch_float(op, dtype, [&]<typename T>() {
+    dispatch_vec<T>(op, dtype, plan.vec, [&]<int V>() {
+      batch_norm_input_grad_kernel<T, V, false>
+          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+              static_cast<const T*>(dz), static_cast<const T*>(x), static_cast<T*>(dx), rows,
+              channels, plan.rows_per_block, weight, mean, invstd, dweight, dbias);
+      HG_GPU_CHECK_LAUNCH();
+    });
+  });
+}
+
 void relu_mask_launch(DType dtype, const void* y, uint8_t* mask, int64_t rows, int64_t channels,
                       gpuStream_t stream) {
   dispatch_float("relu_mask", dtype, [&]<typename T>() {

@@ -67,6 +67,14 @@ void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const vo
                                 float* dweight, float* dbias, float* workspace, unsigned* counters,
                                 gpuStream_t stream);
 
+// The backward's dx pass alone, from a gradient whose sums (dweight, dbias) a pass of its own
+// computed as batch_norm_backward_launch's first pass does: dx as batch_norm_backward_launch
+// computes it from dz.
+void batch_norm_input_grad_launch(const BatchNormPlan& plan, DType dtype, const void* dz,
+                                  const void* x, void* dx, int64_t rows, int64_t channels,
+                                  const float* weight, const float* mean, const float* invstd,
+                                  const float* dweight, const float* dbias, gpuStream_t stream);
+
 // Bytes a row of a ReLU mask takes: one bit per channel, bit c % 8 of byte c / 8.
 inline int64_t relu_mask_stride(int64_t channels) { return (channels + 7) / 8; }
 
@@ -175,5 +183,19 @@ void batch_norm_relu_max_pool_train_launch(const BatchNormPlan& plan, DType dtyp
                                            const BatchNormTrainPointers& bn, double momentum,
                                            double eps, float* workspace, unsigned* counters,
                                            gpuStream_t stream);
+
+// Its backward from the pooled output's gradient dy [g.n, g.p, g.q, g.c] and the forward's
+// arg-max record and ReLU mask: one pass gathers dz, the gradient of relu(bn(x)), as
+// launch_max_pool_backward computes it, masks it as batch_norm_relu_backward_launch does,
+// reduces dweight and dbias and stores dz (scratch, x's shape and dtype); the dx pass reads it
+// (batch_norm_input_grad_launch). The bits of launch_max_pool_backward followed by
+// batch_norm_relu_backward_launch. Only where batch_norm_relu_max_pool_fits; `workspace` and
+// `counters` as for batch_norm_backward_launch.
+void batch_norm_relu_max_pool_backward_launch(const BatchNormPlan& plan, DType dtype,
+                                              const PoolGeometry& g, const void* dy,
+                                              const uint8_t* argmax, const uint8_t* mask,
+                                              const void* x, void* dz, void* dx,
+                                              const BatchNormGradPointers& bn, float* workspace,
+                                              unsigned* counters, gpuStream_t stream);
 
 }  // namespace hg::gpu

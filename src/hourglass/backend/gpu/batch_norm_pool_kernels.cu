@@ -11,6 +11,10 @@
 // and below-right, rows 2p, 2p + 1 and columns 2q, 2q + 1: with an even height and width those
 // blocks tile the input, so every mask byte is written once. Same bits as
 // batch_norm_relu_train_launch followed by launch_max_pool.
+//
+// The backward's sums pass gathers the gradient of relu(bn(x)) from the pooled gradient and
+// the arg-max record while it reduces, and stores it for the dx pass: the pooling's backward
+// pass, which wrote that gradient for the sums pass to read back, is gone.
 #include "hourglass/backend/gpu/batch_norm_common.cuh"
 #include "hourglass/backend/gpu/batch_norm_kernels.h"
 #include "hourglass/backend/gpu/kernel_util.cuh"
@@ -96,6 +100,90 @@ __global__ void __launch_bounds__(kPoolThreads)
   }
 }
 
+// The backward's sums pass, batch_norm_grad_sums_kernel's with the gradient of relu(bn(x))
+// gathered from the pooled gradient: row (image, h, w) sums the gradients of the windows whose
+// arg-max record names it, in window order, and rounds the sum to T, as
+// max_pool_backward_stride2 computes dz; the ReLU mask is applied, the per-channel sums of dz
+// and dz * (x - mean) are reduced and dz is stored for the dx pass. With an even height and
+// width, input row h lies in windows h / 2 and, when h is odd, h / 2 + 1 (if it exists).
+template <typename T>
+__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_pool_grad_sums_kernel(
+    const T* __restrict__ dy, const uint8_t* __restrict__ argmax, const T* __restrict__ x, int h,
+    int w, int p, int q, int64_t rows, int64_t channels, int64_t rows_per_block,
+    const float* __restrict__ mean_in, const float* __restrict__ invstd, float* dweight,
+    float* dbias, float* part_dy, float* part_dyx, unsigned* counters,
+    const uint8_t* __restrict__ mask, T* __restrict__ dz) {
+  constexpr int V = kVec;
+  __shared__ float s_dy[kThreads * V];
+  __shared__ float s_dyx[kThreads * V];
+  __shared__ unsigned s_ticket;
+  const int by = int(blockDim.y), ty = int(threadIdx.y);
+  const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t first = int64_t(blockIdx.y) * rows_per_block;
+  const int64_t len = min64(rows_per_block, rows - first);
+  const int64_t mask_stride = channels / 8;
+
+  float sum_dy[V], sum_dyx[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) sum_dy[i] = sum_dyx[i] = 0.0f;
+  if (vector * V < channels) {
+    float mean[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) mean[i] = mean_in[vector * V + i];
+    for (int64_t o = ty; o < len; o += by) {
+      const int64_t row = first + o;
+      const int64_t offset = row * channels + vector * V;
+      const Pack<T, V> xs = load_pack<T, V>(x + offset);
+      const unsigned bits = unsigned(mask[row * mask_stride + vector]);
+      const unsigned pixel = unsigned(row);
+      const int col = int(pixel % unsigned(w));
+      const unsigned image_row = pixel / unsigned(w);
+      const int in_row = int(image_row % unsigned(h));
+      const int image = int(image_row / unsigned(h));
+      const int p0 = in_row >> 1, p1 = min(p - 1, (in_row + 1) >> 1);
+      const int q0 = col >> 1, q1 = min(q - 1, (col + 1) >> 1);
+      float acc[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) acc[i] = 0.0f;
+      for (int wp = p0; wp <= p1; ++wp)
+        for (int wq = q0; wq <= q1; ++wq) {
+          const int64_t out = ((int64_t(image) * p + wp) * q + wq) * channels + vector * V;
+          const Pack<uint8_t, V> a = *reinterpret_cast<const Pack<uint8_t, V>*>(argmax + out);
+          const Pack<T, V> d = load_pack<T, V>(dy + out);
+          // This input's place in window (wp, wq): row in_row - (2 wp - 1), column likewise.
+          const uint8_t pos = uint8_t((in_row - 2 * wp + 1) * 3 + (col - 2 * wq + 1));
+#pragma unroll
+          for (int i = 0; i < V; ++i)
+            if (a.v[i] == pos) acc[i] += to_float(d.v[i]);
+        }
+      float g[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        g[i] = (bits >> i) & 1u ? to_float(from_float<T>(acc[i])) : 0.0f;
+        sum_dy[i] += g[i];
+        sum_dyx[i] += g[i] * (to_float(xs.v[i]) - mean[i]);
+      }
+      store_row<T, V>(dz + offset, g);
+    }
+  }
+  const int e = ty * int(blockDim.x) * V + int(threadIdx.x) * V;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    s_dy[e + i] = sum_dy[i];
+    s_dyx[e + i] = sum_dyx[i];
+  }
+  if (!reduce_column<V>(s_dy, s_dyx, &s_ticket, SumMerge{}, rows, channels, rows_per_block, part_dy,
+                        part_dyx, counters))
+    return;
+  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+  const int width = int(blockDim.x) * V;
+  const int64_t c = int64_t(blockIdx.x) * width + t;
+  if (t < width && c < channels) {
+    dbias[c] = s_dy[t];
+    dweight[c] = invstd[c] * s_dyx[t];
+  }
+}
+
 }  // namespace
 
 bool batch_norm_relu_max_pool_fits(const BatchNormPlan& plan, DType dtype, const PoolGeometry& g) {
@@ -132,6 +220,33 @@ void batch_norm_relu_max_pool_train_launch(const BatchNormPlan& plan, DType dtyp
       unsupported_dtype(op, dtype);  // batch_norm_relu_max_pool_fits admits 16-bit types only
     }
   });
+}
+
+void batch_norm_relu_max_pool_backward_launch(const BatchNormPlan& plan, DType dtype,
+                                              const PoolGeometry& g, const void* dy,
+                                              const uint8_t* argmax, const uint8_t* mask,
+                                              const void* x, void* dz, void* dx,
+                                              const BatchNormGradPointers& bn, float* workspace,
+                                              unsigned* counters, gpuStream_t stream) {
+  const int64_t rows = g.n * g.h * g.w;
+  if (g.c == 0) return;
+  const char* op = "batch_norm_relu_max_pool_backward";
+  dispatch_float(op, dtype, [&]<typename T>() {
+    if constexpr (sizeof(T) == 2) {
+      // Also with no rows: writes dweight = dbias = 0.
+      batch_norm_pool_grad_sums_kernel<T>
+          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+              static_cast<const T*>(dy), argmax, static_cast<const T*>(x), int(g.h), int(g.w),
+              int(g.p), int(g.q), rows, g.c, plan.rows_per_block, bn.mean, bn.invstd, bn.dweight,
+              bn.dbias, workspace, workspace + plan.row_blocks * g.c, counters, mask,
+              static_cast<T*>(dz));
+      HG_GPU_CHECK_LAUNCH();
+    } else {
+      unsupported_dtype(op, dtype);  // batch_norm_relu_max_pool_fits admits 16-bit types only
+    }
+  });
+  batch_norm_input_grad_launch(plan, dtype, dz, x, dx, rows, g.c, bn.weight, bn.mean, bn.invstd,
+                               bn.dweight, bn.dbias, stream);
 }
 
 }  // namespace hg::gpu
