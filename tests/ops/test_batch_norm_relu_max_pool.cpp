@@ -129,12 +129,14 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // Through autograd, the fused op gives the bits of the ops it replaces (batch_norm_relu, then
-// max_pool2d): outputs, running statistics and every gradient.
+// max_pool2d): outputs, running statistics and every gradient, with the output used twice (as a
+// stem's feeds a block and its shortcut), so that its gradient arrives in two parts.
 TEST(BatchNormReluMaxPool, CpuIsBitIdenticalToTheOpsItReplaces) {
   const Shape shape{4, 10, 12, 8};
   const Pool2dParams pool{3, 3, 2, 2, 1, 1};
   const Inputs in = make_inputs(shape, 31);
-  const Values dy = test::ref::random_f32(4 * 5 * 6 * 8, 40);
+  const Values dy = test::ref::random_f32(4 * 5 * 6 * 8, 40),
+               dy2 = test::ref::random_f32(4 * 5 * 6 * 8, 41);
   struct Run {
     Tensor y, rm, rv, dx, dw, db;
   };
@@ -147,7 +149,8 @@ TEST(BatchNormReluMaxPool, CpuIsBitIdenticalToTheOpsItReplaces) {
                 : fn::max_pool2d(fn::batch_norm_relu(x, Tensor(), w, b, r.rm, r.rv,
                                                      fn::BatchNormMode::Train, kMomentum, kEps),
                                  pool);
-    autograd::backward(fn::sum(fn::mul(r.y, test::f32_tensor(dy, r.y.shape()))));
+    autograd::backward(fn::add(fn::sum(fn::mul(r.y, test::f32_tensor(dy, r.y.shape()))),
+                               fn::sum(fn::mul(r.y, test::f32_tensor(dy2, r.y.shape())))));
     r.dx = x.grad(), r.dw = w.grad(), r.db = b.grad();
     return r;
   };

@@ -138,17 +138,23 @@ TEST_P(GpuBatchNormReluMaxPool, BackwardIsBitIdenticalToTheOpsItReplaces) {
   const ops::BatchNormReluPoolForward f =
       ops::batch_norm_relu_max_pool_train(x, w, gpu(d.bias), rm, rv, kMomentum, kEps, pc.pool);
   const Tensor dy = gpu(cpu_values(f.y.shape(), 52, dtype, -1.0, 1.0), dtype);
-  const ops::BatchNormGrads fused = ops::batch_norm_relu_max_pool_backward(
-      dy, f.workspace, f.mask, x, w, f.mean, f.invstd, pc.pool);
-  const Tensor dz = ops::max_pool2d_backward(dy, x, f.workspace, pc.pool);
-  const ops::BatchNormReluGrads plain =
-      ops::batch_norm_relu_backward(dz, f.mask, x, w, f.mean, f.invstd, ResidualGrad::Skip);
-  EXPECT_TRUE(bytes_of(fused.dx) == bytes_of(plain.dx)) << "dx";
-  EXPECT_TRUE(bytes_of(fused.dweight) == bytes_of(plain.dweight)) << "dweight";
-  EXPECT_TRUE(bytes_of(fused.dbias) == bytes_of(plain.dbias)) << "dbias";
-  const std::vector<double> dw = test::to_doubles(fused.dweight);
-  for (double v : dw) ASSERT_TRUE(std::isfinite(v));
-  EXPECT_GT(*std::max_element(dw.begin(), dw.end()), 0.0) << "no gradient reached the weights";
+  const Tensor dy2 = gpu(cpu_values(f.y.shape(), 53, dtype, -1.0, 1.0), dtype);
+  // The pooled gradient in one part, and in two (summed while gathering against an add first).
+  for (const bool two_parts : {false, true}) {
+    SCOPED_TRACE(two_parts ? "two parts" : "one part");
+    const ops::BatchNormGrads fused = ops::batch_norm_relu_max_pool_backward(
+        dy, f.workspace, f.mask, x, w, f.mean, f.invstd, pc.pool, two_parts ? dy2 : Tensor());
+    const Tensor dz =
+        ops::max_pool2d_backward(two_parts ? ops::add(dy, dy2) : dy, x, f.workspace, pc.pool);
+    const ops::BatchNormReluGrads plain =
+        ops::batch_norm_relu_backward(dz, f.mask, x, w, f.mean, f.invstd, ResidualGrad::Skip);
+    EXPECT_TRUE(bytes_of(fused.dx) == bytes_of(plain.dx)) << "dx";
+    EXPECT_TRUE(bytes_of(fused.dweight) == bytes_of(plain.dweight)) << "dweight";
+    EXPECT_TRUE(bytes_of(fused.dbias) == bytes_of(plain.dbias)) << "dbias";
+    const std::vector<double> dw = test::to_doubles(fused.dweight);
+    for (double v : dw) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_GT(*std::max_element(dw.begin(), dw.end()), 0.0) << "no gradient reached the weights";
+  }
 }
 
 TEST_P(GpuBatchNormReluMaxPool, MatchesCpu) {

@@ -140,12 +140,18 @@ Tensor batch_norm_relu_max_pool(const Tensor& x, const Tensor& weight, const Ten
   Tape& tape = Tape::current();
   if (tape.should_record({&x, &weight, &bias})) {
     Tensor workspace = f.workspace, mask = f.mask, mean = f.mean, invstd = f.invstd;
-    tape.record("batch_norm_relu_max_pool", {x, weight, bias}, f.y,
-                [x, weight, workspace, mask, mean, invstd, p](const Tensor& dy) {
-                  auto g = ops::batch_norm_relu_max_pool_backward(dy, workspace, mask, x, weight,
-                                                                  mean, invstd, p);
-                  return std::vector<Tensor>{g.dx, g.dweight, g.dbias};
-                });
+    auto backward_sum = [x, weight, workspace, mask, mean, invstd, p](const Tensor& dy,
+                                                                      const Tensor& dy2) {
+      auto g = ops::batch_norm_relu_max_pool_backward(dy, workspace, mask, x, weight, mean, invstd,
+                                                      p, dy2);
+      return std::vector<Tensor>{g.dx, g.dweight, g.dbias};
+    };
+    // The stem's output feeds the first block and its shortcut, as a block's output does.
+    tape.record(
+        "batch_norm_relu_max_pool", {x, weight, bias}, f.y,
+        [backward_sum](const Tensor& dy) { return backward_sum(dy, Tensor()); },
+        ops::fused_gradient_sum() ? autograd::BackwardSumFn(backward_sum)
+                                  : autograd::BackwardSumFn());
   }
   return f.y;
 }

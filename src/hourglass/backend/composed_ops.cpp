@@ -15,8 +15,9 @@ ops::BatchNormReluPoolForward batch_norm_relu_then_max_pool(
 ops::BatchNormGrads batch_norm_relu_max_pool_backward_composed(
     Backend& backend, const Tensor& dy, const Tensor& workspace, const Tensor& mask,
     const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& invstd,
-    const Pool2dParams& p) {
-  const Tensor dz = backend.max_pool2d_backward(dy, x, workspace, p);
+    const Pool2dParams& p, const Tensor& dy2) {
+  const Tensor dz =
+      backend.max_pool2d_backward(dy2.defined() ? backend.add(dy, dy2) : dy, x, workspace, p);
   ops::BatchNormReluGrads g = backend.batch_norm_relu_backward(dz, mask, x, weight, mean, invstd,
                                                                ResidualGrad::Skip, Tensor());
   return ops::BatchNormGrads{std::move(g.dx), std::move(g.dweight), std::move(g.dbias)};

@@ -231,18 +231,22 @@ HG_OP(ops::BatchNormReluPoolForward, batch_norm_relu_max_pool_train,
 // forward returned (its arg-max record `workspace`, ReLU mask and saved statistics):
 // batch_norm_relu_backward(max_pool2d_backward(dy, x, workspace, p), mask, x, ...), the bits of
 // those two ops. On the GPU, where the forward's kernel covered the input, one pass gathers the
-// pooled gradient while it reduces, and the pooling's own backward pass is not run.
+// pooled gradient while it reduces, and the pooling's own backward pass is not run. `dy2`: the
+// pooled output's gradient in two parts, dy + dy2 rounded as ops::add(dy, dy2) would (a stem's
+// output feeds the first block and its shortcut), which the GPU sums while gathering.
 HG_OP(ops::BatchNormGrads, batch_norm_relu_max_pool_backward,
       (const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
-       const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p), {
+       const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p,
+       const Tensor& dy2 HG_OP_DEFAULT(Tensor())), {
   check_float(op, "input", x);
   check_pool(op, x, p);
   check_same_device(op, dy, x);
   check_relu_mask(op, x, mask);
+  if (dy2.defined()) check_binary(op, dy, dy2);
   HG_OP_COST(elementwise_cost(x, 3, 1));
   return backend_for(x.device())
       .batch_norm_relu_max_pool_backward(dy.contiguous(), workspace, mask.contiguous(),
-                                         x.contiguous(), weight, mean, invstd, p);
+                                         x.contiguous(), weight, mean, invstd, p, contig(dy2));
 })
 
 // ---- pooling ----

@@ -101,9 +101,10 @@ ops::BatchNormReluPoolForward CpuBackend::batch_norm_relu_max_pool_train(
 
 ops::BatchNormGrads CpuBackend::batch_norm_relu_max_pool_backward(
     const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
-    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p) {
+    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p,
+    const Tensor& dy2) {
   return batch_norm_relu_max_pool_backward_composed(*this, dy, workspace, mask, x, weight, mean,
-                                                    invstd, p);
+                                                    invstd, p, dy2);
 }
 
 }  // namespace hg

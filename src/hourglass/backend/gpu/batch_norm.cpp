@@ -363,7 +363,8 @@ ops::BatchNormReluPoolForward GpuBackend::batch_norm_relu_max_pool_train(
 
 ops::BatchNormGrads GpuBackend::batch_norm_relu_max_pool_backward(
     const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
-    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p) {
+    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p,
+    const Tensor& dy2) {
   const char* op = "batch_norm_relu_max_pool_backward";
   check_input(op, x);
   HG_CHECK(x.dim() == 4, "{}: input must be [N,H,W,C], got {}", op, x.describe());
@@ -372,6 +373,7 @@ ops::BatchNormGrads GpuBackend::batch_norm_relu_max_pool_backward(
   HG_CHECK(dy.dtype() == x.dtype() && dy.device() == x.device() && dy.shape() == pooled,
            "{}: grad output {} must be {} of the pooled shape {} on {}", op, dy.describe(),
            dtype_name(x.dtype()), shape_str(pooled), x.device().str());
+  if (dy2.defined()) check_like_input(op, "second grad output", dy2, dy);
   const int64_t c = g.c, rows = g.n * g.h * g.w;
   const bool mask_bits = mask.dtype() == DType::U8 && mask.is_contiguous();
   const bool record_u8 = workspace.defined() && workspace.dtype() == DType::U8 &&
@@ -386,10 +388,10 @@ ops::BatchNormGrads GpuBackend::batch_norm_relu_max_pool_backward(
   grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   const Tensor dz = Tensor::empty(x.shape(), x.dtype(), x.device());
   const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
-      rows, c, x.dtype(), address_bits({&dy, &x, &grads.dx, &dz}), sm_count(device));
+      rows, c, x.dtype(), address_bits({&dy, &dy2, &x, &grads.dx, &dz}), sm_count(device));
   if (!mask_bits || !record_u8 || !gpu::batch_norm_relu_max_pool_fits(plan, x.dtype(), g))
     return batch_norm_relu_max_pool_backward_composed(*this, dy, workspace, mask, x, weight, mean,
-                                                      invstd, p);
+                                                      invstd, p, dy2);
   grads.dweight = Tensor::empty({c}, DType::F32, x.device());
   grads.dbias = Tensor::empty({c}, DType::F32, x.device());
   const Tensor partials =
@@ -398,7 +400,8 @@ ops::BatchNormGrads GpuBackend::batch_norm_relu_max_pool_backward(
   const gpu::BatchNormGradPointers bn{fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight),
                                       fptr_mut(grads.dbias)};
   gpu::batch_norm_relu_max_pool_backward_launch(
-      plan, x.dtype(), g, dy.data_ptr(), static_cast<const uint8_t*>(workspace.data_ptr()),
+      plan, x.dtype(), g, dy.data_ptr(), dy2.defined() ? dy2.data_ptr() : nullptr,
+      static_cast<const uint8_t*>(workspace.data_ptr()),
       static_cast<const uint8_t*>(mask.data_ptr()), x.data_ptr(), dz.data_ptr(),
       grads.dx.data_ptr(), bn, fptr_mut(partials), counters, stream);
   return grads;
