@@ -31,7 +31,7 @@ constexpr int kMaxBlockX = 16;        // at most 16 vectors (128 bf16 / 64 f32 c
 constexpr int64_t kBlocksPerSm = 2;
 constexpr int64_t kMaxGridY = 65535;
 // Partials the last block of a column loads at once per lane before merging them.
-constexpr int kTailBatch = 8;
+constexpr int kTailBatch = 4;
 
 // Registers: two blocks a multiprocessor (64 a thread on NVIDIA). HIP's second argument means
 // something else (waves per execution unit), so it gets only the block size.
