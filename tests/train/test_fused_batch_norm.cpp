@@ -2,7 +2,8 @@
 // ops::set_fused_batch_norm on and off, a few training steps of ResNet-18 (basic blocks) and
 // ResNet-50 (bottlenecks) give the same weights, running statistics, losses and gradients bit
 // for bit on the CPU (whose fused ops compose the unfused kernels), with and without activation
-// recomputation, and with a downsampling block's two batch norms fused into one op or not;
+// recomputation, with a downsampling block's two batch norms fused into one op or not, and
+// with the ImageNet stem's batch norm, ReLU and pooling fused or not;
 // the fused ops run, by name, only when the switches are on and the model trains;
 // eval mode gives the same outputs either way; fn::batch_norm_relu's gradients match the
 // unfused composition's.
@@ -48,9 +49,10 @@ struct Rig {
   Tensor images, labels;
 };
 
-Rig make_rig(const std::string& name, bool recompute_all) {
+Rig make_rig(const std::string& name, bool recompute_all, const std::string& stem = "cifar") {
   nn::ModelSpec spec;
   spec.name = name;
+  spec.stem = stem;
   spec.in_channels = kChannels;
   spec.height = spec.width = kSide;
   spec.num_classes = 5;
@@ -82,9 +84,10 @@ struct Trajectory {
   std::vector<double> weights, buffers, losses, grads;
 };
 
-Trajectory train_steps(const std::string& name, bool fused, bool recompute_all, int steps) {
+Trajectory train_steps(const std::string& name, bool fused, bool recompute_all, int steps,
+                       const std::string& stem = "cifar") {
   const FusedScope scope(fused);
-  Rig r = make_rig(name, recompute_all);
+  Rig r = make_rig(name, recompute_all, stem);
   Trajectory t;
   for (int i = 0; i < steps; ++i) t.losses.push_back(r.step->run(r.images, r.labels).loss.item());
   t.weights = test::to_doubles(r.flat.params);
@@ -171,6 +174,31 @@ TEST(FusedBatchNorm, PairedShortcutBatchNormTrainsTheSameBits) {
   const Trajectory paired = train_steps("resnet50", true, false, 2);
   ops::set_fused_shortcut_batch_norm(before);
   expect_same(paired, apart);
+}
+
+// The ImageNet stem's batch norm, ReLU and max pooling as one op (ops::set_fused_stem_pool, off
+// by default) or apart: ResNet-50 trains the same bits on the CPU, and the op runs, once a
+// step forward and once backward, only when switched on.
+TEST(FusedBatchNorm, FusedStemPoolTrainsTheSameBits) {
+  const bool before = ops::fused_stem_pool();
+  ops::set_fused_stem_pool(false);
+  const Trajectory apart = train_steps("resnet50", true, false, 2, "imagenet");
+  {
+    Rig r = make_rig("resnet50", false, "imagenet");
+    EXPECT_EQ(count_ops(r, "batch_norm_relu_max_pool_train"), 0);
+    EXPECT_EQ(count_ops(r, "max_pool2d"), 1);
+  }
+  ops::set_fused_stem_pool(true);
+  const Trajectory fused = train_steps("resnet50", true, false, 2, "imagenet");
+  {
+    const FusedScope scope(true);
+    Rig r = make_rig("resnet50", false, "imagenet");
+    EXPECT_EQ(count_ops(r, "batch_norm_relu_max_pool_train"), 1);
+    EXPECT_EQ(count_ops(r, "batch_norm_relu_max_pool_backward"), 1);
+    EXPECT_EQ(count_ops(r, "max_pool2d"), 0);
+  }
+  ops::set_fused_stem_pool(before);
+  expect_same(fused, apart);
 }
 
 TEST(FusedBatchNorm, SwitchDefaultsOnUnlessTheEnvironmentSaysZero) {

@@ -85,8 +85,10 @@ bool conv_space_to_depth();
 // Whether an image network's stem runs its batch norm, ReLU and max pooling as one fused op in
 // training (batch_norm_relu_max_pool_train: on the GPU the normalised values are computed
 // inside the pooling pass, never stored) rather than batch_norm_relu_train and max_pool2d. Only
-// where fused_batch_norm is on. The same bits either way. Process-wide like fused_batch_norm:
-// on unless HOURGLASS_FUSED_STEM_POOL=0 when first read; set_fused_stem_pool overrides that.
+// where fused_batch_norm is on. The same bits either way. Off by default: on the H200 its
+// kernels made ResNet-50 about 1% slower (bench/README.md, bench/stem_pool.sh). Process-wide
+// like fused_batch_norm: off unless HOURGLASS_FUSED_STEM_POOL=1 when first read;
+// set_fused_stem_pool overrides that.
 void set_fused_stem_pool(bool on);
 bool fused_stem_pool();
 
