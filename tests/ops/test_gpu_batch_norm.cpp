@@ -33,10 +33,6 @@
 #include "support/expect_error.h"
 #include "support/gpu.h"
 
-#ifdef HOURGLASS_HAS_GPU
-#include "hourglass/device/gpu/gpu_allocator.h"
-#endif
-
 namespace hg {
 namespace {
 
@@ -49,23 +45,7 @@ const DType kDtypes[] = {DType::F32, DType::BF16, DType::F16};
 
 double bound_of(DType dtype) { return dtype == DType::F32 ? 1e-5 : 1e-2; }
 
-// While alive: new GPU blocks are poisoned with NaN bytes.
-class PoisonGuard {
- public:
-  PoisonGuard() { set(true); }
-  ~PoisonGuard() { set(false); }
-  PoisonGuard(const PoisonGuard&) = delete;
-  PoisonGuard& operator=(const PoisonGuard&) = delete;
-
- private:
-  static void set(bool on) {
-#ifdef HOURGLASS_HAS_GPU
-    gpu::set_poison(on);
-#else
-    (void)on;
-#endif
-  }
-};
+using test::PoisonGuard;
 
 // got (a GPU tensor of dtype `dtype`) against the CPU f32 reference, within `bound` times the
 // largest |reference| plus `extra`.

@@ -18,33 +18,13 @@
 #include "support/compare.h"
 #include "support/gpu.h"
 
-#ifdef HOURGLASS_HAS_GPU
-#include "hourglass/device/gpu/gpu_allocator.h"
-#endif
-
 namespace hg {
 namespace {
 
 constexpr double kEps = 1e-5;
 constexpr double kMomentum = 0.1;
 
-// While alive: new GPU blocks are poisoned with NaN bytes.
-class PoisonGuard {
- public:
-  PoisonGuard() { set(true); }
-  ~PoisonGuard() { set(false); }
-  PoisonGuard(const PoisonGuard&) = delete;
-  PoisonGuard& operator=(const PoisonGuard&) = delete;
-
- private:
-  static void set(bool on) {
-#ifdef HOURGLASS_HAS_GPU
-    gpu::set_poison(on);
-#else
-    (void)on;
-#endif
-  }
-};
+using test::PoisonGuard;
 
 struct PoolCase {
   const char* name;

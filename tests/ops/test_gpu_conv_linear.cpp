@@ -30,10 +30,6 @@
 #include "support/compare.h"
 #include "support/gpu.h"
 
-#ifdef HOURGLASS_HAS_GPU
-#include "hourglass/device/gpu/gpu_allocator.h"
-#endif
-
 namespace hg {
 namespace {
 
@@ -69,23 +65,7 @@ std::string mode_name(Mode mode) {
 const Mode kModes[] = {Mode::F32, Mode::Tf32, Mode::BF16, Mode::F16};
 void PrintTo(Mode mode, std::ostream* os) { *os << mode_name(mode); }
 
-// While alive: new GPU blocks are poisoned with NaN bytes.
-class PoisonGuard {
- public:
-  PoisonGuard() { set(true); }
-  ~PoisonGuard() { set(false); }
-  PoisonGuard(const PoisonGuard&) = delete;
-  PoisonGuard& operator=(const PoisonGuard&) = delete;
-
- private:
-  static void set(bool on) {
-#ifdef HOURGLASS_HAS_GPU
-    gpu::set_poison(on);
-#else
-    (void)on;
-#endif
-  }
-};
+using test::PoisonGuard;
 
 // While alive: f32 convolutions and products may (or may not) use TF32.
 class Tf32Guard {

@@ -12,6 +12,16 @@ bool gpu_available();
 // Why gpu_available() is false ("" when it is true).
 std::string gpu_unavailable_reason();
 
+// While alive: new GPU blocks from the caching allocator are poisoned with NaN bytes, so an
+// output element a kernel leaves unwritten fails a comparison (no effect without a GPU build).
+class PoisonGuard {
+ public:
+  PoisonGuard();
+  ~PoisonGuard();
+  PoisonGuard(const PoisonGuard&) = delete;
+  PoisonGuard& operator=(const PoisonGuard&) = delete;
+};
+
 }  // namespace hg::test
 
 // First statement of a GPU test: skips it (with the reason) when no GPU is available.
