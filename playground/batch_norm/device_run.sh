@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (run from the repository root with .deb carried): the batch-norm kernel
 # variants (bn_variants.cu, checked bit for bit against the library's kernels and timed at
-# ResNet-50 and ResNet-18 shapes; BN_VARIANTS=0 skips them), then, with PROFILE_R50=1,
+# ResNet-50 and ResNet-18 shapes; BN_VARIANTS=0 skips them), with REDUCE_VARIANTS=1 the
+# reductions' stopping points and tails (reduce_variants.cu, $OUT/reduce.csv), then, with PROFILE_R50=1,
 # hourglass built and
 # `hourglass profile` of ResNet-50 224 px b256 bf16 (CUPTI kernel times per op).
 # Results (bn.csv, profile-r50-224.txt, logs) come back as $OUT/batch_norm.tgz.
@@ -27,6 +28,15 @@ if [ "${BN_VARIANTS:-1}" = 1 ]; then
   timeout 240 /tmp/bn_variants "${BN_REPEATS:-20}" > "$o/bn.csv" 2> "$o/bn.log"
   echo "bn_variants rc $? at $(el)"
   python3 playground/batch_norm/summarize.py "$o/bn.csv"
+fi
+if [ "${REDUCE_VARIANTS:-0}" = 1 ]; then
+  nvcc -O3 -std=c++20 -arch=sm_90 --extended-lambda -Isrc \
+    playground/batch_norm/reduce_variants.cu -o /tmp/reduce_variants > "$o/nvcc-reduce.log" 2>&1 ||
+    cat "$o/nvcc-reduce.log"
+  timeout 240 /tmp/reduce_variants "${BN_REPEATS:-20}" > "$o/reduce.csv" 2> "$o/reduce.log"
+  echo "reduce_variants rc $? at $(el)"
+  [ -n "${OUT:-}" ] && cp "$o/reduce.csv" "$OUT/reduce.csv"
+  tail -1 "$o/reduce.csv"
 fi
 if [ "${PROFILE_R50:-0}" = 1 ]; then
   wait $build

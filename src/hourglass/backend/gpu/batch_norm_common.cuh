@@ -30,6 +30,11 @@ constexpr int kMaxBlockX = 16;        // at most 16 vectors (128 bf16 / 64 f32 c
 // of the rows (see batch_norm_normalize_kernel).
 constexpr int64_t kBlocksPerSm = 2;
 constexpr int64_t kMaxGridY = 65535;
+// Per-channel coefficients of a block's channels (at most kMaxBlockX vectors of 8) kept in
+// shared memory and read per row, a broadcast across the threads of one channel vector: in
+// registers, beside the rows in flight, they exceed the 64 a thread and spill (the fused
+// forward's normalising pass ran 1.2-1.3x slower so, bench/README.md).
+constexpr int kCoefWidth = kMaxBlockX * 8;
 // Partials the last block of a column loads at once per lane before merging them.
 constexpr int kTailBatch = 4;
 

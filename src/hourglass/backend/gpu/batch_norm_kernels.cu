@@ -19,15 +19,14 @@ namespace {
 
 using namespace bn;  // the kernels' shared pieces (batch_norm_common.cuh)
 
-// y = (x - mean) * scale + shift with per-channel coefficients loaded once per thread:
-// training passes the saved (mean, invstd), eval the running (mean, var) and eps. The fused
-// training forward (batch_norm_relu) adds the residual (kResidual) and applies the ReLU
-// (kRelu) in f32 before the one rounding to T; the ReLU is `v < 0 ? 0 : v` as ops::relu's, so a
-// NaN passes through.
-// The elementwise passes use the reductions' partition of the rows but walk each block's
-// rows backwards: the reduction that just read the same rows forwards left their ends in L2,
-// so the pass starts on what is still cached (for the smaller layers, all of it).
-// With kMaskOut (kRelu and V = 8 only: a thread's channels are one byte of the mask) it also
+// y = (x - mean) * scale + shift with per-channel coefficients computed once per block into
+// shared memory (kCoefWidth): training passes the saved (mean, invstd), eval the running (mean,
+// var) and eps. The fused training forward (batch_norm_relu) adds the residual (kResidual) and
+// applies the ReLU (kRelu) in f32 before the one rounding to T; the ReLU is `v < 0 ? 0 : v` as
+// ops::relu's, so a NaN passes through. The elementwise passes use the reductions' partition of the
+// rows but walk each block's rows backwards: the reduction that just read the same rows forwards
+// left their ends in L2, so the pass starts on what is still cached (for the smaller layers, all of
+// it). With kMaskOut (kRelu and V = 8 only: a thread's channels are one byte of the mask) it also
 // stores the ReLU mask, bit i of mask[row * mask_stride + c / 8] set where y[row, c] > 0 as
 // rounded to T (see batch_norm_relu_train_launch).
 template <typename T, int V, bool kFromVariance, bool kResidual = false, bool kRelu = false,
@@ -41,20 +40,25 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
   static_assert(!kMaskOut || (kRelu && V == 8), "one mask byte per thread and row");
   constexpr int kInputs = kResidual ? 2 : 1;
   constexpr int kRows = kRowsPerStep<T, V, kInputs>;
+  alignas(16) __shared__ float s_coef[3][kCoefWidth];
+  const int width = int(blockDim.x) * V;
+  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+  if (t < width) {
+    const int64_t c = int64_t(blockIdx.x) * width + t;
+    const bool in = c < channels;
+    s_coef[0][t] = in ? mean_in[c] : 0.0f;
+    s_coef[1][t] = !in             ? 0.0f
+                   : kFromVariance ? float(double(weight[c]) / sqrt(double(spread[c]) + eps))
+                                   : weight[c] * spread[c];
+    s_coef[2][t] = in ? bias[c] : 0.0f;
+  }
+  __syncthreads();
   const int by = int(blockDim.y), ty = int(threadIdx.y);
   const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (vector * V >= channels) return;
   const int64_t first = int64_t(blockIdx.y) * rows_per_block;
   const int64_t len = min64(rows_per_block, rows - first);
-  float mean[V], scale[V], shift[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) {
-    const int64_t c = vector * V + i;
-    mean[i] = mean_in[c];
-    scale[i] = kFromVariance ? float(double(weight[c]) / sqrt(double(spread[c]) + eps))
-                             : weight[c] * spread[c];
-    shift[i] = bias[c];
-  }
+  const int e = int(threadIdx.x) * V;
   const int64_t step = int64_t(by) * channels;
   for (int64_t j = steps_of(len, ty, by * kRows) - 1; j >= 0; --j) {
     const int64_t o = ty + j * by * kRows;
@@ -72,6 +76,10 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_normalize_kernel(
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (o + k * by < len) {
+        float mean[V], scale[V], shift[V];
+        load_shared<V>(&s_coef[0][e], mean);
+        load_shared<V>(&s_coef[1][e], scale);
+        load_shared<V>(&s_coef[2][e], shift);
         Pack<T, V> out;
         unsigned bits = 0;
 #pragma unroll
@@ -118,13 +126,19 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
   const int64_t first = int64_t(blockIdx.y) * rows_per_block;
   const int64_t len = min64(rows_per_block, rows - first);
 
+  alignas(16) __shared__ float s_mean[kCoefWidth];  // read per row (see kCoefWidth)
+  {
+    const int width = int(blockDim.x) * V;
+    const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+    const int64_t c = int64_t(blockIdx.x) * width + t;
+    if (t < width) s_mean[t] = c < channels ? mean_in[c] : 0.0f;
+  }
+  __syncthreads();
   float sum_dy[V], sum_dyx[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) sum_dy[i] = sum_dyx[i] = 0.0f;
   if (vector * V < channels) {
-    float mean[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) mean[i] = mean_in[vector * V + i];
+    const int e = int(threadIdx.x) * V;
     const int64_t step = int64_t(by) * channels;
     const int64_t offset = (first + ty) * channels + vector * V;
     const T* pg = dy + offset;
@@ -148,7 +162,8 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_grad_sums_kernel(
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
         if (o + k * by < len) {
-          float g[V];
+          float g[V], mean[V];
+          load_shared<V>(&s_mean[e], mean);
 #pragma unroll
           for (int i = 0; i < V; ++i) {
             g[i] = to_float(gs[k].v[i]);

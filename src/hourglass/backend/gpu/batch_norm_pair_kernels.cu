@@ -21,10 +21,6 @@ namespace {
 
 using namespace bn;  // the kernels' shared pieces (batch_norm_common.cuh)
 
-// Per-channel coefficients of a block's channels in shared memory (read per row, a broadcast
-// across the threads of one channel vector): in registers a pair's would cost too many.
-constexpr int kCoefWidth = kMaxBlockX * 8;
-
 // y = relu((x - mean) * scale + shift + (x2 - mean2) * scale2 + shift2), scale = weight *
 // invstd, in f32 and rounded once; each normalised term as batch_norm_normalize_kernel computes
 // it, the second added to the first. With kMaskOut (V = 8) also y's ReLU mask byte per row.
