@@ -145,21 +145,20 @@ ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
   const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
       rows, c, x.dtype(), address_bits({&x, &out.y, &residual}), sm_count(device));
   // Everything is allocated before the first launch: a failed allocation leaves no kernel
-  // half-run and the counters zero.
+  // half-run.
   const Tensor workspace =
       Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  unsigned* counters = column_counters(device, plan.columns, stream);
   if (fused)
     gpu::batch_norm_relu_train_launch(
         plan, x.dtype(), x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr,
         out.y.data_ptr(), static_cast<uint8_t*>(out.mask.data_ptr()), rows, c, fptr(w), fptr(b),
         fptr_mut(running_mean), fptr_mut(running_var), momentum, eps, fptr_mut(out.mean),
-        fptr_mut(out.invstd), fptr_mut(workspace), counters, stream);
+        fptr_mut(out.invstd), fptr_mut(workspace), stream);
   else
     gpu::batch_norm_train_launch(plan, x.dtype(), x.data_ptr(), out.y.data_ptr(), rows, c, fptr(w),
                                  fptr(b), fptr_mut(running_mean), fptr_mut(running_var), momentum,
                                  eps, fptr_mut(out.mean), fptr_mut(out.invstd), fptr_mut(workspace),
-                                 counters, stream);
+                                 stream);
   return out;
 }
 
@@ -303,7 +302,6 @@ ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
       gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &x2, &out.y}), sm_count(device));
   const Tensor workspace =
       Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  unsigned* counters = column_counters(device, plan.columns, stream);
   const gpu::BatchNormTrainPointers first{fptr(w),
                                           fptr(b),
                                           fptr_mut(running_mean),
@@ -316,10 +314,10 @@ ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
                                            fptr_mut(running_var2),
                                            fptr_mut(out.mean2),
                                            fptr_mut(out.invstd2)};
-  gpu::batch_norm_pair_relu_train_launch(
-      plan, x.dtype(), x.data_ptr(), x2.data_ptr(), out.y.data_ptr(),
-      static_cast<uint8_t*>(out.mask.data_ptr()), rows, c, first, second, momentum, eps,
-      fptr_mut(workspace), counters, stream);
+  gpu::batch_norm_pair_relu_train_launch(plan, x.dtype(), x.data_ptr(), x2.data_ptr(),
+                                         out.y.data_ptr(),
+                                         static_cast<uint8_t*>(out.mask.data_ptr()), rows, c, first,
+                                         second, momentum, eps, fptr_mut(workspace), stream);
   return out;
 }
 
@@ -347,7 +345,6 @@ ops::BatchNormReluPoolForward GpuBackend::batch_norm_relu_max_pool_train(
   out.invstd = Tensor::empty({c}, DType::F32, x.device());
   const Tensor workspace =
       Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  unsigned* counters = column_counters(device, plan.columns, stream);
   const gpu::BatchNormTrainPointers bn{fptr(w),
                                        fptr(b),
                                        fptr_mut(running_mean),
@@ -357,7 +354,7 @@ ops::BatchNormReluPoolForward GpuBackend::batch_norm_relu_max_pool_train(
   gpu::batch_norm_relu_max_pool_train_launch(plan, x.dtype(), g, x.data_ptr(), out.y.data_ptr(),
                                              static_cast<uint8_t*>(out.workspace.data_ptr()),
                                              static_cast<uint8_t*>(out.mask.data_ptr()), bn,
-                                             momentum, eps, fptr_mut(workspace), counters, stream);
+                                             momentum, eps, fptr_mut(workspace), stream);
   return out;
 }
 

@@ -1,8 +1,8 @@
 // What the batch-norm kernel files (batch_norm_kernels.cu, batch_norm_pair_kernels.cu) share:
 // the block shape and grid constants, vector loads and stores, the Welford and sum merges, the
-// column reduction with its last-block finish, the statistics kernel, and the host-side
-// dispatch on the vector width. batch_norm_kernels.h describes the scheme. Included only by
-// .cu files (compiled by nvcc or hipcc).
+// column reduction with its last-block finish, the statistics' two kernels and their launch,
+// and the host-side dispatch on the vector width. batch_norm_kernels.h describes the scheme.
+// Included only by .cu files (compiled by nvcc or hipcc).
 #pragma once
 
 #include <cstdint>
@@ -132,13 +132,15 @@ __device__ inline int log2_of(int power_of_two) { return __ffs(power_of_two) - 1
 // and returns false, except in the last block of the column to get there, which merges every
 // block's partial and returns true with channel column*W + c's result in s_a[c], s_b[c]
 // (c < W). Contains barriers: call from every thread.
+// The block's part of reduce_column below: merges the block's lanes and writes its partial
+// [blockIdx.y][channel]. Contains barriers: call from every thread.
 template <int V, typename Merge>
-__device__ inline bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket, const Merge& merge,
-                                     int64_t rows, int64_t channels, int64_t rows_per_block,
-                                     float* part_a, float* part_b, unsigned* counters) {
+__device__ inline void reduce_block(float* s_a, float* s_b, const Merge& merge, int64_t rows,
+                                    int64_t channels, int64_t rows_per_block, float* part_a,
+                                    float* part_b) {
   const int width = int(blockDim.x) * V;
   const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
-  const int64_t column = blockIdx.x, block = blockIdx.y, blocks = gridDim.y;
+  const int64_t column = blockIdx.x, block = blockIdx.y;
   const int64_t len = min64(rows_per_block, rows - block * rows_per_block);
   __syncthreads();
   // Tree over the block's row lanes: before the step of stride s, lane l holds the offsets
@@ -158,6 +160,16 @@ __device__ inline bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket,
       part_b[block * channels + c] = s_b[e];
     }
   }
+}
+
+template <int V, typename Merge>
+__device__ inline bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket, const Merge& merge,
+                                     int64_t rows, int64_t channels, int64_t rows_per_block,
+                                     float* part_a, float* part_b, unsigned* counters) {
+  const int width = int(blockDim.x) * V;
+  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
+  const int64_t column = blockIdx.x, blocks = gridDim.y;
+  reduce_block<V>(s_a, s_b, merge, rows, channels, rows_per_block, part_a, part_b);
   // Last block done: publish the partial, take a ticket; the last ticket merges.
   __threadfence();
   __syncthreads();
@@ -219,31 +231,39 @@ __device__ inline bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket,
 // thread (x, y) of block (i, j) owns channels [(i * block_x + x) * V, + V) and the rows
 // j * rows_per_block + y + k * block_y of its block.
 
-// Batch statistics; the last block of each column writes mean, invstd and running stats.
+// Batch statistics, first pass: each block's (mean of x - shift, M2) per channel, shift = the
+// channel's value in row 0, written to part_mean / part_m2 [blockIdx.y][channel]; the
+// finishing kernel below merges them. A thread sums d = x - (its own first value) and d^2 (no
+// division a row), then turns them into its (mean, M2): its M2 = s2 - s1^2 / n cancels at most
+// by a factor of its row count n, since its shift is one of its values. The blocks' lanes then
+// merge with Chan's formula. Relative to the row-0 shift, inputs whose mean is large against
+// their spread keep their small differences exact (Sterbenz).
 template <typename T, int V>
-__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_stats_kernel(
-    const T* __restrict__ x, int64_t rows, int64_t channels, int64_t rows_per_block,
-    float* running_mean, float* running_var, double momentum, double eps, float* save_mean,
-    float* save_invstd, float* part_mean, float* part_m2, unsigned* counters) {
+__global__ void HG_BN_LAUNCH_BOUNDS batch_norm_stats_kernel(const T* __restrict__ x, int64_t rows,
+                                                            int64_t channels,
+                                                            int64_t rows_per_block,
+                                                            float* part_mean, float* part_m2) {
   constexpr int kRows = kRowsPerStep<T, V, 1>;
   __shared__ float s_mean[kThreads * V];
   __shared__ float s_m2[kThreads * V];
-  __shared__ unsigned s_ticket;
   const int by = int(blockDim.y), ty = int(threadIdx.y);
   const int64_t vector = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t first = int64_t(blockIdx.y) * rows_per_block;
   const int64_t len = min64(rows_per_block, rows - first);
-
-  // Welford over x - shift, shift = the channel's value in row 0: for inputs whose mean is
-  // large against their spread the differences are exact (Sterbenz) and small, so the mean
-  // of the differences carries absolute errors of the spread's ulp, not the mean's.
-  float n = 0.0f, mean[V], m2[V];
+  float mean[V], m2[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) mean[i] = m2[i] = 0.0f;
-  if (vector * V < channels) {
-    const Pack<T, V> first_row = load_pack<T, V>(x + vector * V);
+  if (vector * V < channels && ty < len) {
     const int64_t step = int64_t(by) * channels;
     const T* p = x + (first + ty) * channels + vector * V;
+    const Pack<T, V> row0 = load_pack<T, V>(x + vector * V);
+    const Pack<T, V> own = load_pack<T, V>(p);
+    float n = 0.0f, shift[V], s1[V], s2[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      shift[i] = to_float(own.v[i]);
+      s1[i] = s2[i] = 0.0f;
+    }
     for (int64_t o = ty; o < len; o += by * kRows, p += kRows * step) {
       Pack<T, V> xs[kRows];
 #pragma unroll
@@ -253,16 +273,20 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_stats_kernel(
       for (int k = 0; k < kRows; ++k) {
         if (o + k * by < len) {
           n += 1.0f;
-          const float inv = 1.0f / n;
 #pragma unroll
           for (int i = 0; i < V; ++i) {
-            const float v = to_float(xs[k].v[i]) - to_float(first_row.v[i]);
-            const float delta = v - mean[i];
-            mean[i] += delta * inv;
-            m2[i] += delta * (v - mean[i]);
+            const float d = to_float(xs[k].v[i]) - shift[i];
+            s1[i] += d;
+            s2[i] = __fmaf_rn(d, d, s2[i]);
           }
         }
       }
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float md = s1[i] / n;
+      mean[i] = (shift[i] - to_float(row0.v[i])) + md;
+      m2[i] = fmaxf(0.0f, s2[i] - s1[i] * md);
     }
   }
   const int e = ty * int(blockDim.x) * V + int(threadIdx.x) * V;
@@ -271,16 +295,71 @@ __global__ void HG_BN_LAUNCH_BOUNDS batch_norm_stats_kernel(
     s_mean[e + i] = mean[i];
     s_m2[e + i] = m2[i];
   }
-  if (!reduce_column<V>(s_mean, s_m2, &s_ticket, WelfordMerge{}, rows, channels, rows_per_block,
-                        part_mean, part_m2, counters))
-    return;
-  const int t = int(threadIdx.y * blockDim.x + threadIdx.x);
-  const int width = int(blockDim.x) * V;
-  const int64_t c = int64_t(blockIdx.x) * width + t;
-  if (t < width && c < channels) {
+  reduce_block<V>(s_mean, s_m2, WelfordMerge{}, rows, channels, rows_per_block, part_mean, part_m2);
+}
+
+// Threads of the finishing kernel: kFinishChannels channels of kFinishLanes lanes each.
+constexpr int kFinishChannels = 8;
+constexpr int kFinishLanes = 64;
+
+// Batch statistics, second pass: lane l of channel c merges the partials l, l + kFinishLanes,
+// ... in order (eight loaded before any is merged), then a tree over the lanes; writes mean,
+// invstd and the running statistics. Spread over channels, it reads the partials far faster
+// than one block of the first pass could (bench/README.md, eighth session).
+template <typename T>
+__global__ void __launch_bounds__(kFinishChannels* kFinishLanes)
+    batch_norm_stats_finish_kernel(const T* __restrict__ x, int64_t rows, int64_t channels,
+                                   int64_t rows_per_block, int64_t blocks, const float* part_mean,
+                                   const float* part_m2, float* running_mean, float* running_var,
+                                   double momentum, double eps, float* save_mean,
+                                   float* save_invstd) {
+  constexpr int kBatch = 8;
+  __shared__ float s_n[kFinishLanes][kFinishChannels];
+  __shared__ float s_mean[kFinishLanes][kFinishChannels];
+  __shared__ float s_m2[kFinishLanes][kFinishChannels];
+  const int tx = int(threadIdx.x), lane = int(threadIdx.y);
+  const int64_t c = int64_t(blockIdx.x) * kFinishChannels + tx;
+  const int64_t last_rows = rows - (blocks - 1) * rows_per_block;
+  const WelfordMerge merge;
+  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  if (c < channels) {
+    for (int64_t p0 = lane; p0 < blocks; p0 += int64_t(kBatch) * kFinishLanes) {
+      float pm[kBatch], pv[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t p = p0 + int64_t(k) * kFinishLanes;
+        if (p < blocks) {
+          pm[k] = part_mean[p * channels + c];
+          pv[k] = part_m2[p * channels + c];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t p = p0 + int64_t(k) * kFinishLanes;
+        if (p < blocks) {
+          const float np = p == blocks - 1 ? float(last_rows) : float(rows_per_block);
+          merge(n, mean, m2, np, pm[k], pv[k]);
+          n += np;
+        }
+      }
+    }
+  }
+  s_n[lane][tx] = n;
+  s_mean[lane][tx] = mean;
+  s_m2[lane][tx] = m2;
+  __syncthreads();
+  for (int s = kFinishLanes / 2; s >= 1; s >>= 1) {
+    if (lane < s) {
+      merge(s_n[lane][tx], s_mean[lane][tx], s_m2[lane][tx], s_n[lane + s][tx],
+            s_mean[lane + s][tx], s_m2[lane + s][tx]);
+      s_n[lane][tx] += s_n[lane + s][tx];
+    }
+    __syncthreads();
+  }
+  if (lane == 0 && c < channels) {
     const double count = double(rows);
-    const double m = double(to_float(x[c])) + double(s_mean[t]);  // shift + mean of x - shift
-    const double var = fmax(0.0, double(s_m2[t]) / count);        // biased, for normalising
+    const double m = double(to_float(x[c])) + double(s_mean[0][tx]);  // shift + mean of x - shift
+    const double var = fmax(0.0, double(s_m2[0][tx]) / count);        // biased, for normalising
     save_mean[c] = float(m);
     save_invstd[c] = float(1.0 / sqrt(var + eps));
     // PyTorch: running = (1 - momentum) * running + momentum * batch, unbiased variance.
@@ -323,6 +402,25 @@ void dispatch_vec(const char* op, DType dtype, int vec, Body&& body) {
 
 inline dim3 block_of(const BatchNormPlan& p) {
   return dim3(unsigned(p.block_x), unsigned(p.block_y));
+}
+
+// The batch statistics of x [rows > 0, channels] (both passes above): save_mean, save_invstd
+// written, the running statistics updated. `workspace`: batch_norm_workspace_floats.
+template <typename T, int V>
+void launch_batch_norm_stats(const BatchNormPlan& plan, const T* x, int64_t rows, int64_t channels,
+                             float* running_mean, float* running_var, double momentum, double eps,
+                             float* save_mean, float* save_invstd, float* workspace,
+                             gpuStream_t stream) {
+  float* part_m2 = workspace + plan.row_blocks * channels;
+  batch_norm_stats_kernel<T, V>
+      <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
+          x, rows, channels, plan.rows_per_block, workspace, part_m2);
+  HG_GPU_CHECK_LAUNCH();
+  batch_norm_stats_finish_kernel<T>
+      <<<unsigned(ceil_div(channels, kFinishChannels)), dim3(kFinishChannels, kFinishLanes), 0,
+         stream>>>(x, rows, channels, plan.rows_per_block, plan.row_blocks, workspace, part_m2,
+                   running_mean, running_var, momentum, eps, save_mean, save_invstd);
+  HG_GPU_CHECK_LAUNCH();
 }
 
 }  // namespace bn

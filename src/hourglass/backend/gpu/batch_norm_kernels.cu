@@ -1,12 +1,13 @@
 // Batch-norm kernels over channels-last inputs viewed as [rows, channels] (see
 // batch_norm_kernels.h for the scheme).
 //
-// Accuracy: statistics are per-thread Welford updates of x minus a per-channel shift (no
-// E[x^2] - mean^2 cancellation, so an input with mean 100 and spread 0.1 keeps its variance,
-// and its mean is found to the spread's precision), merged with Chan's formula in the block
-// and across blocks; the backward sums dy and dy * (x - mean) directly, so no large terms
-// cancel there either. Counts used by the merges are computed from the plan, not
-// carried. All merges run in a fixed order: same inputs and plan, same bits.
+// Accuracy: statistics are per-thread sums of x minus one of the thread's own values (whose
+// E[d^2] - E[d]^2 cancels at most by the thread's row count, so an input with mean 100 and
+// spread 0.1 keeps its variance, and its mean is found to the spread's precision), turned into
+// (mean, M2) and merged with Chan's formula in the block and across blocks; the backward sums dy
+// and dy * (x - mean) directly, so no large terms cancel there either. Counts used by the merges
+// are computed from the plan, not carried. All merges run in a fixed order: same inputs and plan,
+// same bits.
 #include "hourglass/backend/gpu/batch_norm_kernels.h"
 
 #include <algorithm>
@@ -350,7 +351,7 @@ void train_launch(const char* op, const BatchNormPlan& plan, DType dtype, const 
                   const void* residual, void* y, uint8_t* mask, int64_t rows, int64_t channels,
                   const float* weight, const float* bias, float* running_mean, float* running_var,
                   double momentum, double eps, float* save_mean, float* save_invstd,
-                  float* workspace, unsigned* counters, gpuStream_t stream) {
+                  float* workspace, gpuStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const dim3 grid(unsigned(plan.columns), unsigned(plan.row_blocks));
   dispatch_float(op, dtype, [&]<typename T>() {
@@ -358,10 +359,8 @@ void train_launch(const char* op, const BatchNormPlan& plan, DType dtype, const 
       const T* xt = static_cast<const T*>(x);
       const T* rt = static_cast<const T*>(residual);
       T* yt = static_cast<T*>(y);
-      batch_norm_stats_kernel<T, V><<<grid, block_of(plan), 0, stream>>>(
-          xt, rows, channels, plan.rows_per_block, running_mean, running_var, momentum, eps,
-          save_mean, save_invstd, workspace, workspace + plan.row_blocks * channels, counters);
-      HG_GPU_CHECK_LAUNCH();
+      launch_batch_norm_stats<T, V>(plan, xt, rows, channels, running_mean, running_var, momentum,
+                                    eps, save_mean, save_invstd, workspace, stream);
       // The mask comes out of the normalising pass when a thread's channels make whole bytes.
       constexpr bool kMaskOut = kFused && V == 8;
       const int64_t ms = relu_mask_stride(channels);
@@ -441,10 +440,10 @@ void batch_norm_train_launch(const BatchNormPlan& plan, DType dtype, const void*
                              int64_t rows, int64_t channels, const float* weight, const float* bias,
                              float* running_mean, float* running_var, double momentum, double eps,
                              float* save_mean, float* save_invstd, float* workspace,
-                             unsigned* counters, gpuStream_t stream) {
+                             gpuStream_t stream) {
   train_launch<false>("batch_norm", plan, dtype, x, nullptr, y, nullptr, rows, channels, weight,
                       bias, running_mean, running_var, momentum, eps, save_mean, save_invstd,
-                      workspace, counters, stream);
+                      workspace, stream);
 }
 
 void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const void* x,
@@ -452,10 +451,10 @@ void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const 
                                   int64_t channels, const float* weight, const float* bias,
                                   float* running_mean, float* running_var, double momentum,
                                   double eps, float* save_mean, float* save_invstd,
-                                  float* workspace, unsigned* counters, gpuStream_t stream) {
+                                  float* workspace, gpuStream_t stream) {
   train_launch<true>("batch_norm_relu_train", plan, dtype, x, residual, y, mask, rows, channels,
                      weight, bias, running_mean, running_var, momentum, eps, save_mean, save_invstd,
-                     workspace, counters, stream);
+                     workspace, stream);
 }
 
 void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,

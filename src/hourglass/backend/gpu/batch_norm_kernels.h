@@ -3,11 +3,12 @@
 // The input is viewed as [rows, channels] (NHWC or [N,C], channels contiguous). Every kernel
 // runs on a grid of (channel columns x row blocks): a thread owns `vec` consecutive channels
 // (one 16-byte load per row where the channel count and alignment allow) and walks the rows
-// of its block. Reductions keep per-thread Welford (count, mean, M2) or plain sums, merge them
-// in the block, write one partial per block and channel to a workspace, and the last block of
-// each column to finish (a counter per column, reset by that block) merges the partials in a
-// fixed order and writes the per-channel results. Elementwise passes load their per-channel
-// coefficients once per thread and walk the same row blocks backwards, starting on the rows
+// of its block. Reductions keep per-thread (count, mean, M2) or plain sums, merge them in the
+// block and write one partial per block and channel to a workspace. The statistics' partials
+// are merged by a second kernel spread over the channels; the gradient sums' by the last block
+// of each column to finish (a counter per column, reset by that block). Either merges in a
+// fixed order and writes the per-channel results. Elementwise passes keep their per-channel
+// coefficients in shared memory and walk the same row blocks backwards, starting on the rows
 // the reduction before them left in L2. Nothing synchronises with the host; results depend
 // only on the inputs and the plan (the plan on the shape, alignment and the GPU's SM count),
 // so repeated runs give identical bits.
@@ -43,14 +44,14 @@ int64_t batch_norm_workspace_floats(const BatchNormPlan& plan, int64_t channels)
 // Training forward. Computes per-channel batch mean and biased variance of x (Welford, merged
 // with Chan's formula), writes save_mean and save_invstd = 1/sqrt(var + eps), updates
 // running_mean / running_var in place with `momentum` (running_var with the unbiased
-// variance), then y = (x - mean) * invstd * weight + bias in x's dtype. `counters` holds at
-// least plan.columns zeros (and is left so). All float pointers are [channels] except
-// `workspace` (batch_norm_workspace_floats).
+// variance), then y = (x - mean) * invstd * weight + bias in x's dtype: the statistics in two
+// kernels, the blocks' partials and a merge of them spread over channels. All float pointers
+// are [channels] except `workspace` (batch_norm_workspace_floats).
 void batch_norm_train_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
                              int64_t rows, int64_t channels, const float* weight, const float* bias,
                              float* running_mean, float* running_var, double momentum, double eps,
                              float* save_mean, float* save_invstd, float* workspace,
-                             unsigned* counters, gpuStream_t stream);
+                             gpuStream_t stream);
 
 // Eval forward: y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
 void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* x, void* y,
@@ -60,7 +61,8 @@ void batch_norm_eval_launch(const BatchNormPlan& plan, DType dtype, const void* 
 
 // Backward from the saved statistics: dbias = sum dy, dweight = sum dy * xhat with
 // xhat = (x - mean) * invstd, then dx = weight * invstd * (dy - dbias / M - xhat * dweight / M)
-// in x's dtype (dy has x's dtype). `counters` and `workspace` as for training.
+// in x's dtype (dy has x's dtype). `workspace` as for training; `counters` holds at least
+// plan.columns zeros (and is left so).
 void batch_norm_backward_launch(const BatchNormPlan& plan, DType dtype, const void* dy,
                                 const void* x, void* dx, int64_t rows, int64_t channels,
                                 const float* weight, const float* mean, const float* invstd,
@@ -89,7 +91,7 @@ void batch_norm_relu_train_launch(const BatchNormPlan& plan, DType dtype, const 
                                   int64_t channels, const float* weight, const float* bias,
                                   float* running_mean, float* running_var, double momentum,
                                   double eps, float* save_mean, float* save_invstd,
-                                  float* workspace, unsigned* counters, gpuStream_t stream);
+                                  float* workspace, gpuStream_t stream);
 
 // The ReLU mask of y ([rows, channels] of `dtype`) as batch_norm_relu_train_launch stores it.
 void relu_mask_launch(DType dtype, const void* y, uint8_t* mask, int64_t rows, int64_t channels,
@@ -147,8 +149,7 @@ void batch_norm_pair_relu_train_launch(const BatchNormPlan& plan, DType dtype, c
                                        const void* x2, void* y, uint8_t* mask, int64_t rows,
                                        int64_t channels, const BatchNormTrainPointers& first,
                                        const BatchNormTrainPointers& second, double momentum,
-                                       double eps, float* workspace, unsigned* counters,
-                                       gpuStream_t stream);
+                                       double eps, float* workspace, gpuStream_t stream);
 
 // Its backward: dz = (dy [+ dy2, rounded to the dtype]) where the mask's bit is set, else 0,
 // stored to `dz` ([rows, channels] of the dtype, scratch) by a pass that also sums dz,
@@ -177,13 +178,12 @@ bool batch_norm_relu_max_pool_fits(const BatchNormPlan& plan, DType dtype, const
 // written), then one pass writing the pooled output y [g.n, g.p, g.q, g.c], its u8 arg-max
 // record (launch_max_pool's) and relu(bn(x))'s ReLU mask as batch_norm_relu_train_launch
 // stores it: the bits batch_norm_relu_train_launch and launch_max_pool would give. Only where
-// batch_norm_relu_max_pool_fits. `workspace` and `counters` as for batch_norm_train_launch.
+// batch_norm_relu_max_pool_fits. `workspace` as for batch_norm_train_launch.
 void batch_norm_relu_max_pool_train_launch(const BatchNormPlan& plan, DType dtype,
                                            const PoolGeometry& g, const void* x, void* y,
                                            uint8_t* argmax, uint8_t* mask,
                                            const BatchNormTrainPointers& bn, double momentum,
-                                           double eps, float* workspace, unsigned* counters,
-                                           gpuStream_t stream);
+                                           double eps, float* workspace, gpuStream_t stream);
 
 // Its backward from the pooled output's gradient dy [g.n, g.p, g.q, g.c] (plus dy2, when not
 // null: summed and rounded to the dtype as an add would) and the forward's arg-max record and

@@ -285,8 +285,7 @@ void batch_norm_pair_relu_train_launch(const BatchNormPlan& plan, DType dtype, c
                                        const void* x2, void* y, uint8_t* mask, int64_t rows,
                                        int64_t channels, const BatchNormTrainPointers& first,
                                        const BatchNormTrainPointers& second, double momentum,
-                                       double eps, float* workspace, unsigned* counters,
-                                       gpuStream_t stream) {
+                                       double eps, float* workspace, gpuStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const char* op = "batch_norm_pair_relu_train";
   const dim3 grid(unsigned(plan.columns), unsigned(plan.row_blocks));
@@ -295,13 +294,11 @@ void batch_norm_pair_relu_train_launch(const BatchNormPlan& plan, DType dtype, c
       const T* xt = static_cast<const T*>(x);
       const T* x2t = static_cast<const T*>(x2);
       // The two statistics passes run one after the other on the stream: they share the
-      // workspace and the counters.
+      // workspace.
       for (const auto& [in, p] : {std::pair{xt, &first}, std::pair{x2t, &second}}) {
-        batch_norm_stats_kernel<T, V><<<grid, block_of(plan), 0, stream>>>(
-            in, rows, channels, plan.rows_per_block, p->running_mean, p->running_var, momentum, eps,
-            p->save_mean, p->save_invstd, workspace, workspace + plan.row_blocks * channels,
-            counters);
-        HG_GPU_CHECK_LAUNCH();
+        launch_batch_norm_stats<T, V>(plan, in, rows, channels, p->running_mean, p->running_var,
+                                      momentum, eps, p->save_mean, p->save_invstd, workspace,
+                                      stream);
       }
       const int64_t ms = relu_mask_stride(channels);
       if constexpr (V == 8) {

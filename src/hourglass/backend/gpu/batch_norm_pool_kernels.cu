@@ -230,19 +230,16 @@ void batch_norm_relu_max_pool_train_launch(const BatchNormPlan& plan, DType dtyp
                                            const PoolGeometry& g, const void* x, void* y,
                                            uint8_t* argmax, uint8_t* mask,
                                            const BatchNormTrainPointers& bn, double momentum,
-                                           double eps, float* workspace, unsigned* counters,
-                                           gpuStream_t stream) {
+                                           double eps, float* workspace, gpuStream_t stream) {
   const int64_t rows = g.n * g.h * g.w;
   if (rows == 0 || g.c == 0) return;
   const char* op = "batch_norm_relu_max_pool_train";
   dispatch_float(op, dtype, [&]<typename T>() {
     if constexpr (sizeof(T) == 2) {
       const T* xt = static_cast<const T*>(x);
-      batch_norm_stats_kernel<T, kVec>
-          <<<dim3(unsigned(plan.columns), unsigned(plan.row_blocks)), block_of(plan), 0, stream>>>(
-              xt, rows, g.c, plan.rows_per_block, bn.running_mean, bn.running_var, momentum, eps,
-              bn.save_mean, bn.save_invstd, workspace, workspace + plan.row_blocks * g.c, counters);
-      HG_GPU_CHECK_LAUNCH();
+      launch_batch_norm_stats<T, kVec>(plan, xt, rows, g.c, bn.running_mean, bn.running_var,
+                                       momentum, eps, bn.save_mean, bn.save_invstd, workspace,
+                                       stream);
       // About one wave of blocks (the statistics grid is two 512-thread blocks a
       // multiprocessor), each thread visiting many outputs with the same channels.
       const int64_t total = g.n * g.p * g.q * (g.c / kVec);
