@@ -7,7 +7,8 @@
 //   stop: full | loop (no block reduction; loop_live keeps every per-thread value) | partial
 //         (the block's partial written, no ticket) | ticket (every block takes its ticket, the
 //         last one skips the merge)
-//   tail: flat4 (the library's: the last block merges every partial, four loaded at a time)
+//   tail: flat4 (the library's until the eighth session: the last block merges every
+//         partial, four loaded at a time)
 //         | flat16 | group16 (the last block of each group of 16 merges the group's partials,
 //         the last group's the groups') | vec4 (four channels a thread, float4 loads) | kernel
 //         (a second kernel merges them, spread over channels: 32 x 16 or 8 x 64 threads)
@@ -18,42 +19,18 @@
 // its per-channel coefficients in registers (regs4: the library's before the eighth session,
 // which spilled), with two rows in flight, in shared memory (smem4: the library's now), and
 // folded into one multiply-add (other bits).
-// The full variants are checked against the library: flat4 bit for bit, the others to a
-// relative difference that is printed. CSV rows: shape, kernel, variant, microseconds a call,
+// The full variants are checked against the library's (since the eighth session its
+// statistics are the `sl_` loop with a second kernel): "same" bit for bit, else the largest
+// relative difference. CSV rows: shape, kernel, variant, microseconds a call,
 // the MB its pass moves and GB/s, check.
 //
 //   nvcc -O3 -std=c++20 -arch=sm_90 --extended-lambda -Isrc playground/batch_norm/reduce_variants.cu
 //   ./a.out [repeats]
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
-#include <vector>
 
-#include "hourglass/backend/gpu/batch_norm_kernels.cu"
-
-namespace hg {
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return 4;
-    case DType::BF16:
-    case DType::F16: return 2;
-    default: return 8;
-  }
-}
-namespace gpu {
-void throw_gpu_error(gpuError_t err, const char* what, const char* file, int line) {
-  std::fprintf(stderr, "%s:%d: %s failed: %s\n", file, line, what, gpuGetErrorString(err));
-  std::exit(1);
-}
-void unsupported_dtype(const char* op, DType) {
-  std::fprintf(stderr, "%s: unsupported dtype\n", op);
-  std::exit(1);
-}
-}  // namespace gpu
-}  // namespace hg
+#include "harness.cuh"
 
 namespace hg::gpu {
 namespace {
@@ -597,44 +574,14 @@ __global__ void HG_BN_LAUNCH_BOUNDS normalize_x(const bf16* __restrict__ x, bf16
   }
 }
 
-__global__ void copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = in[i];
-}
-
 }  // namespace
 }  // namespace hg::gpu
 
 using namespace hg;
 using namespace hg::gpu;
+using namespace hg::gpu::playground;
 
 namespace {
-
-uint64_t lcg = 0x9e3779b97f4a7c15ull;
-float uniform() {
-  lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-  return float((lcg >> 40) & 0xffffff) / float(1 << 24);
-}
-uint16_t to_bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-template <typename T>
-T* device_copy(const std::vector<T>& host) {
-  T* d = nullptr;
-  HG_GPU_CHECK(gpuMalloc(&d, host.size() * sizeof(T)));
-  HG_GPU_CHECK(gpuMemcpy(d, host.data(), host.size() * sizeof(T), gpuMemcpyHostToDevice));
-  return d;
-}
-std::vector<float> host_copy(const float* d, size_t n) {
-  std::vector<float> h(n);
-  HG_GPU_CHECK(gpuMemcpy(h.data(), d, n * sizeof(float), gpuMemcpyDeviceToHost));
-  return h;
-}
 
 // "same" (bit for bit), the largest relative difference, or "NAN".
 std::string compare(const float* a, const float* b, size_t n) {
@@ -648,24 +595,6 @@ std::string compare(const float* a, const float* b, size_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "rel%.1e", worst);
   return buf;
-}
-
-template <typename Body>
-double time_us(gpuStream_t s, int repeats, Body&& body) {
-  body();
-  body();
-  gpuEvent_t a, b;
-  HG_GPU_CHECK(gpuEventCreate(&a));
-  HG_GPU_CHECK(gpuEventCreate(&b));
-  HG_GPU_CHECK(gpuEventRecord(a, s));
-  for (int i = 0; i < repeats; ++i) body();
-  HG_GPU_CHECK(gpuEventRecord(b, s));
-  HG_GPU_CHECK(gpuEventSynchronize(b));
-  float ms = 0;
-  HG_GPU_CHECK(gpuEventElapsedTime(&ms, a, b));
-  HG_GPU_CHECK(gpuEventDestroy(a));
-  HG_GPU_CHECK(gpuEventDestroy(b));
-  return 1000.0 * double(ms) / repeats;
 }
 
 }  // namespace

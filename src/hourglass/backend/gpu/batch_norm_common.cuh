@@ -80,7 +80,8 @@ __device__ inline void load_shared(const float* p, float (&out)[V]) {
   }
 }
 
-// A partial written by another block of this kernel: read past the (non-coherent) L1.
+// A partial written by another block (of this kernel or an earlier one): read past the
+// (non-coherent) L1.
 __device__ inline float load_partial(const float* p) {
   return *static_cast<const volatile float*>(p);
 }
@@ -132,6 +133,37 @@ __device__ inline int log2_of(int power_of_two) { return __ffs(power_of_two) - 1
 // and returns false, except in the last block of the column to get there, which merges every
 // block's partial and returns true with channel column*W + c's result in s_a[c], s_b[c]
 // (c < W). Contains barriers: call from every thread.
+// Lane `lane` of `lanes` merges the partials lane, lane + lanes, ... < blocks of channel c
+// (partial p at part_a/part_b[p * channels + c], rows_per_block rows each, the last
+// last_rows) into (n, a, b), in order: kBatch loaded before any is merged, so their latencies
+// overlap and the bits are those of merging one at a time.
+template <int kBatch, typename Merge>
+__device__ inline void merge_partials(const Merge& merge, const float* part_a, const float* part_b,
+                                      int64_t channels, int64_t c, int64_t blocks,
+                                      int64_t rows_per_block, int64_t last_rows, int lane,
+                                      int lanes, float& n, float& a, float& b) {
+  for (int64_t p0 = lane; p0 < blocks; p0 += int64_t(kBatch) * lanes) {
+    float pa[kBatch], pb[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int64_t p = p0 + int64_t(k) * lanes;
+      if (p < blocks) {
+        pa[k] = load_partial(part_a + p * channels + c);
+        pb[k] = load_partial(part_b + p * channels + c);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int64_t p = p0 + int64_t(k) * lanes;
+      if (p < blocks) {
+        const float np = p == blocks - 1 ? float(last_rows) : float(rows_per_block);
+        merge(n, a, b, np, pa[k], pb[k]);
+        n += np;
+      }
+    }
+  }
+}
+
 // The block's part of reduce_column below: merges the block's lanes and writes its partial
 // [blockIdx.y][channel]. Contains barriers: call from every thread.
 template <int V, typename Merge>
@@ -187,30 +219,9 @@ __device__ inline bool reduce_column(float* s_a, float* s_b, unsigned* s_ticket,
     const int l = t / width;
     const int64_t c = column * width + t % width;
     float n = 0.0f, a = 0.0f, b = 0.0f;
-    if (c < channels) {
-      // kTailBatch partials loaded before any is merged (their latencies overlap), then merged
-      // in the same order as one at a time: the same bits.
-      for (int64_t p0 = l; p0 < blocks; p0 += int64_t(kTailBatch) * lanes) {
-        float pa[kTailBatch], pb[kTailBatch];
-#pragma unroll
-        for (int k = 0; k < kTailBatch; ++k) {
-          const int64_t p = p0 + int64_t(k) * lanes;
-          if (p < blocks) {
-            pa[k] = load_partial(part_a + p * channels + c);
-            pb[k] = load_partial(part_b + p * channels + c);
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < kTailBatch; ++k) {
-          const int64_t p = p0 + int64_t(k) * lanes;
-          if (p < blocks) {
-            const float np = p == blocks - 1 ? float(last_rows) : float(rows_per_block);
-            merge(n, a, b, np, pa[k], pb[k]);
-            n += np;
-          }
-        }
-      }
-    }
+    if (c < channels)
+      merge_partials<kTailBatch>(merge, part_a, part_b, channels, c, blocks, rows_per_block,
+                                 last_rows, l, lanes, n, a, b);
     s_a[t] = a;
     s_b[t] = b;
   }
@@ -322,28 +333,9 @@ __global__ void __launch_bounds__(kFinishChannels* kFinishLanes)
   const int64_t last_rows = rows - (blocks - 1) * rows_per_block;
   const WelfordMerge merge;
   float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-  if (c < channels) {
-    for (int64_t p0 = lane; p0 < blocks; p0 += int64_t(kBatch) * kFinishLanes) {
-      float pm[kBatch], pv[kBatch];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t p = p0 + int64_t(k) * kFinishLanes;
-        if (p < blocks) {
-          pm[k] = part_mean[p * channels + c];
-          pv[k] = part_m2[p * channels + c];
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t p = p0 + int64_t(k) * kFinishLanes;
-        if (p < blocks) {
-          const float np = p == blocks - 1 ? float(last_rows) : float(rows_per_block);
-          merge(n, mean, m2, np, pm[k], pv[k]);
-          n += np;
-        }
-      }
-    }
-  }
+  if (c < channels)
+    merge_partials<kBatch>(merge, part_mean, part_m2, channels, c, blocks, rows_per_block,
+                           last_rows, lane, kFinishLanes, n, mean, m2);
   s_n[lane][tx] = n;
   s_mean[lane][tx] = mean;
   s_m2[lane][tx] = m2;
