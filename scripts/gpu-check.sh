@@ -42,6 +42,8 @@
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
 #   stem    bench/stem_space_to_depth.sh: ResNet-50's stem over 2x2 pixel blocks and the
 #           batch norm's two-part gradient sum, each against what it replaces (STEM_REPEATS, 2)
+#   side    bench/side_stream.sh: the backward's weight gradients on a side stream against the
+#           main stream (SIDE_REPEATS, default 2; SIDE_DEPTHS, default "2")
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
 #           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
 #   fuse    bench/fused_bn.sh: the fused batch norm + add + ReLU against the unfused ops
@@ -152,6 +154,12 @@ for stage in "${stages[@]}"; do
         "${STEM_REPEATS:-2}" > "$out/stem.md" 2>&1
       row stem $? "$(( $(date +%s) - t0 )) s"
       cat "$out/stem.md"
+      ;;
+    side)
+      bash bench/side_stream.sh ./build-device/hourglass "$out/side" "${SIDE_REPEATS:-2}" \
+        "${SIDE_DEPTHS:-2}" > "$out/side.md" 2>&1
+      row side $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/side.md"
       ;;
     graph)
       bash bench/graph_replay.sh ./build-device/hourglass "$out/graph" "${GRAPH_REPEATS:-2}" \

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 namespace hg::test {
@@ -20,6 +21,16 @@ class PoisonGuard {
   ~PoisonGuard();
   PoisonGuard(const PoisonGuard&) = delete;
   PoisonGuard& operator=(const PoisonGuard&) = delete;
+};
+
+// While alive: every piece of work on a side stream (backend/gpu/side_stream.h) starts with a
+// kernel that spins for about `cycles` GPU clock cycles (no effect without a GPU build).
+class SideStreamDelayGuard {
+ public:
+  explicit SideStreamDelayGuard(int64_t cycles);
+  ~SideStreamDelayGuard();
+  SideStreamDelayGuard(const SideStreamDelayGuard&) = delete;
+  SideStreamDelayGuard& operator=(const SideStreamDelayGuard&) = delete;
 };
 
 }  // namespace hg::test

@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "hourglass/base/error.h"
 
 namespace hg::ops {
 
@@ -57,6 +60,11 @@ std::atomic<bool>& arena_weight_cast_flag() {
   static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_ARENA_CAST")};
   return flag;
 }
+std::atomic<int>& side_stream_depth_value() {
+  static std::atomic<int> depth{side_stream_depth_from(std::getenv("HOURGLASS_WGRAD_SIDE_STREAM"))};
+  return depth;
+}
+
 }  // namespace
 
 const MathSettings& math_settings() { return t_settings; }
@@ -99,6 +107,25 @@ void set_arena_weight_cast(bool on) {
   arena_weight_cast_flag().store(on, std::memory_order_relaxed);
 }
 bool arena_weight_cast() { return arena_weight_cast_flag().load(std::memory_order_relaxed); }
+
+void set_side_stream_depth(int depth) {
+  HG_CHECK(depth >= 0 && depth <= kMaxSideStreamDepth,
+           "side stream depth {} is out of range: 0 (off) to {}", depth, kMaxSideStreamDepth);
+  side_stream_depth_value().store(depth, std::memory_order_relaxed);
+}
+int side_stream_depth() { return side_stream_depth_value().load(std::memory_order_relaxed); }
+
+int side_stream_depth_from(const char* value) {
+  if (value == nullptr) return kDefaultSideStreamDepth;
+  const std::string s(value);
+  const bool digit = s.size() == 1 && s[0] >= '0' && s[0] <= '0' + kMaxSideStreamDepth;
+  HG_CHECK(digit,
+           "HOURGLASS_WGRAD_SIDE_STREAM=\"{}\" is not a depth: set it to 0 (weight gradients on "
+           "the main stream) up to {} (that many convolutions' weight gradients in flight on a "
+           "side stream), or unset it for the default {}",
+           s, kMaxSideStreamDepth, kDefaultSideStreamDepth);
+  return s[0] - '0';
+}
 
 void set_batched_leaf_gradients(bool on) {
   batched_leaf_gradients_flag().store(on, std::memory_order_relaxed);

@@ -100,4 +100,22 @@ bool fused_stem_pool();
 void set_arena_weight_cast(bool on);
 bool arena_weight_cast();
 
+// How many convolutions' weight gradients a GPU backward may have in flight on a side stream
+// beside the device's stream (backend/gpu/side_stream.h): a convolution's backward issues its
+// weight gradient there and its data gradient on the main stream, and the main stream waits for
+// the side's pieces only when more than `depth` are in flight, or when something reads one of
+// those gradients (ops/deferred_gradients.h). 0 issues everything to the main stream. The same
+// bits either way (the same algorithms run). Off (0) by default: on the H200, whose step keeps
+// every multiprocessor busy, the two streams' kernels only slowed each other, ResNet-50 and CIFAR
+// ResNet-18 1.5-2% slower at every depth tried (bench/README.md, bench/side_stream.sh).
+// Process-wide like fused_batch_norm: from HOURGLASS_WGRAD_SIDE_STREAM (0 to 8) when first
+// read, kDefaultSideStreamDepth when unset; set_side_stream_depth overrides that.
+inline constexpr int kDefaultSideStreamDepth = 0;
+inline constexpr int kMaxSideStreamDepth = 8;
+void set_side_stream_depth(int depth);
+int side_stream_depth();
+// The depth HOURGLASS_WGRAD_SIDE_STREAM=`value` asks for (nullptr: unset, the default); throws
+// InvalidInput naming the variable for anything but a digit from 0 to kMaxSideStreamDepth.
+int side_stream_depth_from(const char* value);
+
 }  // namespace hg::ops

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "hourglass/backend/gpu/blas.h"  // MathMode
 #include "hourglass/ops/params.h"
@@ -84,9 +85,19 @@ void conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, const T
 // dx = gradient of the input from dy [n,p,q,k] and the weights, written in full.
 void conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
                         const Tensor& weight, Tensor& dx);
-// dweight = gradient of the weights from dy and the input, written in full.
+// A pass issued to a stream other than the device's (side_stream.h): the call's kernels go to
+// `stream`, and its workspace is appended to `keep`, which the caller holds until the device's
+// stream has waited for `stream`. An algorithm search, where the pass needs one, still runs on
+// the device's stream and waits for it before the call is issued.
+struct OffStream {
+  void* stream;  // gpuStream_t
+  std::vector<Tensor>* keep;
+};
+
+// dweight = gradient of the weights from dy and the input, written in full; on the device's
+// stream, or as `off` says.
 void conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy, const Tensor& x,
-                          Tensor& dweight);
+                          Tensor& dweight, const OffStream* off = nullptr);
 
 // What the algorithm searches of this process did, over all devices: passes searched,
 // candidates timed (cuDNN: each timed engine configuration; MIOpen: each Find call), and

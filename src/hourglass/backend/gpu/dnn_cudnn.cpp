@@ -538,10 +538,30 @@ Tensor call_workspace(size_t bytes, int device) {
 
 void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// Binds the handle to another stream for a call and back to the device's after it.
+class HandleStream {
+ public:
+  HandleStream(cudnnHandle_t handle, gpuStream_t call, gpuStream_t device)
+      : handle_(handle), device_(call != device ? device : nullptr) {
+    if (device_ != nullptr) HG_CUDNN_CHECK(cudnnSetStream(handle_, call));
+  }
+  ~HandleStream() {
+    if (device_ != nullptr && cudnnSetStream(handle_, device_) != CUDNN_STATUS_SUCCESS)
+      HG_LOG_ERROR("cuDNN: binding the handle back to the device's stream failed");
+  }
+  HandleStream(const HandleStream&) = delete;
+  HandleStream& operator=(const HandleStream&) = delete;
+
+ private:
+  cudnnHandle_t handle_;
+  gpuStream_t device_;  // null when the call is on the device's stream
+};
+
 // One pass of a convolution on x (dx), w (dw), y (dy): the plan from the cache or a search,
-// then the launch.
+// then the launch, on the device's stream or as `off` says.
 void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int device,
-              const Tensor& x, const Tensor& w, const Tensor& y) {
+              const Tensor& x, const Tensor& w, const Tensor& y,
+              const dnn::OffStream* off = nullptr) {
   DeviceState& st = device_state(device);
   std::lock_guard<std::mutex> lock(st.mutex);
   void* xp = x.data_ptr();
@@ -553,10 +573,15 @@ void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int 
   if (!pp.found) {
     const ops::PlanningScope planning(true);
     search(st, plan, pass, device, call);
+    // The search's runs wrote the call's buffers on the device's stream; another stream's call
+    // must not overlap them.
+    if (off != nullptr) synchronize(device);
   }
   const Tensor workspace = call_workspace(call_bytes(plan, pp.layout, pp.workspace), device);
   void* wsp = pointer_of(workspace);
-  const gpuStream_t s = stream(device);
+  const gpuStream_t s = off != nullptr ? static_cast<gpuStream_t>(off->stream) : stream(device);
+  if (off != nullptr && workspace.defined()) off->keep->push_back(workspace);
+  const HandleStream bound(st.handle, s, stream(device));
   const CallPointers used = prepare(plan, pass, pp.layout, call, wsp, pp.workspace, s);
   const PlanKey<4> pointers{
       {int64_t(reinterpret_cast<intptr_t>(used.x)), int64_t(reinterpret_cast<intptr_t>(used.w)),
@@ -593,8 +618,8 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
 }
 
 void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
-                               const Tensor& x, Tensor& dweight) {
-  run_pass(kBackwardFilter, g, math, dy.dtype(), dy.device().index, x, dweight, dy);
+                               const Tensor& x, Tensor& dweight, const OffStream* off) {
+  run_pass(kBackwardFilter, g, math, dy.dtype(), dy.device().index, x, dweight, dy, off);
 }
 
 dnn::SearchCounts dnn::search_counts() {

@@ -9,6 +9,7 @@
 #include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/library_prefetch.h"
+#include "hourglass/backend/gpu/side_stream.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
 
@@ -40,6 +41,8 @@ void warm_libraries(GpuBackend& backend, Device device) {
 }
 
 }  // namespace
+
+void GpuBackend::join_side_work(Device device) { gpu::SideStream::of(device.index).join(); }
 
 void GpuBackend::prepare(Device device) {
   gpu::prefetch_vendor_libraries();
