@@ -12,19 +12,21 @@ cd "$(dirname "$0")/.."
 source scripts/device-env.sh
 out=${OUT:-build-device/logs}
 t=test_train_gpu_side_stream
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 run() { ./build-device/tests/$t > "$out/side-$1.log" 2>&1; echo $?; }
 mutate() {  # NAME FILE SED
   local name=$1 file=$2 expr=$3
-  cp "$file" "$out/$name.orig"
+  cp "$file" "$scratch/$name.orig"
   sed -i "$expr" "$file"
-  if cmp -s "$file" "$out/$name.orig"; then echo "| $name | did not apply |"; return; fi
+  if cmp -s "$file" "$scratch/$name.orig"; then echo "| $name | did not apply |"; return; fi
   if cmake --build build-device --target $t > "$out/side-$name-build.log" 2>&1; then
     local rc; rc=$(run "$name")
     echo "| $name | rc $rc, $(grep -c '^\[  FAILED  \]' "$out/side-$name.log") failed lines |"
   else
     echo "| $name | build failed |"
   fi
-  cp "$out/$name.orig" "$file"
+  cp "$scratch/$name.orig" "$file"
 }
 echo "| mutation | test result |"
 echo "| --- | --- |"

@@ -1,8 +1,13 @@
 // Captured device work (device/captured_work.h over gpu/graph.h) and the allocator's graph
 // pools: a graph replays its recorded work on new input values, nothing runs at capture, its
 // intermediate buffers keep their addresses while other work allocates between replays, and a
-// capture broken by a wait for the device fails cleanly, leaving the stream usable.
+// capture broken by a wait for the device fails cleanly, leaving the stream usable; fills that
+// the runtime records as memset nodes (turned into kernel nodes when small, gpu/graph.cpp)
+// write the same bytes on every replay.
 #include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "hourglass/device/allocator.h"
 #include "hourglass/device/captured_work.h"
@@ -46,6 +51,34 @@ TEST(GpuCapturedWork, ReplaysOnNewInputsWithItsOwnMemory) {
     EXPECT_EQ(ops::sum(y).item(), double(2 * round * kN));
     EXPECT_EQ(ops::sum(kept).item(), double(3 * round * kN));
     EXPECT_EQ(ops::sum(other).item(), double(-7 * kN)) << "round " << round;
+  }
+}
+
+TEST(GpuCapturedWork, FillsAreReplayedSmallAndLarge) {
+  HG_REQUIRE_GPU();
+  const Device gpu = Device::gpu(0);
+  // Uniform byte patterns go to the runtime's memset: 0 and -1 (all bits set), over 1 value, a
+  // few odd ones, and 64 Ki values (256 KiB, left a memset node).
+  Tensor one = Tensor::full({1}, 5.0, DType::I32, gpu);
+  Tensor odd = Tensor::full({7}, 5.0, DType::I32, gpu);
+  Tensor bytes = Tensor::full({13}, 5.0, DType::U8, gpu);
+  Tensor large = Tensor::full({1 << 16}, 5.0, DType::F32, gpu);
+  Tensor sum_after;  // read after the fills, in the graph
+  CapturedWork work(gpu, [&] {
+    one.zero_();
+    odd.fill_(-1.0);
+    bytes.zero_();
+    large.zero_();
+    sum_after = ops::add(large, Tensor::full({1 << 16}, 2.0, DType::F32, gpu));
+  });
+  for (int round = 0; round < 2; ++round) {
+    for (Tensor* t : {&one, &odd, &bytes, &large}) t->fill_(3.0);
+    work.replay();
+    EXPECT_EQ(one.to_vector<int32_t>(), std::vector<int32_t>{0});
+    EXPECT_EQ(odd.to_vector<int32_t>(), std::vector<int32_t>(7, -1));
+    EXPECT_EQ(bytes.to_vector<uint8_t>(), std::vector<uint8_t>(13, 0));
+    EXPECT_EQ(ops::sum(large).item(), 0.0);
+    EXPECT_EQ(ops::sum(sum_after).item(), double(2 << 16)) << "the add ran after the fill";
   }
 }
 

@@ -9,20 +9,26 @@ namespace hg {
 #if defined(HOURGLASS_HAS_GPU) && !defined(HOURGLASS_GPU_HIP)
 namespace detail {
 std::unique_ptr<KernelActivity> start_cupti_activity(std::string& why_not);  // gpu/..._cupti.cpp
-}
+void cupti_graph_node_stands_for(void* node, void* original);                // the same
+}  // namespace detail
 std::unique_ptr<KernelActivity> start_kernel_activity(std::string& why_not) {
   return detail::start_cupti_activity(why_not);
+}
+void graph_node_stands_for(void* node, void* original) {
+  detail::cupti_graph_node_stands_for(node, original);
 }
 #elif defined(HOURGLASS_GPU_HIP)
 std::unique_ptr<KernelActivity> start_kernel_activity(std::string& why_not) {
   why_not = "HIP builds have no kernel-activity collector (rocprofiler is not wired in)";
   return nullptr;
 }
+void graph_node_stands_for(void*, void*) {}
 #else
 std::unique_ptr<KernelActivity> start_kernel_activity(std::string& why_not) {
   why_not = "this build has no GPU backend";
   return nullptr;
 }
+void graph_node_stands_for(void*, void*) {}
 #endif
 
 std::string demangle_kernel_name(const char* name) {

@@ -64,6 +64,11 @@ class KernelActivity {
 // receives the records of its own ops; records outside any op go to the first to collect).
 std::unique_ptr<KernelActivity> start_kernel_activity(std::string& why_not);
 
+// A graph node added after its graph was captured, to do another node's work (gpu/graph.cpp
+// turns small memset nodes into kernel nodes): its records are named by that node's op. Does
+// nothing where graph nodes are not seen. `node` and `original` are the runtime's graph nodes.
+void graph_node_stands_for(void* node, void* original);
+
 // "_Z3fooIfEvPT_i" -> "void foo<float>(float*, int)"; names that are not mangled C++ (extern "C"
 // kernels, cuBLAS's "sm90_xmma_gemm_...") come back as they are.
 std::string demangle_kernel_name(const char* name);

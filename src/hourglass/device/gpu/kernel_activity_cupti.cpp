@@ -397,6 +397,23 @@ class CuptiActivity final : public KernelActivity {
 
 }  // namespace
 
+void cupti_graph_node_stands_for(void* node, void* original) {
+  State& s = state();
+  const CuptiApi* api = nullptr;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.subscriber == nullptr) return;  // graph nodes are not seen
+    api = s.active;
+  }
+  if (api == nullptr || api->graph_node_id == nullptr) return;
+  uint64_t id = 0, original_id = 0;
+  if (api->graph_node_id(static_cast<CUgraphNode>(node), &id) != CUPTI_SUCCESS ||
+      api->graph_node_id(static_cast<CUgraphNode>(original), &original_id) != CUPTI_SUCCESS)
+    return;
+  std::lock_guard lock(s.nodes_mutex);
+  if (auto it = s.nodes.find(original_id); it != s.nodes.end()) s.nodes[id] = it->second;
+}
+
 std::unique_ptr<KernelActivity> start_cupti_activity(std::string& why_not) {
   State& s = state();
   std::lock_guard lock(s.mutex);

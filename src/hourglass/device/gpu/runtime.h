@@ -91,6 +91,18 @@
 #define gpuGraphGetNodes hipGraphGetNodes
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphNode_t hipGraphNode_t
+#define gpuGraphNodeType hipGraphNodeType
+#define gpuGraphNodeTypeMemset hipGraphNodeTypeMemset
+#define gpuGraphNodeGetType hipGraphNodeGetType
+#define gpuMemsetParams hipMemsetParams
+#define gpuGraphMemsetNodeGetParams hipGraphMemsetNodeGetParams
+#define gpuKernelNodeParams hipKernelNodeParams
+#define gpuGraphAddKernelNode hipGraphAddKernelNode
+#define gpuGraphDestroyNode hipGraphDestroyNode
+#define gpuGraphNodeGetDependencies hipGraphNodeGetDependencies
+#define gpuGraphNodeGetDependentNodes hipGraphNodeGetDependentNodes
+#define gpuGraphAddDependencies hipGraphAddDependencies
 // ROCm 6 renamed hipPointerAttribute_t::memoryType to type.
 #if HIP_VERSION_MAJOR >= 6
 #define HG_GPU_POINTER_TYPE(attr) ((attr).type)
@@ -178,6 +190,18 @@
 #define gpuGraphGetNodes cudaGraphGetNodes
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuGraphNode_t cudaGraphNode_t
+#define gpuGraphNodeType cudaGraphNodeType
+#define gpuGraphNodeTypeMemset cudaGraphNodeTypeMemset
+#define gpuGraphNodeGetType cudaGraphNodeGetType
+#define gpuMemsetParams cudaMemsetParams
+#define gpuGraphMemsetNodeGetParams cudaGraphMemsetNodeGetParams
+#define gpuKernelNodeParams cudaKernelNodeParams
+#define gpuGraphAddKernelNode cudaGraphAddKernelNode
+#define gpuGraphDestroyNode cudaGraphDestroyNode
+#define gpuGraphNodeGetDependencies cudaGraphNodeGetDependencies
+#define gpuGraphNodeGetDependentNodes cudaGraphNodeGetDependentNodes
+#define gpuGraphAddDependencies cudaGraphAddDependencies
 #define HG_GPU_POINTER_TYPE(attr) ((attr).type)
 #endif
 

@@ -1,0 +1,19 @@
+// A kernel node that does a memset node's writes (graph.cpp turns a captured graph's small
+// memset nodes into such nodes; graph_fill.cu).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hourglass/device/gpu/runtime.h"
+
+namespace hg::gpu {
+
+// Adds to `graph`, after `deps`, a kernel node that writes the low `element_size` (1, 2 or 4)
+// bytes of `value` to `width` elements in each of `height` rows `pitch` bytes apart from `dst`:
+// what a memset node with those parameters writes.
+gpuError_t add_fill_node(gpuGraphNode_t* node, gpuGraph_t graph, const gpuGraphNode_t* deps,
+                         size_t ndeps, void* dst, uint32_t value, uint32_t element_size,
+                         size_t width, size_t height, size_t pitch);
+
+}  // namespace hg::gpu
