@@ -63,6 +63,7 @@ namespace fm = hg::test::fake_miopen;
 namespace hg::gpu {
 void set_device(int) {}
 gpuStream_t stream(int) { return nullptr; }
+void synchronize(int) {}
 std::string out_of_memory_remedy() { return "(fake)"; }
 void unsupported_dtype(const char* op, DType dtype) {
   throw Error(ErrorKind::Internal, fmt::format("{}: unsupported dtype {}", op, dtype_name(dtype)));
@@ -81,6 +82,9 @@ miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch) {
 miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle, miopenAcceleratorQueue_t) {
   *handle = fm::new_object<miopenHandle_t>();
   return fm::count("CreateWithStream");
+}
+miopenStatus_t miopenSetStream(miopenHandle_t, miopenAcceleratorQueue_t) {
+  return fm::count("SetStream");
 }
 miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* d) {
   *d = fm::new_object<miopenTensorDescriptor_t>();
