@@ -37,6 +37,9 @@
 #   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 with CUPTI's
 #           kernel records (--timing kernels: table, kernel rows, cost), ResNet-18 again with
 #           --timing marks (the default for now: the cost without CUPTI)
+#   memset  bench/memset_nodes.sh: a captured step's small memsets moved to the graph's start
+#           against in place (MEMSET_REPEATS, default 2; MEMSET_NODES_BASELINE=1 adds kernel
+#           nodes against memset nodes)
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
@@ -160,6 +163,12 @@ for stage in "${stages[@]}"; do
         "${SIDE_DEPTHS:-2}" > "$out/side.md" 2>&1
       row side $? "$(( $(date +%s) - t0 )) s"
       cat "$out/side.md"
+      ;;
+    memset)
+      bash bench/memset_nodes.sh ./build-device/hourglass "$out/memset" "${MEMSET_REPEATS:-2}" \
+        > "$out/memset.md" 2>&1
+      row memset $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/memset.md"
       ;;
     graph)
       bash bench/graph_replay.sh ./build-device/hourglass "$out/graph" "${GRAPH_REPEATS:-2}" \

@@ -3,10 +3,12 @@
 // intermediate buffers keep their addresses while other work allocates between replays, and a
 // capture broken by a wait for the device fails cleanly, leaving the stream usable; fills that
 // the runtime records as memset nodes (turned into kernel nodes when small, gpu/graph.cpp)
-// write the same bytes on every replay.
+// write the same bytes on every replay, and those into memory of the graph's own that come
+// first on it move to the graph's start with every other ordering kept.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "hourglass/device/allocator.h"
@@ -15,6 +17,9 @@
 #include "hourglass/tensor/tensor.h"
 #include "support/expect_error.h"
 #include "support/gpu.h"
+#ifdef HOURGLASS_HAS_GPU
+#include "hourglass/device/gpu/graph.h"
+#endif
 
 namespace hg {
 namespace {
@@ -81,6 +86,68 @@ TEST(GpuCapturedWork, FillsAreReplayedSmallAndLarge) {
     EXPECT_EQ(ops::sum(sum_after).item(), double(2 << 16)) << "the add ran after the fill";
   }
 }
+
+#ifdef HOURGLASS_HAS_GPU
+// New memory the graph keeps as its own (as dnn_cudnn.cpp keeps cuDNN's small workspaces).
+Tensor graphs_own(int64_t n) {
+  Tensor t;
+  {
+    gpu::FreshPoolBlocks fresh;
+    t = Tensor::empty({n}, DType::F32, Device::gpu(0));
+  }
+  EXPECT_TRUE(gpu::keep_for_graph(t.data_ptr(), t.nbytes(), std::make_shared<const Tensor>(t)));
+  return t;
+}
+
+// A memset that is the first work on memory of the graph's own moves to the graph's start; one
+// after other work on that memory, or into memory of others', stays in place. The work before
+// the moved memset still comes before the work after it: the sum reads what the add wrote,
+// each round's (a sum run at the graph's start would see the round before's).
+void check_memsets_moved(bool poisoned) {
+  const Device gpu = Device::gpu(0);
+  gpu::GraphPool pool(0);
+  constexpr int64_t kBig = int64_t(1) << 24;  // 64 MiB: the add takes tens of microseconds
+  Tensor big = Tensor::full({kBig}, 1.0, DType::F32, gpu);
+  Tensor shared = Tensor::full({7}, 5.0, DType::F32, gpu);
+  Tensor first, later, total, sum;
+  gpu::CapturedGraph graph(0, pool, [&] {
+    const Tensor doubled = ops::add(big, big);
+    first = graphs_own(7);
+    first.zero_();  // moves, unless the poison fill of its block came first
+    total = ops::sum(doubled);
+    later = graphs_own(7);
+    later.copy_(shared);
+    later.zero_();   // stays: the copy wrote that memory first
+    shared.zero_();  // stays: not the graph's own
+    sum = ops::add(ops::add(first, later), Tensor::full({7}, 2.0, DType::F32, gpu));
+  });
+  EXPECT_GE(graph.memsets_replaced(), 3u);
+  EXPECT_EQ(graph.memsets_hoisted(), poisoned ? 0u : 1u);
+  EXPECT_FALSE(gpu::keep_for_graph(first.data_ptr(), first.nbytes(), nullptr)) << "not recording";
+  for (int round = 1; round <= 3; ++round) {
+    big.fill_(double(round));
+    for (Tensor* t : {&first, &later, &shared, &sum}) t->fill_(3.0);
+    graph.launch();
+    EXPECT_EQ(first.to_vector<float>(), std::vector<float>(7, 0.0f)) << "round " << round;
+    EXPECT_EQ(later.to_vector<float>(), std::vector<float>(7, 0.0f)) << "round " << round;
+    EXPECT_EQ(shared.to_vector<float>(), std::vector<float>(7, 0.0f)) << "round " << round;
+    EXPECT_EQ(sum.to_vector<float>(), std::vector<float>(7, 2.0f)) << "round " << round;
+    const double expected = double(2 * round) * double(kBig);
+    EXPECT_NEAR(total.item(), expected, expected * 1e-4) << "round " << round;
+  }
+}
+
+TEST(GpuCapturedGraph, FirstMemsetsIntoTheGraphsOwnMemoryMoveToItsStart) {
+  HG_REQUIRE_GPU();
+  check_memsets_moved(/*poisoned=*/false);
+}
+
+TEST(GpuCapturedGraph, AMemsetOverlappingAnotherStaysInPlace) {
+  HG_REQUIRE_GPU();
+  test::PoisonGuard poison;  // every new block is first filled: a second memset on it
+  check_memsets_moved(/*poisoned=*/true);
+}
+#endif
 
 TEST(GpuCapturedWork, AWaitForTheDeviceBreaksTheCaptureCleanly) {
   HG_REQUIRE_GPU();

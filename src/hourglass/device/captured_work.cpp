@@ -53,6 +53,22 @@ size_t CapturedWork::nodes() const {
 #endif
 }
 
+size_t CapturedWork::memsets_replaced() const {
+#ifdef HOURGLASS_HAS_GPU
+  return impl_->graph.memsets_replaced();
+#else
+  return 0;
+#endif
+}
+
+size_t CapturedWork::memsets_moved() const {
+#ifdef HOURGLASS_HAS_GPU
+  return impl_->graph.memsets_hoisted();
+#else
+  return 0;
+#endif
+}
+
 size_t CapturedWork::memory_bytes() const {
 #ifdef HOURGLASS_HAS_GPU
   return impl_->pool.bytes();

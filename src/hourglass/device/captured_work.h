@@ -31,6 +31,10 @@ class CapturedWork {
   // The graph's nodes, and the bytes of device memory its pool holds.
   size_t nodes() const;
   size_t memory_bytes() const;
+  // The capture's small memsets done by kernel nodes, and of those, the ones moved to the
+  // graph's start (gpu/graph.h).
+  size_t memsets_replaced() const;
+  size_t memsets_moved() const;
 
  private:
   struct Impl;

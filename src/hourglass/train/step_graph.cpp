@@ -90,9 +90,10 @@ bool StepGraph::capture(const StepShape& shape, const Tensor& images, const Tens
   }
   shape_ = shape;
   HG_LOG_INFO(
-      "graph replay: captured the training step ({}; {} nodes, {} of graph memory); "
-      "later steps of this shape replay it",
-      shape.describe(), work_->nodes(), format_mib(work_->memory_bytes()));
+      "graph replay: captured the training step ({}; {} nodes, {} of graph memory; {} small "
+      "memsets as kernels, {} of them at the start); later steps of this shape replay it",
+      shape.describe(), work_->nodes(), format_mib(work_->memory_bytes()),
+      work_->memsets_replaced(), work_->memsets_moved());
   return true;
 }
 

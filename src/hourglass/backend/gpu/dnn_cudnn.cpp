@@ -61,6 +61,7 @@
 #include "hourglass/backend/gpu/tuning_cudnn.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/device/gpu/graph.h"
 #include "hourglass/device/gpu/runtime.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/ops/tuning_cache.h"
@@ -529,11 +530,25 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPo
     ops::tuning_cache_store(cudnn_tuning::identity(device), key, pp.choice);
 }
 
+// Workspaces up to this size are, during a graph capture, the graph's own (keep_for_graph).
+constexpr size_t kGraphOwnWorkspaceBytes = size_t(64) << 10;
+
 // The workspace of a call, from the caching allocator (freed when the call returns; the
-// stream-ordered allocator reuses it only after the kernels issued before).
+// stream-ordered allocator reuses it only after the kernels issued before). During a graph
+// capture a small one is new memory kept for the graph's life instead: many engines zero a
+// counter in their workspace before their kernel, and in memory of the graph's own that
+// memset moves off the step's critical path, to the graph's start (graph.h).
 Tensor call_workspace(size_t bytes, int device) {
   if (bytes == 0) return Tensor();
-  return Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(device));
+  if (bytes > kGraphOwnWorkspaceBytes || !gpu::recording_graph())
+    return Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(device));
+  Tensor ws;
+  {
+    gpu::FreshPoolBlocks fresh;
+    ws = Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(device));
+  }
+  gpu::keep_for_graph(ws.data_ptr(), ws.nbytes(), std::make_shared<const Tensor>(ws));
+  return ws;
 }
 
 void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }

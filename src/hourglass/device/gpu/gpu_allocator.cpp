@@ -16,7 +16,9 @@
 // Graph pools (gpu_allocator.h) keep a free list of their own. A request routed to a pool
 // takes a block from it, else a free block of the size from the common cache (free blocks can
 // change owner at any time, by the ordering argument above), else new memory; it never
-// releases the cache, since that waits for the stream, which a capture forbids.
+// releases the cache, since that waits for the stream, which a capture forbids. Under
+// FreshPoolBlocks a request skips the pool's own free blocks: the capture's earlier work may
+// have used them.
 #include "hourglass/device/gpu/gpu_allocator.h"
 
 #include <array>
@@ -39,6 +41,8 @@ std::atomic<bool> g_poison{false};
 // The graph pool this thread's requests to device t_route_device go to (0: none).
 thread_local int t_route_device = -1;
 thread_local uint64_t t_route_pool = 0;
+// Whether this thread's pool requests skip the pool's free blocks (FreshPoolBlocks).
+thread_local bool t_fresh_pool_blocks = false;
 
 using FreeBlocks = std::unordered_map<size_t, std::vector<void*>>;  // block size -> blocks
 
@@ -226,7 +230,7 @@ void* GpuAllocator::allocate_in_pool_locked(uint64_t pool, size_t bytes, size_t 
   auto it = pools_.find(pool);
   HG_ASSERT(it != pools_.end(), "gpu:{} allocator: a request routed to a destroyed pool", index_);
   Pool& p = it->second;
-  void* ptr = take_free(p.free, size);
+  void* ptr = t_fresh_pool_blocks ? nullptr : take_free(p.free, size);
   if (!ptr) {
     if (limit_ != 0 && stats_.in_use + size > limit_) {
       ++stats_.failures;
@@ -345,6 +349,10 @@ GraphPool::~GraphPool() { static_cast<GpuAllocator&>(allocator(device_)).destroy
 size_t GraphPool::bytes() const {
   return static_cast<GpuAllocator&>(allocator(device_)).pool_bytes(id_);
 }
+
+FreshPoolBlocks::FreshPoolBlocks() : was_(t_fresh_pool_blocks) { t_fresh_pool_blocks = true; }
+
+FreshPoolBlocks::~FreshPoolBlocks() { t_fresh_pool_blocks = was_; }
 
 GraphPoolRoute::GraphPoolRoute(GraphPool& pool) {
   HG_ASSERT(t_route_pool == 0, "graph pool routes do not nest");

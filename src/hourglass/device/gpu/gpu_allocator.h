@@ -51,6 +51,20 @@ class GraphPoolRoute {
   GraphPoolRoute& operator=(const GraphPoolRoute&) = delete;
 };
 
+// While one lives on a thread, that thread's requests routed to a graph pool take no block the
+// pool handed out before (a block earlier work of the capture may have touched): a common-cache
+// block or new memory. For memory a graph keeps as its own (graph.h, keep_for_graph).
+class FreshPoolBlocks {
+ public:
+  FreshPoolBlocks();
+  ~FreshPoolBlocks();
+  FreshPoolBlocks(const FreshPoolBlocks&) = delete;
+  FreshPoolBlocks& operator=(const FreshPoolBlocks&) = delete;
+
+ private:
+  bool was_;
+};
+
 // Block sizes are rounded up to multiples of this many bytes; a freed block is reused for a
 // request of the same rounded size.
 inline constexpr size_t kBlockQuantum = 512;

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "hourglass/device/gpu/gpu_allocator.h"
 
@@ -27,11 +30,40 @@ class CapturedGraph {
   void launch();
   // Nodes of the graph (kernels, copies, fills, library calls' nodes).
   size_t nodes() const { return nodes_; }
+  // Small memset nodes of the capture done by kernel nodes instead, and of those, the ones
+  // moved to the graph's start (their memory is the graph's own: keep_for_graph).
+  size_t memsets_replaced() const { return memsets_replaced_; }
+  size_t memsets_hoisted() const { return memsets_hoisted_; }
+
+  // Memory the graph keeps for its life (keep_for_graph): its range [begin, end), and the
+  // nodes the next work captured on the stream depended on when it was kept.
+  struct OwnMemory {
+    uintptr_t begin, end;
+    std::vector<void*> frontier;  // gpuGraphNode_t
+  };
 
  private:
+  friend bool keep_for_graph(const void* data, size_t bytes, std::shared_ptr<const void> holder);
   int index_;
   void* exec_ = nullptr;  // gpuGraphExec_t
   size_t nodes_ = 0;
+  size_t memsets_replaced_ = 0, memsets_hoisted_ = 0;
+  std::vector<std::shared_ptr<const void>> kept_;
+  std::vector<OwnMemory> own_;
 };
+
+// Whether a CapturedGraph is recording on the calling thread.
+bool recording_graph();
+
+// While a CapturedGraph records on the calling thread: keeps `holder`, which owns the memory
+// [data, data + bytes), alive until the graph is destroyed, so that nothing but the graph's own
+// work after this call touches that memory. The memory must be new to the capture (allocated
+// under FreshPoolBlocks, gpu_allocator.h): no work recorded before touched it. Then a small
+// memset into it that is the first work recorded on it (nothing captured after this call comes
+// before it) needs no predecessor, and moves to the graph's start, where one kernel node ahead
+// of everything else does up to 64 of them. Returns false, keeping nothing, when no
+// capture records on this thread. For a library call's small workspace (dnn_cudnn.cpp), which
+// many cuDNN engines zero a counter of before their kernel.
+bool keep_for_graph(const void* data, size_t bytes, std::shared_ptr<const void> holder);
 
 }  // namespace hg::gpu

@@ -1,11 +1,17 @@
-// The memset node's stand-in (graph_fill.h): a grid-stride loop over the elements.
+// The memset nodes' stand-ins (graph_fill.h): grid-stride loops over the elements.
 #include "hourglass/device/gpu/graph_fill.h"
+
+#include <algorithm>
 
 namespace hg::gpu {
 
 namespace {
-__global__ void fill_rows_kernel(char* dst, uint32_t value, uint32_t element_size, uint64_t width,
-                                 uint64_t height, uint64_t pitch) {
+
+constexpr unsigned kThreads = 256;
+
+// The grid's x dimension strides over the elements of one target.
+__device__ void fill_rows(char* dst, uint32_t value, uint32_t element_size, uint64_t width,
+                          uint64_t height, uint64_t pitch) {
   const uint64_t n = width * height;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += uint64_t(gridDim.x) * blockDim.x) {
@@ -18,25 +24,63 @@ __global__ void fill_rows_kernel(char* dst, uint32_t value, uint32_t element_siz
       *p = char(value);
   }
 }
+
+__global__ void fill_rows_kernel(char* dst, uint32_t value, uint32_t element_size, uint64_t width,
+                                 uint64_t height, uint64_t pitch) {
+  fill_rows(dst, value, element_size, width, height, pitch);
+}
+
+struct FillTable {
+  FillTarget targets[kMaxFillTargets];
+};
+
+// Row y of the grid does target y.
+__global__ void fill_table_kernel(FillTable table) {
+  const FillTarget& t = table.targets[blockIdx.y];
+  fill_rows(static_cast<char*>(t.dst), t.value, t.element_size, t.width, t.height, t.pitch);
+}
+
+unsigned blocks_for(uint64_t elements) {
+  const uint64_t blocks = elements == 0 ? 1 : (elements + kThreads - 1) / kThreads;
+  return unsigned(blocks < 1024 ? blocks : 1024);
+}
+
 }  // namespace
 
 gpuError_t add_fill_node(gpuGraphNode_t* node, gpuGraph_t graph, const gpuGraphNode_t* deps,
                          size_t ndeps, void* dst, uint32_t value, uint32_t element_size,
                          size_t width, size_t height, size_t pitch) {
-  constexpr unsigned kThreads = 256;
-  const uint64_t n = uint64_t(width) * height;
-  const uint64_t blocks = n == 0 ? 1 : (n + kThreads - 1) / kThreads;
   char* d = static_cast<char*>(dst);
   uint64_t w = width, h = height, pt = pitch;
   void* args[] = {&d, &value, &element_size, &w, &h, &pt};
   gpuKernelNodeParams params = {};
   params.func = reinterpret_cast<void*>(&fill_rows_kernel);
-  params.gridDim = dim3(unsigned(blocks < 1024 ? blocks : 1024));
+  params.gridDim = dim3(blocks_for(uint64_t(width) * height));
   params.blockDim = dim3(kThreads);
   params.sharedMemBytes = 0;
   params.kernelParams = args;
   params.extra = nullptr;
   return gpuGraphAddKernelNode(node, graph, deps, ndeps, &params);
+}
+
+gpuError_t add_fills_node(gpuGraphNode_t* node, gpuGraph_t graph, const FillTarget* targets,
+                          int count) {
+  if (count < 1 || count > kMaxFillTargets) return gpuErrorInvalidValue;
+  FillTable table = {};
+  uint64_t most = 0;
+  for (int i = 0; i < count; ++i) {
+    table.targets[i] = targets[i];
+    most = std::max<uint64_t>(most, targets[i].width * targets[i].height);
+  }
+  void* args[] = {&table};
+  gpuKernelNodeParams params = {};
+  params.func = reinterpret_cast<void*>(&fill_table_kernel);
+  params.gridDim = dim3(blocks_for(most), unsigned(count));
+  params.blockDim = dim3(kThreads);
+  params.sharedMemBytes = 0;
+  params.kernelParams = args;
+  params.extra = nullptr;
+  return gpuGraphAddKernelNode(node, graph, nullptr, 0, &params);
 }
 
 }  // namespace hg::gpu

@@ -17,6 +17,7 @@
 #define gpuError_t hipError_t
 #define gpuSuccess hipSuccess
 #define gpuErrorOutOfMemory hipErrorOutOfMemory
+#define gpuErrorInvalidValue hipErrorInvalidValue
 #define gpuErrorNoDevice hipErrorNoDevice
 #define gpuErrorInsufficientDriver hipErrorInsufficientDriver
 #define gpuErrorNotReady hipErrorNotReady
@@ -85,10 +86,12 @@
 #define gpuThreadExchangeStreamCaptureMode hipThreadExchangeStreamCaptureMode
 #define gpuStreamCaptureStatus hipStreamCaptureStatus
 #define gpuStreamCaptureStatusNone hipStreamCaptureStatusNone
+#define gpuStreamCaptureStatusActive hipStreamCaptureStatusActive
 #define gpuStreamIsCapturing hipStreamIsCapturing
 #define gpuGraphInstantiateWithFlags hipGraphInstantiateWithFlags
 #define gpuGraphLaunch hipGraphLaunch
 #define gpuGraphGetNodes hipGraphGetNodes
+#define gpuGraphGetRootNodes hipGraphGetRootNodes
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphNode_t hipGraphNode_t
@@ -116,6 +119,7 @@
 #define gpuError_t cudaError_t
 #define gpuSuccess cudaSuccess
 #define gpuErrorOutOfMemory cudaErrorMemoryAllocation
+#define gpuErrorInvalidValue cudaErrorInvalidValue
 #define gpuErrorNoDevice cudaErrorNoDevice
 #define gpuErrorInsufficientDriver cudaErrorInsufficientDriver
 #define gpuErrorNotReady cudaErrorNotReady
@@ -184,10 +188,12 @@
 #define gpuThreadExchangeStreamCaptureMode cudaThreadExchangeStreamCaptureMode
 #define gpuStreamCaptureStatus cudaStreamCaptureStatus
 #define gpuStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define gpuStreamCaptureStatusActive cudaStreamCaptureStatusActive
 #define gpuStreamIsCapturing cudaStreamIsCapturing
 #define gpuGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
 #define gpuGraphLaunch cudaGraphLaunch
 #define gpuGraphGetNodes cudaGraphGetNodes
+#define gpuGraphGetRootNodes cudaGraphGetRootNodes
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuGraphNode_t cudaGraphNode_t
