@@ -11,34 +11,50 @@ constexpr int kThreads = 256;
 constexpr int64_t kPhases = 4;  // (ph, pw) in {0,1}^2
 constexpr int64_t kBlockChannels = kPhases * kSpaceToDepthChannels;
 
-// One thread per pixel block: its four pixels' channels, stored as four vectors. Flat indices
-// are 32-bit when the blocks fit (the divisions are the kernel's main cost).
+// One thread per pixel block: its four pixels' channels, four vectors. A block's threads have
+// consecutive pixel blocks, so their output is one contiguous run: staged in shared memory and
+// stored as 16-byte vectors, every one whole. (Stored directly, a thread's four 8-byte vectors
+// left each warp's stores a quarter dense: ResNet-50's stem input took 109 us on the H200, 1.7
+// TB/s; staged, 49 us.) Flat indices are 32-bit when the blocks fit (the divisions are the
+// kernel's main arithmetic).
 template <typename T, typename Index>
 __global__ void __launch_bounds__(kThreads)
     space_to_depth_input_kernel(const T* __restrict__ x, T* __restrict__ blocks, int64_t n,
                                 int64_t h, int64_t w, int64_t c, int64_t hb, int64_t wb,
                                 int64_t pad_h, int64_t pad_w) {
+  using Vec = Pack<T, kSpaceToDepthChannels>;
+  constexpr int kBlockBytes = int(kPhases * sizeof(Vec));  // a multiple of 16
+  __shared__ uint4 s_out[kThreads * kBlockBytes / 16];
+  Vec* staged = reinterpret_cast<Vec*>(s_out);
   const Index total = Index(n * hb * wb);
-  for (Index t = Index(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
-       t += Index(gridDim.x) * blockDim.x) {
-    const Index j = t % Index(wb);
-    const Index rest = t / Index(wb);
-    const Index i = rest % Index(hb);
-    const Index b = rest / Index(hb);
-    Pack<T, kSpaceToDepthChannels>* out =
-        reinterpret_cast<Pack<T, kSpaceToDepthChannels>*>(blocks) + int64_t(t) * kPhases;
+  for (Index base = Index(blockIdx.x) * blockDim.x; base < total;
+       base += Index(gridDim.x) * blockDim.x) {
+    const Index t = base + Index(threadIdx.x);
+    if (t < total) {
+      const Index j = t % Index(wb);
+      const Index rest = t / Index(wb);
+      const Index i = rest % Index(hb);
+      const Index b = rest / Index(hb);
 #pragma unroll
-    for (int phase = 0; phase < kPhases; ++phase) {
-      const int64_t row = 2 * int64_t(i) + phase / 2 - pad_h;
-      const int64_t col = 2 * int64_t(j) + phase % 2 - pad_w;
-      const bool inside = row >= 0 && row < h && col >= 0 && col < w;
-      const T* src = x + ((int64_t(b) * h + (inside ? row : 0)) * w + (inside ? col : 0)) * c;
-      Pack<T, kSpaceToDepthChannels> v;
+      for (int phase = 0; phase < kPhases; ++phase) {
+        const int64_t row = 2 * int64_t(i) + phase / 2 - pad_h;
+        const int64_t col = 2 * int64_t(j) + phase % 2 - pad_w;
+        const bool inside = row >= 0 && row < h && col >= 0 && col < w;
+        const T* src = x + ((int64_t(b) * h + (inside ? row : 0)) * w + (inside ? col : 0)) * c;
+        Vec v;
 #pragma unroll
-      for (int ch = 0; ch < kSpaceToDepthChannels; ++ch)
-        v.v[ch] = inside && ch < c ? src[ch] : from_float<T>(0.0f);
-      out[phase] = v;
+        for (int ch = 0; ch < kSpaceToDepthChannels; ++ch)
+          v.v[ch] = inside && ch < c ? src[ch] : from_float<T>(0.0f);
+        staged[threadIdx.x * kPhases + phase] = v;
+      }
     }
+    __syncthreads();
+    const Index count = total - base < Index(blockDim.x) ? total - base : Index(blockDim.x);
+    const int chunks = int(count) * (kBlockBytes / 16);
+    uint4* out =
+        reinterpret_cast<uint4*>(reinterpret_cast<char*>(blocks) + int64_t(base) * kBlockBytes);
+    for (int k = int(threadIdx.x); k < chunks; k += int(blockDim.x)) out[k] = s_out[k];
+    __syncthreads();
   }
 }
 
