@@ -122,7 +122,7 @@ void check_memsets_moved(bool poisoned) {
     sum = ops::add(ops::add(first, later), Tensor::full({7}, 2.0, DType::F32, gpu));
   });
   EXPECT_GE(graph.memsets_replaced(), 3u);
-  EXPECT_EQ(graph.memsets_hoisted(), poisoned ? 0u : 1u);
+  EXPECT_EQ(graph.memsets_moved(), poisoned ? 0u : 1u);
   EXPECT_FALSE(gpu::keep_for_graph(first.data_ptr(), first.nbytes(), nullptr)) << "not recording";
   for (int round = 1; round <= 3; ++round) {
     big.fill_(double(round));

@@ -63,7 +63,7 @@ size_t CapturedWork::memsets_replaced() const {
 
 size_t CapturedWork::memsets_moved() const {
 #ifdef HOURGLASS_HAS_GPU
-  return impl_->graph.memsets_hoisted();
+  return impl_->graph.memsets_moved();
 #else
   return 0;
 #endif

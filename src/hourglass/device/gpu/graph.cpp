@@ -37,19 +37,19 @@ namespace {
 // the memory's rate, where the node's fixed cost matters less.
 constexpr size_t kMaxFillNodeBytes = size_t(64) << 10;
 
+// A switch on unless the variable `name` is "0", read once per switch.
+bool on_unless_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 bool memset_kernels_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("HOURGLASS_GRAPH_MEMSET_KERNELS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = on_unless_zero("HOURGLASS_GRAPH_MEMSET_KERNELS");
   return on;
 }
 
 bool memset_hoist_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("HOURGLASS_GRAPH_MEMSET_HOIST");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = on_unless_zero("HOURGLASS_GRAPH_MEMSET_HOIST");
   return on;
 }
 
@@ -157,7 +157,11 @@ std::pair<size_t, size_t> memsets_to_kernels(gpuGraph_t graph,
   // moved memset into the same memory. Repeated until nothing is added, so a chain of memsets
   // into fresh memory moves whole.
   std::vector<char> moves(memsets.size(), 0);
-  std::vector<std::pair<gpuGraphNode_t, int>> moved;  // node, its OwnMemory
+  auto moved_into = [&](gpuGraphNode_t node, int memory) {
+    for (size_t i = 0; i < memsets.size(); ++i)
+      if (memsets[i].node == node) return moves[i] && memsets[i].own == memory;
+    return false;
+  };
   for (bool added = true; added;) {
     added = false;
     for (size_t i = 0; i < memsets.size(); ++i) {
@@ -168,13 +172,10 @@ std::pair<size_t, size_t> memsets_to_kernels(gpuGraph_t graph,
       for (gpuGraphNode_t pred : neighbours(m.node, true)) {
         const bool kept_before =
             std::find(frontier.begin(), frontier.end(), static_cast<void*>(pred)) != frontier.end();
-        const bool moved_same =
-            std::find(moved.begin(), moved.end(), std::make_pair(pred, m.own)) != moved.end();
-        if (!kept_before && !moved_same) first = false;
+        if (!kept_before && !moved_into(pred, m.own)) first = false;
       }
       if (!first) continue;
       moves[i] = 1;
-      moved.emplace_back(m.node, m.own);
       added = true;
     }
   }
@@ -272,7 +273,7 @@ CapturedGraph::CapturedGraph(int index, GraphPool& pool, const std::function<voi
   }
   if (memset_kernels_on()) {
     try {
-      std::tie(memsets_replaced_, memsets_hoisted_) =
+      std::tie(memsets_replaced_, memsets_moved_) =
           memsets_to_kernels(graph, memset_hoist_on() ? own_ : std::vector<OwnMemory>());
     } catch (...) {
       (void)gpuGraphDestroy(graph);

@@ -33,7 +33,7 @@ class CapturedGraph {
   // Small memset nodes of the capture done by kernel nodes instead, and of those, the ones
   // moved to the graph's start (their memory is the graph's own: keep_for_graph).
   size_t memsets_replaced() const { return memsets_replaced_; }
-  size_t memsets_hoisted() const { return memsets_hoisted_; }
+  size_t memsets_moved() const { return memsets_moved_; }
 
   // Memory the graph keeps for its life (keep_for_graph): its range [begin, end), and the
   // nodes the next work captured on the stream depended on when it was kept.
@@ -47,7 +47,7 @@ class CapturedGraph {
   int index_;
   void* exec_ = nullptr;  // gpuGraphExec_t
   size_t nodes_ = 0;
-  size_t memsets_replaced_ = 0, memsets_hoisted_ = 0;
+  size_t memsets_replaced_ = 0, memsets_moved_ = 0;
   std::vector<std::shared_ptr<const void>> kept_;
   std::vector<OwnMemory> own_;
 };

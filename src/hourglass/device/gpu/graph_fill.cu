@@ -47,20 +47,31 @@ unsigned blocks_for(uint64_t elements) {
 
 }  // namespace
 
+namespace {
+
+// Adds a kernel node running `func` with `args` on `grid` blocks of kThreads after `deps`.
+gpuError_t add_kernel_node(gpuGraphNode_t* node, gpuGraph_t graph, const gpuGraphNode_t* deps,
+                           size_t ndeps, void* func, dim3 grid, void** args) {
+  gpuKernelNodeParams params = {};
+  params.func = func;
+  params.gridDim = grid;
+  params.blockDim = dim3(kThreads);
+  params.sharedMemBytes = 0;
+  params.kernelParams = args;
+  params.extra = nullptr;
+  return gpuGraphAddKernelNode(node, graph, deps, ndeps, &params);
+}
+
+}  // namespace
+
 gpuError_t add_fill_node(gpuGraphNode_t* node, gpuGraph_t graph, const gpuGraphNode_t* deps,
                          size_t ndeps, void* dst, uint32_t value, uint32_t element_size,
                          size_t width, size_t height, size_t pitch) {
   char* d = static_cast<char*>(dst);
   uint64_t w = width, h = height, pt = pitch;
   void* args[] = {&d, &value, &element_size, &w, &h, &pt};
-  gpuKernelNodeParams params = {};
-  params.func = reinterpret_cast<void*>(&fill_rows_kernel);
-  params.gridDim = dim3(blocks_for(uint64_t(width) * height));
-  params.blockDim = dim3(kThreads);
-  params.sharedMemBytes = 0;
-  params.kernelParams = args;
-  params.extra = nullptr;
-  return gpuGraphAddKernelNode(node, graph, deps, ndeps, &params);
+  return add_kernel_node(node, graph, deps, ndeps, reinterpret_cast<void*>(&fill_rows_kernel),
+                         dim3(blocks_for(uint64_t(width) * height)), args);
 }
 
 gpuError_t add_fills_node(gpuGraphNode_t* node, gpuGraph_t graph, const FillTarget* targets,
@@ -73,14 +84,8 @@ gpuError_t add_fills_node(gpuGraphNode_t* node, gpuGraph_t graph, const FillTarg
     most = std::max<uint64_t>(most, targets[i].width * targets[i].height);
   }
   void* args[] = {&table};
-  gpuKernelNodeParams params = {};
-  params.func = reinterpret_cast<void*>(&fill_table_kernel);
-  params.gridDim = dim3(blocks_for(most), unsigned(count));
-  params.blockDim = dim3(kThreads);
-  params.sharedMemBytes = 0;
-  params.kernelParams = args;
-  params.extra = nullptr;
-  return gpuGraphAddKernelNode(node, graph, nullptr, 0, &params);
+  return add_kernel_node(node, graph, nullptr, 0, reinterpret_cast<void*>(&fill_table_kernel),
+                         dim3(blocks_for(most), unsigned(count)), args);
 }
 
 }  // namespace hg::gpu
