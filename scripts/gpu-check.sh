@@ -43,8 +43,9 @@
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
-#   stem    bench/stem_space_to_depth.sh: ResNet-50's stem over 2x2 pixel blocks and the
-#           batch norm's two-part gradient sum, each against what it replaces (STEM_REPEATS, 2)
+#   stem    bench/stem_space_to_depth.sh: ResNet-50's stem over 2x2 pixel blocks, its forward
+#           over pairs of output pixels, and the batch norm's two-part gradient sum, each
+#           against what it replaces (STEM_REPEATS, 2; STEM_SECTIONS picks some)
 #   side    bench/side_stream.sh: the backward's weight gradients on a side stream against the
 #           main stream (SIDE_REPEATS, default 2; SIDE_DEPTHS, default "2")
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,

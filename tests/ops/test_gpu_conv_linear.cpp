@@ -159,6 +159,13 @@ const ConvCase kConvCases[] = {
     {"stride2_5x5_c4_bias", 2, 13, 10, 4, 12, 5, 5, params(2, 2), true},
     {"stride2_4x4_c1_unpadded", 3, 11, 12, 1, 8, 4, 4, params(2, 0), false},
     {"stride2_3x3_c2_pad2", 2, 6, 7, 2, 16, 3, 3, params(2, 2), false},
+    // The same with an even output width: in bf16 and f16 the forward runs over pairs of output
+    // pixels (2x4 pixel blocks), windows of 1 to 3 blocks across.
+    {"stem7x7_stride2_c3_k64_even", 4, 32, 32, 3, 64, 7, 7, params(2, 3), false},
+    {"stride2_5x5_c4_bias_even", 2, 13, 12, 4, 12, 5, 5, params(2, 2), true},
+    {"stride2_4x4_c1_unpadded_even", 3, 11, 10, 1, 8, 4, 4, params(2, 0), false},
+    {"stride2_3x3_c2_pad2_even", 2, 6, 9, 2, 16, 3, 3, params(2, 2), false},
+    {"stride2_2x2_c3_even", 2, 8, 8, 3, 24, 2, 2, params(2, 0), false},
 };
 
 // Inputs of order 1, weights scaled by 1/sqrt(fan-in) so outputs and gradients are of order 1.

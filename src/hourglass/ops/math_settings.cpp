@@ -51,6 +51,11 @@ std::atomic<bool>& conv_space_to_depth_flag() {
   return flag;
 }
 
+std::atomic<bool>& conv_stem_pixel_pairs_flag() {
+  static std::atomic<bool> flag{on_unless_environment_says_0("HOURGLASS_CONV_STEM_PAIRS")};
+  return flag;
+}
+
 std::atomic<bool>& fused_stem_pool_flag() {
   static std::atomic<bool> flag{on_if_environment_says_1("HOURGLASS_FUSED_STEM_POOL")};
   return flag;
@@ -99,6 +104,13 @@ void set_conv_space_to_depth(bool on) {
   conv_space_to_depth_flag().store(on, std::memory_order_relaxed);
 }
 bool conv_space_to_depth() { return conv_space_to_depth_flag().load(std::memory_order_relaxed); }
+
+void set_conv_stem_pixel_pairs(bool on) {
+  conv_stem_pixel_pairs_flag().store(on, std::memory_order_relaxed);
+}
+bool conv_stem_pixel_pairs() {
+  return conv_stem_pixel_pairs_flag().load(std::memory_order_relaxed);
+}
 
 void set_fused_stem_pool(bool on) { fused_stem_pool_flag().store(on, std::memory_order_relaxed); }
 bool fused_stem_pool() { return fused_stem_pool_flag().load(std::memory_order_relaxed); }

@@ -82,6 +82,13 @@ bool batched_leaf_gradients();
 void set_conv_space_to_depth(bool on);
 bool conv_space_to_depth();
 
+// Whether that rewrite's forward, in bf16 and f16 where the output's width is even, computes
+// two adjacent output pixels as one over 2x4 pixel blocks (backend/gpu/conv2d.cpp): the same
+// products summed, plus zeros. Process-wide like fused_batch_norm: on unless
+// HOURGLASS_CONV_STEM_PAIRS=0 when first read; set_conv_stem_pixel_pairs overrides that.
+void set_conv_stem_pixel_pairs(bool on);
+bool conv_stem_pixel_pairs();
+
 // Whether an image network's stem runs its batch norm, ReLU and max pooling as one fused op in
 // training (batch_norm_relu_max_pool_train: on the GPU the normalised values are computed
 // inside the pooling pass, never stored) rather than batch_norm_relu_train and max_pool2d. Only

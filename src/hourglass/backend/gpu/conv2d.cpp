@@ -14,6 +14,17 @@
 // input gradient, which a stem does not need, takes the plain convolution.
 // ops::conv_space_to_depth() switches it (HOURGLASS_CONV_SPACE_TO_DEPTH=0 turns it off).
 //
+// The forward in bf16 and f16, where the output's width is even, goes one step further: two
+// horizontally adjacent output pixels become one pixel of 2k channels (the output's memory
+// unchanged, [n, p, q/2, 2k]), over 2x4 pixel blocks of 32 channels with a window of
+// (r+1)/2 x space_to_depth_pair_width(s) blocks; output channel e k + o has pixel 2X + e's
+// weights, shifted 2e columns. More products (the zeros of the shifted windows), but a
+// convolution the tensor-core engines run at a better rate: ResNet-50's stem (224 px, batch
+// 256, bf16) through PyTorch's cuDNN took 697 us over 2x2 blocks and 281 us as pairs (H200,
+// bench/README.md). Its weight gradient as pairs took longer (632 us against 456), so the
+// backward keeps the 2x2 blocks. ops::conv_stem_pixel_pairs() switches it
+// (HOURGLASS_CONV_STEM_PAIRS=0 turns it off).
+//
 // Backward with an input gradient, while the caller allows deferred gradients
 // (ops/deferred_gradients.h) and ops::side_stream_depth() > 0: the weight gradient goes to the
 // thread's side stream (side_stream.h) and the input gradient to the main stream, so the device
@@ -64,6 +75,38 @@ bool space_to_depth_applies(const gpu::dnn::ConvGeometry& g) {
          ops::conv_space_to_depth();
 }
 
+// Whether the forward of `g` (space_to_depth_applies) runs over pairs of output pixels.
+bool pixel_pairs_apply(const gpu::dnn::ConvGeometry& g, DType dtype) {
+  return g.q % 2 == 0 && (dtype == DType::BF16 || dtype == DType::F16) &&
+         ops::conv_stem_pixel_pairs();
+}
+
+gpu::dnn::ConvGeometry pixel_pairs_geometry(const gpu::dnn::ConvGeometry& g) {
+  gpu::dnn::ConvGeometry b;
+  b.n = g.n;
+  b.r = (g.r + 1) / 2, b.s = gpu::space_to_depth_pair_width(g.s);
+  b.p = g.p, b.q = g.q / 2;
+  b.h = b.p + b.r - 1, b.w = b.q + b.s - 1;  // stride 1, no padding
+  b.c = 8 * gpu::kSpaceToDepthChannels;
+  b.k = 2 * g.k;
+  b.params = Conv2dParams{};
+  return b;
+}
+
+// The forward over pairs of output pixels, into y [n, p, q, k].
+void pixel_pairs_forward(const gpu::dnn::ConvGeometry& g, const Tensor& x, const Tensor& w,
+                         Tensor& y, gpuStream_t stream) {
+  const gpu::dnn::ConvGeometry b = pixel_pairs_geometry(g);
+  Tensor wb = Tensor::empty({b.k, b.r, b.s, b.c}, w.dtype(), w.device());
+  gpu::launch_space_to_depth_pair_weight(w.data_ptr(), wb.data_ptr(), g.k, g.r, g.s, g.c, w.dtype(),
+                                         stream);
+  Tensor blocks = Tensor::empty({b.n, b.h, b.w, b.c}, x.dtype(), x.device());
+  gpu::launch_space_to_depth_pair_input(x.data_ptr(), blocks.data_ptr(), g.n, g.h, g.w, g.c, b.h,
+                                        b.w, g.params.pad_h, g.params.pad_w, x.dtype(), stream);
+  Tensor pairs = y.view({b.n, b.p, b.q, b.k});
+  gpu::dnn::conv_forward(b, gpu::math_mode_for(x.dtype()), blocks, wb, pairs);
+}
+
 gpu::dnn::ConvGeometry space_to_depth_geometry(const gpu::dnn::ConvGeometry& g) {
   gpu::dnn::ConvGeometry b;
   b.n = g.n;
@@ -103,6 +146,8 @@ Tensor GpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor& bias,
   if (y.numel() == 0) return y;
   if (w.numel() == 0) {  // no input channels: empty sums
     y.zero_();
+  } else if (space_to_depth_applies(g) && pixel_pairs_apply(g, x.dtype())) {
+    pixel_pairs_forward(g, x, w, y, stream);
   } else if (space_to_depth_applies(g)) {
     const gpu::dnn::ConvGeometry b = space_to_depth_geometry(g);
     Tensor wb = Tensor::empty({b.k, b.r, b.s, b.c}, w.dtype(), w.device());

@@ -8,22 +8,25 @@ namespace hg::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kPhases = 4;  // (ph, pw) in {0,1}^2
+constexpr int64_t kPhases = 4;  // (ph, pw) in {0,1}^2 of a 2x2 block
 constexpr int64_t kBlockChannels = kPhases * kSpaceToDepthChannels;
+constexpr int64_t kPairPhases = 8;  // (ph, pw) in {0,1} x {0,1,2,3} of a 2x4 block
+constexpr int64_t kPairChannels = kPairPhases * kSpaceToDepthChannels;
 
-// One thread per pixel block: its four pixels' channels, four vectors. A block's threads have
-// consecutive pixel blocks, so their output is one contiguous run: staged in shared memory and
-// stored as 16-byte vectors, every one whole. (Stored directly, a thread's four 8-byte vectors
-// left each warp's stores a quarter dense: ResNet-50's stem input took 109 us on the H200, 1.7
-// TB/s; staged, 49 us.) Flat indices are 32-bit when the blocks fit (the divisions are the
-// kernel's main arithmetic).
-template <typename T, typename Index>
+// One thread per pixel block (kCols = 2: 2x2 pixels; 4: 2x4): its pixels' channels, one vector
+// each. A block's threads have consecutive pixel blocks, so their output is one contiguous run:
+// staged in shared memory and stored as 16-byte vectors, every one whole. (Stored directly, a
+// thread's four 8-byte vectors left each warp's stores a quarter dense: ResNet-50's stem input
+// took 109 us on the H200, 1.7 TB/s; staged, 49 us.) Flat indices are 32-bit when the blocks fit
+// (the divisions are the kernel's main arithmetic).
+template <typename T, typename Index, int kCols>
 __global__ void __launch_bounds__(kThreads)
     space_to_depth_input_kernel(const T* __restrict__ x, T* __restrict__ blocks, int64_t n,
                                 int64_t h, int64_t w, int64_t c, int64_t hb, int64_t wb,
                                 int64_t pad_h, int64_t pad_w) {
   using Vec = Pack<T, kSpaceToDepthChannels>;
-  constexpr int kBlockBytes = int(kPhases * sizeof(Vec));  // a multiple of 16
+  constexpr int kPixels = 2 * kCols;
+  constexpr int kBlockBytes = int(kPixels * sizeof(Vec));  // a multiple of 16
   __shared__ uint4 s_out[kThreads * kBlockBytes / 16];
   Vec* staged = reinterpret_cast<Vec*>(s_out);
   const Index total = Index(n * hb * wb);
@@ -36,16 +39,16 @@ __global__ void __launch_bounds__(kThreads)
       const Index i = rest % Index(hb);
       const Index b = rest / Index(hb);
 #pragma unroll
-      for (int phase = 0; phase < kPhases; ++phase) {
-        const int64_t row = 2 * int64_t(i) + phase / 2 - pad_h;
-        const int64_t col = 2 * int64_t(j) + phase % 2 - pad_w;
+      for (int phase = 0; phase < kPixels; ++phase) {
+        const int64_t row = 2 * int64_t(i) + phase / kCols - pad_h;
+        const int64_t col = kCols * int64_t(j) + phase % kCols - pad_w;
         const bool inside = row >= 0 && row < h && col >= 0 && col < w;
         const T* src = x + ((int64_t(b) * h + (inside ? row : 0)) * w + (inside ? col : 0)) * c;
         Vec v;
 #pragma unroll
         for (int ch = 0; ch < kSpaceToDepthChannels; ++ch)
           v.v[ch] = inside && ch < c ? src[ch] : from_float<T>(0.0f);
-        staged[threadIdx.x * kPhases + phase] = v;
+        staged[threadIdx.x * kPixels + phase] = v;
       }
     }
     __syncthreads();
@@ -80,6 +83,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One thread per element of the pair weights [2k, r2, s4, 32]: output channel e * k + o is
+// output pixel 2X + e's channel o, whose window starts 2e columns into the 2x4 blocks' span.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    space_to_depth_pair_weight_kernel(const T* __restrict__ w, T* __restrict__ blocks, int64_t k,
+                                      int64_t r, int64_t s, int64_t c) {
+  const int64_t r2 = (r + 1) / 2, s4 = space_to_depth_pair_width(s);
+  const int64_t total = 2 * k * r2 * s4 * kPairChannels;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ch = t % kSpaceToDepthChannels;
+    const int64_t phase = t / kSpaceToDepthChannels % kPairPhases;
+    int64_t rest = t / kPairChannels;
+    const int64_t bs = rest % s4;
+    rest /= s4;
+    const int64_t br = rest % r2;
+    const int64_t eo = rest / r2;
+    const int64_t e = eo / k, o = eo % k;
+    const int64_t fr = 2 * br + phase / 4, fs = 4 * bs + phase % 4 - 2 * e;
+    blocks[t] = fr < r && fs >= 0 && fs < s && ch < c ? w[((o * r + fr) * s + fs) * c + ch]
+                                                      : from_float<T>(0.0f);
+  }
+}
+
 // One thread per element of the weight gradient [k, r, s, c].
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -103,22 +130,41 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void launch_space_to_depth_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w,
-                                 int64_t c, int64_t hb, int64_t wb, int64_t pad_h, int64_t pad_w,
-                                 DType dtype, gpuStream_t stream) {
+namespace {
+
+template <int kCols>
+void launch_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w, int64_t c,
+                  int64_t hb, int64_t wb, int64_t pad_h, int64_t pad_w, DType dtype,
+                  gpuStream_t stream) {
   const int64_t total = n * hb * wb;
   if (total == 0) return;
   dispatch_float("space_to_depth", dtype, [&]<typename T>() {
     const T* in = static_cast<const T*>(x);
     T* out = static_cast<T*>(blocks);
     if (total < (int64_t(1) << 31))
-      space_to_depth_input_kernel<T, int32_t><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-          in, out, n, h, w, c, hb, wb, pad_h, pad_w);
+      space_to_depth_input_kernel<T, int32_t, kCols>
+          <<<grid_for(total, kThreads), kThreads, 0, stream>>>(in, out, n, h, w, c, hb, wb, pad_h,
+                                                               pad_w);
     else
-      space_to_depth_input_kernel<T, int64_t><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-          in, out, n, h, w, c, hb, wb, pad_h, pad_w);
+      space_to_depth_input_kernel<T, int64_t, kCols>
+          <<<grid_for(total, kThreads), kThreads, 0, stream>>>(in, out, n, h, w, c, hb, wb, pad_h,
+                                                               pad_w);
     HG_GPU_CHECK_LAUNCH();
   });
+}
+
+}  // namespace
+
+void launch_space_to_depth_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w,
+                                 int64_t c, int64_t hb, int64_t wb, int64_t pad_h, int64_t pad_w,
+                                 DType dtype, gpuStream_t stream) {
+  launch_input<2>(x, blocks, n, h, w, c, hb, wb, pad_h, pad_w, dtype, stream);
+}
+
+void launch_space_to_depth_pair_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w,
+                                      int64_t c, int64_t hb, int64_t wb, int64_t pad_h,
+                                      int64_t pad_w, DType dtype, gpuStream_t stream) {
+  launch_input<4>(x, blocks, n, h, w, c, hb, wb, pad_h, pad_w, dtype, stream);
 }
 
 void launch_space_to_depth_weight(const void* w, void* blocks, int64_t k, int64_t r, int64_t s,
@@ -127,6 +173,17 @@ void launch_space_to_depth_weight(const void* w, void* blocks, int64_t k, int64_
   if (total == 0) return;
   dispatch_float("space_to_depth", dtype, [&]<typename T>() {
     space_to_depth_weight_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(w), static_cast<T*>(blocks), k, r, s, c);
+    HG_GPU_CHECK_LAUNCH();
+  });
+}
+
+void launch_space_to_depth_pair_weight(const void* w, void* blocks, int64_t k, int64_t r, int64_t s,
+                                       int64_t c, DType dtype, gpuStream_t stream) {
+  const int64_t total = 2 * k * ((r + 1) / 2) * space_to_depth_pair_width(s) * kPairChannels;
+  if (total == 0) return;
+  dispatch_float("space_to_depth", dtype, [&]<typename T>() {
+    space_to_depth_pair_weight_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(w), static_cast<T*>(blocks), k, r, s, c);
     HG_GPU_CHECK_LAUNCH();
   });
