@@ -79,6 +79,10 @@ class StepGraph {
   const Tensor& last_loss() const { return last_loss_; }
 
   bool captured() const { return work_ != nullptr; }
+  // The graph's input tensors (undefined before a capture). A batch written straight into them,
+  // in the device's stream order, is replayed without replay()'s copy.
+  const Tensor& images() const { return images_; }
+  const Tensor& labels() const { return labels_; }
   int64_t replays() const { return replays_; }
 
  private:
