@@ -14,7 +14,9 @@ echo "ncu: ${ncu:-none}"
 timeout 300 "$ncu" -k "regex:${KERNELS:-max_pool}" --launch-count "${COUNT:-2}" \
   --section SpeedOfLight --section Occupancy --section WarpStateStats \
   --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats \
+  --section ComputeWorkloadAnalysis --section InstructionStats ${NCU_FLAGS:-} \
   ./build-device/hourglass bench resnet50 --size 224 --batch 256 --precision bf16 --steps 1 \
   --rounds 1 --warmup 1 --graph off --device gpu:0 > "$out/ncu.txt" 2>&1
 echo "ncu rc=$? at $SECONDS s"
+[ "${FULL:-0}" = 1 ] && { grep -vE "^==PROF==|^\[" "$out/ncu.txt" | grep -vE "^\s*$|https://|^\s+-+$" | cut -c1-150; exit 0; }
 grep -E "max_pool|batch_norm|Duration|Memory Throughput|DRAM Throughput|L1/TEX Hit|L2 Hit|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per Issued|Block Limit|ERR|error" "$out/ncu.txt" | head -80
