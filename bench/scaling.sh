@@ -2,7 +2,7 @@
 # Data-parallel scaling on the GPUs of this machine, hourglass beside PyTorch DDP in one run:
 # ResNet-50 224 px bf16 at 256 rows per GPU and CIFAR ResNet-18 bf16 at 512 rows per GPU, on
 # 1, 2, 4 and 8 GPUs (as many as nvidia-smi lists). hourglass: `hourglass launch --nproc N --
-# hourglass bench MODEL --data-parallel` (NCCL, gradient buckets during backward; the job's rate
+# bench MODEL --data-parallel` (NCCL, gradient buckets during backward; the job's rate
 # is rank 0's times N, the ranks stepping together); PyTorch: bench/torch_ddp.py under torchrun.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, also set by hourglass launch). Prints images/s,
 # the scaling efficiency against the same framework on one GPU, and hourglass / DDP at each size;
@@ -22,7 +22,7 @@ workloads=("r50|resnet50|256|224" "r18|resnet18-cifar|512|32")
 for w in "${workloads[@]}"; do
   IFS='|' read -r name model batch size <<< "$w"
   for n in "${sizes[@]}"; do
-    "$hg" launch --nproc "$n" -- "$hg" bench "$model" --device gpu:0 --batch "$batch" \
+    "$hg" launch --nproc "$n" -- bench "$model" --device gpu:0 --batch "$batch" \
       --size "$size" --precision bf16 --steps $steps --rounds $rounds --warmup $warmup \
       --data-parallel --json > "$out/hg-$name-$n.log" 2>&1
     grep '^\[rank 0\] {' "$out/hg-$name-$n.log" | sed 's/^\[rank 0\] //' | tail -1 \

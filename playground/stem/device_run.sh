@@ -2,7 +2,8 @@
 # On the GPU machine (device tool, .deb carried): builds what the stem and pooling changes need,
 # runs their GPU tests (TESTS; stops at a failure), a ResNet-50 224 px trace (TRACE=0 skips it),
 # the pixel-pairs A/B (bench/stem_space_to_depth.sh; STEM_SECTIONS="" skips it) and, with
-# MIXED=1, bench/gpu_vs_pytorch.sh --mixed. Logs under $OUT.
+# MIXED=1, bench/gpu_vs_pytorch.sh --mixed; with SCALE=1, bench/scaling.sh on this machine's GPUs.
+# Logs under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-build-device/stem-logs}; mkdir -p "$out"
@@ -32,5 +33,10 @@ if [ "${MIXED:-0}" = 1 ]; then
   bash bench/gpu_vs_pytorch.sh ./build-device/hourglass build-device/bench-out --mixed > "$out/bench.md" 2>&1
   echo "mixed rc=$? at $SECONDS s"
   tail -12 "$out/bench.md"
+fi
+if [ "${SCALE:-0}" = 1 ]; then
+  bash bench/scaling.sh ./build-device/hourglass "$out/scale" > "$out/scale.md" 2>&1
+  echo "scale rc=$? at $SECONDS s"
+  tail -12 "$out/scale.md"
 fi
 echo "done at $SECONDS s"

@@ -5,6 +5,7 @@
 // dx element is written exactly once, in a fixed order (deterministic, no zero-fill needed).
 // Flat indices are 32-bit when they fit (cheaper divisions), 64-bit otherwise.
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 #include "hourglass/backend/gpu/kernel_util.cuh"
@@ -251,10 +252,38 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// 0xff in each byte of `records` that equals `value`, 0 in the others (a zero-byte test of
+// records ^ value: the high bit of (x & 0x7f) + 0x7f, or of x itself, is set when x is not 0).
+__device__ inline uint32_t bytes_equal(uint32_t records, uint32_t value) {
+  const uint32_t x = records ^ (value * 0x01010101u);
+  const uint32_t nonzero = (((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x) & 0x80808080u;
+  return ((nonzero ^ 0x80808080u) >> 7) * 0xffu;
+}
+
+// Eight 2-byte gradients and their records, as words: acc[k] += dy[k] where record k equals
+// `value`, += +0 elsewhere. The masks keep the unwanted values (NaN included) out, and adding
+// +0 leaves a sum that started at +0 unchanged, so the sums equal those of the per-channel tests.
+template <typename T>
+__device__ inline void add_where(float (&acc)[8], const uint4& dy, const uint2& records,
+                                 uint32_t value) {
+  static_assert(sizeof(T) == 2);
+  const uint32_t m0 = bytes_equal(records.x, value), m1 = bytes_equal(records.y, value);
+  // Byte j of a record word masks channel j; __byte_perm widens bytes (0, 1) and (2, 3) into
+  // the two 16-bit halves of a gradient word.
+  const uint32_t words[4] = {dy.x & __byte_perm(m0, 0, 0x1100), dy.y & __byte_perm(m0, 0, 0x3322),
+                             dy.z & __byte_perm(m1, 0, 0x1100), dy.w & __byte_perm(m1, 0, 0x3322)};
+  Pack<T, 8> pk;
+  memcpy(&pk, words, sizeof(words));
+#pragma unroll
+  for (int k = 0; k < 8; ++k) acc[k] += to_float(pk.v[k]);
+}
+
 // One thread per 2x2 block of inputs (2a..2a+1, 2b..2b+1) and pack of channels. Input row 2a
 // lies only in window row a (its middle row); row 2a+1 in window rows a (last row) and a + 1
 // (first row); columns likewise. Window (a, b) always exists; a + 1 and b + 1 may be past the
-// output's edge.
+// output's edge. Eight 2-byte channels (bf16, f16) go through add_where's word masks: Nsight
+// Compute showed the per-channel byte tests issue-bound (95 registers, the ALU pipe 73% busy,
+// about 800 instructions a thread); other packs test channel by channel.
 template <typename T, int V>
 __global__ void __launch_bounds__(kThreads)
     max_pool_backward_3x3s2(const T* __restrict__ dy, const uint8_t* __restrict__ argmax,
@@ -272,6 +301,56 @@ __global__ void __launch_bounds__(kThreads)
     const bool second_row = 2 * a + 1 < h, second_col = 2 * b + 1 < w;
     const int win = ((n * p + a) * q + b) * c + cv * V;  // window (a, b)
     const int win_right = win + c, win_down = win + q * c, win_diag = win_down + c;
+    const int x00 = ((n * h + 2 * a) * w + 2 * b) * c + cv * V;  // input (2a, 2b)
+    if constexpr (sizeof(T) == 2 && V == 8) {
+      // A missing window reads as zero gradients, which add nothing.
+      const uint4 d00 = *reinterpret_cast<const uint4*>(dy + win);
+      const uint2 a00 = *reinterpret_cast<const uint2*>(argmax + win);
+      uint4 d01{}, d10{}, d11{};
+      uint2 a01{}, a10{}, a11{};
+      if (right) {
+        d01 = *reinterpret_cast<const uint4*>(dy + win_right);
+        a01 = *reinterpret_cast<const uint2*>(argmax + win_right);
+      }
+      if (down) {
+        d10 = *reinterpret_cast<const uint4*>(dy + win_down);
+        a10 = *reinterpret_cast<const uint2*>(argmax + win_down);
+      }
+      if (down && right) {
+        d11 = *reinterpret_cast<const uint4*>(dy + win_diag);
+        a11 = *reinterpret_cast<const uint2*>(argmax + win_diag);
+      }
+      float acc[8];
+      // Input (2a, 2b): window (a, b) at (1, 1).
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[k] = 0.0f;
+      add_where<T>(acc, d00, a00, 4);
+      store<T, 8>(dx + x00, acc);
+      if (second_col) {  // input (2a, 2b + 1): (a, b) at (1, 2), (a, b + 1) at (1, 0)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[k] = 0.0f;
+        add_where<T>(acc, d00, a00, 5);
+        add_where<T>(acc, d01, a01, 3);
+        store<T, 8>(dx + x00 + c, acc);
+      }
+      if (!second_row) continue;
+        // Input (2a + 1, 2b): (a, b) at (2, 1), (a + 1, b) at (0, 1).
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[k] = 0.0f;
+      add_where<T>(acc, d00, a00, 7);
+      add_where<T>(acc, d10, a10, 1);
+      store<T, 8>(dx + x00 + w * c, acc);
+      if (second_col) {  // input (2a + 1, 2b + 1): the four windows' corners
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[k] = 0.0f;
+        add_where<T>(acc, d00, a00, 8);
+        add_where<T>(acc, d01, a01, 6);
+        add_where<T>(acc, d10, a10, 2);
+        add_where<T>(acc, d11, a11, 0);
+        store<T, 8>(dx + x00 + w * c + c, acc);
+      }
+      continue;
+    }
     using Arg = Pack<uint8_t, V>;
     const Arg a00 = *reinterpret_cast<const Arg*>(argmax + win);
     float d00[V], d01[V] = {}, d10[V] = {}, d11[V] = {};
@@ -289,7 +368,6 @@ __global__ void __launch_bounds__(kThreads)
       a11 = *reinterpret_cast<const Arg*>(argmax + win_diag);
       load<T, V>(dy + win_diag, d11);
     }
-    const int x00 = ((n * h + 2 * a) * w + 2 * b) * c + cv * V;  // input (2a, 2b)
     float acc[V];
     // Input (2a, 2b): window (a, b) at (1, 1).
 #pragma unroll
