@@ -10,8 +10,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kPhases = 4;  // (ph, pw) in {0,1}^2 of a 2x2 block
 constexpr int64_t kBlockChannels = kPhases * kSpaceToDepthChannels;
-constexpr int64_t kPairPhases = 8;  // (ph, pw) in {0,1} x {0,1,2,3} of a 2x4 block
-constexpr int64_t kPairChannels = kPairPhases * kSpaceToDepthChannels;
 
 // One thread per pixel block (kCols = 2: 2x2 pixels; 4: 2x4): its pixels' channels, one vector
 // each. A block's threads have consecutive pixel blocks, so their output is one contiguous run:
@@ -61,47 +59,36 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One thread per element of the rewritten weights [k, r2, s2, 16].
-template <typename T>
+// The weights' block columns for a filter of width s over blocks of kCols pixel columns: the
+// kCols / 2 output pixels of a block start 0, 2, ... columns into its span.
+template <int kCols>
+__host__ __device__ constexpr int64_t weight_block_cols(int64_t s) {
+  return (s + kCols - 2 + kCols - 1) / kCols;
+}
+
+// One thread per element of the rewritten weights [(kCols / 2) k, (r + 1) / 2,
+// weight_block_cols<kCols>(s), 2 kCols phases of kSpaceToDepthChannels]: 2x2 blocks (kCols 2,
+// [k, r2, s2, 64]) or the pairs' 2x4 blocks (kCols 4, [2k, r2, s4, 128]). Output channel
+// e * k + o is output pixel kCols / 2 * X + e's channel o, whose window starts 2e columns into
+// the block's span.
+template <typename T, int kCols>
 __global__ void __launch_bounds__(kThreads)
     space_to_depth_weight_kernel(const T* __restrict__ w, T* __restrict__ blocks, int64_t k,
                                  int64_t r, int64_t s, int64_t c) {
-  const int64_t r2 = (r + 1) / 2, s2 = (s + 1) / 2;
-  const int64_t total = k * r2 * s2 * kBlockChannels;
+  constexpr int64_t kBlockPhases = 2 * kCols, kChannels = kBlockPhases * kSpaceToDepthChannels;
+  const int64_t r2 = (r + 1) / 2, sb = weight_block_cols<kCols>(s);
+  const int64_t total = kCols / 2 * k * r2 * sb * kChannels;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
        t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ch = t % kSpaceToDepthChannels;
-    const int64_t phase = t / kSpaceToDepthChannels % kPhases;
-    int64_t rest = t / kBlockChannels;
-    const int64_t bs = rest % s2;
-    rest /= s2;
-    const int64_t br = rest % r2;
-    const int64_t o = rest / r2;
-    const int64_t fr = 2 * br + phase / 2, fs = 2 * bs + phase % 2;
-    blocks[t] =
-        fr < r && fs < s && ch < c ? w[((o * r + fr) * s + fs) * c + ch] : from_float<T>(0.0f);
-  }
-}
-
-// One thread per element of the pair weights [2k, r2, s4, 32]: output channel e * k + o is
-// output pixel 2X + e's channel o, whose window starts 2e columns into the 2x4 blocks' span.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    space_to_depth_pair_weight_kernel(const T* __restrict__ w, T* __restrict__ blocks, int64_t k,
-                                      int64_t r, int64_t s, int64_t c) {
-  const int64_t r2 = (r + 1) / 2, s4 = space_to_depth_pair_width(s);
-  const int64_t total = 2 * k * r2 * s4 * kPairChannels;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ch = t % kSpaceToDepthChannels;
-    const int64_t phase = t / kSpaceToDepthChannels % kPairPhases;
-    int64_t rest = t / kPairChannels;
-    const int64_t bs = rest % s4;
-    rest /= s4;
+    const int64_t phase = t / kSpaceToDepthChannels % kBlockPhases;
+    int64_t rest = t / kChannels;
+    const int64_t bs = rest % sb;
+    rest /= sb;
     const int64_t br = rest % r2;
     const int64_t eo = rest / r2;
     const int64_t e = eo / k, o = eo % k;
-    const int64_t fr = 2 * br + phase / 4, fs = 4 * bs + phase % 4 - 2 * e;
+    const int64_t fr = 2 * br + phase / kCols, fs = kCols * bs + phase % kCols - 2 * e;
     blocks[t] = fr < r && fs >= 0 && fs < s && ch < c ? w[((o * r + fr) * s + fs) * c + ch]
                                                       : from_float<T>(0.0f);
   }
@@ -153,6 +140,19 @@ void launch_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w, 
   });
 }
 
+template <int kCols>
+void launch_weight(const void* w, void* blocks, int64_t k, int64_t r, int64_t s, int64_t c,
+                   DType dtype, gpuStream_t stream) {
+  const int64_t total = kCols / 2 * k * ((r + 1) / 2) * weight_block_cols<kCols>(s) * 2 * kCols *
+                        kSpaceToDepthChannels;
+  if (total == 0) return;
+  dispatch_float("space_to_depth", dtype, [&]<typename T>() {
+    space_to_depth_weight_kernel<T, kCols><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(w), static_cast<T*>(blocks), k, r, s, c);
+    HG_GPU_CHECK_LAUNCH();
+  });
+}
+
 }  // namespace
 
 void launch_space_to_depth_input(const void* x, void* blocks, int64_t n, int64_t h, int64_t w,
@@ -169,24 +169,13 @@ void launch_space_to_depth_pair_input(const void* x, void* blocks, int64_t n, in
 
 void launch_space_to_depth_weight(const void* w, void* blocks, int64_t k, int64_t r, int64_t s,
                                   int64_t c, DType dtype, gpuStream_t stream) {
-  const int64_t total = k * ((r + 1) / 2) * ((s + 1) / 2) * kBlockChannels;
-  if (total == 0) return;
-  dispatch_float("space_to_depth", dtype, [&]<typename T>() {
-    space_to_depth_weight_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(w), static_cast<T*>(blocks), k, r, s, c);
-    HG_GPU_CHECK_LAUNCH();
-  });
+  launch_weight<2>(w, blocks, k, r, s, c, dtype, stream);
 }
 
 void launch_space_to_depth_pair_weight(const void* w, void* blocks, int64_t k, int64_t r, int64_t s,
                                        int64_t c, DType dtype, gpuStream_t stream) {
-  const int64_t total = 2 * k * ((r + 1) / 2) * space_to_depth_pair_width(s) * kPairChannels;
-  if (total == 0) return;
-  dispatch_float("space_to_depth", dtype, [&]<typename T>() {
-    space_to_depth_pair_weight_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(w), static_cast<T*>(blocks), k, r, s, c);
-    HG_GPU_CHECK_LAUNCH();
-  });
+  static_assert(weight_block_cols<4>(7) == space_to_depth_pair_width(7));
+  launch_weight<4>(w, blocks, k, r, s, c, dtype, stream);
 }
 
 void launch_space_to_depth_weight_grad(const void* blocks, void* dw, int64_t k, int64_t r,
