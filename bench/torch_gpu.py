@@ -16,6 +16,13 @@ rounds of --steps steps, each round ended by a sync and timed as a whole; the me
 time per step counts. Peak memory: torch.cuda.max_memory_allocated over the timed rounds
 (the statistics are reset after warm-up, as hourglass resets its allocator's peak).
 
+--phases STEPS: after timing, STEPS more steps under torch.profiler, each step's forward (with
+the loss), backward and optimizer (step, scaler, zero_grad) in a record_function range; each
+CUDA kernel counts in the range that was open when it was launched (its launch's host time:
+the autograd engine launches the backward's kernels from its own thread while backward()
+waits), and "gaps" is the timed step less all its kernels. Adds "phases" (milliseconds a step)
+to the output: bench/step_phases.sh prints them beside hourglass profile's.
+
 Output: one line; with --json one JSON object on stdout.
 """
 
@@ -81,6 +88,38 @@ class ResNet50(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+def step_phases(step, steps, ranges, step_ms):
+    """Milliseconds a step of each phase's kernels (by the range open at their launch), of the
+    kernels launched outside the ranges, and the gaps: step_ms less all the kernels."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    ranges["on"] = True
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    ranges["on"] = False
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.load(open(f.name))["traceEvents"]
+    spans = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
+                   if e.get("cat") == "user_annotation" and e.get("name") in
+                   ("forward", "backward", "optimizer"))
+    launches = {e["args"]["correlation"]: e["ts"] for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    totals = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0, "(outside ranges)": 0.0}
+    for e in events:
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        t = launches.get(e.get("args", {}).get("correlation"))
+        name = next((n for b, end, n in spans if t is not None and b <= t <= end),
+                    "(outside ranges)")
+        totals[name] += e["dur"] / 1e3 / steps
+    out = dict(totals)
+    out["gaps"] = step_ms - sum(totals.values())
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", default="resnet18-cifar", choices=["resnet18-cifar", "resnet50"])
@@ -95,6 +134,9 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--phases", type=int, default=0, metavar="STEPS",
+                   help="after timing, profile STEPS steps and report the device time of "
+                        "forward, backward and optimizer a step, and the gaps")
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
                    help="after timing, profile STEPS steps and print each kernel's time per "
                         "step (microseconds, one per line: us<TAB>calls<TAB>name) to stderr")
@@ -118,17 +160,27 @@ def main():
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
     scaler = torch.amp.GradScaler("cuda") if a.precision == "fp16" else None
 
+    import contextlib
+    ranges = {"on": False}
+
+    def phase(name):
+        if not ranges["on"]:
+            return contextlib.nullcontext()
+        return torch.profiler.record_function(name)
+
     def step():
-        with torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = F.cross_entropy(step_model(x), y)
-        if scaler:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        opt.zero_grad(set_to_none=True)
+        with phase("forward"):
+            with torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = F.cross_entropy(step_model(x), y)
+        with phase("backward"):
+            (scaler.scale(loss) if scaler else loss).backward()
+        with phase("optimizer"):
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=True)
         return loss
 
     model.train()
@@ -157,6 +209,7 @@ def main():
                 kernels[e.name] = (us + e.time_range.elapsed_us() / a.profile, calls + 1)
         for name, (us, calls) in sorted(kernels.items(), key=lambda kv: -kv[1][0]):
             print(f"{us:.1f}\t{calls // a.profile}\t{name}", file=sys.stderr)
+    phases = step_phases(step, a.phases, ranges, ms) if a.phases else None
     r = {
         "framework": "pytorch" + ("-compile" if a.compile else "-eager"),
         "version": torch.__version__,
@@ -168,6 +221,8 @@ def main():
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
         "final_loss": float(loss),
     }
+    if phases is not None:
+        r["phases"] = phases
     if a.json:
         print(json.dumps(r))
     else:

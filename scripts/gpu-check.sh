@@ -43,6 +43,9 @@
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
+#   phases  bench/step_phases.sh: the device time a step of forward, backward and optimizer, the
+#           kernels outside them and the gaps, hourglass profile beside PyTorch eager and
+#           torch.compile under torch.profiler (CIFAR ResNet-18 b512 and ResNet-50 b256, bf16)
 #   stem    bench/stem_space_to_depth.sh: ResNet-50's stem over 2x2 pixel blocks, its forward
 #           over pairs of output pixels, and the batch norm's two-part gradient sum, each
 #           against what it replaces (STEM_REPEATS, 2; STEM_SECTIONS picks some)
@@ -152,6 +155,11 @@ for stage in "${stages[@]}"; do
         > "$out/fuse.md" 2>&1
       row fuse $? "$(( $(date +%s) - t0 )) s"
       cat "$out/fuse.md"
+      ;;
+    phases)
+      bash bench/step_phases.sh ./build-device/hourglass "$out/phases" > "$out/phases.md" 2>&1
+      row phases $? "$(( $(date +%s) - t0 )) s"
+      cat "$out/phases.md"
       ;;
     stem)
       bash bench/stem_space_to_depth.sh ./build-device/hourglass "$out/stem" \

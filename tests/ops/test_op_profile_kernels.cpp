@@ -279,6 +279,77 @@ TEST_F(FakeCupti, KernelsAreAttributedToTheirOpsWithoutMarks) {
   EXPECT_EQ(rows, (std::set<int>{1, 2, 3}));
 }
 
+TEST_F(FakeCupti, PhasesTotalTheirOpsBesideTheOutsideKernelsAndTheGaps) {
+  ops::OpProfiler profiler(Device::cpu(), ops::DeviceTiming::KernelActivity);
+  ASSERT_TRUE(profiler.uses_kernel_activity()) << profiler.timing_note();
+  profiler.install();
+  {
+    ops::OpScope data("convert");  // before the step: no phase
+    kernel("convert_kernel", 20'000);
+  }
+  ops::set_profile_phase("forward");
+  {
+    ops::OpScope conv("conv2d");
+    kernel(kGemm, 300'000);
+  }
+  ops::set_profile_phase("backward");
+  {
+    ops::OpScope outer("conv2d_backward");
+    ops::OpScope inner("add");  // an inner op counts in its parent, in the parent's phase
+    kernel("_Z10add_kernelPfPKfS1_i", 500'000);
+  }
+  launch_(1, nullptr, 40'000, 1000, 4096);  // a copy outside any op
+  ops::set_profile_phase("update");
+  {
+    ops::OpScope sgd("sgd_step");
+    kernel("sgd_kernel", 100'000);
+  }
+  ops::set_profile_phase("");
+  profiler.uninstall();
+  const auto& events = profiler.events();
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_STREQ(events[0].phase, "");
+  EXPECT_STREQ(events[1].phase, "forward");
+  EXPECT_STREQ(events[3].phase, "backward");
+  const obs::OpProfileSummary s = obs::summarize(profiler, DevicePeaks{});
+  std::vector<std::string> names;
+  for (const obs::PhaseTotal& p : s.phases) names.push_back(p.phase);
+  EXPECT_EQ(names, (std::vector<std::string>{"(no phase)", "forward", "backward", "update"}));
+  ASSERT_EQ(s.phases.size(), 4u);
+  EXPECT_NEAR(s.phases[0].ms, 0.02, 1e-9);
+  EXPECT_NEAR(s.phases[1].ms, 0.3, 1e-9);
+  EXPECT_NEAR(s.phases[2].ms, 0.5, 1e-9);
+  EXPECT_EQ(s.phases[2].calls, 1) << "one top-level op; its inner op is not counted again";
+  EXPECT_NEAR(s.phases[3].ms, 0.1, 1e-9);
+  EXPECT_NEAR(s.outside_ops_ms, 0.04, 1e-9);
+
+  // One measured step of 1.2 ms: 0.96 ms of kernels, 0.24 ms of gaps.
+  const std::string table = obs::format_table(s, 1.2, 1);
+  EXPECT_NE(table.find("\nbackward "), std::string::npos) << table;
+  EXPECT_NE(table.find("41.7%"), std::string::npos) << table;  // backward: 0.5 of 1.2 ms
+  EXPECT_NE(table.find("\ngaps "), std::string::npos) << table;
+  EXPECT_NE(table.find("0.240"), std::string::npos) << table;
+  obs::OpProfileSource source;
+  source.steps = 1;
+  source.step_ms = 1.2;
+  const nlohmann::json j = nlohmann::json::parse(obs::profile_json(s, source));
+  std::map<std::string, double> per_step;
+  for (const auto& p : j["phases"]) per_step[p["phase"]] = p["ms_per_step"].get<double>();
+  EXPECT_NEAR(per_step["forward"], 0.3, 1e-9);
+  EXPECT_NEAR(per_step["(outside ops)"], 0.04, 1e-9);
+  EXPECT_NEAR(per_step["gaps"], 0.24, 1e-9);
+
+  // The trace names each op's and each kernel's phase.
+  const nlohmann::json t = nlohmann::json::parse(obs::chrome_trace_json(profiler));
+  int tagged = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != 3 || e["name"] != "add_kernel") continue;
+    EXPECT_EQ(e["args"]["phase"], "backward");
+    ++tagged;
+  }
+  EXPECT_EQ(tagged, 1);
+}
+
 TEST_F(FakeCupti, RealOpsLaunchNothingHereAndCostNoMarks) {
   // CPU ops under kernel activity: recorded with their costs, no kernels, zero device time.
   ops::OpProfiler profiler(Device::cpu(), ops::DeviceTiming::KernelActivity);

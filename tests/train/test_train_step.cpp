@@ -4,11 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "hourglass/autograd/functions.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/obs/op_profile_report.h"
+#include "hourglass/ops/op_profile.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/train/train_step.h"
@@ -140,6 +145,37 @@ TEST(TrainStep, HooksSeeFinalGradientsPhasesInOrderAndWrapTheDeviceWork) {
   EXPECT_EQ(bucket_size, r.flat.grads.numel()) << "one bucket: the whole arena";
   EXPECT_GT(grad_norm_at_hook, 0.0) << "the hook sees the accumulated gradients";
   EXPECT_EQ(r.sgd->step_count(), 1);
+}
+
+TEST(TrainStep, ProfiledOpsCarryTheirPhase) {
+  Rig r = make_rig("small_cnn");
+  train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = 24});
+  ops::OpProfiler profiler(Device::cpu());
+  profiler.install();
+  step.run(r.images, r.labels);
+  profiler.uninstall();
+  EXPECT_STREQ(ops::profile_phase(), "") << "the phase ends with the step";
+  std::map<std::string, std::set<std::string>> phases;  // phase -> its top-level ops
+  for (const ops::OpEvent& e : profiler.events())
+    if (e.depth == 0) phases[e.phase].insert(e.name);
+  EXPECT_TRUE(phases["forward"].count("conv2d")) << "convolutions run forward";
+  EXPECT_TRUE(phases["forward"].count("cross_entropy"));
+  EXPECT_FALSE(phases["forward"].count("conv2d_backward"));
+  EXPECT_TRUE(phases["backward"].count("conv2d_backward"));
+  EXPECT_TRUE(phases["backward"].count("cross_entropy_backward"));
+  EXPECT_FALSE(phases["backward"].count("sgd_step"));
+  EXPECT_TRUE(phases["update"].count("sgd_step"));
+  const obs::OpProfileSummary s = obs::summarize(profiler, DevicePeaks{});
+  std::vector<std::string> order;
+  double total = 0;
+  for (const obs::PhaseTotal& p : s.phases) {
+    order.push_back(p.phase);
+    total += p.ms;
+  }
+  ASSERT_GE(order.size(), 3u);
+  const std::vector<std::string> named(order.end() - 3, order.end());
+  EXPECT_EQ(named, (std::vector<std::string>{"forward", "backward", "update"}));
+  EXPECT_NEAR(total, s.top_level_ms, 1e-9 * (1 + s.top_level_ms));
 }
 
 TEST(TrainStep, InstallsItsContextOnlyForItsOwnWork) {

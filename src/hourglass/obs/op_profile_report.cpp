@@ -39,6 +39,23 @@ std::string rate_text(double value, double peak, bool known) {
   return fmt::format("{:.1f}", value);
 }
 
+// The phases' rows of format_table and profile_json: each phase's top-level ops, the kernels
+// outside ops, and the gaps (only with measured steps), in milliseconds a step when `steps` > 0.
+struct PhaseLine {
+  std::string name;
+  int64_t calls = 0;
+  double ms = 0;
+};
+std::vector<PhaseLine> phase_lines(const OpProfileSummary& s, double step_ms, int64_t steps) {
+  std::vector<PhaseLine> out;
+  const double per = steps > 0 ? 1.0 / double(steps) : 1.0;
+  for (const PhaseTotal& p : s.phases) out.push_back({p.phase, p.calls, p.ms * per});
+  if (s.outside_ops_ms > 0) out.push_back({"(outside ops)", 0, s.outside_ops_ms * per});
+  if (steps > 0 && step_ms > 0)
+    out.push_back({"gaps", 0, step_ms - (s.top_level_ms + s.outside_ops_ms) * per});
+  return out;
+}
+
 }  // namespace
 
 std::string profile_json(const OpProfileSummary& summary, const OpProfileSource& source) {
@@ -86,6 +103,17 @@ std::string profile_json(const OpProfileSummary& summary, const OpProfileSource&
     out["unprofiled_step_ms"] = source.unprofiled_step_ms;
     out["profiler_overhead"] = source.step_ms / source.unprofiled_step_ms - 1;
   }
+  nlohmann::json phases = nlohmann::json::array();
+  for (const PhaseTotal& p : summary.phases) {
+    nlohmann::json j{{"phase", p.phase}, {"calls", p.calls}, {"ms", p.ms}};
+    if (source.steps > 0) j["ms_per_step"] = p.ms / double(source.steps);
+    phases.push_back(std::move(j));
+  }
+  if (source.steps > 0 && source.step_ms > 0)
+    for (const PhaseLine& l : phase_lines(summary, source.step_ms, source.steps))
+      if (l.name == "(outside ops)" || l.name == "gaps")
+        phases.push_back({{"phase", l.name}, {"ms_per_step", l.ms}});
+  out["phases"] = std::move(phases);
   if (!source.profiled_steps.empty()) out["profiled_steps"] = source.profiled_steps;
   if (!source.unprofiled_steps.empty()) out["unprofiled_steps"] = source.unprofiled_steps;
   out["rows"] = std::move(rows);
@@ -127,7 +155,15 @@ OpProfileSummary summarize(ops::OpProfiler& profiler, const DevicePeaks& peaks) 
     r.flops += cost[i].flops;
     r.bytes += cost[i].bytes;
     if (r.precision == MathPrecision::None) r.precision = cost[i].precision;
-    if (e.depth == 0) s.top_level_ms += ms;
+    if (e.depth == 0) {
+      s.top_level_ms += ms;
+      const std::string phase = *e.phase != '\0' ? e.phase : "(no phase)";
+      auto it = std::find_if(s.phases.begin(), s.phases.end(),
+                             [&](const PhaseTotal& p) { return p.phase == phase; });
+      if (it == s.phases.end()) it = s.phases.insert(s.phases.end(), PhaseTotal{phase});
+      ++it->calls;
+      it->ms += ms;
+    }
   }
   // Kernels by the op row of the op that launched them.
   std::map<RowKey, std::map<std::string, OpProfileRow>> kernels;
@@ -233,6 +269,21 @@ std::string format_table(const OpProfileSummary& summary, double step_ms, int64_
         steps, step_ms, 100 * summary.top_level_ms / (step_ms * double(steps)),
         summary.kernel_activity ? "; with kernel times, also the gaps between an op's kernels"
                                 : "");
+  const bool per_step = steps > 0 && step_ms > 0;
+  const std::vector<PhaseLine> lines = phase_lines(summary, step_ms, steps);
+  if (!summary.phases.empty() &&
+      (summary.phases.size() > 1 || summary.phases[0].phase != "(no phase)")) {
+    out += fmt::format("{:<{}} {:>8} {:>11} {:>7}\n", "phase", kNameWidth, "calls",
+                       per_step ? "ms a step" : "total ms", per_step ? "share" : "");
+    for (const PhaseLine& l : lines) {
+      const std::string calls = l.calls > 0 ? fmt::format("{}", l.calls) : "";
+      const std::string share = per_step ? fmt::format("{:.1f}%", 100 * l.ms / step_ms) : "";
+      out += fmt::format("{:<{}} {:>8} {:>11.3f} {:>7}\n", l.name, kNameWidth, calls, l.ms, share);
+    }
+    if (per_step && summary.kernel_activity)
+      out +=
+          "(gaps: the measured step less its kernels' time, negative where kernels overlapped)\n";
+  }
   return out;
 }
 
@@ -252,13 +303,16 @@ std::string chrome_trace_json(ops::OpProfiler& profiler) {
   const std::vector<ops::OpEvent>& ops_run = profiler.events();
   for (const ops::OpEvent& e : ops_run) {
     const std::string cat = e.depth == 0 ? "op" : std::string("inner op of ") + e.parent;
+    const nlohmann::json args =
+        *e.phase != '\0' ? nlohmann::json{{"phase", e.phase}} : nlohmann::json::object();
     events.push_back({{"name", e.name},
                       {"cat", cat},
                       {"ph", "X"},
                       {"pid", 1},
                       {"tid", 1},
                       {"ts", e.host_start_us},
-                      {"dur", e.host_end_us - e.host_start_us}});
+                      {"dur", e.host_end_us - e.host_start_us},
+                      {"args", args}});
     if (kernels && profiler.device_ms(e) <= 0) continue;  // ran no kernel
     const double start_ms = profiler.device_start_ms(e);
     events.push_back({{"name", e.name},
@@ -267,13 +321,15 @@ std::string chrome_trace_json(ops::OpProfiler& profiler) {
                       {"pid", 1},
                       {"tid", 2},
                       {"ts", 1000 * start_ms},
-                      {"dur", 1000 * std::max(0.0, profiler.device_end_ms(e) - start_ms)}});
+                      {"dur", 1000 * std::max(0.0, profiler.device_end_ms(e) - start_ms)},
+                      {"args", args}});
   }
   if (kernels) {
     for (const KernelRecord& k : profiler.kernels()) {
-      const char* op =
-          k.op_id > 0 && k.op_id <= ops_run.size() ? ops_run[k.op_id - 1].name : "(outside ops)";
+      const bool in_op = k.op_id > 0 && k.op_id <= ops_run.size();
+      const char* op = in_op ? ops_run[k.op_id - 1].name : "(outside ops)";
       nlohmann::json args{{"op", op}, {"name", k.name}, {"stream", k.stream}};
+      if (in_op && *ops_run[k.op_id - 1].phase != '\0') args["phase"] = ops_run[k.op_id - 1].phase;
       if (k.bytes > 0) args["bytes"] = k.bytes;
       events.push_back(
           {{"name", k.kind == ActivityKind::Kernel ? short_kernel_name(k.name, 60) : k.name},

@@ -35,11 +35,19 @@ struct OpProfileRow {
   double gbps() const { return total_ms > 0 ? bytes / (total_ms * 1e-3) / 1e9 : 0; }
 };
 
+// The top-level ops' device time in one phase of the training step (ops::set_profile_phase).
+struct PhaseTotal {
+  std::string phase;  // "forward", "backward", "update"; "(no phase)" for ops outside a step
+  int64_t calls = 0;
+  double ms = 0;
+};
+
 struct OpProfileSummary {
   std::vector<OpProfileRow> rows;  // top-level ops by total, each followed by its kernels and
                                    // inner ops (each with its kernels); then "(outside ops)"
   double top_level_ms = 0;         // the top-level ops' device time together
   double outside_ops_ms = 0;       // kernels launched outside any op (kernel activity)
+  std::vector<PhaseTotal> phases;  // top_level_ms by phase, in the order the phases first ran
   bool kernel_activity = false;
   std::string timing;  // OpProfiler::timing_note()
   DevicePeaks peaks;
@@ -51,14 +59,19 @@ OpProfileSummary summarize(ops::OpProfiler& profiler);
 OpProfileSummary summarize(ops::OpProfiler& profiler, const DevicePeaks& peaks);
 
 // The table; `step_ms` and `steps` (when > 0) add a line comparing the ops' time with the
-// measured steps'. Rates the profile cannot give (no FLOPs, no peak) show as "—".
+// measured steps', and a table of the phases: the device milliseconds a step of each (its
+// top-level ops'), of the kernels launched outside any op, and the gaps (the measured step less
+// all of that: the device idle between kernels, or, negative, kernels that overlapped). Rates
+// the profile cannot give (no FLOPs, no peak) show as "—".
 std::string format_table(const OpProfileSummary& summary, double step_ms, int64_t steps);
 
 // The profile as one JSON object, what `hourglass profile --json` prints and a run's
 // profile.json holds (`profile.enabled`): where it came from, the device, how device times were
 // taken, the peaks, the steps and their measured milliseconds, the ops' milliseconds and share
-// of them, and a row per table line (kind "op" or "kernel", op, parent, calls, total_ms, min_ms,
-// max_ms; ops: flops, bytes, tflops, gbps and the peaks; kernels: the demangled name).
+// of them, the phases (phase, calls, ms, ms_per_step; then "(outside ops)" and "gaps" per step
+// when the steps were measured), and a row per table line (kind "op" or "kernel", op, parent,
+// calls, total_ms, min_ms, max_ms; ops: flops, bytes, tflops, gbps and the peaks; kernels: the
+// demangled name).
 struct OpProfileSource {
   std::string config;  // the config file profiled
   std::string device;

@@ -12,6 +12,7 @@ namespace hg::ops {
 namespace {
 
 thread_local OpProfiler* t_profiler = nullptr;
+thread_local const char* t_phase = "";
 // Op ids pushed during a capture start here (1 + the index in the template), so that a record
 // without a replay can never be taken for one of events_.
 constexpr uint64_t kTemplateOpBase = uint64_t(1) << 40;
@@ -78,6 +79,9 @@ void OpProfiler::clear() {
 }
 
 OpProfiler* OpProfiler::current() { return t_profiler; }
+
+void set_profile_phase(const char* phase) { t_phase = phase != nullptr ? phase : ""; }
+const char* profile_phase() { return t_phase; }
 
 std::string OpProfiler::graph_note() const {
   if (activity_ == nullptr) return "device times come from marks around each op";
@@ -171,6 +175,7 @@ void OpScope::begin(OpProfiler& p, const char* name) {
   e.depth = int(p.open_.size());
   e.parent_index = p.open_.empty() ? -1 : int(p.open_.back());
   e.parent = p.open_.empty() ? "" : events[p.open_.back()].name;
+  e.phase = t_phase;
   e.host_start_us = now_us(p.origin_);
   if (p.activity_ != nullptr)
     p.activity_->push_op((p.capturing_ ? kTemplateOpBase : 0) + index_ + 1);

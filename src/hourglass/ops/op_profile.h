@@ -45,9 +45,10 @@ enum class DeviceTiming : uint8_t {
 
 struct OpEvent {
   const char* name = "";
-  const char* parent = "";                    // the op whose body called it ("" at the top level)
-  int depth = 0;                              // 0: called from outside the ops
-  int parent_index = -1;                      // the parent's event; -1 at the top level
+  const char* parent = "";  // the op whose body called it ("" at the top level)
+  int depth = 0;            // 0: called from outside the ops
+  int parent_index = -1;    // the parent's event; -1 at the top level
+  const char* phase = "";   // the training step's phase it was called in (set_profile_phase)
   double host_start_us = 0, host_end_us = 0;  // since the profiler was made
   int mark_begin = 0, mark_end = 0;           // on the profiler's StreamClock (marks only)
   OpCost cost;                                // this call's own (inner ops record theirs)
@@ -133,6 +134,12 @@ class OpProfiler {
   std::vector<KernelRecord> kernels_;
   std::vector<double> kernel_ms_, first_kernel_us_, last_kernel_us_;
 };
+
+// Names the phase of a training step ("forward", "backward", "update"; "" outside a step) that
+// this thread's op calls belong to from now on: each OpEvent records it, and the profile's
+// summary totals the ops per phase. `phase` must outlive the profiles (a string literal).
+void set_profile_phase(const char* phase);
+const char* profile_phase();
 
 // Records one op call on the thread's profiler, if any (the op definitions make one).
 class OpScope {

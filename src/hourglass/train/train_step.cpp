@@ -22,9 +22,15 @@ const char* step_phase_name(StepPhase phase) {
 }
 
 void TrainStep::phase(StepPhase p, PhaseEdge e) {
-  if (e == PhaseEdge::Begin) push_trace_range(step_phase_name(p));
+  if (e == PhaseEdge::Begin) {
+    push_trace_range(step_phase_name(p));
+    ops::set_profile_phase(step_phase_name(p));
+  }
   if (hooks_.phase) hooks_.phase(p, e);
-  if (e == PhaseEdge::End) pop_trace_range();
+  if (e == PhaseEdge::End) {
+    ops::set_profile_phase("");
+    pop_trace_range();
+  }
 }
 
 TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionContext context,
