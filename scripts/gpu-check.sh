@@ -42,7 +42,9 @@
 #           nodes against memset nodes)
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
-#           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU); the nvidia-h200-x2/-x4/-x8 kinds
+#           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU), after test_cli_gpu_launch_nccl
+#           (two NCCL ranks under hourglass launch train one process's weights); the
+#           nvidia-h200-x2/-x4/-x8 kinds
 #   phases  bench/step_phases.sh: the device time a step of forward, backward and optimizer, the
 #           kernels outside them and the gaps, hourglass profile beside PyTorch eager and
 #           torch.compile under torch.profiler (CIFAR ResNet-18 b512 and ResNet-50 b256, bf16)
@@ -145,6 +147,8 @@ for stage in "${stages[@]}"; do
       row train $rc "$(tail -1 build-device/runs/fmnist-gpu/metrics.jsonl 2>/dev/null | cut -c1-200), $(( $(date +%s) - t0 )) s"
       ;;
     scale)
+      build-device/tests/test_cli_gpu_launch_nccl > "$out/launch-nccl.log" 2>&1
+      row launch-nccl $? "$(grep -E 'rank\(s\) against|PASSED|FAILED|SKIPPED' "$out/launch-nccl.log" | tr '\n' ' ' | cut -c1-200)"
       bash bench/scaling.sh ./build-device/hourglass "$out/scale" ${SCALE_QUICK:+--quick} \
         > "$out/scale.md" 2>&1
       row scale $? "$(( $(date +%s) - t0 )) s"
