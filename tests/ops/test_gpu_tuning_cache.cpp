@@ -4,7 +4,10 @@
 // planned again from the file with no search and no timing and the same engines chosen, in the
 // timed (f32 without TF32, where NCHW engines compete too; bf16) and the deterministic mode. A
 // cached entry that names an engine cuDNN does not have, or that does not parse, is ignored
-// with a warning and searched again, and the result is still right.
+// with a warning and searched again, and the result is still right. The same for cuBLASLt's
+// matrix products: searched (the heuristic's algorithms timed) once, then taken from the file
+// with the same algorithm and the same bits; entries cuBLASLt refuses or that do not parse are
+// searched again.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
@@ -25,6 +28,7 @@
 #include "support/temp_dir.h"
 
 #ifdef HOURGLASS_HAS_GPU
+#include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/dnn.h"
 #endif
 
@@ -89,6 +93,7 @@ class GpuTuningCache : public ::testing::Test {
   // As a new process: no plans, no entries in memory; only the cache's file.
   static void new_process() {
     gpu::dnn::forget_plans_for_testing();
+    gpu::blas::forget_plans_for_testing();
     ops::tuning_cache_forget();
   }
   // Searches (cold), then plans again from the cache (warm): no search, no timing, the same
@@ -227,6 +232,120 @@ TEST_F(GpuTuningCache, OffSearchesEveryTime) {
   (void)run_passes(7, DType::BF16, MathMode::Exact);
   EXPECT_EQ(gpu::dnn::search_counts().searched - searched, 6);
   EXPECT_TRUE(std::filesystem::is_empty(dir_));
+}
+
+// One product D[m x n] = A[m x k] B[k x n] + bias (column-major, f32 without TF32) on the GPU,
+// D copied back to the host.
+std::vector<double> run_matmul(int64_t m, int64_t n, int64_t k) {
+  const Device dev = Device::gpu(0);
+  const Tensor a = test::f32_tensor(test::random_values(m * k, 11), {k, m}).to(dev);
+  const Tensor b = test::f32_tensor(test::random_values(k * n, 12), {n, k}).to(dev);
+  const Tensor bias = test::f32_tensor(test::random_values(m, 13), {m}).to(dev);
+  Tensor d = Tensor::empty({n, m}, DType::F32, dev);
+  gpu::blas::matmul(MathMode::Exact, m, n, k, a, gpu::blas::Transpose::No, m, b,
+                    gpu::blas::Transpose::No, k, bias, d, m);
+  return test::to_doubles(d);
+}
+
+// The same product in double on the host.
+std::vector<double> matmul_reference(int64_t m, int64_t n, int64_t k) {
+  const std::vector<double> a =
+      test::to_doubles(test::f32_tensor(test::random_values(m * k, 11), {k, m}));
+  const std::vector<double> b =
+      test::to_doubles(test::f32_tensor(test::random_values(k * n, 12), {n, k}));
+  const std::vector<double> bias =
+      test::to_doubles(test::f32_tensor(test::random_values(m, 13), {m}));
+  std::vector<double> d(size_t(m * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double sum = bias[size_t(i)];
+      for (int64_t p = 0; p < k; ++p) sum += a[size_t(p * m + i)] * b[size_t(j * k + p)];
+      d[size_t(j * m + i)] = sum;
+    }
+  return d;
+}
+
+// The products planned so far whose key holds "MxNxK".
+std::map<std::string, std::string> matmul_choices_of(int64_t m, int64_t n, int64_t k) {
+  std::map<std::string, std::string> out;
+  const std::string needle = fmt::format(" {}x{}x{} ", m, n, k);
+  for (const auto& [key, choice] : gpu::blas::planned_choices(0))
+    if (key.find(needle) != std::string::npos) out[key] = choice;
+  return out;
+}
+
+TEST_F(GpuTuningCache, MatmulWarmCacheTimesNothingWithTheSameAlgorithm) {
+  const int64_t m = 300, n = 257, k = 520;
+  const gpu::blas::SearchCounts c0 = gpu::blas::search_counts();
+  const std::vector<double> cold = run_matmul(m, n, k);
+  const gpu::blas::SearchCounts c1 = gpu::blas::search_counts();
+  EXPECT_EQ(c1.searched - c0.searched, 1);
+  EXPECT_GT(c1.timed - c0.timed, 1) << "the heuristic listed one algorithm only: nothing compared";
+  const std::map<std::string, std::string> chosen = matmul_choices_of(m, n, k);
+  ASSERT_EQ(chosen.size(), 1u);
+  EXPECT_EQ(chosen.begin()->second.size(), 128u) << chosen.begin()->second;
+  EXPECT_EQ(ops::tuning_cache_counts().stored, 1);
+  expect_near(cold, matmul_reference(m, n, k), DType::F32);
+
+  new_process();
+  const std::vector<double> warm = run_matmul(m, n, k);
+  const gpu::blas::SearchCounts c2 = gpu::blas::search_counts();
+  EXPECT_EQ(c2.searched, c1.searched) << "a warm cache searched";
+  EXPECT_EQ(c2.timed, c1.timed) << "a warm cache timed algorithms";
+  EXPECT_EQ(c2.from_cache - c1.from_cache, 1);
+  EXPECT_EQ(matmul_choices_of(m, n, k), chosen);
+  EXPECT_EQ(ops::tuning_cache_counts().hits, 1);
+  EXPECT_EQ(warm, cold);  // the same algorithm on the same operands: the same bits
+}
+
+TEST_F(GpuTuningCache, MatmulDeterministicModeTimesNothing) {
+  ops::set_deterministic(true);
+  const int64_t m = 301, n = 129, k = 64;
+  const gpu::blas::SearchCounts c0 = gpu::blas::search_counts();
+  const std::vector<double> first = run_matmul(m, n, k);
+  const gpu::blas::SearchCounts c1 = gpu::blas::search_counts();
+  EXPECT_EQ(c1.searched - c0.searched, 1);
+  EXPECT_EQ(c1.timed, c0.timed);
+  new_process();
+  EXPECT_EQ(run_matmul(m, n, k), first);
+  EXPECT_EQ(gpu::blas::search_counts().from_cache - c1.from_cache, 1);
+}
+
+TEST_F(GpuTuningCache, MatmulStaleOrMalformedEntriesAreSearchedAgain) {
+  const struct { int64_t m, n, k; } shapes[] = {{96, 33, 40}, {97, 33, 40}, {98, 33, 40}};
+  for (const auto& sh : shapes) (void)run_matmul(sh.m, sh.n, sh.k);
+  std::map<std::string, std::string> chosen;
+  for (const auto& sh : shapes) chosen.merge(matmul_choices_of(sh.m, sh.n, sh.k));
+  ASSERT_EQ(chosen.size(), 3u);
+  std::string file;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_))
+    if (entry.path().extension() == ".txt") file = entry.path().string();
+  ASSERT_FALSE(file.empty());
+  const std::string text = read_file_bytes(file);
+  const std::string header = text.substr(0, text.find('\n', text.find('\n') + 1) + 1);
+  const std::string identity = header.substr(header.find("# identity: ") + 12,
+                                             header.size() - header.find("# identity: ") - 13);
+  // An algorithm cuBLASLt does not accept (every byte 0xff), one that is not hex, one too short.
+  std::map<std::string, std::string> bad;
+  const std::string replacements[] = {std::string(128, 'f'), std::string(128, 'z'), "0123abcd"};
+  size_t i = 0;
+  for (const auto& [key, choice] : chosen) bad[key] = replacements[i++];
+  write_file_atomic(file, ops::encode_tuning_file(identity, bad));
+
+  new_process();
+  LogCapture log;
+  const int64_t searched = gpu::blas::search_counts().searched;
+  for (const auto& sh : shapes)
+    expect_near(run_matmul(sh.m, sh.n, sh.k), matmul_reference(sh.m, sh.n, sh.k), DType::F32);
+  EXPECT_EQ(gpu::blas::search_counts().searched - searched, 3) << log.text();
+  EXPECT_EQ(ops::tuning_cache_counts().rejected, 3) << log.text();
+  EXPECT_NE(log.text().find(file), std::string::npos) << log.text();
+  EXPECT_NE(log.text().find("does not accept it"), std::string::npos) << log.text();
+  // The file holds the searches' choices again.
+  new_process();
+  for (const auto& sh : shapes) (void)run_matmul(sh.m, sh.n, sh.k);
+  EXPECT_EQ(ops::tuning_cache_counts().hits, 3);
+  EXPECT_EQ(ops::tuning_cache_counts().rejected, 0);
 }
 
 #else

@@ -5,7 +5,8 @@
 // epoch's last, smaller batch where the training set's size leaves one, and an evaluation
 // over the test set (and the validation set), whose batches are the eval batch size and its
 // remainder. --ranks N tunes one rank's shapes of an N-rank data-parallel run (its share of
-// each batch). Each convolution pass that is not yet cached is searched and stored. Nothing of
+// each batch). Each convolution pass and matrix product that is not yet cached is searched and
+// stored. Nothing of
 // the run is written: no run directory, no checkpoint.
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "hourglass/train/training_setup.h"
 
 #ifdef HOURGLASS_HAS_GPU
+#include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/dnn.h"
 #endif
 
@@ -28,14 +30,16 @@ namespace hg::cli {
 
 namespace {
 
-// dnn.h's counts where there is a GPU backend; zero on CPU builds (oneDNN searches nothing).
+// dnn.h's and blas.h's counts together where there is a GPU backend; zero on CPU builds (oneDNN
+// searches nothing).
 struct Searches {
   int64_t searched = 0, timed = 0, from_cache = 0;
 };
 Searches searches_now() {
 #ifdef HOURGLASS_HAS_GPU
   const gpu::dnn::SearchCounts c = gpu::dnn::search_counts();
-  return Searches{c.searched, c.timed, c.from_cache};
+  const gpu::blas::SearchCounts b = gpu::blas::search_counts();
+  return Searches{c.searched + b.searched, c.timed + b.timed, c.from_cache + b.from_cache};
 #else
   return {};
 #endif
@@ -138,7 +142,8 @@ Runner add_tune(CLI::App& app) {
     } else {
       std::printf(
           "tuned %s on %s in %.2f s (training batches of %zu size%s, %lld evaluation samples): "
-          "%lld passes searched (%lld candidates timed), %lld already cached; %lld entries "
+          "%lld passes and products searched (%lld candidates timed), %lld already cached; %lld "
+          "entries "
           "stored in %s (tune.cache = %s)%s\n",
           a->config.c_str(), run.device.str().c_str(), seconds, train_rows.size(),
           train_rows.size() == 1 ? "" : "s", (long long)eval_samples, (long long)searched,

@@ -2,13 +2,17 @@
 // (blas_cublaslt.cpp) on CUDA, hipBLASLt (blas_hipblaslt.cpp) on HIP. Host-side header: no
 // vendor type appears here, so linear.cpp is written once.
 //
-// The library picks an algorithm once per shape (its heuristic, no benchmark, no host
-// synchronisation) and caches it with the descriptors in a per-device map; later calls only
-// set the bias pointer and launch. One library handle per device, created lazily. Every call is
-// checked: a failure throws hg::Error naming the call, the status and the product's shape.
+// The library's algorithm is chosen once per shape and cached with the descriptors in a
+// per-device map; later calls only set the bias pointer and launch. cuBLASLt: from the tuning
+// cache, else the heuristic's first few algorithms timed on the first call's operands (the
+// first only, untimed, in deterministic mode); hipBLASLt: the heuristic's first, untimed. One
+// library handle per device, created lazily. Every call is checked: a failure throws hg::Error
+// naming the call, the status and the product's shape.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "hourglass/ops/ops.h"
 #include "hourglass/tensor/tensor.h"
@@ -50,6 +54,19 @@ void prepare(int device);
 void matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& a, Transpose op_a,
             int64_t lda, const Tensor& b, Transpose op_b, int64_t ldb, const Tensor& bias,
             Tensor& d, int64_t ldd);
+
+// What the products' planning did since the process started: algorithms chosen by a search
+// (heuristics, timed or not), algorithms timed, algorithms taken from the tuning cache.
+struct SearchCounts {
+  int64_t searched = 0, timed = 0, from_cache = 0;
+};
+SearchCounts search_counts();
+// Each product planned so far on `device`: the tuning cache's key -> the chosen algorithm as
+// the cache spells it (hipBLASLt: nothing; it does not use the cache). For tests.
+std::map<std::string, std::string> planned_choices(int device);
+// Drops every plan of every device, so the next call of each shape plans again. Tests only: no
+// product may be running on another thread.
+void forget_plans_for_testing();
 
 // Largest workspace a product may use; allocated per call from the caching allocator.
 inline constexpr size_t kMaxWorkspaceBytes = size_t(32) << 20;

@@ -1,25 +1,51 @@
 // blas.h on CUDA: cuBLASLt.
 //
 // Per device: one cublasLtHandle_t (the stream is passed with each cublasLtMatmul: the
-// device's gpu::stream), and a map from the product's key (dtype, math mode, transposes,
-// sizes, leading dimensions, bias, pointer alignments) to a plan: the matmul descriptor, the
-// three matrix layouts, the algorithm cublasLtMatmulAlgoGetHeuristic ranked first and its
-// workspace size. Building a plan costs tens of microseconds and happens once per key; a call
-// then sets the bias pointer, takes its workspace from the caching allocator and launches.
-// The per-device state is never destroyed (see dnn_cudnn.cpp).
+// device's gpu::stream), and a map from the product's key (dtype, math mode, determinism,
+// transposes, sizes, leading dimensions, bias, pointer alignments) to a plan: the matmul
+// descriptor, the three matrix layouts, the chosen algorithm and its workspace size. The first
+// call of a key plans it (once per process and shape):
+//  - from the tuning cache (ops/tuning_cache.h) when it holds a choice for the key: the
+//    algorithm's 64 bytes as cuBLASLt wrote them (the header says the structure may be stored
+//    and restored with the same cuBLASLt version, which the cache's identity names), taken once
+//    cublasLtMatmulAlgoCheck accepts it for these descriptors and its workspace fits; otherwise
+//    the entry is rejected with a warning and the product searched;
+//  - else by a search: the first kHeuristicAlgorithms of cublasLtMatmulAlgoGetHeuristic's
+//    list, each timed on the call's own operands (this synchronises, acceptable only then), the
+//    fastest kept and stored in the cache. In deterministic mode nothing is timed: the
+//    heuristic's first is taken, so another process with the same GPU and cuBLASLt makes the
+//    same choice. During a graph capture (no synchronisation possible) the heuristic's first is
+//    taken and not stored.
+// A call then sets the bias pointer, takes its workspace from the caching allocator and
+// launches. The per-device state is never destroyed (see dnn_cudnn.cpp).
+//
+// HOURGLASS_CUBLASLT_LOG=1 prints each product's choice (time, workspace) to stderr; =2 also
+// every timed algorithm.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/libraries.h"
 #include "hourglass/backend/gpu/plan_key.h"
+#include "hourglass/backend/gpu/tuning_cudnn.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
+#include "hourglass/ops/math_settings.h"
+#include "hourglass/ops/tuning_cache.h"
 
 namespace hg::gpu {
 
@@ -102,6 +128,8 @@ struct MatmulPlan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
+  std::string key;     // the tuning cache's key
+  std::string choice;  // the algorithm as the cache spells it
 
   MatmulPlan() = default;
   MatmulPlan(const MatmulPlan&) = delete;
@@ -133,10 +161,14 @@ struct DeviceState {
   std::unordered_map<MatmulKey, std::unique_ptr<MatmulPlan>, PlanKeyHash> plans;
 };
 
+std::array<DeviceState, kMaxDevices>& all_states() {
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
+  return *states;
+}
+
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
-  DeviceState& st = (*states)[size_t(device)];
+  DeviceState& st = all_states()[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
     cublasLtHandle_t handle = nullptr;
@@ -159,8 +191,8 @@ void set_pref(const Preference& p, cublasLtMatmulPreferenceAttributes_t attr, co
                       &shape);
 }
 
-void init_plan(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, int64_t ldd,
-               const void* bias, const std::array<uint32_t, 3>& align) {
+// Makes the plan's matmul descriptor and matrix layouts.
+void init_descriptors(MatmulPlan& plan, int64_t lda, int64_t ldb, int64_t ldd, const void* bias) {
   const MatmulShape& s = plan.shape;
   const cudaDataType_t type = cuda_dtype(s.dtype);
   const cublasComputeType_t compute = s.dtype == DType::F32 && s.math == MathMode::Tf32
@@ -187,6 +219,136 @@ void init_plan(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, int6
                       &s);
   HG_CUBLAS_CHECK_FOR(cublasLtMatrixLayoutCreate(&plan.d, type, uint64_t(s.m), uint64_t(s.n), ldd),
                       &s);
+}
+
+// What a first call's search runs on: its operands (the timed algorithms write d).
+struct CallOperands {
+  const void *a, *b;
+  void* d;
+  int device;
+};
+
+// How many of the heuristic's algorithms a search times at most.
+constexpr int kHeuristicAlgorithms = 8;
+
+// HOURGLASS_CUBLASLT_LOG: 0 (default), 1 (each choice), 2 (each timed algorithm too).
+int log_level() {
+  static const int level = [] {
+    const char* v = std::getenv("HOURGLASS_CUBLASLT_LOG");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  return level;
+}
+
+// blas.h's SearchCounts.
+std::atomic<int64_t> g_searched{0}, g_timed{0}, g_from_cache{0};
+
+// The tuning cache's key of a product (see the top of the file).
+std::string tuning_key(const MatmulShape& s, int64_t lda, int64_t ldb, int64_t ldd,
+                       const std::array<uint32_t, 3>& align, uint32_t bias_align,
+                       bool deterministic) {
+  return fmt::format("matmul {} {} {} {}{} {}x{}x{} ld {},{},{} align {},{},{}{}",
+                     dtype_name(s.dtype), s.math == MathMode::Tf32 ? "tf32" : "exact",
+                     deterministic ? "deterministic" : "any", s.op_a == Transpose::Yes ? "T" : "N",
+                     s.op_b == Transpose::Yes ? "T" : "N", s.m, s.n, s.k, lda, ldb, ldd, align[0],
+                     align[1], align[2], s.bias ? fmt::format(" bias {}", bias_align) : "");
+}
+
+// An algorithm as the cache spells it: its 64 bytes, 128 lower-case hex digits.
+std::string encode_algo(const cublasLtMatmulAlgo_t& algo) {
+  std::string text;
+  for (const uint64_t word : algo.data) text += fmt::format("{:016x}", word);
+  return text;
+}
+
+std::optional<cublasLtMatmulAlgo_t> parse_algo(std::string_view text) {
+  cublasLtMatmulAlgo_t algo{};
+  constexpr size_t kWords = sizeof(algo.data) / sizeof(algo.data[0]);
+  if (text.size() != kWords * 16) return std::nullopt;
+  for (size_t i = 0; i < kWords; ++i) {
+    const char* first = text.data() + i * 16;
+    for (const char* c = first; c != first + 16; ++c)
+      if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return std::nullopt;
+    const auto [end, ec] = std::from_chars(first, first + 16, algo.data[i], 16);
+    if (ec != std::errc() || end != first + 16) return std::nullopt;
+  }
+  return algo;
+}
+
+// Takes the plan's algorithm from the tuning cache when it holds one that cuBLASLt accepts for
+// these descriptors within the workspace bound; false (the cache told why) otherwise.
+bool algo_from_cache(DeviceState& st, MatmulPlan& plan, int device) {
+  const std::string& identity = cudnn_tuning::identity(device);
+  const std::optional<std::string> text = ops::tuning_cache_lookup(identity, plan.key);
+  if (!text) return false;
+  auto reject = [&](const std::string& why) {
+    ops::tuning_cache_reject(identity, plan.key, why);
+    return false;
+  };
+  const std::optional<cublasLtMatmulAlgo_t> algo = parse_algo(*text);
+  if (!algo) return reject("it is not an algorithm's 128 hex digits");
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoCheck(st.handle, plan.desc, plan.a, plan.b, plan.d, plan.d, &*algo, &check);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return reject(fmt::format("cuBLASLt does not accept it for this product ({})",
+                              cublasLtGetStatusName(status)));
+  if (check.workspaceSize > blas::kMaxWorkspaceBytes)
+    return reject(fmt::format("it needs {} bytes of workspace, over the bound of {}",
+                              check.workspaceSize, blas::kMaxWorkspaceBytes));
+  plan.algo = *algo;
+  plan.workspace = check.workspaceSize;
+  plan.choice = *text;
+  ++g_from_cache;
+  if (log_level() >= 1)
+    fmt::print(stderr, "cuBLASLt {}: tuning cache ({} bytes of workspace)\n", plan.shape.describe(),
+               plan.workspace);
+  return true;
+}
+
+// Milliseconds per run of `algo` on the call's operands (median of three after one untimed
+// run; synchronises), or a negative time when it fails to run.
+float time_algo(DeviceState& st, const MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo,
+                size_t workspace, void* ws, const CallOperands& call) {
+  const gpuStream_t s = stream(call.device);
+  const float one = 1.0f, zero = 0.0f;
+  auto run = [&] {
+    return cublasLtMatmul(st.handle, plan.desc, &one, call.a, plan.a, call.b, plan.b, &zero, call.d,
+                          plan.d, call.d, plan.d, &algo, ws, workspace, s);
+  };
+  if (run() != CUBLAS_STATUS_SUCCESS) {
+    (void)gpuGetLastError();
+    return -1.0f;
+  }
+  gpuEvent_t start = nullptr, stop = nullptr;
+  HG_GPU_CHECK(gpuEventCreate(&start));
+  HG_GPU_CHECK(gpuEventCreate(&stop));
+  std::array<float, 3> ms{};
+  bool ok = true;
+  for (float& t : ms) {
+    HG_GPU_CHECK(gpuEventRecord(start, s));
+    ok = ok && run() == CUBLAS_STATUS_SUCCESS;
+    HG_GPU_CHECK(gpuEventRecord(stop, s));
+    HG_GPU_CHECK(gpuEventSynchronize(stop));
+    HG_GPU_CHECK(gpuEventElapsedTime(&t, start, stop));
+  }
+  (void)gpuEventDestroy(start);
+  (void)gpuEventDestroy(stop);
+  if (!ok) return -1.0f;
+  std::sort(ms.begin(), ms.end());
+  return ms[1];
+}
+
+// Chooses the plan's algorithm (see the top of the file): from the tuning cache, else the
+// heuristic's list, timed unless deterministic or capturing.
+void choose_algo(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, int64_t ldd,
+                 const std::array<uint32_t, 3>& align, bool deterministic,
+                 const CallOperands& call) {
+  const MatmulShape& s = plan.shape;
+  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
+  HG_GPU_CHECK(gpuStreamIsCapturing(stream(call.device), &capture));
+  const bool capturing = capture != gpuStreamCaptureStatusNone;
+  if (algo_from_cache(st, plan, call.device)) return;
 
   Preference pref;
   HG_CUBLAS_CHECK_FOR(cublasLtMatmulPreferenceCreate(&pref.pref), &s);
@@ -195,20 +357,59 @@ void init_plan(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, int6
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align[1], s);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align[2], s);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align[2], s);
-  cublasLtMatmulHeuristicResult_t result{};
+  const int wanted = deterministic || capturing ? 1 : kHeuristicAlgorithms;
+  std::array<cublasLtMatmulHeuristicResult_t, kHeuristicAlgorithms> results{};
   int returned = 0;
-  HG_CUBLAS_CHECK_FOR(cublasLtMatmulAlgoGetHeuristic(st.handle, plan.desc, plan.a, plan.b, plan.d,
-                                                     plan.d, pref.pref, 1, &result, &returned),
-                      &s);
-  if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+  HG_CUBLAS_CHECK_FOR(
+      cublasLtMatmulAlgoGetHeuristic(st.handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
+                                     pref.pref, wanted, results.data(), &returned),
+      &s);
+  std::vector<cublasLtMatmulHeuristicResult_t> usable;
+  for (int i = 0; i < std::min(returned, wanted); ++i)
+    if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS &&
+        results[size_t(i)].workspaceSize <= blas::kMaxWorkspaceBytes)
+      usable.push_back(results[size_t(i)]);
+  if (usable.empty())
     throw Error(ErrorKind::InvalidInput,
                 fmt::format("gpu linear: cuBLASLt has no algorithm for the {} (leading "
                             "dimensions {}, {}, {})",
                             s.describe(), lda, ldb, ldd),
                 "use another precision or device = \"cpu\"");
-  plan.algo = result.algo;
-  plan.workspace = result.workspaceSize;
-  HG_LOG_DEBUG("cuBLASLt {}: {} bytes of workspace", s.describe(), plan.workspace);
+
+  size_t chosen = 0;
+  float best = -1.0f;
+  int timed = 0;
+  if (usable.size() > 1) {
+    size_t bytes = 0;
+    for (const auto& r : usable) bytes = std::max(bytes, r.workspaceSize);
+    Tensor workspace;
+    if (bytes > 0) workspace = Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(call.device));
+    void* ws = workspace.defined() ? workspace.data_ptr() : nullptr;
+    for (size_t i = 0; i < usable.size(); ++i) {
+      const float ms = time_algo(st, plan, usable[i].algo, usable[i].workspaceSize, ws, call);
+      if (ms < 0) continue;
+      ++timed;
+      if (log_level() >= 2)
+        fmt::print(stderr, "cuBLASLt {}: heuristic's #{} {:.4f} ms, {} bytes of workspace\n",
+                   s.describe(), i + 1, ms, usable[i].workspaceSize);
+      if (best < 0 || ms < best) {
+        best = ms;
+        chosen = i;
+      }
+    }
+  }
+  plan.algo = usable[chosen].algo;
+  plan.workspace = usable[chosen].workspaceSize;
+  plan.choice = encode_algo(plan.algo);
+  ++g_searched;
+  g_timed += timed;
+  if (log_level() >= 1)
+    fmt::print(stderr,
+               "cuBLASLt {}: heuristic's #{} of {} ({:.4f} ms, {} timed; {} bytes of "
+               "workspace)\n",
+               s.describe(), chosen + 1, usable.size(), best, timed, plan.workspace);
+  if (!capturing)
+    ops::tuning_cache_store(cudnn_tuning::identity(call.device), plan.key, plan.choice);
 }
 
 }  // namespace
@@ -226,17 +427,23 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
   const void* bias_ptr = bias.defined() ? bias.data_ptr() : nullptr;
   const std::array<uint32_t, 3> align{alignment_of(a.data_ptr()), alignment_of(b.data_ptr()),
                                       alignment_of(d.data_ptr())};
+  const bool deterministic = ops::deterministic();
+  const uint32_t bias_align = bias.defined() ? alignment_of(bias_ptr) : 0;
   const MatmulKey key{{int64_t(dtype), int64_t(math), int64_t(op_a), int64_t(op_b), m, n, k, lda,
                        ldb, ldd, bias.defined() ? 1 : 0, align[0], align[1], align[2],
-                       bias.defined() ? int64_t(alignment_of(bias_ptr)) : 0, 0}};
+                       int64_t(bias_align), deterministic ? 1 : 0}};
 
   DeviceState& st = device_state(device);
   std::lock_guard<std::mutex> lock(st.mutex);
   auto it = st.plans.find(key);
   if (it == st.plans.end()) {
+    const ops::PlanningScope planning(true);
     auto plan = std::make_unique<MatmulPlan>();
     plan->shape = MatmulShape{dtype, math, m, n, k, op_a, op_b, bias.defined()};
-    init_plan(st, *plan, lda, ldb, ldd, bias_ptr, align);
+    plan->key = tuning_key(plan->shape, lda, ldb, ldd, align, bias_align, deterministic);
+    init_descriptors(*plan, lda, ldb, ldd, bias_ptr);
+    choose_algo(st, *plan, lda, ldb, ldd, align, deterministic,
+                CallOperands{a.data_ptr(), b.data_ptr(), d.data_ptr(), device});
     it = st.plans.emplace(key, std::move(plan)).first;
   }
   MatmulPlan& plan = *it->second;
@@ -252,6 +459,25 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
                      workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
                      stream(device)),
       &plan.shape);
+}
+
+blas::SearchCounts blas::search_counts() {
+  return SearchCounts{g_searched.load(), g_timed.load(), g_from_cache.load()};
+}
+
+std::map<std::string, std::string> blas::planned_choices(int device) {
+  DeviceState& st = device_state(device);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  std::map<std::string, std::string> out;
+  for (const auto& [key, plan] : st.plans) out[plan->key] = plan->choice;
+  return out;
+}
+
+void blas::forget_plans_for_testing() {
+  for (DeviceState& st : all_states()) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.plans.clear();
+  }
 }
 
 // ---- libraries.h

@@ -8,6 +8,7 @@
 #include <hipblaslt/hipblaslt.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -145,10 +146,17 @@ struct DeviceState {
   std::unordered_map<MatmulKey, std::unique_ptr<MatmulPlan>, PlanKeyHash> plans;
 };
 
+std::array<DeviceState, kMaxDevices>& all_states() {
+  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
+  return *states;
+}
+
+// blas.h's SearchCounts: every plan is a search (the heuristic's first, untimed).
+std::atomic<int64_t> g_searched{0};
+
 DeviceState& device_state(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
-  static auto* states = new std::array<DeviceState, kMaxDevices>();  // never destroyed
-  DeviceState& st = (*states)[size_t(device)];
+  DeviceState& st = all_states()[size_t(device)];
   std::call_once(st.once, [&] {
     set_device(device);
     hipblasLtHandle_t handle = nullptr;
@@ -250,6 +258,7 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
                               plan->shape.describe(), lda, ldb, ldd),
                   "use another precision or device = \"cpu\"");
     HG_LOG_DEBUG("hipBLASLt {}: {} bytes of workspace", plan->shape.describe(), plan->workspace);
+    ++g_searched;
     it = st.plans.emplace(key, std::move(plan)).first;
   }
   MatmulPlan& plan = *it->second;
@@ -265,6 +274,17 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
                       workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
                       stream(device)),
       &plan.shape);
+}
+
+blas::SearchCounts blas::search_counts() { return SearchCounts{g_searched.load(), 0, 0}; }
+
+std::map<std::string, std::string> blas::planned_choices(int) { return {}; }
+
+void blas::forget_plans_for_testing() {
+  for (DeviceState& st : all_states()) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.plans.clear();
+  }
 }
 
 // ---- libraries.h

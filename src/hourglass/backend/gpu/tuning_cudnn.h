@@ -44,7 +44,8 @@ std::optional<EngineChoice> parse_choice(std::string_view text);
 std::string conv_key(const char* pass, const dnn::ConvGeometry& g, DType dtype, MathMode math,
                      dnn::Determinism det, int64_t alignment, bool nhwc, bool nchw);
 
-// Device `device`'s identity for the tuning cache (computed once per device).
+// Device `device`'s identity for the tuning cache (computed once per device). cuBLASLt's
+// entries (blas_cublaslt.cpp) are kept under it too: it names cuBLASLt's version.
 const std::string& identity(int device);
 
 // An engine and an engine configuration of `graph` for `choice` (its engine with its knobs
