@@ -1,10 +1,10 @@
 // The tuning cache: the algorithms the vendor libraries' searches chose (cuDNN's timed engine
-// search, cuBLASLt's timed heuristic list), kept on disk so that a later process with the same device and libraries
-// searches nothing. Device-neutral: a key and a choice are bounded text records as in
-// algorithm_choices.h ("key<TAB>choice" lines); what they mean belongs to the backend wrapper
-// that stores them (backend/gpu/tuning_cudnn.h, blas_cublaslt.cpp), which also checks a cached choice before
-// using it (the library still offers it, it builds, its workspace fits) and reports it with
-// tuning_cache_reject when it does not.
+// search, cuBLASLt's timed heuristic list), kept on disk so that a later process with the same
+// device and libraries searches nothing. Device-neutral: a key and a choice are bounded text
+// records as in algorithm_choices.h ("key<TAB>choice" lines); what they mean belongs to the backend
+// wrapper that stores them (backend/gpu/tuning_cudnn.h, blas_cublaslt.cpp), which also checks a
+// cached choice before using it (the library still offers it, it builds, its workspace fits) and
+// reports it with tuning_cache_reject when it does not.
 //
 // One file per identity (device name, driver and library versions, as the wrapper spells
 // them): "<dir>/tuning-<16 hex digits of FNV-1a(identity)>.txt", holding
