@@ -129,6 +129,20 @@ class GpuTuningCache : public ::testing::Test {
       expect_near(warm.dw, cold.dw, dtype);
     }
   }
+  // Replaces the entries of the cache's file (the one file in dir_) with `entries`, under its
+  // own header; returns its path, or "" when there is no file.
+  std::string rewrite_cache_file(const std::map<std::string, std::string>& entries) const {
+    std::string file;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_))
+      if (entry.path().extension() == ".txt") file = entry.path().string();
+    if (file.empty()) return file;
+    const std::string text = read_file_bytes(file);
+    const std::string header = text.substr(0, text.find('\n', text.find('\n') + 1) + 1);
+    const std::string identity = header.substr(header.find("# identity: ") + 12,
+                                               header.size() - header.find("# identity: ") - 13);
+    write_file_atomic(file, ops::encode_tuning_file(identity, entries));
+    return file;
+  }
   static void expect_near(const std::vector<double>& got, const std::vector<double>& ref,
                           DType dtype) {
     ASSERT_EQ(got.size(), ref.size());
@@ -191,19 +205,12 @@ TEST_F(GpuTuningCache, StaleOrMalformedEntriesAreSearchedAgain) {
   ASSERT_EQ(chosen.size(), 3u);
   // Rewrite the file's three entries: engines cuDNN does not have (in either layout, one with a
   // knob) and a choice that does not parse.
-  std::string file;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_))
-    if (entry.path().extension() == ".txt") file = entry.path().string();
-  ASSERT_FALSE(file.empty());
-  std::string text = read_file_bytes(file);
-  const std::string header = text.substr(0, text.find('\n', text.find('\n') + 1) + 1);
-  const std::string identity = header.substr(header.find("# identity: ") + 12,
-                                             header.size() - header.find("# identity: ") - 13);
   std::map<std::string, std::string> bad;
   const char* replacements[] = {"nhwc:99999:", "not-a-choice", "nchw:88888:1=2"};
   size_t i = 0;
   for (const auto& [key, choice] : chosen) bad[key] = replacements[i++];
-  write_file_atomic(file, ops::encode_tuning_file(identity, bad));
+  const std::string file = rewrite_cache_file(bad);
+  ASSERT_FALSE(file.empty());
 
   new_process();
   LogCapture log;
@@ -317,20 +324,13 @@ TEST_F(GpuTuningCache, MatmulStaleOrMalformedEntriesAreSearchedAgain) {
   std::map<std::string, std::string> chosen;
   for (const auto& sh : shapes) chosen.merge(matmul_choices_of(sh.m, sh.n, sh.k));
   ASSERT_EQ(chosen.size(), 3u);
-  std::string file;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_))
-    if (entry.path().extension() == ".txt") file = entry.path().string();
-  ASSERT_FALSE(file.empty());
-  const std::string text = read_file_bytes(file);
-  const std::string header = text.substr(0, text.find('\n', text.find('\n') + 1) + 1);
-  const std::string identity = header.substr(header.find("# identity: ") + 12,
-                                             header.size() - header.find("# identity: ") - 13);
   // An algorithm cuBLASLt does not accept (every byte 0xff), one that is not hex, one too short.
   std::map<std::string, std::string> bad;
   const std::string replacements[] = {std::string(128, 'f'), std::string(128, 'z'), "0123abcd"};
   size_t i = 0;
   for (const auto& [key, choice] : chosen) bad[key] = replacements[i++];
-  write_file_atomic(file, ops::encode_tuning_file(identity, bad));
+  const std::string file = rewrite_cache_file(bad);
+  ASSERT_FALSE(file.empty());
 
   new_process();
   LogCapture log;

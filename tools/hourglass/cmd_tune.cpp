@@ -6,8 +6,7 @@
 // over the test set (and the validation set), whose batches are the eval batch size and its
 // remainder. --ranks N tunes one rank's shapes of an N-rank data-parallel run (its share of
 // each batch). Each convolution pass and matrix product that is not yet cached is searched and
-// stored. Nothing of
-// the run is written: no run directory, no checkpoint.
+// stored. Nothing of the run is written: no run directory, no checkpoint.
 #include <chrono>
 #include <cstdio>
 
@@ -142,9 +141,8 @@ Runner add_tune(CLI::App& app) {
     } else {
       std::printf(
           "tuned %s on %s in %.2f s (training batches of %zu size%s, %lld evaluation samples): "
-          "%lld passes and products searched (%lld candidates timed), %lld already cached; %lld "
-          "entries "
-          "stored in %s (tune.cache = %s)%s\n",
+          "%lld passes and products searched (%lld candidates timed), %lld already cached; "
+          "%lld entries stored in %s (tune.cache = %s)%s\n",
           a->config.c_str(), run.device.str().c_str(), seconds, train_rows.size(),
           train_rows.size() == 1 ? "" : "s", (long long)eval_samples, (long long)searched,
           (long long)timed, (long long)from_cache, (long long)stored,

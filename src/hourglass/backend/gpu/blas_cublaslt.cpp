@@ -40,6 +40,7 @@
 #include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/libraries.h"
 #include "hourglass/backend/gpu/plan_key.h"
+#include "hourglass/backend/gpu/plan_timer.h"
 #include "hourglass/backend/gpu/tuning_cudnn.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
@@ -306,49 +307,17 @@ bool algo_from_cache(DeviceState& st, MatmulPlan& plan, int device) {
   return true;
 }
 
-// Milliseconds per run of `algo` on the call's operands (median of three after one untimed
-// run; synchronises), or a negative time when it fails to run.
-float time_algo(DeviceState& st, const MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo,
-                size_t workspace, void* ws, const CallOperands& call) {
-  const gpuStream_t s = stream(call.device);
-  const float one = 1.0f, zero = 0.0f;
-  auto run = [&] {
-    return cublasLtMatmul(st.handle, plan.desc, &one, call.a, plan.a, call.b, plan.b, &zero, call.d,
-                          plan.d, call.d, plan.d, &algo, ws, workspace, s);
-  };
-  if (run() != CUBLAS_STATUS_SUCCESS) {
-    (void)gpuGetLastError();
-    return -1.0f;
-  }
-  gpuEvent_t start = nullptr, stop = nullptr;
-  HG_GPU_CHECK(gpuEventCreate(&start));
-  HG_GPU_CHECK(gpuEventCreate(&stop));
-  std::array<float, 3> ms{};
-  bool ok = true;
-  for (float& t : ms) {
-    HG_GPU_CHECK(gpuEventRecord(start, s));
-    ok = ok && run() == CUBLAS_STATUS_SUCCESS;
-    HG_GPU_CHECK(gpuEventRecord(stop, s));
-    HG_GPU_CHECK(gpuEventSynchronize(stop));
-    HG_GPU_CHECK(gpuEventElapsedTime(&t, start, stop));
-  }
-  (void)gpuEventDestroy(start);
-  (void)gpuEventDestroy(stop);
-  if (!ok) return -1.0f;
-  std::sort(ms.begin(), ms.end());
-  return ms[1];
-}
-
 // Chooses the plan's algorithm (see the top of the file): from the tuning cache, else the
 // heuristic's list, timed unless deterministic or capturing.
 void choose_algo(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, int64_t ldd,
                  const std::array<uint32_t, 3>& align, bool deterministic,
                  const CallOperands& call) {
-  const MatmulShape& s = plan.shape;
-  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
-  HG_GPU_CHECK(gpuStreamIsCapturing(stream(call.device), &capture));
-  const bool capturing = capture != gpuStreamCaptureStatusNone;
   if (algo_from_cache(st, plan, call.device)) return;
+  const MatmulShape& s = plan.shape;
+  const gpuStream_t device_stream = stream(call.device);
+  gpuStreamCaptureStatus capture = gpuStreamCaptureStatusNone;
+  HG_GPU_CHECK(gpuStreamIsCapturing(device_stream, &capture));
+  const bool capturing = capture != gpuStreamCaptureStatusNone;
 
   Preference pref;
   HG_CUBLAS_CHECK_FOR(cublasLtMatmulPreferenceCreate(&pref.pref), &s);
@@ -385,8 +354,15 @@ void choose_algo(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, in
     Tensor workspace;
     if (bytes > 0) workspace = Tensor::empty({int64_t(bytes)}, DType::U8, Device::gpu(call.device));
     void* ws = workspace.defined() ? workspace.data_ptr() : nullptr;
+    PlanTimer timer(device_stream);
+    const float one = 1.0f, zero = 0.0f;
     for (size_t i = 0; i < usable.size(); ++i) {
-      const float ms = time_algo(st, plan, usable[i].algo, usable[i].workspaceSize, ws, call);
+      const auto run = [&] {
+        return cublasLtMatmul(st.handle, plan.desc, &one, call.a, plan.a, call.b, plan.b, &zero,
+                              call.d, plan.d, call.d, plan.d, &usable[i].algo, ws,
+                              usable[i].workspaceSize, device_stream) == CUBLAS_STATUS_SUCCESS;
+      };
+      const float ms = timer.time(run, best);
       if (ms < 0) continue;
       ++timed;
       if (log_level() >= 2)

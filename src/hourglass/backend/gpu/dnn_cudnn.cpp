@@ -58,6 +58,7 @@
 #include "hourglass/backend/gpu/layout_kernels.h"
 #include "hourglass/backend/gpu/libraries.h"
 #include "hourglass/backend/gpu/plan_key.h"
+#include "hourglass/backend/gpu/plan_timer.h"
 #include "hourglass/backend/gpu/tuning_cudnn.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
@@ -297,49 +298,6 @@ Tensor search_workspace(size_t& bytes, int device) {
   return Tensor();
 }
 
-// Milliseconds per run of `plan`, on the device's stream (synchronises). A configuration that
-// fails to run gives a negative time.
-class PlanTimer {
- public:
-  explicit PlanTimer(int device) : stream_(stream(device)) {
-    HG_GPU_CHECK(gpuEventCreate(&start_));
-    HG_GPU_CHECK(gpuEventCreate(&stop_));
-  }
-  ~PlanTimer() {
-    (void)gpuEventDestroy(start_);
-    (void)gpuEventDestroy(stop_);
-  }
-  PlanTimer(const PlanTimer&) = delete;
-  PlanTimer& operator=(const PlanTimer&) = delete;
-
-  // One untimed run (loads the kernels), then one timed; two more only when that one is
-  // within twice `best_ms`, the median of the three counting.
-  template <typename Run>
-  float time(Run run, float best_ms) {
-    if (run() != CUDNN_STATUS_SUCCESS) return fail();
-    std::array<float, 3> ms{};
-    for (size_t i = 0; i < ms.size(); ++i) {
-      HG_GPU_CHECK(gpuEventRecord(start_, stream_));
-      if (run() != CUDNN_STATUS_SUCCESS) return fail();
-      HG_GPU_CHECK(gpuEventRecord(stop_, stream_));
-      HG_GPU_CHECK(gpuEventSynchronize(stop_));
-      HG_GPU_CHECK(gpuEventElapsedTime(&ms[i], start_, stop_));
-      if (i == 0 && best_ms > 0 && ms[0] > 2 * best_ms) return ms[0];
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[1];
-  }
-
- private:
-  static float fail() {
-    take_last_error();
-    (void)gpuGetLastError();  // a launch error of that configuration is not sticky
-    return -1.0f;
-  }
-  gpuStream_t stream_;
-  gpuEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
 // dnn.h's SearchCounts.
 std::atomic<int64_t> g_searched{0}, g_timed{0}, g_from_cache{0};
 
@@ -475,7 +433,7 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPo
     for (const Built& b : built) bytes = std::max(bytes, call_bytes(plan, b.layout, b.workspace));
     Tensor workspace = search_workspace(bytes, device);
     void* ws = workspace.defined() ? workspace.data_ptr() : nullptr;
-    PlanTimer timer(device);
+    PlanTimer timer(s);
     float best = -1.0f;
     for (size_t i = 0; i < built.size(); ++i) {
       Built& b = built[i];
@@ -483,10 +441,13 @@ void search(DeviceState& st, ConvPlan& plan, Pass pass, int device, const CallPo
         const CallPointers used = prepare(plan, pass, b.layout, call, ws, b.workspace, s);
         const cudnnStatus_t status = execute(st.handle, b.plan, used.x, used.w, used.y, ws, ctx);
         finish(plan, pass, b.layout, used, call, s);
-        return status;
+        return status == CUDNN_STATUS_SUCCESS;
       };
       b.ms = call_bytes(plan, b.layout, b.workspace) > bytes ? -1.0f : timer.time(run, best);
-      if (b.ms < 0) continue;
+      if (b.ms < 0) {
+        take_last_error();  // that configuration's, not sticky
+        continue;
+      }
       ++timed;
       if (log_level() >= 2)
         fmt::print(stderr, "cuDNN {} {}: {} {} {:.3f} ms, {} bytes of workspace\n",
