@@ -20,7 +20,7 @@ void write_bytes(const fs::path& p, size_t n) {
   std::ofstream(p, std::ios::binary) << std::string(n, 'x');
 }
 
-TEST(LibraryPrefetch, MappedLibrariesAndTheirSiblingsOnceEachLargestFirst) {
+TEST(LibraryPrefetch, MappedLibrariesAndEachStemsFilesBesideThemOnceEachLargestFirst) {
   const fs::path lib = hg::test::fresh_temp_dir("library_prefetch");
   const fs::path other = lib / "other";
   fs::create_directories(other);
@@ -30,6 +30,7 @@ TEST(LibraryPrefetch, MappedLibrariesAndTheirSiblingsOnceEachLargestFirst) {
   write_bytes(lib / "libcudnn_ops.so.9.14.0", 2000);
   write_bytes(lib / "libcudnn.txt", 5000);               // not a shared library
   write_bytes(lib / "libcublas.so.13", 4000);            // another stem, not mapped
+  write_bytes(lib / "libcublasLt.so.13.1", 1500);        // a stem's file beside a mapped one
   write_bytes(other / "libcublasLt.so.13", 1000);        // mapped, alone in its folder
   write_bytes(other / "libc.so.6", 9000);                // mapped, not a vendor library
   fs::create_directories(lib / "libcudnn_folder.so.d");  // not a regular file
@@ -51,6 +52,7 @@ TEST(LibraryPrefetch, MappedLibrariesAndTheirSiblingsOnceEachLargestFirst) {
   const std::vector<std::string> expected = {
       fs::canonical(lib / "libcudnn_engines_precompiled.so.9.14.0").string(),
       fs::canonical(lib / "libcudnn_ops.so.9.14.0").string(),
+      fs::canonical(lib / "libcublasLt.so.13.1").string(),
       fs::canonical(other / "libcublasLt.so.13").string(),
       fs::canonical(lib / "libcudnn.so.9.14.0").string()};
   EXPECT_EQ(files, expected);

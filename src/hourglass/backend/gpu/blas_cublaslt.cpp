@@ -19,9 +19,14 @@
 // A call then sets the bias pointer, takes its workspace from the caching allocator and
 // launches. The per-device state is never destroyed (see dnn_cudnn.cpp).
 //
+// libcublasLt is opened with dlopen at the first product (or version query), never linked: its
+// static initialisers fault in about 0.45 s of pages, which every process of a CUDA build
+// (each CLI command, each test) would otherwise pay at start, GPU or not.
+//
 // HOURGLASS_CUBLASLT_LOG=1 prints each product's choice (time, workspace) to stderr; =2 also
 // every timed algorithm.
 #include <cublasLt.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <array>
@@ -54,6 +59,59 @@ namespace {
 
 using blas::Transpose;
 
+// The cuBLASLt functions the wrapper calls, cublasLt<Name> as lt().<Name>.
+#define HG_CUBLASLT_FUNCTIONS     \
+  X(Create)                       \
+  X(GetStatusName)                \
+  X(GetStatusString)              \
+  X(GetVersion)                   \
+  X(Matmul)                       \
+  X(MatmulAlgoCheck)              \
+  X(MatmulAlgoGetHeuristic)       \
+  X(MatmulDescCreate)             \
+  X(MatmulDescDestroy)            \
+  X(MatmulDescSetAttribute)       \
+  X(MatmulPreferenceCreate)       \
+  X(MatmulPreferenceDestroy)      \
+  X(MatmulPreferenceSetAttribute) \
+  X(MatrixLayoutCreate)           \
+  X(MatrixLayoutDestroy)
+
+struct CublasLt {
+#define X(name) decltype(&::cublasLt##name) name = nullptr;
+  HG_CUBLASLT_FUNCTIONS
+#undef X
+};
+
+// The library of the toolkit hourglass was compiled with (its soname: libcublasLt.so.<major>),
+// opened once; a missing library or function is an error naming it.
+const CublasLt& lt() {
+  static const CublasLt* const table = [] {
+    const std::string file = fmt::format("libcublasLt.so.{}", CUBLAS_VER_MAJOR);
+    void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef HOURGLASS_CUBLASLT_DIR
+    // The toolkit's folder found at build time, when the loader's paths do not hold it.
+    if (handle == nullptr)
+      handle = dlopen((HOURGLASS_CUBLASLT_DIR "/" + file).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (handle == nullptr)
+      throw_runtime(fmt::format("cannot load {}: {}", file, dlerror()),
+                    fmt::format("install the CUDA {} toolkit's cuBLASLt (or put its folder on "
+                                "LD_LIBRARY_PATH); `hourglass doctor` checks the GPU stack",
+                                CUBLAS_VER_MAJOR));
+    auto* t = new CublasLt();  // never destroyed, like the library's handles
+#define X(name)                                                                   \
+  t->name = reinterpret_cast<decltype(t->name)>(dlsym(handle, "cublasLt" #name)); \
+  if (t->name == nullptr)                                                         \
+    throw_runtime(fmt::format("{} has no function cublasLt" #name, file),         \
+                  "install the cuBLASLt of the CUDA toolkit hourglass was built with");
+    HG_CUBLASLT_FUNCTIONS
+#undef X
+    return t;
+  }();
+  return *table;
+}
+
 // What a product computes, for error messages.
 struct MatmulShape {
   DType dtype;
@@ -72,8 +130,11 @@ struct MatmulShape {
 
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line, const MatmulShape* shape) {
-  std::string message = fmt::format("{} failed: {} ({})", call, cublasLtGetStatusName(status),
-                                    cublasLtGetStatusString(status));
+  // The call as written, lt().Name(...), under the library's name: cublasLtName(...).
+  std::string_view written(call);
+  if (written.starts_with("lt().")) written.remove_prefix(5);
+  std::string message = fmt::format("cublasLt{} failed: {} ({})", written,
+                                    lt().GetStatusName(status), lt().GetStatusString(status));
   if (shape != nullptr) message += fmt::format(" for the {}", shape->describe());
   message += fmt::format(" at {}:{}", file, line);
   switch (status) {
@@ -106,7 +167,7 @@ struct MatmulShape {
 
 void log_if_failed(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    HG_LOG_WARN("{} failed: {}", what, cublasLtGetStatusName(status));
+    HG_LOG_WARN("{} failed: {}", what, lt().GetStatusName(status));
 }
 
 cudaDataType_t cuda_dtype(DType dtype) {
@@ -137,10 +198,8 @@ struct MatmulPlan {
   MatmulPlan& operator=(const MatmulPlan&) = delete;
   ~MatmulPlan() {
     for (cublasLtMatrixLayout_t l : {a, b, d})
-      if (l != nullptr)
-        log_if_failed(cublasLtMatrixLayoutDestroy(l), "cublasLtMatrixLayoutDestroy");
-    if (desc != nullptr)
-      log_if_failed(cublasLtMatmulDescDestroy(desc), "cublasLtMatmulDescDestroy");
+      if (l != nullptr) log_if_failed(lt().MatrixLayoutDestroy(l), "cublasLtMatrixLayoutDestroy");
+    if (desc != nullptr) log_if_failed(lt().MatmulDescDestroy(desc), "cublasLtMatmulDescDestroy");
   }
 };
 
@@ -149,7 +208,7 @@ struct Preference {
   cublasLtMatmulPreference_t pref = nullptr;
   ~Preference() {
     if (pref != nullptr)
-      log_if_failed(cublasLtMatmulPreferenceDestroy(pref), "cublasLtMatmulPreferenceDestroy");
+      log_if_failed(lt().MatmulPreferenceDestroy(pref), "cublasLtMatmulPreferenceDestroy");
   }
 };
 
@@ -173,7 +232,7 @@ DeviceState& device_state(int device) {
   std::call_once(st.once, [&] {
     set_device(device);
     cublasLtHandle_t handle = nullptr;
-    HG_CUBLAS_CHECK(cublasLtCreate(&handle));
+    HG_CUBLAS_CHECK(lt().Create(&handle));
     st.handle = handle;
   });
   return st;
@@ -181,14 +240,14 @@ DeviceState& device_state(int device) {
 
 template <typename T>
 void set_desc(const MatmulPlan& plan, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  HG_CUBLAS_CHECK_FOR(cublasLtMatmulDescSetAttribute(plan.desc, attr, &value, sizeof(value)),
+  HG_CUBLAS_CHECK_FOR(lt().MatmulDescSetAttribute(plan.desc, attr, &value, sizeof(value)),
                       &plan.shape);
 }
 
 template <typename T>
 void set_pref(const Preference& p, cublasLtMatmulPreferenceAttributes_t attr, const T& value,
               const MatmulShape& shape) {
-  HG_CUBLAS_CHECK_FOR(cublasLtMatmulPreferenceSetAttribute(p.pref, attr, &value, sizeof(value)),
+  HG_CUBLAS_CHECK_FOR(lt().MatmulPreferenceSetAttribute(p.pref, attr, &value, sizeof(value)),
                       &shape);
 }
 
@@ -199,7 +258,7 @@ void init_descriptors(MatmulPlan& plan, int64_t lda, int64_t ldb, int64_t ldd, c
   const cublasComputeType_t compute = s.dtype == DType::F32 && s.math == MathMode::Tf32
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
-  HG_CUBLAS_CHECK_FOR(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F), &s);
+  HG_CUBLAS_CHECK_FOR(lt().MatmulDescCreate(&plan.desc, compute, CUDA_R_32F), &s);
   set_desc(plan, CUBLASLT_MATMUL_DESC_TRANSA,
            int32_t(s.op_a == Transpose::Yes ? CUBLAS_OP_T : CUBLAS_OP_N));
   set_desc(plan, CUBLASLT_MATMUL_DESC_TRANSB,
@@ -212,13 +271,13 @@ void init_descriptors(MatmulPlan& plan, int64_t lda, int64_t ldb, int64_t ldd, c
     set_desc(plan, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   const bool ta = s.op_a == Transpose::Yes, tb = s.op_b == Transpose::Yes;
-  HG_CUBLAS_CHECK_FOR(cublasLtMatrixLayoutCreate(&plan.a, type, uint64_t(ta ? s.k : s.m),
-                                                 uint64_t(ta ? s.m : s.k), lda),
+  HG_CUBLAS_CHECK_FOR(lt().MatrixLayoutCreate(&plan.a, type, uint64_t(ta ? s.k : s.m),
+                                              uint64_t(ta ? s.m : s.k), lda),
                       &s);
-  HG_CUBLAS_CHECK_FOR(cublasLtMatrixLayoutCreate(&plan.b, type, uint64_t(tb ? s.n : s.k),
-                                                 uint64_t(tb ? s.k : s.n), ldb),
+  HG_CUBLAS_CHECK_FOR(lt().MatrixLayoutCreate(&plan.b, type, uint64_t(tb ? s.n : s.k),
+                                              uint64_t(tb ? s.k : s.n), ldb),
                       &s);
-  HG_CUBLAS_CHECK_FOR(cublasLtMatrixLayoutCreate(&plan.d, type, uint64_t(s.m), uint64_t(s.n), ldd),
+  HG_CUBLAS_CHECK_FOR(lt().MatrixLayoutCreate(&plan.d, type, uint64_t(s.m), uint64_t(s.n), ldd),
                       &s);
 }
 
@@ -290,10 +349,10 @@ bool algo_from_cache(DeviceState& st, MatmulPlan& plan, int device) {
   if (!algo) return reject("it is not an algorithm's 128 hex digits");
   cublasLtMatmulHeuristicResult_t check{};
   const cublasStatus_t status =
-      cublasLtMatmulAlgoCheck(st.handle, plan.desc, plan.a, plan.b, plan.d, plan.d, &*algo, &check);
+      lt().MatmulAlgoCheck(st.handle, plan.desc, plan.a, plan.b, plan.d, plan.d, &*algo, &check);
   if (status != CUBLAS_STATUS_SUCCESS)
     return reject(fmt::format("cuBLASLt does not accept it for this product ({})",
-                              cublasLtGetStatusName(status)));
+                              lt().GetStatusName(status)));
   if (check.workspaceSize > blas::kMaxWorkspaceBytes)
     return reject(fmt::format("it needs {} bytes of workspace, over the bound of {}",
                               check.workspaceSize, blas::kMaxWorkspaceBytes));
@@ -320,7 +379,7 @@ void choose_algo(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, in
   const bool capturing = capture != gpuStreamCaptureStatusNone;
 
   Preference pref;
-  HG_CUBLAS_CHECK_FOR(cublasLtMatmulPreferenceCreate(&pref.pref), &s);
+  HG_CUBLAS_CHECK_FOR(lt().MatmulPreferenceCreate(&pref.pref), &s);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(blas::kMaxWorkspaceBytes), s);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align[0], s);
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align[1], s);
@@ -330,8 +389,8 @@ void choose_algo(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, in
   std::array<cublasLtMatmulHeuristicResult_t, kHeuristicAlgorithms> results{};
   int returned = 0;
   HG_CUBLAS_CHECK_FOR(
-      cublasLtMatmulAlgoGetHeuristic(st.handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
-                                     pref.pref, wanted, results.data(), &returned),
+      lt().MatmulAlgoGetHeuristic(st.handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref.pref,
+                                  wanted, results.data(), &returned),
       &s);
   std::vector<cublasLtMatmulHeuristicResult_t> usable;
   for (int i = 0; i < std::min(returned, wanted); ++i)
@@ -358,9 +417,9 @@ void choose_algo(DeviceState& st, MatmulPlan& plan, int64_t lda, int64_t ldb, in
     const float one = 1.0f, zero = 0.0f;
     for (size_t i = 0; i < usable.size(); ++i) {
       const auto run = [&] {
-        return cublasLtMatmul(st.handle, plan.desc, &one, call.a, plan.a, call.b, plan.b, &zero,
-                              call.d, plan.d, call.d, plan.d, &usable[i].algo, ws,
-                              usable[i].workspaceSize, device_stream) == CUBLAS_STATUS_SUCCESS;
+        return lt().Matmul(st.handle, plan.desc, &one, call.a, plan.a, call.b, plan.b, &zero,
+                           call.d, plan.d, call.d, plan.d, &usable[i].algo, ws,
+                           usable[i].workspaceSize, device_stream) == CUBLAS_STATUS_SUCCESS;
       };
       const float ms = timer.time(run, best);
       if (ms < 0) continue;
@@ -429,12 +488,11 @@ void blas::matmul(MathMode math, int64_t m, int64_t n, int64_t k, const Tensor& 
   if (plan.workspace > 0)
     workspace = Tensor::empty({int64_t(plan.workspace)}, DType::U8, d.device());
   const float one = 1.0f, zero = 0.0f;
-  HG_CUBLAS_CHECK_FOR(
-      cublasLtMatmul(st.handle, plan.desc, &one, a.data_ptr(), plan.a, b.data_ptr(), plan.b, &zero,
-                     d.data_ptr(), plan.d, d.data_ptr(), plan.d, &plan.algo,
-                     workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
-                     stream(device)),
-      &plan.shape);
+  HG_CUBLAS_CHECK_FOR(lt().Matmul(st.handle, plan.desc, &one, a.data_ptr(), plan.a, b.data_ptr(),
+                                  plan.b, &zero, d.data_ptr(), plan.d, d.data_ptr(), plan.d,
+                                  &plan.algo, workspace.defined() ? workspace.data_ptr() : nullptr,
+                                  plan.workspace, stream(device)),
+                      &plan.shape);
 }
 
 blas::SearchCounts blas::search_counts() {
@@ -460,7 +518,7 @@ void blas::forget_plans_for_testing() {
 
 std::string blas_library_version() {
   // cuBLASLt numbers versions major * 10000 + minor * 100 + patch.
-  const size_t v = cublasLtGetVersion();
+  const size_t v = lt().GetVersion();
   return fmt::format("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
 }
 

@@ -66,7 +66,9 @@ std::vector<std::string> vendor_library_files(const std::string& maps_text,
     const std::string* stem = stem_of(path.filename().string(), stems);
     if (stem == nullptr) continue;
     add(path);
-    folders.emplace(path.parent_path().string(), *stem);
+    // Every stem's files in the folder: cuBLASLt is opened only at the first product
+    // (blas_cublaslt.cpp), so it is found beside cuDNN, as the CUDA toolkit installs them.
+    for (const std::string& s : stems) folders.emplace(path.parent_path().string(), s);
   }
   for (const auto& [folder, stem] : folders) {
     std::error_code ec;
