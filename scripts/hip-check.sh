@@ -11,22 +11,38 @@
 # tree stays valid HIP against ROCm 6. Each file compiles against its layer's include root, as
 # in the CMake build (cmake/layers.cmake): a folder holding links to its own and the lower
 # layers only, so an upward #include fails here too.
-# Usage: scripts/hip-check.sh [ARCH...]   (HOURGLASS_ROCM_INCLUDE overrides the header tree)
+# Usage: scripts/hip-check.sh [ARCH...]
+#        scripts/hip-check.sh --find-headers   (prints the header folder it would use, or exits 1)
+# The headers are the first folder holding HIP's, MIOpen's and hipBLASLt's of:
+# $HOURGLASS_ROCM_INCLUDE, $ROCM_PATH/include, /opt/rocm/include, ../shared/rocm-6.2/include.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+find_headers() {
+  local dir header
+  for dir in ${HOURGLASS_ROCM_INCLUDE:+"$HOURGLASS_ROCM_INCLUDE"} ${ROCM_PATH:+"$ROCM_PATH/include"} \
+      /opt/rocm/include "$PWD/../shared/rocm-6.2/include"; do
+    for header in hip/hip_runtime.h miopen/miopen.h hipblaslt/hipblaslt.h; do
+      [ -f "$dir/$header" ] || continue 2
+    done
+    (cd "$dir" && pwd)
+    return 0
+  done
+  return 1
+}
+if [ "${1:-}" = --find-headers ]; then
+  find_headers
+  exit
+fi
 if ! command -v hipcc >/dev/null; then
   echo "hip-check: hipcc not found (apt-get install hipcc libamdhip64-dev rocm-device-libs)" >&2
   exit 1
 fi
-rocm_include=${HOURGLASS_ROCM_INCLUDE:-$PWD/../shared/rocm-6.2/include}
-for header in hip/hip_runtime.h miopen/miopen.h hipblaslt/hipblaslt.h; do
-  if [ ! -f "$rocm_include/$header" ]; then
-    echo "hip-check: $rocm_include/$header not found: the ROCm 6.2 headers are expected in" \
-      "../shared/rocm-6.2/include beside this clone (or set HOURGLASS_ROCM_INCLUDE to a ROCm" \
-      "6 include folder)" >&2
-    exit 1
-  fi
-done
+if ! rocm_include=$(find_headers); then
+  echo "hip-check: no ROCm 6 headers (hip/hip_runtime.h, miopen/miopen.h, hipblaslt/hipblaslt.h)" \
+    "in \$HOURGLASS_ROCM_INCLUDE, \$ROCM_PATH/include, /opt/rocm/include or" \
+    "../shared/rocm-6.2/include: set ROCM_PATH to a ROCm 6 install" >&2
+  exit 1
+fi
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(gfx90a gfx940)
 # hipcc passes its link flags (-lamdhip64, ...) to every compile: not a warning about the code.

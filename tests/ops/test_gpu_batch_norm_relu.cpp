@@ -503,7 +503,8 @@ TEST_P(GpuBatchNormPairRelu, MatchesTheOpsItReplaces) {
 
 TEST_P(GpuBatchNormPairRelu, RepeatedRunsAreBitIdentical) {
   HG_REQUIRE_GPU();
-  const auto& [fc, dtype] = GetParam();
+  const auto& [fc, dtype_binding] = GetParam();
+  const DType dtype = dtype_binding;  // a lambda may capture a variable, not a binding (clang 14)
   const PairData p = make_pair_data(fc.shape, dtype, 91);
   const auto run = [&] {
     GpuPair g = to_gpu(p, dtype);
