@@ -82,8 +82,11 @@ TEST(Config, SyntaxAndFileErrorsNameTheLocation) {
   const Error e =
       expect_invalid([] { Config::parse("[train]\nepochs = = 3\n", "bad.toml"); }, {"bad.toml:2:"});
   EXPECT_FALSE(e.remedy().empty());
-  expect_invalid([] { Config::load("/nonexistent/run.toml"); },
-                 {"/nonexistent/run.toml", "does not exist"});
+  // The config is a positional argument (hourglass train CONFIG): there is no --config flag.
+  const Error missing = expect_invalid(
+      [] { Config::load("/nonexistent/run.toml"); },
+      {"/nonexistent/run.toml", "does not exist", "config path given to the command"});
+  EXPECT_EQ(missing.one_line().find("--config"), std::string::npos) << missing.one_line();
 
   const std::string path =
       (std::filesystem::temp_directory_path() / fmt::format("hg_config_{}.toml", ::getpid()))

@@ -166,7 +166,7 @@ Config Config::load(const std::string& path) {
   const std::string kind = file_kind(path);
   if (kind.empty())
     throw_invalid(fmt::format("config file {} does not exist", path),
-                  "check the path given to --config");
+                  "check the config path given to the command");
   // Checked before opening: reading a FIFO would wait for a writer, perhaps forever.
   if (kind != "a regular file")
     throw_invalid(fmt::format("config file {} is {}, not a regular file", path, kind),
