@@ -13,6 +13,7 @@
 
 #include "hourglass/base/duration.h"
 #include "hourglass/base/error.h"
+#include "hourglass/base/plural.h"
 
 namespace hg {
 namespace {
@@ -271,6 +272,15 @@ TEST(Config, FloatGettersRefuseNanAndInfinityNamingTheKey) {
                  {"train.label_smoothing", "--set train.label_smoothing=nan", "finite"});
   EXPECT_EQ(overridden.origin("train.label_smoothing"), "from --set train.label_smoothing=nan");
   EXPECT_EQ(Config::parse("x = 1.5", "run.toml").get_double("x", 0.0), 1.5);
+}
+
+TEST(Plural, CountAndNoun) {
+  EXPECT_EQ(plural(1, "thread"), "1 thread");
+  EXPECT_EQ(plural(2, "thread"), "2 threads");
+  EXPECT_EQ(plural(0, "epoch"), "0 epochs");
+  EXPECT_EQ(plural(1, "batch", "batches"), "1 batch");
+  EXPECT_EQ(plural(3, "batch", "batches"), "3 batches");
+  EXPECT_EQ(plural(size_t(1), "shard"), "1 shard");
 }
 
 TEST(Duration, ParsesUnitsAndCombinations) {
