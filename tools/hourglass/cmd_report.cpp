@@ -55,7 +55,7 @@ std::optional<obs::BudgetInfo> read_budget(obs::RunReport& report) {
     info.limit_usd = data.budget_usd;
     for (const train::LedgerSession& s : data.sessions)
       info.sessions.push_back({parse_utc(s.started), parse_utc(s.ended), s.device_seconds,
-                               s.price_per_hour, s.devices, s.phase, s.stop_reason});
+                               s.price_per_hour, s.devices, s.phase, s.stop_reason, s.closed});
     return info;
   } catch (const Error& e) {
     report.notes.push_back(e.message() + ": the budget sessions are left out");
