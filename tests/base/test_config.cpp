@@ -5,12 +5,15 @@
 #include <unistd.h>
 #include "support/expect_error.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
 #include "hourglass/base/duration.h"
 #include "hourglass/base/error.h"
+#include "hourglass/base/plural.h"
 
 namespace hg {
 namespace {
@@ -82,8 +85,11 @@ TEST(Config, SyntaxAndFileErrorsNameTheLocation) {
   const Error e =
       expect_invalid([] { Config::parse("[train]\nepochs = = 3\n", "bad.toml"); }, {"bad.toml:2:"});
   EXPECT_FALSE(e.remedy().empty());
-  expect_invalid([] { Config::load("/nonexistent/run.toml"); },
-                 {"/nonexistent/run.toml", "does not exist"});
+  // The config is a positional argument (hourglass train CONFIG): there is no --config flag.
+  const Error missing = expect_invalid(
+      [] { Config::load("/nonexistent/run.toml"); },
+      {"/nonexistent/run.toml", "does not exist", "config path given to the command"});
+  EXPECT_EQ(missing.one_line().find("--config"), std::string::npos) << missing.one_line();
 
   const std::string path =
       (std::filesystem::temp_directory_path() / fmt::format("hg_config_{}.toml", ::getpid()))
@@ -176,6 +182,37 @@ TEST(Config, ResolvedTomlRoundTrips) {
   EXPECT_EQ(back.get_double("data.limit", 0), 3.0);
 }
 
+// Floats print in the shortest form that reads back to the same double (toml++ alone writes
+// 0.05 as 0.050000000000000003), in tables, arrays, arrays of tables and --set values; a
+// string that looks like the placeholders used on the way stays a string.
+TEST(Config, ResolvedTomlPrintsFloatsShortestAndExact) {
+  Config c = Config::parse(
+      "lr = 0.05\nmomentum = 0.1\neps = 1e-4\ntiny = 1e-12\nwhole = 3.0\nbig = 1e300\n"
+      "third = 0.3333333333333333\ncount = 3\nname = \"hourglass-float-0-0\"\n"
+      "[data]\nmean = [0.4914, 0.4822, 0.4465]\n[[runs]]\nlr = 0.25\n",
+      "floats.toml");
+  c.set_override("optim.weight_decay=5e-4");
+  const std::string text = c.to_toml();
+  for (const char* expected :
+       {"\nlr = 0.05\n", "\nmomentum = 0.1\n", "\neps = 0.0001\n", "\ntiny = 1e-12\n",
+        "\nwhole = 3.0\n", "\nbig = 1e+300\n", "\nthird = 0.3333333333333333\n", "\ncount = 3\n",
+        "0.4914, 0.4822, 0.4465", "\nlr = 0.25\n", "\nweight_decay = 0.0005\n",
+        "hourglass-float-0-0"})
+    EXPECT_NE(text.find(expected), std::string::npos) << "'" << expected << "' not in:\n" << text;
+  EXPECT_EQ(text.find("00000"), std::string::npos) << text;
+
+  const Config back = Config::parse(text, "resolved.toml");
+  EXPECT_EQ(back.keys(), c.keys());
+  for (const char* key :
+       {"lr", "momentum", "eps", "tiny", "whole", "big", "third", "optim.weight_decay"})
+    EXPECT_EQ(std::bit_cast<uint64_t>(back.get_double(key, 0)),
+              std::bit_cast<uint64_t>(c.get_double(key, 0)))
+        << key;
+  EXPECT_EQ(back.get_double_list("data.mean", {}), c.get_double_list("data.mean", {}));
+  EXPECT_EQ(back.get_int("count", 0), 3);
+  EXPECT_EQ(back.get_string("name", ""), "hourglass-float-0-0");
+}
+
 TEST(Config, UnusedKeysListsWhatWasNeverRead) {
   Config c = Config::parse(kRunToml, "run.toml");
   c.set_override("train.epoch=3");  // a typo for train.epochs
@@ -235,6 +272,15 @@ TEST(Config, FloatGettersRefuseNanAndInfinityNamingTheKey) {
                  {"train.label_smoothing", "--set train.label_smoothing=nan", "finite"});
   EXPECT_EQ(overridden.origin("train.label_smoothing"), "from --set train.label_smoothing=nan");
   EXPECT_EQ(Config::parse("x = 1.5", "run.toml").get_double("x", 0.0), 1.5);
+}
+
+TEST(Plural, CountAndNoun) {
+  EXPECT_EQ(plural(1, "thread"), "1 thread");
+  EXPECT_EQ(plural(2, "thread"), "2 threads");
+  EXPECT_EQ(plural(0, "epoch"), "0 epochs");
+  EXPECT_EQ(plural(1, "batch", "batches"), "1 batch");
+  EXPECT_EQ(plural(3, "batch", "batches"), "3 batches");
+  EXPECT_EQ(plural(size_t(1), "shard"), "1 shard");
 }
 
 TEST(Duration, ParsesUnitsAndCombinations) {

@@ -168,7 +168,8 @@ TEST(Cli, CorruptCheckpointIsAOneLineError) {
   const std::string dir = temp_dir("badckpt");
   expect_input_error(run("eval " + dir + "/missing.safetensors"), "missing.safetensors");
   std::ofstream(dir + "/garbage.safetensors") << "not a safetensors file at all";
-  expect_input_error(run("eval " + dir + "/garbage.safetensors"), "garbage.safetensors");
+  expect_input_error(run("eval " + dir + "/garbage.safetensors"),
+                     "garbage.safetensors is not a safetensors checkpoint");
   // A valid file without hourglass's config metadata.
   save_safetensors(dir + "/plain.safetensors", {{"w", Tensor::zeros({2})}});
   expect_input_error(run("eval " + dir + "/plain.safetensors"), "hourglass.config");

@@ -94,6 +94,21 @@ TEST(CommandLine, WarningsGoToStderr) {
   EXPECT_NE(bad.err.find("hourglass: error: "), std::string::npos) << bad.err;
 }
 
+// CLI11's own errors read like every other error: one line "hourglass: error: ...".
+TEST(CommandLine, UsageErrorsHaveTheErrorPrefix) {
+  for (const std::string& args :
+       {std::string(), std::string("no-such-command"), std::string("doctor --no-such-flag")}) {
+    const auto r = run_hourglass_split(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err.rfind("hourglass: error: ", 0), 0u) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+  }
+  const auto none = run_hourglass_split("");
+  EXPECT_NE(none.err.find("A subcommand is required"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("hourglass --help"), std::string::npos) << none.err;
+}
+
 TEST(CommandLine, VersionPrintsTheVersionAndExitsZero) {
   const auto r = run_hourglass_split("--version");
   EXPECT_EQ(r.code, 0) << r.err;

@@ -1,5 +1,6 @@
 // `hourglass report RUN_DIR` end to end: a real short training run (with a budget, so the ledger
-// has a limit) and a profile saved as RUN_DIR/profile.json give a report with every section;
+// has a limit, and a phase) and a profile saved as RUN_DIR/profile.json give a report with every
+// section, the ledger's sessions with their phase and stop reason;
 // --json prints the path and the chart count; only report.html is added to the run directory;
 // --out writes elsewhere and adds nothing; a missing or metric-less directory exits 2 naming it.
 #include <gtest/gtest.h>
@@ -34,9 +35,24 @@ const std::string kTrainArgs =
 
 TEST(ReportCli, AReportOfARealRunHasEverySectionAndAddsOnlyItself) {
   const std::string dir = test::fresh_temp_dir("report_cli") + "/run";
-  const test::RunResult trained = test::run_hourglass(
-      "train " HG_SOURCE_DIR "/configs/quickstart.toml --run-dir " + dir + kTrainArgs);
+  const test::RunResult trained =
+      test::run_hourglass("train " HG_SOURCE_DIR "/configs/quickstart.toml --run-dir " + dir +
+                          kTrainArgs + " --phase prototype");
   ASSERT_EQ(trained.code, 0) << trained.output;
+  // Two more sessions in the ledger, as a run stopped by its budget and a killed one leave them.
+  {
+    nlohmann::json ledger = nlohmann::json::parse(test::read_file(dir + "/budget.json"));
+    ASSERT_EQ(ledger["sessions"].size(), 1u) << ledger.dump();
+    nlohmann::json stopped = ledger["sessions"][0], killed = ledger["sessions"][0];
+    stopped["id"] = "stopped";
+    stopped["phase"] = "full";
+    stopped["stop_reason"] = "the budget";
+    killed["id"] = "killed";
+    killed["closed"] = false;
+    ledger["sessions"].push_back(stopped);
+    ledger["sessions"].push_back(killed);
+    std::ofstream(dir + "/budget.json") << ledger.dump(2);
+  }
   // The profile, saved as the report reads it (`hourglass profile ... --json > profile.json`).
   const test::SplitRunResult profiled =
       test::run_hourglass_split("profile " + dir + "/config.toml --steps 2 --warmup 0 --json");
@@ -64,6 +80,13 @@ TEST(ReportCli, AReportOfARealRunHasEverySectionAndAddsOnlyItself) {
         "data-chart=\"budget\"", "data-chart=\"checkpoints\"", ">limit</text>", "Op profile",
         "conv2d_backward", "step-000000016.safetensors", "[optim]", "budget.json"})
     EXPECT_NE(html.find(part), std::string::npos) << part;
+  // The ledger table's phase and stop-reason cells hold what the ledger records.
+  for (const char* cells :
+       {"<td class=\"text\">prototype</td><td class=\"text\">none (not stopped early)</td>",
+        "<td class=\"text\">full</td><td class=\"text\">the budget</td>",
+        "<td class=\"text\">prototype</td><td class=\"text\">not closed: still running, or the "
+        "process died</td>"})
+    EXPECT_NE(html.find(cells), std::string::npos) << cells;
 
   // A second report replaces the first; --out writes elsewhere and leaves the run dir as it was.
   ASSERT_EQ(test::run_hourglass("report " + dir).code, 0);

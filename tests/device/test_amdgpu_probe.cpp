@@ -1,7 +1,8 @@
 // The ROCm driver checks of `hourglass doctor` (device/amdgpu_probe.h) against fake sysfs and
 // /dev trees in a scratch folder: the amdgpu module present or absent, KFD nodes parsed to gfx
 // targets, /dev/kfd and render nodes missing or refused, with the remedy for each. Access is
-// judged for a given identity (uid, groups), so the tests hold when run as root too.
+// judged for a given identity (uid, groups), so the tests hold when run as root too. Also the
+// GPU device files of any vendor (gpu_device_files).
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -196,6 +197,31 @@ TEST(AmdgpuProbe, OneUsableRenderNodeIsEnough) {
                                     "a /dev/dri render node is usable");
   EXPECT_TRUE(c.passed);
   EXPECT_EQ(c.detail, "/dev/dri/renderD128 (not /dev/dri/renderD129)");
+}
+
+// The device files `hourglass doctor` takes as a GPU being there: a GPU of any vendor, not the
+// control files a driver creates without one.
+TEST(GpuDeviceFiles, NamesTheGpuDeviceFilesOfEachVendor) {
+  const fs::path none = test::fresh_temp_dir("gpu_files_none");
+  write_file(none / "dev/null", "");
+  write_file(none / "dev/nvidiactl", "");
+  write_file(none / "dev/nvidia-uvm", "");
+  write_file(none / "dev/nvidia-caps/nvidia-cap1", "");
+  EXPECT_TRUE(gpu_device_files(none.string()).empty());
+  EXPECT_TRUE(gpu_device_files((none / "missing").string()).empty());
+
+  const fs::path nvidia = test::fresh_temp_dir("gpu_files_nvidia");
+  write_file(nvidia / "dev/nvidiactl", "");
+  write_file(nvidia / "dev/nvidia1", "");
+  write_file(nvidia / "dev/nvidia0", "");
+  EXPECT_EQ(gpu_device_files(nvidia.string()),
+            (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia1"}));
+
+  EXPECT_EQ(gpu_device_files(healthy_tree("gpu_files_amd")), std::vector<std::string>{"/dev/kfd"});
+
+  const fs::path wsl = test::fresh_temp_dir("gpu_files_wsl");
+  write_file(wsl / "dev/dxg", "");
+  EXPECT_EQ(gpu_device_files(wsl.string()), std::vector<std::string>{"/dev/dxg"});
 }
 
 }  // namespace

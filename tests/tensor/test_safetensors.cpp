@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "support/compare.h"
@@ -209,10 +210,12 @@ TEST_F(Safetensors, MalformedFilesNameTheFileAndTheFault) {
   };
   expect_error([&] { load_safetensors(file("missing.safetensors")); }, ErrorKind::InvalidInput,
                {file("missing.safetensors"), "does not exist"});
-  bad("short", "abc", {"3 bytes", "shorter than the 8-byte"});
+  bad("short", "abc", {"3 bytes", "shorter than the 8-byte", "not a safetensors checkpoint"});
   bad("long_header", raw_file("{}", "").substr(0, 8) + "{", {"header length 2", "beyond"});
   bad("garbage", raw_file("{\"a\": [1, 2", ""), {"not valid JSON"});
-  bad("not_object", raw_file("[1, 2]", ""), {"not a JSON object"});
+  bad("not_object", raw_file("[1, 2]", ""),
+      {"not a safetensors checkpoint", "does not start with a safetensors header"});
+  bad("empty_header", raw_file("", ""), {"not a safetensors checkpoint"});
   bad("dtype",
       raw_file(R"({"x": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", "ab"),
       {"'x'", "unknown dtype 'F8_E4M3'"});
@@ -242,6 +245,27 @@ TEST_F(Safetensors, MalformedFilesNameTheFileAndTheFault) {
       raw_file(R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}})", "xyz"),
       {"2 unexpected bytes"});
   bad("meta", raw_file(R"({"__metadata__": {"epoch": 3}})", ""), {"metadata 'epoch'"});
+}
+
+// A file that is no safetensors file at all (here a text file, whose first 8 bytes read as an
+// absurd header length) is named as such, with advice on what to pass instead, rather than
+// advice to re-create it.
+TEST_F(Safetensors, AFileOfAnotherFormatIsNamedAsNotACheckpoint) {
+  write_bytes(file("README.md"), "# hourglass\n\nA deep-learning training engine.\n");
+  for (const auto& fn :
+       std::vector<std::function<void()>>{[&] { load_safetensors(file("README.md")); },
+                                          [&] { read_safetensors_metadata(file("README.md")); }}) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+      EXPECT_EQ(e.message().rfind(file("README.md") + " is not a safetensors checkpoint", 0), 0u)
+          << e.message();
+      EXPECT_NE(e.remedy().find("final.safetensors"), std::string::npos) << e.remedy();
+      EXPECT_EQ(e.one_line().find("re-create"), std::string::npos) << e.one_line();
+    }
+  }
 }
 
 TEST_F(Safetensors, TruncatedAndCorruptedCheckpointsAreDetected) {

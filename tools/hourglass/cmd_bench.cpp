@@ -10,10 +10,12 @@
 #include "hourglass/autograd/tape.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/base/plural.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/device/allocator.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/obs/progress.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/train/data_parallel.h"
@@ -29,25 +31,50 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Milliseconds per step: `warmup` untimed steps, then `rounds` rounds of `steps` steps each
 // ending with `sync` (which waits for the device), timed as a whole; the median round.
 // Timing rounds rather than single steps lets the host run ahead of the device, as it does in
 // training; the sync at each round's end charges all the device work to the round.
+// With `show`, the warm-up and the timed steps of `what` ("training") each have a progress
+// line on stderr (the steps as issued by the host; the line costs no wait for the device).
 template <typename Fn, typename Sync>
-double time_steps(int warmup, int steps, int rounds, Fn&& step, Sync&& sync,
-                  const std::function<void()>& after_warmup = {}) {
-  for (int i = 0; i < warmup; ++i) step();
-  sync();
+double time_steps(const std::string& what, bool show, int warmup, int steps, int rounds, Fn&& step,
+                  Sync&& sync, const std::function<void()>& after_warmup = {}) {
+  const auto warmup_start = std::chrono::steady_clock::now();
+  {
+    obs::ProgressBar progress(show && warmup > 0, "bench: " + what + " warm-up", warmup);
+    for (int i = 0; i < warmup; ++i) {
+      step();
+      if (progress.wants_update(i + 1)) progress.update(i + 1, {});
+    }
+    sync();
+    if (show && warmup > 0)
+      progress.finish(
+          fmt::format("done: {} in {:.1f} s", plural(warmup, "step"), seconds_since(warmup_start)));
+  }
   if (after_warmup) after_warmup();
+  obs::ProgressBar progress(show, "bench: " + what, int64_t(steps) * rounds);
   std::vector<double> ms;
   for (int r = 0; r < rounds; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
+    for (int i = 0; i < steps; ++i) {
+      step();
+      const int64_t done = int64_t(r) * steps + i + 1;
+      if (progress.wants_update(done)) progress.update(done, {});
+    }
     sync();
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
         double(steps));
   }
+  if (show)
+    progress.finish(fmt::format("done: {}, {:.2f} ms a step (the median of {})",
+                                plural(int64_t(steps) * rounds, "timed step"), median(ms),
+                                plural(rounds, "round")));
   return median(ms);
 }
 
@@ -181,8 +208,14 @@ Runner add_bench(CLI::App& app) {
     };
     // Peak memory of the timed steps (warm-up also holds the convolution algorithm search's
     // workspaces, which steady training never needs).
+    // Rank 0 alone shows the progress of a data-parallel bench.
+    const bool show = progress_wanted() && (!comm || comm->rank() == 0);
+    if (show)
+      HG_LOG_INFO("bench: {} batch {} on {}: {}, then {} of {}, for training and then inference",
+                  a->model, a->batch, device.str(), plural(a->warmup, "warm-up step"),
+                  plural(a->rounds, "round"), plural(a->steps, "timed step"));
     const double train = time_steps(
-        a->warmup, a->steps, a->rounds,
+        "training", show, a->warmup, a->steps, a->rounds,
         [&] {
           step.run(x, y, global_rows);
           last_loss = step.last_loss();
@@ -201,7 +234,7 @@ Runner add_bench(CLI::App& app) {
     model->eval();
     train::ExecutionScope scope(context);
     const double eval = time_steps(
-        a->warmup, a->steps, a->rounds,
+        "inference", show, a->warmup, a->steps, a->rounds,
         [&] {
           autograd::NoGradGuard no_grad;
           last_loss = model->forward(x);

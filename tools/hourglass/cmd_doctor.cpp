@@ -1,7 +1,10 @@
 // hourglass doctor: checks the GPU stack end to end, one line per check (PASS / FAIL / SKIP)
-// with the remedy under each failure. Exit code 0 when every check passed, 1 otherwise (a
-// machine without a usable GPU fails). Each check is isolated: one failure does not hide the
-// others. --json prints one JSON object at the end instead (checks: name, outcome, detail, remedy).
+// with the remedy under each failure. Exit code 0 when no check failed, 1 otherwise. A machine
+// without a GPU (the runtime finds none and no driver offers a GPU device file) is not a
+// failure: the checks are skipped, one line says training runs on the CPU, and the exit code is
+// 0; a GPU that is there but cannot be used fails. Each check is isolated: one failure does not
+// hide the others. --json prints one JSON object at the end instead (checks: name, outcome,
+// detail, remedy; passed, failed, skipped; no_gpu).
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -64,10 +68,13 @@ class Checklist {
   void note(const std::string& text) const {
     if (!json_) std::printf("%s\n", text.c_str());
   }
-  // The JSON object of --json: every check and the counts.
-  void print_json() const {
-    const nlohmann::json out = {
-        {"checks", results_}, {"passed", passed_}, {"failed", failed_}, {"skipped", skipped_}};
+  // The JSON object of --json: every check, the counts, and whether the machine has no GPU.
+  void print_json(bool no_gpu) const {
+    const nlohmann::json out = {{"checks", results_},
+                                {"passed", passed_},
+                                {"failed", failed_},
+                                {"skipped", skipped_},
+                                {"no_gpu", no_gpu}};
     std::printf("%s\n", out.dump(2).c_str());
   }
 
@@ -221,60 +228,98 @@ std::string check_conv_bf16(int index) {
 
 #endif
 
+// The note for a machine without a GPU, printed once; the doctor then exits 0.
+constexpr const char* kNoGpuNote =
+    "no GPU: training runs on the CPU (device = \"cpu\"); on a machine with a GPU, install its "
+    "driver and check again";
+
 int run_doctor(bool json) {
   Checklist checks(json);
   checks.note("hourglass doctor: checking the GPU stack");
+  // No GPU at all is not a failure: the device checks are skipped and training runs on the CPU.
+  // A GPU that is there (a driver offers its device file) but cannot be used fails.
+  const std::vector<std::string> device_files = gpu::gpu_device_files();
 #ifndef HOURGLASS_HAS_GPU
-  checks.fail("build has a GPU backend",
-              "this hourglass was built without one (HOURGLASS_GPU=off, or no CUDA/ROCm toolkit "
-              "was found at configure time)",
-              "rebuild with -DHOURGLASS_GPU=cuda (CUDA toolkit with cuDNN 9 and cuBLASLt) or "
-              "-DHOURGLASS_GPU=hip (ROCm with MIOpen and hipBLASLt)");
+  const bool no_gpu = device_files.empty();
+  const std::string no_backend =
+      "this hourglass was built without one (HOURGLASS_GPU=off, or no CUDA/ROCm toolkit was "
+      "found at configure time)";
+  if (no_gpu)
+    checks.skip("build has a GPU backend", no_backend + ", and this machine has no GPU");
+  else
+    checks.fail("build has a GPU backend",
+                fmt::format("{}, but this machine has a GPU ({})", no_backend,
+                            fmt::join(device_files, ", ")),
+                "rebuild with -DHOURGLASS_GPU=cuda (CUDA toolkit with cuDNN 9 and cuBLASLt) or "
+                "-DHOURGLASS_GPU=hip (ROCm with MIOpen and hipBLASLt)");
   checks.skip("runtime loads and the driver is new enough", "no GPU backend in this build");
   checks.skip("a GPU is visible", "no GPU backend in this build");
-  for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU is present");
-  checks.note("no GPU is present: this build has no GPU backend; training runs on the CPU");
+  for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU");
+  checks.note(no_gpu ? kNoGpuNote : "this build has no GPU backend; training runs on the CPU");
 #else
   const gpu::GpuRuntimeInfo rt = gpu::runtime_info();
+  const int count = gpu::device_count();
+  const bool no_gpu = count == 0 && rt.no_device && device_files.empty();
+  const char* const vendor = rt.backend == "hip" ? "amdgpu" : "NVIDIA";
   checks.run("build has a GPU backend",
              [&] { return fmt::format("{} (built with runtime {})", rt.backend, rt.runtime); });
   if (rt.backend == "hip") {
     // The kernel's view of the AMD GPUs (sysfs, /dev), before the runtime's.
     for (const gpu::AmdgpuCheck& c : gpu::amdgpu_checks(gpu::probe_amdgpu())) {
-      if (c.passed)
+      if (no_gpu)
+        checks.skip(c.name, "no GPU");
+      else if (c.passed)
         checks.run(c.name, [&] { return c.detail; });
       else
         checks.fail(c.name, c.detail, c.remedy);
     }
   }
-  const bool runtime_ok = checks.run("runtime loads and the driver is new enough", [&] {
-    const std::string release = rt.driver_release.empty() ? "" : ", release " + rt.driver_release;
-    if (rt.driver_version == 0)
-      throw_runtime(fmt::format("no {} driver is installed or loaded (the {} runtime {} found "
-                                "none{})",
-                                rt.backend == "hip" ? "amdgpu" : "NVIDIA", rt.backend, rt.runtime,
-                                rt.device_query_error.empty() ? "" : ": " + rt.device_query_error),
-                    rt.backend == "hip"
-                        ? "install ROCm's amdgpu driver (`rocm-smi` should list the GPU)"
-                        : "install the NVIDIA driver (`nvidia-smi` should list the GPU); in a "
-                          "container, run with --gpus all");
-    if (rt.driver_too_old)
-      throw_runtime(fmt::format("the driver supports {} {}{}, older than the runtime {} this "
-                                "build uses ({})",
-                                rt.backend, rt.driver, release, rt.runtime, rt.device_query_error),
-                    "install a newer GPU driver, or rebuild hourglass with an older toolkit");
-    std::string note;
-    if (rt.driver_version < rt.runtime_version)
-      note = " (older than the runtime: runs through minor-version compatibility)";
-    return fmt::format("runtime {}, driver supports {}{}{}", rt.runtime, rt.driver, release, note);
-  });
-  const int count = gpu::device_count();
+  bool runtime_ok = false;
+  if (no_gpu && rt.driver_version == 0) {
+    checks.skip("runtime loads and the driver is new enough",
+                fmt::format("no GPU: no {} driver is loaded", vendor));
+  } else {
+    runtime_ok = checks.run("runtime loads and the driver is new enough", [&] {
+      const std::string release = rt.driver_release.empty() ? "" : ", release " + rt.driver_release;
+      if (rt.driver_version == 0)
+        throw_runtime(
+            fmt::format("no {} driver is installed or loaded (the {} runtime {} found "
+                        "none{})",
+                        vendor, rt.backend, rt.runtime,
+                        rt.device_query_error.empty() ? "" : ": " + rt.device_query_error),
+            rt.backend == "hip"
+                ? "install ROCm's amdgpu driver (`rocm-smi` should list the GPU)"
+                : "install the NVIDIA driver (`nvidia-smi` should list the GPU); in a "
+                  "container, run with --gpus all");
+      if (rt.driver_too_old)
+        throw_runtime(
+            fmt::format("the driver supports {} {}{}, older than the runtime {} this "
+                        "build uses ({})",
+                        rt.backend, rt.driver, release, rt.runtime, rt.device_query_error),
+            "install a newer GPU driver, or rebuild hourglass with an older toolkit");
+      std::string note;
+      if (rt.driver_version < rt.runtime_version)
+        note = " (older than the runtime: runs through minor-version compatibility)";
+      return fmt::format("runtime {}, driver supports {}{}{}", rt.runtime, rt.driver, release,
+                         note);
+    });
+  }
   if (count > 0) {
     checks.run("a GPU is visible",
                [&] { return fmt::format("{} device{}", count, count == 1 ? "" : "s"); });
+  } else if (no_gpu) {
+    checks.skip("a GPU is visible",
+                rt.driver_version == 0
+                    ? fmt::format("no GPU: no {} driver and no GPU device file", vendor)
+                    : fmt::format("no GPU: the {} runtime reports no device and there is no GPU "
+                                  "device file",
+                                  rt.backend));
   } else {
     const std::string reason = gpu::no_device_reason();
-    checks.fail("a GPU is visible", "no GPU is present: " + reason,
+    checks.fail("a GPU is visible",
+                device_files.empty() ? "no GPU is visible: " + reason
+                                     : fmt::format("no GPU is visible although {} exists: {}",
+                                                   fmt::join(device_files, ", "), reason),
                 runtime_ok ? "see the checks above; meanwhile device = \"cpu\" trains on the CPU"
                            : "fix the driver (above) first");
   }
@@ -290,10 +335,11 @@ int run_doctor(bool json) {
     });
   }
   if (count == 0) {
-    for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU is present");
-    checks.note(
-        "no GPU is present, so the device checks were skipped; training runs on the "
-        "CPU (device = \"cpu\")");
+    for (const std::string& name : kDeviceChecks)
+      checks.skip("gpu:N " + name, no_gpu ? "no GPU" : "no GPU is visible");
+    checks.note(no_gpu ? kNoGpuNote
+                       : "no GPU is visible, so the device checks were skipped; meanwhile "
+                         "training runs on the CPU (device = \"cpu\")");
   }
   for (int i = 0; i < count; ++i) {
     const std::string prefix = fmt::format("gpu:{} ", i);
@@ -316,11 +362,14 @@ int run_doctor(bool json) {
 #endif
   const int total = checks.passed() + checks.failed() + checks.skipped();
   if (json) {
-    checks.print_json();
+    checks.print_json(no_gpu);
     return checks.failed() == 0 ? 0 : 1;
   }
   if (checks.failed() == 0) {
-    std::printf("all %d checks passed\n", total);
+    if (checks.skipped() == 0)
+      std::printf("all %d checks passed\n", total);
+    else
+      std::printf("no check failed: %d passed, %d skipped\n", checks.passed(), checks.skipped());
     return 0;
   }
   std::printf("%d of %d checks failed, %d skipped\n", checks.failed(), total, checks.skipped());
@@ -334,10 +383,11 @@ Runner add_doctor(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("doctor",
                          "Check the GPU stack end to end (backend, driver, devices, allocator, "
-                         "kernels, dnn and blas libraries); exit code 1 when any check fails.");
+                         "kernels, dnn and blas libraries); exit code 1 when any check fails, 0 "
+                         "on a machine without a GPU (training runs on the CPU).");
   sub->add_flag("--json", *json,
                 "print one JSON object (checks: name, outcome PASS/FAIL/SKIP, detail, remedy; "
-                "passed, failed, skipped)");
+                "passed, failed, skipped; no_gpu: true on a machine without a GPU)");
   return [json] { return run_doctor(*json); };
 }
 

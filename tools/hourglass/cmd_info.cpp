@@ -9,6 +9,7 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/base/plural.h"
 #include "hourglass/device/allocator.h"
 #include "hourglass/ops/tuning_cache.h"
 #ifdef HOURGLASS_HAS_GPU
@@ -151,8 +152,8 @@ Runner add_info(CLI::App& app) {
       return 0;
     }
     std::printf("hourglass %s\n", HOURGLASS_VERSION);
-    std::printf("device cpu: %d threads (OpenMP pool shared with oneDNN %s)\n", num_threads(),
-                info["onednn"].get<std::string>().c_str());
+    std::printf("device cpu: %s (OpenMP pool shared with oneDNN %s)\n",
+                plural(num_threads(), "thread").c_str(), info["onednn"].get<std::string>().c_str());
 #ifdef HOURGLASS_HAS_GPU
     print_gpu_info(info);
 #else

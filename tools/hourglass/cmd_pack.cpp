@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
+#include "hourglass/base/plural.h"
 #include "hourglass/data/image_folder.h"
 #include "hourglass/data/image_pack.h"
 
@@ -46,8 +47,9 @@ Runner add_pack(CLI::App& app) {
         std::printf("%s\n", out.dump().c_str());
         return 0;
       }
-      std::printf("%s: %lld images of %zu classes, every shard matches its CRC32\n",
-                  args->check.c_str(), static_cast<long long>(pack.size()), pack.classes().size());
+      std::printf("%s: %s of %s, every shard matches its CRC32\n", args->check.c_str(),
+                  plural(pack.size(), "image").c_str(),
+                  plural(int64_t(pack.classes().size()), "class", "classes").c_str());
       return 0;
     }
     if (args->folder.empty() || args->out.empty())
@@ -66,9 +68,9 @@ Runner add_pack(CLI::App& app) {
       std::printf("%s\n", out.dump().c_str());
       return 0;
     }
-    std::printf("packed %lld images of %zu classes (%s) into %lld shards in %s\n",
-                static_cast<long long>(s.samples), index.classes.size(),
-                format_mib(size_t(s.bytes)).c_str(), static_cast<long long>(s.shards),
+    std::printf("packed %s of %s (%s) into %s in %s\n", plural(s.samples, "image").c_str(),
+                plural(int64_t(index.classes.size()), "class", "classes").c_str(),
+                format_mib(size_t(s.bytes)).c_str(), plural(s.shards, "shard").c_str(),
                 args->out.c_str());
     return 0;
   };

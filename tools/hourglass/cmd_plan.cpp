@@ -20,6 +20,8 @@
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/base/plural.h"
+#include "hourglass/obs/progress.h"
 #include "hourglass/train/budget.h"
 #include "hourglass/train/checkpoint.h"
 #include "hourglass/train/evaluate.h"
@@ -53,7 +55,11 @@ int64_t evaluated_images(const train::RunParts& parts) {
   return parts.test_set->size() + (parts.validation_set ? parts.validation_set->size() : 0);
 }
 
-Measured calibrate(const train::RunConfig& run, const Config& config, int warmup, int steps) {
+// With `show`, each stretch that takes a while (the warm-up and timed steps, each evaluation
+// pass) has a progress line on stderr, and each phase a log line.
+Measured calibrate(const train::RunConfig& run, const Config& config, int warmup, int steps,
+                   bool show) {
+  if (show) HG_LOG_INFO("plan: setting up the run (data, model, warm-up of its step shapes)");
   train::TrainingSetup setup = train::build_training(run);
   train::TrainStep& step = *setup.step;
   data::DataLoader& loader = *setup.train_loader;
@@ -73,13 +79,31 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
     return batch.labels.size(0);
   };
   setup.parts.model->train();
-  for (int i = 0; i < warmup; ++i) train_step();
-  if (step.last_loss().defined()) (void)step.last_loss().item();
+  {
+    const auto warmup_start = Clock::now();
+    obs::ProgressBar progress(show && warmup > 0, "plan: warm-up", warmup);
+    for (int i = 0; i < warmup; ++i) {
+      train_step();
+      if (progress.wants_update(i + 1)) progress.update(i + 1, {});
+    }
+    if (step.last_loss().defined()) (void)step.last_loss().item();
+    if (show && warmup > 0)
+      progress.finish(
+          fmt::format("done: {} in {:.1f} s", plural(warmup, "step"), seconds_since(warmup_start)));
+  }
+  obs::ProgressBar progress(show, "plan: training", steps);
   int64_t images = 0;
   const auto start = Clock::now();
-  for (int i = 0; i < steps; ++i) images += train_step();
+  for (int i = 0; i < steps; ++i) {
+    images += train_step();
+    if (progress.wants_update(i + 1)) progress.update(i + 1, {});
+  }
   (void)step.last_loss().item();
   const double train_seconds = seconds_since(start);
+  if (show)
+    progress.finish(fmt::format("done: {} in {:.1f} s, {:.1f} images/s",
+                                plural(steps, "timed step"), train_seconds,
+                                double(images) / train_seconds));
 
   Measured m;
   m.train_images = setup.parts.train_set->size();
@@ -92,10 +116,17 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
   nn::Module& model = *setup.parts.model;
   constexpr int64_t kWholePassLimit = 20000;
   if (m.eval_images <= kWholePassLimit) {
-    train::evaluate(model, *setup.test_loader, step.context());
-    const train::EvalResult r = train::evaluate(model, *setup.test_loader, step.context());
+    train::EvalResult r;
+    for (int pass = 1; pass <= 2; ++pass) {
+      obs::ProgressBar progress(show, fmt::format("plan: evaluation pass {} of 2", pass),
+                                setup.test_loader->batches_per_epoch());
+      r = train::evaluate(model, *setup.test_loader, step.context(), nullptr, &progress);
+      if (show)
+        progress.finish(fmt::format("done: {} in {:.1f} s", plural(r.samples, "image"), r.seconds));
+    }
     m.eval_images_per_s = r.seconds > 0 ? double(r.samples) / r.seconds : 0;
   } else {
+    if (show) HG_LOG_INFO("plan: timing the evaluation on 6 batches of the test set");
     model.eval();
     train::ExecutionScope scope(step.context());
     autograd::NoGradGuard no_grad;
@@ -125,6 +156,7 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
   std::error_code ec;
   std::filesystem::create_directories(scratch, ec);
   if (!ec) {
+    if (show) HG_LOG_INFO("plan: timing a checkpoint write");
     train::TrainingState state;
     state.step = setup.optimizer->step_count();
     const auto t0 = Clock::now();
@@ -255,10 +287,11 @@ Runner add_plan(CLI::App& app) {
       source = "given";
     } else {
       if (run.threads > 0) set_num_threads(run.threads);
-      HG_LOG_INFO("calibrating: {} warm-up and {} timed training steps of {} (batch {}) on {}",
-                  a->warmup_steps, a->calibrate_steps, run.model.name, run.train.batch_size,
-                  run.device.str());
-      m = calibrate(run, config, a->warmup_steps, a->calibrate_steps);
+      HG_LOG_INFO("calibrating: {} and {} of {} (batch {}) on {}, then the evaluation",
+                  plural(a->warmup_steps, "warm-up step"),
+                  plural(a->calibrate_steps, "timed training step"), run.model.name,
+                  run.train.batch_size, run.device.str());
+      m = calibrate(run, config, a->warmup_steps, a->calibrate_steps, progress_wanted());
       source = fmt::format("measured over {} steps", a->calibrate_steps);
     }
     if (a->eval_images_per_s > 0) m.eval_images_per_s = a->eval_images_per_s;

@@ -14,6 +14,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
 #include "hourglass/base/log.h"
+#include "hourglass/base/plural.h"
 #include "hourglass/obs/report_html.h"
 #include "hourglass/obs/run_report.h"
 #include "hourglass/train/budget.h"
@@ -54,7 +55,7 @@ std::optional<obs::BudgetInfo> read_budget(obs::RunReport& report) {
     info.limit_usd = data.budget_usd;
     for (const train::LedgerSession& s : data.sessions)
       info.sessions.push_back({parse_utc(s.started), parse_utc(s.ended), s.device_seconds,
-                               s.price_per_hour, s.devices, s.phase, s.stop_reason});
+                               s.price_per_hour, s.devices, s.phase, s.stop_reason, s.closed});
     return info;
   } catch (const Error& e) {
     report.notes.push_back(e.message() + ": the budget sessions are left out");
@@ -90,7 +91,7 @@ Runner add_report(CLI::App& app) {
       const nlohmann::json j{{"report", out}, {"charts", page.charts}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("report: %s (%d charts)\n", out.c_str(), page.charts);
+      std::printf("report: %s (%s)\n", out.c_str(), plural(page.charts, "chart").c_str());
     }
     return 0;
   };

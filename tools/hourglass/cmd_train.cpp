@@ -24,6 +24,7 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
+#include "hourglass/base/plural.h"
 #include "hourglass/device/comm.h"
 #include "hourglass/device/device.h"
 #include "hourglass/device/launch_env.h"
@@ -240,9 +241,8 @@ Runner add_train(CLI::App& app) {
       return 0;
     }
     const auto& last = history.back();
-    std::printf("test accuracy %.4f after %lld epochs (%.0f images/s); outputs in %s\n",
-                last.test_acc, static_cast<long long>(last.epoch), last.images_per_s,
-                trainer.run_dir().c_str());
+    std::printf("test accuracy %.4f after %s (%.0f images/s); outputs in %s\n", last.test_acc,
+                plural(last.epoch, "epoch").c_str(), last.images_per_s, trainer.run_dir().c_str());
     return 0;
   };
 }

@@ -10,6 +10,8 @@
 
 #include <functional>
 
+#include "hourglass/base/log.h"
+
 namespace hg::cli {
 
 using Runner = std::function<int()>;
@@ -20,6 +22,10 @@ inline constexpr int kExitStopped = 75;
 // "Diverged": the training loss became NaN or infinite (ErrorKind::Diverged). The run's last
 // checkpoint, written before the loss was found bad, is kept; nothing after it is saved.
 inline constexpr int kExitDiverged = 3;
+
+// Whether a long command (bench, plan) shows its progress on stderr: when info log lines are
+// shown (--log-level warn hides both). stdout carries only the result either way.
+inline bool progress_wanted() { return spdlog::should_log(spdlog::level::info); }
 
 Runner add_train(CLI::App& app);
 Runner add_eval(CLI::App& app);

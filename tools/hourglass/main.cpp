@@ -35,6 +35,15 @@ int main(int argc, char** argv) {
                "after writing a checkpoint (none when stopped before the first step; continue "
                "with --resume auto)."};
   app.require_subcommand(1);
+  // CLI11's own errors ("A subcommand is required", "The following argument was not expected:
+  // ...") on one line with the prefix of every other error; set before the subcommands are
+  // added, which copy it.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    std::string help = "hourglass";
+    for (const CLI::App* sub : failed->get_subcommands()) help += " " + sub->get_name();
+    return std::string("hourglass: error: ") + e.what() + " (run `" + help +
+           " --help` for the usage)\n";
+  });
   app.set_version_flag("--version", "hourglass " HOURGLASS_VERSION, "print the version and exit");
   // The global options are also accepted after the subcommand: an option a subcommand does
   // not know falls through to this app (fallthrough is inherited by the subcommands).

@@ -166,7 +166,7 @@ Config Config::load(const std::string& path) {
   const std::string kind = file_kind(path);
   if (kind.empty())
     throw_invalid(fmt::format("config file {} does not exist", path),
-                  "check the path given to --config");
+                  "check the config path given to the command");
   // Checked before opening: reading a FIFO would wait for a writer, perhaps forever.
   if (kind != "a regular file")
     throw_invalid(fmt::format("config file {} is {}, not a regular file", path, kind),
@@ -461,6 +461,72 @@ void collect_keys(const toml::table& table, const std::string& prefix,
       out.push_back(key);
   }
 }
+
+// toml++ prints a float with 17 significant digits, 0.05 as 0.050000000000000003. In a copy of
+// the tree each finite float becomes a string, `tag` and its number in `floats`, which the
+// printed text then trades for the shortest text that reads back to the same double.
+void stash_floats(toml::node& node, const std::string& tag, std::vector<double>& floats) {
+  const auto stash = [&](double value) {
+    floats.push_back(value);
+    return tag + std::to_string(floats.size() - 1);
+  };
+  const auto finite_float = [](const toml::node& n) {
+    const toml::value<double>* f = n.as_floating_point();
+    return f && std::isfinite(f->get());
+  };
+  if (toml::table* table = node.as_table()) {
+    std::vector<std::string> keys;
+    for (auto&& [key, value] : *table) {
+      if (finite_float(value))
+        keys.emplace_back(key.str());
+      else
+        stash_floats(value, tag, floats);
+    }
+    for (const std::string& key : keys)
+      table->insert_or_assign(key, stash((*table)[key].as_floating_point()->get()));
+  } else if (toml::array* array = node.as_array()) {
+    for (size_t i = 0; i < array->size(); ++i) {
+      toml::node& element = *array->get(i);
+      if (finite_float(element))
+        array->replace(array->cbegin() + ptrdiff_t(i), stash(element.as_floating_point()->get()));
+      else
+        stash_floats(element, tag, floats);
+    }
+  }
+}
+
+// The table as TOML, each float in the shortest form that reads back to the same double (fmt's
+// "{}", with ".0" added where that leaves an integer): 0.05, 0.0001, 1e-05, 3.0.
+std::string format_toml(const toml::table& root) {
+  for (int attempt = 0;; ++attempt) {
+    const std::string tag = fmt::format("hourglass-float-{}-", attempt);
+    toml::table copy = root;
+    std::vector<double> floats;
+    stash_floats(copy, tag, floats);
+    std::ostringstream os;
+    os << toml::toml_formatter(copy);
+    std::string text = os.str();
+    // A string of the config that holds the tag: try another.
+    size_t found = 0;
+    for (size_t at = text.find(tag); at != std::string::npos; at = text.find(tag, at + 1)) ++found;
+    if (found != floats.size()) continue;
+    std::string out;
+    size_t from = 0;
+    for (size_t at = text.find(tag); at != std::string::npos; at = text.find(tag, from)) {
+      // The placeholder, as toml++ quotes it: 'tagN' or "tagN".
+      size_t end = at + tag.size();
+      while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+      const size_t index = std::stoul(text.substr(at + tag.size(), end - at - tag.size()));
+      std::string number = fmt::format("{}", floats.at(index));
+      if (number.find_first_of(".eE") == std::string::npos) number += ".0";
+      out.append(text, from, at - 1 - from);
+      out += number;
+      from = end + 1;
+    }
+    out.append(text, from, std::string::npos);
+    return out;
+  }
+}
 }  // namespace
 
 std::string Config::to_toml() const {
@@ -472,7 +538,7 @@ std::string Config::to_toml() const {
       if (c == '\n' || c == '\r') c = ' ';
     os << "# --set " << line << "\n";
   }
-  os << "\n" << toml::toml_formatter(impl_->root) << "\n";
+  os << "\n" << format_toml(impl_->root) << "\n";
   return os.str();
 }
 

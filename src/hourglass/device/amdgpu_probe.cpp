@@ -264,6 +264,22 @@ AmdgpuProbe probe_amdgpu(const std::string& root, const ProcessIdentity& who) {
   return probe;
 }
 
+std::vector<std::string> gpu_device_files(const std::string& root) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(under(root, "/dev"), ec)) {
+    const std::string name = entry.path().filename().string();
+    // nvidia0, nvidia1, ...; not nvidiactl, nvidia-uvm or nvidia-modeset, which a loaded
+    // driver creates without a GPU.
+    const bool nvidia =
+        name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (nvidia || name == "kfd" || name == "dxg") files.push_back("/dev/" + name);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 std::vector<AmdgpuCheck> amdgpu_checks(const AmdgpuProbe& probe) {
   return {module_check(probe), topology_check(probe), kfd_check(probe), render_check(probe)};
 }

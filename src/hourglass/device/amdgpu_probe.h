@@ -2,8 +2,10 @@
 // amdgpu module, the GPUs of the KFD topology with their gfx targets, and whether this process
 // may open /dev/kfd and /dev/dri/renderD*. On ROCm, hipDriverGetVersion reports the runtime's
 // own version even when no driver is loaded, so `hourglass doctor` and `hourglass info` take
-// the driver from here. Plain C++, compiled in every build; every path is read under a root
-// folder so that the tests can use fake trees.
+// the driver from here. Also the GPU device files of any vendor (gpu_device_files), by which
+// `hourglass doctor` tells a machine without a GPU from one whose GPU does not work. Plain C++,
+// compiled in every build; every path is read under a root folder so that the tests can use
+// fake trees.
 #pragma once
 
 #include <string>
@@ -54,6 +56,11 @@ AmdgpuProbe probe_amdgpu(const std::string& root = "/",
 // The LLVM target name of a KFD gfx_target_version (major*10000 + minor*100 + stepping, minor
 // and stepping written in hex): 90010 -> "gfx90a", 90402 -> "gfx942", 110000 -> "gfx1100".
 std::string gfx_target_name(unsigned gfx_target_version);
+
+// The device files through which a loaded kernel driver offers GPUs, under `root`, by name:
+// NVIDIA's /dev/nvidia<N>, ROCm's /dev/kfd, WSL 2's /dev/dxg. Empty on a machine (or in a
+// container) with no GPU to offer. Never throws.
+std::vector<std::string> gpu_device_files(const std::string& root = "/");
 
 // One result of amdgpu_checks: a PASS detail, or a failure with its remedy.
 struct AmdgpuCheck {

@@ -316,12 +316,16 @@ void budget_section(const RunReport& r, double t0, Page& p) {
         "<th class=\"text\">stop reason</th></tr>\n");
   for (size_t i = 0; i < r.budget->sessions.size(); ++i) {
     const BudgetSession& s = r.budget->sessions[i];
+    // An empty cell would not tell "none recorded" from "not read".
+    const std::string phase = s.phase.empty() ? "none" : s.phase;
+    const std::string stop = !s.stop_reason.empty() ? s.stop_reason
+                             : s.closed             ? "none (not stopped early)"
+                                        : "not closed: still running, or the process died";
     p.add(fmt::format(
         "<tr><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td>{}</td>"
         "<td>{:.4f}</td><td>{:.2f}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>\n",
         i + 1, utc(s.start_unix), utc(s.end_unix), s.devices, s.device_seconds / 3600.0,
-        s.device_seconds / 3600.0 * s.price_per_hour, html_escape(s.phase),
-        html_escape(s.stop_reason)));
+        s.device_seconds / 3600.0 * s.price_per_hour, html_escape(phase), html_escape(stop)));
   }
   p.add("</table>\n");
 }

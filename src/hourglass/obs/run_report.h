@@ -47,7 +47,9 @@ struct BudgetSession {
   double start_unix = 0, end_unix = 0;
   double device_seconds = 0, price_per_hour = 0;
   int devices = 1;
-  std::string phase, stop_reason;
+  std::string phase;        // --phase / budget.phase; "" when none was given
+  std::string stop_reason;  // why the session ended early; "" when it did not
+  bool closed = true;       // false: still running, or its process died
 };
 struct BudgetInfo {
   std::string path;

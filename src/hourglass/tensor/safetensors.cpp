@@ -182,6 +182,14 @@ struct Header {
   throw_invalid(fmt::format("bad checkpoint {}: {}", path, fault), std::move(remedy));
 }
 
+// For a file that does not even start like a safetensors file (a text file, an image, ...), as
+// opposed to a checkpoint damaged after its header began.
+[[noreturn]] void throw_not_safetensors(const std::string& path, const std::string& why) {
+  throw_invalid(fmt::format("{} is not a safetensors checkpoint: {}", path, why),
+                "pass a checkpoint such as RUN_DIR/final.safetensors or "
+                "RUN_DIR/checkpoints/step-*.safetensors");
+}
+
 // pread() exactly `bytes`; a short read means the file shrank under us or is truncated.
 void read_exact(int fd, void* data, size_t bytes, uint64_t offset, const std::string& path) {
   char* p = static_cast<char*>(data);
@@ -251,13 +259,21 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
 // Reads and validates the header of an open file of `file_size` bytes.
 Header read_header(int fd, const std::string& path, uint64_t file_size) {
   if (file_size < 8)
-    throw_bad_file(path, fmt::format("the file is {} bytes long, shorter than the 8-byte header "
-                                     "length that starts every safetensors file",
-                                     file_size));
+    throw_not_safetensors(path, fmt::format("the file is {} bytes long, shorter than the 8-byte "
+                                            "header length that starts every safetensors file",
+                                            file_size));
   unsigned char prefix[8];
   read_exact(fd, prefix, 8, 0, path);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | prefix[i];
+  // The format requires the JSON header to begin with '{' right after the length; a file with
+  // anything else there was never a safetensors file.
+  char first = 0;
+  if (file_size > 8) read_exact(fd, &first, 1, 8, path);
+  if (header_len == 0 || first != '{')
+    throw_not_safetensors(path,
+                          "it does not start with a safetensors header (an 8-byte length, "
+                          "then a JSON object)");
   if (header_len > file_size - 8)
     throw_bad_file(path, fmt::format("the header length {} extends beyond the end of the file "
                                      "({} bytes)",

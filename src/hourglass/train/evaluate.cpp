@@ -8,7 +8,7 @@
 namespace hg::train {
 
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
-                    BatchMover* mover) {
+                    BatchMover* mover, obs::ProgressBar* progress) {
   ExecutionScope scope(context);
   const Device device = context.device;
   const auto start = std::chrono::steady_clock::now();
@@ -17,9 +17,11 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
   autograd::NoGradGuard no_grad;
   Tensor loss_sum = Tensor::zeros({}, DType::F32, device);
   Tensor correct = Tensor::zeros({}, DType::F32, device);
-  int64_t samples = 0;
+  int64_t samples = 0, batches = 0;
   loader.start_epoch(0);
   while (auto batch = loader.next()) {
+    ++batches;
+    if (progress && progress->wants_update(batches)) progress->update(batches, {});
     // A data-parallel rank's part of a last batch smaller than the number of ranks.
     if (batch->labels.size(0) == 0) continue;
     // Each view is moved only after the work on the one before is issued (BatchMover's rule).

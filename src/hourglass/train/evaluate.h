@@ -4,6 +4,7 @@
 
 #include "hourglass/data/loader.h"
 #include "hourglass/nn/module.h"
+#include "hourglass/obs/progress.h"
 #include "hourglass/tensor/batch_mover.h"
 #include "hourglass/train/execution_context.h"
 
@@ -20,8 +21,10 @@ struct EvalResult {
 // under its precision, and restores the model's previous train/eval mode. Batches that carry
 // mirrored images (LoaderOptions::mirror) are scored on the mean of both views' logits.
 // Host batches reach the device through `mover` when one is given (else a plain copy), and
-// uint8 ones are normalised there (DataLoader::model_images).
+// uint8 ones are normalised there (DataLoader::model_images). A `progress` bar, when given,
+// is updated with the batches issued (of loader.batches_per_epoch()); it reads no value, so
+// it makes no wait for the device.
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
-                    BatchMover* mover = nullptr);
+                    BatchMover* mover = nullptr, obs::ProgressBar* progress = nullptr);
 
 }  // namespace hg::train

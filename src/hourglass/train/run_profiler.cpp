@@ -4,6 +4,7 @@
 
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/log.h"
+#include "hourglass/base/plural.h"
 #include "hourglass/obs/op_profile_report.h"
 
 namespace hg::train {
@@ -74,9 +75,10 @@ void RunProfiler::finish(const Tensor& last_loss) {
     if (++shown == 4) break;
   }
   HG_LOG_INFO(
-      "profile: {} steps at {:.3f} ms, the ops {:.1f}% of them; top ops: {}; device times: {}; "
+      "profile: {} at {:.3f} ms, the ops {:.1f}% of them; top ops: {}; device times: {}; "
       "{} and {}",
-      steps_, step_ms, 100 * summary.top_level_ms / ms, top, summary.timing, json_path, trace_path);
+      plural(steps_, "step"), step_ms, 100 * summary.top_level_ms / ms, top, summary.timing,
+      json_path, trace_path);
 }
 
 }  // namespace hg::train

@@ -10,6 +10,7 @@
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/base/plural.h"
 #include "hourglass/device/allocator.h"
 #include "hourglass/device/trace_range.h"
 #include "hourglass/nn/layers.h"
@@ -391,11 +392,11 @@ bool Trainer::train_epoch(int64_t epoch, std::vector<EpochMetrics>& history) {
     if (steps_this_run_ == 1)
       HG_LOG_INFO(
           "first training step issued {:.3f} s after process start (the step: {:.3f} s "
-          "on the host, {:.3f} s of it planning {} algorithms, {:.3f} s in {} of the device "
+          "on the host, {:.3f} s of it planning {}, {:.3f} s in {} of the device "
           "allocator's requests to the system)",
           seconds_since_process_start(), step_seconds,
           ops::algorithm_planning().seconds - p.planning_seconds_before,
-          ops::algorithm_planning().passes,
+          plural(ops::algorithm_planning().passes, "algorithm"),
           allocator.stats().system_seconds - before.system_seconds,
           allocator.stats().system_allocations - before.system_allocations);
     if (profiler_) profiler_->after_step(steps_this_run_, step.last_loss());
@@ -546,23 +547,22 @@ std::vector<EpochMetrics> Trainer::run() {
   steps_start_ = Clock::now();
   if (run_.device.is_gpu()) session_->prepare_checkpoint_memory(model(), *setup_.optimizer);
   // From this line on a stop request is honoured after a step, with a checkpoint.
-  HG_LOG_INFO(
-      "run {}: {} ({} parameters) on {} in {} with {} threads, {} train / {}{} test images, {} "
-      "steps",
-      run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
-      optim::precision_name(run_.precision), num_threads(), setup_.parts.train_set->size(),
-      setup_.parts.validation_set
-          ? fmt::format("{} validation / ", setup_.parts.validation_set->size())
-          : std::string(),
-      setup_.parts.test_set->size(), setup_.total_steps);
+  HG_LOG_INFO("run {}: {} ({} parameters) on {} in {} with {}, {} train / {}{} test images, {}",
+              run_.name, run_.model.name, model().num_parameters(), run_.device.str(),
+              optim::precision_name(run_.precision), plural(num_threads(), "thread"),
+              setup_.parts.train_set->size(),
+              setup_.parts.validation_set
+                  ? fmt::format("{} validation / ", setup_.parts.validation_set->size())
+                  : std::string(),
+              setup_.parts.test_set->size(), plural(setup_.total_steps, "step"));
   const StartupTimes& t = setup_.parts.startup;
   log_to_file_only(fmt::format(
       "start-up: from {:.3f} s after process start, datasets {:.3f} s; model (with the "
-      "device's start-up) {:.3f} s, step {:.3f} s, warm-up of {} shapes {:.3f} s, then the "
+      "device's start-up) {:.3f} s, step {:.3f} s, warm-up of {} {:.3f} s, then the "
       "datasets {:.3f} s more, loaders {:.3f} s: set up {:.3f} s after process start, the run's "
       "session {:.3f} s after that",
-      t.begun_after_process_start, t.data, t.model, t.step, t.warm_up_shapes, t.warm_up,
-      t.data_wait, t.loaders, t.ready_after_process_start,
+      t.begun_after_process_start, t.data, t.model, t.step, plural(t.warm_up_shapes, "shape"),
+      t.warm_up, t.data_wait, t.loaders, t.ready_after_process_start,
       seconds_since_process_start() - t.ready_after_process_start));
   if (session_->writes() && run_.monitor.every_seconds > 0) {
     obs::MonitorOptions mo;
@@ -591,11 +591,12 @@ std::vector<EpochMetrics> Trainer::run() {
   if (dp_) {
     const GradientBuckets* buckets = setup_.step->gradient_buckets();
     HG_LOG_INFO(
-        "data-parallel over {} ranks ({}): {} rows of each batch of {} per rank, gradients "
-        "summed in {} buckets of up to {} MiB",
-        dp_->size(), dp_->communicator().backend_name(),
+        "data-parallel over {} ({}): {} rows of each batch of {} per rank, gradients "
+        "summed in {} of up to {} MiB",
+        plural(dp_->size(), "rank"), dp_->communicator().backend_name(),
         (run_.train.batch_size + dp_->size() - 1) / dp_->size(), run_.train.batch_size,
-        buckets ? buckets->size() : 0, run_.distributed.bucket_bytes >> 20);
+        plural(buckets ? int64_t(buckets->size()) : 0, "bucket"),
+        run_.distributed.bucket_bytes >> 20);
   }
   for (int64_t epoch = start_.epoch; epoch < run_.train.epochs; ++epoch) {
     if (!train_epoch(epoch, history)) return stop();
@@ -608,9 +609,9 @@ std::vector<EpochMetrics> Trainer::run() {
                                                         epoch + 1 < run_.train.epochs) {
       HG_LOG_INFO(
           "stopping early after epoch {} of {}: validation accuracy has not improved "
-          "for {} epochs (train.early_stop_patience); `best` holds the best epoch's "
+          "for {} (train.early_stop_patience); `best` holds the best epoch's "
           "checkpoint",
-          epoch + 1, run_.train.epochs, stale);
+          epoch + 1, run_.train.epochs, plural(stale, "epoch"));
       stopped_early_at_ = epoch + 1;
       break;
     }

@@ -64,6 +64,8 @@ GpuRuntimeInfo runtime_info() {
     // CUDA reports a missing driver as insufficient too: only a driver that is there is old.
     info.driver_too_old = err == gpuErrorInsufficientDriver && info.driver_version != 0;
   }
+  info.no_device = (err == gpuSuccess && n == 0) || err == gpuErrorNoDevice ||
+                   (err == gpuErrorInsufficientDriver && info.driver_version == 0);
   try {
     info.driver_release = detail::kernel_driver_release();
   } catch (...) {

@@ -47,6 +47,8 @@ struct GpuRuntimeInfo {
                                          // amdgpu_probe.h); empty on NVIDIA
   std::string device_query_error;        // gpuGetDeviceCount's error ("" when it succeeded)
   bool driver_too_old = false;           // the runtime refused the driver as older than itself
+  bool no_device = false;  // the runtime finds no device: it counts 0, reports no device, or
+                           // has no driver to ask (not one too old)
 };
 
 // The runtime this build uses and the driver the machine has. Never throws.
