@@ -21,10 +21,14 @@ case "${1:-}" in
   --test-only) build=0; shift ;;
 esac
 if [ $build = 1 ]; then
-  launcher=()
-  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+  extra=()
+  if command -v ccache >/dev/null; then extra=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+  # ROCm 6 headers, where there are any, for the MIOpen wrapper's test against a fake library.
+  if rocm_include=$(bash scripts/hip-check.sh --find-headers); then
+    extra+=(-DHOURGLASS_ROCM_INCLUDE="$rocm_include")
+  fi
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+    -DCMAKE_CXX_COMPILER=clang++ "${extra[@]}" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
     -DHOURGLASS_GPU=off -DHOURGLASS_FUZZ=ON -DHOURGLASS_BUILD_TESTS=ON \
     -DHOURGLASS_BUILD_BENCH=OFF >/dev/null
   ninja -C build-sanitize
