@@ -122,6 +122,24 @@ TEST(Info, JsonHasTheCpuAndAGpusArray) {
   for (const char* key : {"dnn", "blas"}) EXPECT_TRUE(info["gpu_libraries"].contains(key)) << key;
 }
 
+// The command runs with GOMP_SPINCOUNT=3000 unless the user set OpenMP's wait
+// (tools/hourglass/openmp_wait.h): it sets the variable and executes itself again, and info
+// reports what the process runs with.
+TEST(Info, OpenMpWorkersSpinBrieflyUnlessTheUserChose) {
+  const auto wait_of = [](const std::string& env) {
+    const test::SplitRunResult r = test::run_hourglass_split("info --json", env);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["openmp_wait"];
+  };
+  const std::string unset = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT";
+  EXPECT_EQ(wait_of(unset), nlohmann::json({{"GOMP_SPINCOUNT", "3000"}}));
+  EXPECT_EQ(wait_of(unset + " GOMP_SPINCOUNT=123"), nlohmann::json({{"GOMP_SPINCOUNT", "123"}}));
+  EXPECT_EQ(wait_of(unset + " OMP_WAIT_POLICY=passive"),
+            nlohmann::json({{"OMP_WAIT_POLICY", "passive"}}));
+  const test::SplitRunResult text = test::run_hourglass_split("info", unset);
+  EXPECT_NE(text.out.find("; GOMP_SPINCOUNT=3000)"), std::string::npos) << text.out;
+}
+
 TEST(Info, TextSaysWhetherThereIsAGpu) {
   const test::RunResult r = run_hourglass("info");
   EXPECT_EQ(r.code, 0) << r.output;

@@ -135,6 +135,10 @@ Runner add_info(CLI::App& app) {
         {{{"device", "cpu"}, {"threads", num_threads()}, {"backend", "oneDNN + OpenMP loops"}}});
     info["onednn"] = fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
     info["onednn_cpu_runtime"] = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other";
+    // How the pool's idle workers wait (openmp_wait.h): the variables this process runs with.
+    info["openmp_wait"] = nlohmann::json::object();
+    for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+      if (const char* value = std::getenv(name)) info["openmp_wait"][name] = value;
 #ifdef HOURGLASS_HAS_GPU
     add_gpu_info(info);
 #else
@@ -152,8 +156,12 @@ Runner add_info(CLI::App& app) {
       return 0;
     }
     std::printf("hourglass %s\n", HOURGLASS_VERSION);
-    std::printf("device cpu: %s (OpenMP pool shared with oneDNN %s)\n",
-                plural(num_threads(), "thread").c_str(), info["onednn"].get<std::string>().c_str());
+    std::string wait;
+    for (const auto& [name, value] : info["openmp_wait"].items())
+      wait += fmt::format("; {}={}", name, value.get<std::string>());
+    std::printf("device cpu: %s (OpenMP pool shared with oneDNN %s%s)\n",
+                plural(num_threads(), "thread").c_str(), info["onednn"].get<std::string>().c_str(),
+                wait.c_str());
 #ifdef HOURGLASS_HAS_GPU
     print_gpu_info(info);
 #else

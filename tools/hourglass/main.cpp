@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "openmp_wait.h"
 #include "stop_signals.h"
 
 namespace {
@@ -22,6 +23,8 @@ int exit_code(hg::ErrorKind kind) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP's wait policy for a shared machine (openmp_wait.h): may execute the command again.
+  hg::cli::apply_openmp_wait_default(argv);
   // Before anything else: no stop signal may find the default action (stop_signals.h).
   hg::cli::install_stop_handlers();
   CLI::App app{"hourglass " HOURGLASS_VERSION
