@@ -37,6 +37,7 @@ if [ $test = 1 ]; then
   cd build-sanitize
   # Leaks are reported too (LeakSanitizer comes with ASan); stacks are symbolized.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/../tests/sanitizer/lsan.supp}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
   ctest --output-on-failure --timeout 900 -j 2 "$@"
