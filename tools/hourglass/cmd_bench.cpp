@@ -31,10 +31,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Milliseconds per step: `warmup` untimed steps, then `rounds` rounds of `steps` steps each
 // ending with `sync` (which waits for the device), timed as a whole; the median round.
 // Timing rounds rather than single steps lets the host run ahead of the device, as it does in

@@ -34,10 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 struct Measured {
   double train_images_per_s = 0;
   double eval_images_per_s = 0;

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <functional>
 
 #include "hourglass/base/log.h"
@@ -26,6 +27,11 @@ inline constexpr int kExitDiverged = 3;
 // Whether a long command (bench, plan) shows its progress on stderr: when info log lines are
 // shown (--log-level warn hides both). stdout carries only the result either way.
 inline bool progress_wanted() { return spdlog::should_log(spdlog::level::info); }
+
+// Seconds from t0 to now on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 Runner add_train(CLI::App& app);
 Runner add_eval(CLI::App& app);

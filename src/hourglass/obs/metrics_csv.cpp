@@ -20,10 +20,6 @@ namespace {
 
 using detail::write_all;
 
-[[noreturn]] void throw_io(const std::string& path, const char* what) {
-  detail::throw_metrics_io(path, what);
-}
-
 std::vector<std::string> split_cells(const std::string& line) {
   std::vector<std::string> cells;
   std::stringstream in(line);
@@ -74,17 +70,17 @@ std::string csv_number(double value) {
 
 MetricsCsv::MetricsCsv(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-  if (fd_ < 0) throw_io(path, "open");
+  if (fd_ < 0) detail::throw_metrics_io(path, "open");
   try {
     struct stat st {};
-    if (::fstat(fd_, &st) != 0) throw_io(path, "inspect");
+    if (::fstat(fd_, &st) != 0) detail::throw_metrics_io(path, "inspect");
     if (st.st_size > 0) {
       // The header fixes the columns of every row appended to this file.
       std::string header;
       char buffer[4096];
       for (off_t at = 0; header.find('\n') == std::string::npos;) {
         const ssize_t n = ::pread(fd_, buffer, sizeof buffer, at);
-        if (n < 0) throw_io(path, "read");
+        if (n < 0) detail::throw_metrics_io(path, "read");
         if (n == 0) break;
         header.append(buffer, size_t(n));
         at += n;

@@ -20,16 +20,12 @@ namespace {
 
 using detail::write_all;
 
-[[noreturn]] void throw_io(const std::string& path, const char* what) {
-  detail::throw_metrics_io(path, what);
-}
-
 }  // namespace
 
 MetricsJsonl::MetricsJsonl(const std::string& path) : path_(path) {
   // Read-write only so that the last byte can be checked below; writes still append.
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-  if (fd_ < 0) throw_io(path, "open");
+  if (fd_ < 0) detail::throw_metrics_io(path, "open");
   // A run killed in the middle of a line leaves it unterminated; start on a fresh line so
   // that the records after it stay parseable (readers skip the one broken line).
   struct stat st {};

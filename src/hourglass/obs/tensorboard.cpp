@@ -88,7 +88,7 @@ std::string event_header(double wall_time, int64_t step) {
   return event;
 }
 
-[[noreturn]] void throw_io(const std::string& path, const char* what) {
+[[noreturn]] void throw_event_file_io(const std::string& path, const char* what) {
   throw_runtime(
       fmt::format("cannot {} TensorBoard event file {}: {}", what, path, std::strerror(errno)),
       "check that the run directory is writable and has free space, or set "
@@ -125,7 +125,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
     path_ = fmt::format("{}/events.out.tfevents.{}.{}.{}{}", dir, int64_t(now), host, ::getpid(),
                         attempt == 0 ? std::string() : fmt::format(".{}", attempt));
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
-    if (fd_ < 0 && (errno != EEXIST || attempt >= 100)) throw_io(path_, "create");
+    if (fd_ < 0 && (errno != EEXIST || attempt >= 100)) throw_event_file_io(path_, "create");
   }
   std::string event = event_header(now, 0);
   put_bytes(event, kEventFileVersion, "brain.Event:2");
@@ -180,7 +180,7 @@ void TensorBoardWriter::write_record(const std::string& data) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_io(path_, "write");
+      throw_event_file_io(path_, "write");
     }
     p += n;
     left -= size_t(n);

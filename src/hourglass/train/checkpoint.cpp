@@ -16,9 +16,9 @@ namespace hg::train {
 namespace {
 
 constexpr const char* kPreviousFormat = "checkpoint-v2";  // no whole-file checksum
-constexpr const char* kPrefix = "hourglass.";
+constexpr const char* kMetadataPrefix = "hourglass.";
 
-std::string key(const char* field) { return std::string(kPrefix) + field; }
+std::string key(const char* field) { return std::string(kMetadataPrefix) + field; }
 
 // Reads metadata field `field` of `path`, naming both on failure.
 class MetadataReader {
@@ -314,7 +314,7 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path, CheckpointTru
   s.config_hash = r.text("config_hash");
   s.algorithm_choices = ops::decode_algorithm_choices(
       r.text_or_empty("algorithm_choices"),
-      fmt::format("checkpoint {}: metadata {}algorithm_choices", path, kPrefix));
+      fmt::format("checkpoint {}: metadata {}algorithm_choices", path, kMetadataPrefix));
   check_training_state(path, s, r.number<int64_t>("optim.step"));
   return c;
 }

@@ -21,16 +21,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kPrefix = "step-";
-constexpr std::string_view kSuffix = ".safetensors";
+constexpr std::string_view kStepPrefix = "step-";
+constexpr std::string_view kStepSuffix = ".safetensors";
 
 // The step of "step-<digits>.safetensors", or -1 for any other name.
 int64_t parse_step(std::string_view name) {
-  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) ||
-      !name.ends_with(kSuffix))
+  if (name.size() <= kStepPrefix.size() + kStepSuffix.size() || !name.starts_with(kStepPrefix) ||
+      !name.ends_with(kStepSuffix))
     return -1;
   const std::string_view digits =
-      name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+      name.substr(kStepPrefix.size(), name.size() - kStepPrefix.size() - kStepSuffix.size());
   int64_t step = -1;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
   return ec == std::errc() && end == digits.data() + digits.size() ? step : -1;
@@ -79,7 +79,7 @@ CheckpointDir::~CheckpointDir() {
 }
 
 std::string CheckpointDir::file_name(int64_t step) {
-  return fmt::format("{}{:09d}{}", kPrefix, step, kSuffix);
+  return fmt::format("{}{:09d}{}", kStepPrefix, step, kStepSuffix);
 }
 
 std::vector<CheckpointDir::Entry> CheckpointDir::list() const {

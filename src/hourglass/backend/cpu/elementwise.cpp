@@ -17,12 +17,12 @@ namespace {
 
 // Elements per parallel chunk. These loops move a few bytes per flop, so a chunk must be large
 // enough (~128 KiB of f32) that waking a thread pays for itself; smaller tensors run inline.
-constexpr int64_t kGrain = int64_t(1) << 15;
+constexpr int64_t kElementwiseGrain = int64_t(1) << 15;
 
 // out[i] = f(a[i], b[i]); out may equal a (in-place ops).
 template <typename T, typename F>
 void binary_loop(const T* a, const T* b, T* out, int64_t n, F f) {
-  parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for_inline(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
   });
 }
@@ -30,7 +30,7 @@ void binary_loop(const T* a, const T* b, T* out, int64_t n, F f) {
 // out[i] = f(a[i]); out may equal a (in-place ops).
 template <typename T, typename F>
 void unary_loop(const T* a, T* out, int64_t n, F f) {
-  parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for_inline(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = f(a[i]);
   });
 }

@@ -12,7 +12,7 @@ namespace hg {
 namespace {
 
 // Each element reads/writes 3-4 streams; ~64k elements per chunk keeps fork cost negligible.
-constexpr int64_t kGrain = int64_t(1) << 16;
+constexpr int64_t kOptimizerGrain = int64_t(1) << 16;
 
 }  // namespace
 
@@ -27,7 +27,7 @@ void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
   const bool decay = o.weight_decay != 0.0;
 
   if (o.momentum == 0.0) {
-    parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+    parallel_for_inline(n, kOptimizerGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float d = decay ? g[i] + wd * p[i] : g[i];
         p[i] -= lr * d;
@@ -39,7 +39,7 @@ void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
   float* buf = momentum.data<float>();
   const float mu = float(o.momentum), keep = float(1.0 - o.dampening);
   const bool nesterov = o.nesterov;
-  parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for_inline(n, kOptimizerGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float d = decay ? g[i] + wd * p[i] : g[i];
       // PyTorch starts the buffer at the first gradient itself, without dampening.
@@ -76,7 +76,7 @@ void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
   const float step_size = float(lr / bc1);
   const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
   const float eps = float(o.eps);
-  parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for_inline(n, kOptimizerGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float gi = g[i];
       const float mi = b1 * m[i] + one_minus_b1 * gi;
