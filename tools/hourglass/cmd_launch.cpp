@@ -82,7 +82,9 @@ void write_all(int fd, std::string_view text) {
   }
 }
 
-void say_launch(const std::string& text) { write_all(STDERR_FILENO, "hourglass launch: " + text + "\n"); }
+void say_launch(const std::string& text) {
+  write_all(STDERR_FILENO, "hourglass launch: " + text + "\n");
+}
 
 // Refuses a master port that something on this host already uses: rank 0 could not listen there.
 void check_port_free(int port) {
@@ -133,7 +135,8 @@ class Launcher {
     const std::string exe = self_path();
     for (int i = 0; i < args_.nproc; ++i) start(i, exe, env);
     say_launch(fmt::format("started {} rank{} of `{}` (master 127.0.0.1:{})", args_.nproc,
-                    args_.nproc == 1 ? "" : "s", fmt::join(args_.command, " "), args_.master_port));
+                           args_.nproc == 1 ? "" : "s", fmt::join(args_.command, " "),
+                           args_.master_port));
     loop();
     return finish();
   }
@@ -277,8 +280,8 @@ class Launcher {
         kill_at_.reset();
         for (const Rank& r : ranks_)
           if (!r.status)
-            say_launch(fmt::format("rank {} still runs {} s after SIGTERM: sending SIGKILL", r.index,
-                            args_.grace_seconds));
+            say_launch(fmt::format("rank {} still runs {} s after SIGTERM: sending SIGKILL",
+                                   r.index, args_.grace_seconds));
         send_all(SIGKILL);
       }
       if (drain_until && Clock::now() >= *drain_until) {
@@ -298,7 +301,7 @@ class Launcher {
       } else {
         const int n = running();
         say_launch(fmt::format("{}: sending it to {} running rank{}", signal_text(signo), n,
-                        n == 1 ? "" : "s"));
+                               n == 1 ? "" : "s"));
         send_all(signo);
       }
     }
@@ -314,9 +317,9 @@ class Launcher {
       if (ok || first_failure_) continue;
       first_failure_ = r.index;
       const int others = running();
-      say_launch(fmt::format("rank {} {}: stopping the other {} rank{} (SIGTERM, SIGKILL after {} s)",
-                      r.index, describe(status), others, others == 1 ? "" : "s",
-                      args_.grace_seconds));
+      say_launch(fmt::format(
+          "rank {} {}: stopping the other {} rank{} (SIGTERM, SIGKILL after {} s)", r.index,
+          describe(status), others, others == 1 ? "" : "s", args_.grace_seconds));
       if (others > 0) {
         send_all(SIGTERM);
         kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -371,8 +374,8 @@ class Launcher {
       if (r.index != failed.index && r.status && *r.status != 0)
         others.push_back(fmt::format("rank {} {}", r.index, describe(*r.status)));
     say_launch(fmt::format("failed: rank {} {} (the first rank to fail){}{}", failed.index,
-                    describe(*failed.status), others.empty() ? "" : "; then ",
-                    fmt::join(others, ", ")));
+                           describe(*failed.status), others.empty() ? "" : "; then ",
+                           fmt::join(others, ", ")));
     const int status = *failed.status;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   }
