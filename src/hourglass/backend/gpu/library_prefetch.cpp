@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -29,10 +30,12 @@ const std::string* stem_of(const std::string& name, const std::vector<std::strin
   return nullptr;
 }
 
+// Plain constants: the detached reader may still run while the process exits and its static
+// objects are destroyed.
 #ifdef HOURGLASS_GPU_HIP
-const std::vector<std::string> kStems = {"libMIOpen", "libhipblaslt"};
+constexpr const char* kStems[] = {"libMIOpen", "libhipblaslt"};
 #else
-const std::vector<std::string> kStems = {"libcudnn", "libcublasLt"};
+constexpr const char* kStems[] = {"libcudnn", "libcublasLt"};
 #endif
 
 void read_ahead(const std::string& path) {
@@ -91,10 +94,11 @@ void prefetch_vendor_libraries() {
     const char* off = std::getenv("HOURGLASS_PREFETCH_LIBRARIES");
     if (off != nullptr && std::strcmp(off, "0") == 0) return;
     std::thread([] {
+      const std::vector<std::string> stems(std::begin(kStems), std::end(kStems));
       std::ifstream maps("/proc/self/maps");
       std::stringstream text;
       text << maps.rdbuf();
-      for (const std::string& f : vendor_library_files(text.str(), kStems)) read_ahead(f);
+      for (const std::string& f : vendor_library_files(text.str(), stems)) read_ahead(f);
     }).detach();
   });
 }
