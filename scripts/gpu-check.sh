@@ -69,7 +69,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${OUT:-}
-out=build-device/logs
+out=$PWD/build-device/logs
 rm -rf "$out"
 mkdir -p "$out"
 source scripts/device-env.sh
