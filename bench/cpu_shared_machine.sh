@@ -3,7 +3,9 @@
 # images/s from metrics.jsonl) and the small CNN's training step beside Debian's PyTorch
 # (`hourglass bench small-cnn` and bench/torch_cpu.py, batch 128, 28x28x1), each on an idle
 # machine and under a competing load of LOAD busy processes (default 2: one per core of the CI
-# machine kind), with the default thread count (every core) and with one thread.
+# machine kind), with the default thread count (every core) and with one thread; and hourglass
+# with every core once more under libgomp's own default wait (GOMP_SPINCOUNT=300000, the wait
+# before the hourglass command chose 3000), for the comparison in the same run.
 #
 #   bench/cpu_shared_machine.sh [HOURGLASS] [OUT] [LOAD]     (needs python3-torch for PyTorch's rows)
 #
@@ -34,12 +36,12 @@ trap load_off EXIT
 
 epoch_rate() {  # threads -> the quickstart epoch's images/s
   local dir="$out/quickstart-t$1-$RANDOM"
-  "$hg" train configs/quickstart.toml --run-dir "$dir" --set train.epochs=1 \
+  env ${spin:+GOMP_SPINCOUNT=$spin} "$hg" train configs/quickstart.toml --run-dir "$dir" --set train.epochs=1 \
     --set "threads=$1" --json >"$dir.json" 2>"$dir.log"
   python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["last_epoch"]["images_per_s"]))' "$dir.json"
 }
 bench_rate() {  # threads -> hourglass bench's training images/s
-  "$hg" bench small-cnn --batch 128 --in-channels 1 --size 28 --steps "$steps" --warmup 5 \
+  env ${spin:+GOMP_SPINCOUNT=$spin} "$hg" bench small-cnn --batch 128 --in-channels 1 --size 28 --steps "$steps" --warmup 5 \
     --threads "$1" --json 2>>"$out/bench.log" |
     python3 -c 'import json,sys; print(round(json.load(sys.stdin)["train_images_per_s"]))'
 }
@@ -51,16 +53,20 @@ torch_rate() {  # threads -> PyTorch's training images/s, or "-" without python3
 }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $cores cores; load: $load busy processes"
-echo "| condition | threads | quickstart epoch img/s | hourglass step img/s | PyTorch step img/s |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| condition | threads | OpenMP wait | quickstart epoch img/s | hourglass step img/s | PyTorch step img/s |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for condition in idle loaded; do
-  for threads in "$cores" 1; do
+  for run in "$cores" 1 "$cores:300000"; do
+    threads=${run%%:*}
+    spin=""
+    [ "$run" = "$threads" ] || spin=${run#*:}
     [ "$condition" = idle ] || load_on
     e=$(epoch_rate "$threads")
     b=$(bench_rate "$threads")
-    t=$(torch_rate "$threads")
+    t=-
+    [ -n "$spin" ] || t=$(torch_rate "$threads")
     load_off
-    echo "| $condition | $threads | $e | $b | $t |"
+    echo "| $condition | $threads | ${spin:-3000 (default)} | $e | $b | $t |"
   done
 done
 echo "logs: $out"

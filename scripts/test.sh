@@ -40,8 +40,6 @@ skip() {
 
 stage install
 bash scripts/install-deps.sh --test
-# The precompiled headers' defines and time stamps are the build's own (ccache's manual, PCH).
-export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 # The tree's formatting (.clang-format), before the build so that a misformatted file fails fast.
 stage format
 bash scripts/check-format.sh
