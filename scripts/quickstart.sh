@@ -22,20 +22,20 @@ if [ -z "$gpu" ]; then
   fi
 fi
 cores=$(nproc)
-# Measured on a 2-core Debian 12 machine (README, "Two commands"): the CPU-only configure and
-# build 136 s of compiling on both cores, the four epochs 38 s; the packages about half a minute
-# on a fresh machine. The estimates scale the build by the cores.
+# Measured on a fresh 2-core Debian 12 system (README, "Two commands"): the packages 23 s, the
+# CPU-only configure and build 145 s, with the CUDA backend 268 s, the four epochs and the
+# evaluation 53 s. The estimates scale the build by the cores.
 if [ "$gpu" = off ]; then
-  build_note="about $((272 / cores)) s on $cores cores (CPU only: no GPU found; HOURGLASS_GPU=cuda builds the GPU backend)"
+  build_note="about $((290 / cores)) s on $cores cores (CPU only: no GPU found; HOURGLASS_GPU=cuda builds the GPU backend)"
 else
-  build_note="about $((960 / cores)) s on $cores cores (with the GPU backend: HOURGLASS_GPU=$gpu)"
+  build_note="about $((540 / cores)) s on $cores cores (with the GPU backend: HOURGLASS_GPU=$gpu)"
 fi
 echo "quickstart: 1/3 installing packages (about 30 s)"
 bash scripts/install-deps.sh
 echo "quickstart: 2/3 building ./build/hourglass, $build_note [$(elapsed)]"
 bash scripts/build.sh -DHOURGLASS_GPU="$gpu" -DHOURGLASS_BUILD_TESTS=OFF -DHOURGLASS_BUILD_BENCH=OFF \
   --target hourglass
-echo "quickstart: 3/3 training the small CNN on Fashion-MNIST (4 epochs; 38 s on 2 cores) [$(elapsed)]"
+echo "quickstart: 3/3 training the small CNN on Fashion-MNIST (4 epochs and the evaluation; about 50 s on 2 cores) [$(elapsed)]"
 ./build/hourglass train configs/quickstart.toml --run-dir runs/quickstart "$@"
 ./build/hourglass eval runs/quickstart/final.safetensors
 echo "quickstart: done in $(elapsed)"
