@@ -10,6 +10,8 @@
 #   gputest only the GPU tests (test_*gpu* and the op tests with GPU cases; GPU_TESTS="..."
 #           names binaries instead), verbose on failure
 #   doctor  hourglass info and hourglass doctor
+#   golden  the GPU golden checksums alone (test_train_gpu_golden, also part of gputest):
+#           a skip prints the lines tests/golden/gpu_checksums.txt lacks for this GPU
 #   bench   bench/gpu_vs_pytorch.sh (hourglass vs PyTorch on this GPU)
 #   quick   bench/gpu_vs_pytorch.sh --quick
 #   fp32    bench/gpu_vs_pytorch.sh --fp32 (only the fp32 rows, TF32 off)
@@ -37,9 +39,6 @@
 #   profile hourglass profile on Fashion-MNIST ResNet-18 and synthetic ResNet-50 with CUPTI's
 #           kernel records (--timing kernels: table, kernel rows, cost), ResNet-18 again with
 #           --timing marks (the default for now: the cost without CUPTI)
-#   memset  bench/memset_nodes.sh: a captured step's small memsets moved to the graph's start
-#           against in place (MEMSET_REPEATS, default 2; MEMSET_NODES_BASELINE=1 adds kernel
-#           nodes against memset nodes)
 #   scale   bench/scaling.sh: data-parallel scaling on every GPU of the machine (1, 2, 4, 8),
 #           hourglass launch + bench --data-parallel beside PyTorch DDP under torchrun
 #           (ResNet-50 bf16 256/GPU, CIFAR ResNet-18 bf16 512/GPU), after test_cli_gpu_launch_nccl
@@ -51,12 +50,10 @@
 #   stem    bench/stem_space_to_depth.sh: ResNet-50's stem over 2x2 pixel blocks, its forward
 #           over pairs of output pixels, and the batch norm's two-part gradient sum, each
 #           against what it replaces (STEM_REPEATS, 2; STEM_SECTIONS picks some)
-#   side    bench/side_stream.sh: the backward's weight gradients on a side stream against the
-#           main stream (SIDE_REPEATS, default 2; SIDE_DEPTHS, default "2")
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
 #           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
 #   fuse    bench/fused_bn.sh: the fused batch norm + add + ReLU against the unfused ops
-#           (HOURGLASS_FUSED_BN=1 and =0 alternated; CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16)
+#           (--engine fused_batch_norm=true and =false alternated; CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16)
 #   tune    the tuning cache: its CPU and GPU tests (test_ops_tuning_cache,
 #           test_ops_gpu_tuning_cache), then bench/first_step.sh: CIFAR-format ResNet-18 trained
 #           with a cold, a warm and a `hourglass tune`-filled cache (first step after process
@@ -112,11 +109,17 @@ for stage in "${stages[@]}"; do
       # The convolutions again with cuDNN's NCHW path forced (CTest's gpu_conv_linear_nchw_only).
       t=build-device/tests/test_ops_gpu_conv_linear
       if [ -x "$t" ] && { [ -z "${GPU_TESTS:-}" ] || [[ " $GPU_TESTS " == *" test_ops_gpu_conv_linear "* ]]; }; then
-        if HOURGLASS_CUDNN_LAYOUT=nchw timeout 600 "$t" --gtest_brief=1 >> "$out/gputest.log" 2>&1; then
+        if HOURGLASS_TEST_CUDNN_LAYOUT=nchw timeout 600 "$t" --gtest_brief=1 >> "$out/gputest.log" 2>&1; then
           passed=$((passed + 1)); else fails=$((fails + 1)); echo "FAILED binary: $t (nchw)" >> "$out/gputest.log"; fi
       fi
       row gputest $fails "$passed binaries passed, $fails failed, $(( $(date +%s) - t0 )) s"
       grep -E "FAILED|Failure|Expected|Which is|actual|error:|SEGFAULT|exception" "$out/gputest.log" | head -80
+      ;;
+    golden)
+      build-device/tests/test_train_gpu_golden > "$out/golden.log" 2>&1
+      rc=$?
+      row golden $rc "$(grep -cE '^\[ +OK' "$out/golden.log") passed, $(grep -c SKIPPED "$out/golden.log") skipped"
+      grep -E "\| [0-9a-f]{16}$|Failure|Expected|Which is|actual|changed" "$out/golden.log" | head -20
       ;;
     doctor)
       ./build-device/hourglass info > "$out/info.txt" 2>&1
@@ -170,18 +173,6 @@ for stage in "${stages[@]}"; do
         "${STEM_REPEATS:-2}" > "$out/stem.md" 2>&1
       row stem $? "$(( $(date +%s) - t0 )) s"
       cat "$out/stem.md"
-      ;;
-    side)
-      bash bench/side_stream.sh ./build-device/hourglass "$out/side" "${SIDE_REPEATS:-2}" \
-        "${SIDE_DEPTHS:-2}" > "$out/side.md" 2>&1
-      row side $? "$(( $(date +%s) - t0 )) s"
-      cat "$out/side.md"
-      ;;
-    memset)
-      bash bench/memset_nodes.sh ./build-device/hourglass "$out/memset" "${MEMSET_REPEATS:-2}" \
-        > "$out/memset.md" 2>&1
-      row memset $? "$(( $(date +%s) - t0 )) s"
-      cat "$out/memset.md"
       ;;
     graph)
       bash bench/graph_replay.sh ./build-device/hourglass "$out/graph" "${GRAPH_REPEATS:-2}" \

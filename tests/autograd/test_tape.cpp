@@ -84,7 +84,9 @@ TEST(Tape, NodeWithBackwardSumGetsTheLastTwoParts) {
 // repeated backward calls.
 TEST(Tape, BatchedLeafGradientsAreTheAddedOnes) {
   const auto run = [](bool batched) {
-    ops::set_batched_leaf_gradients(batched);
+    ops::MathSettings m;
+    m.engine.batched_leaf_gradients = batched;
+    const ops::MathSettingsScope scope(m);
     Tensor a = leaf({1.0, -2.0, 0.5}, {3});
     Tensor b = leaf({0.3, 0.7, -1.1}, {3});
     Tensor c = leaf({2.0, -0.5, 1.5}, {3});
@@ -100,7 +102,6 @@ TEST(Tape, BatchedLeafGradientsAreTheAddedOnes) {
   };
   const auto added = run(false);
   const auto batched = run(true);
-  ops::set_batched_leaf_gradients(true);
   EXPECT_EQ(batched, added);
   // And the values: d/da = 2 (b + 1) c32, d/db = 2 (a c32 + 0.1 c), d/dc = 2 (a b + a + 0.1 b).
   const double a0 = 1.0, b0 = 0.3, c0 = 2.0;

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -32,6 +33,15 @@
 
 namespace hg {
 namespace {
+
+// CTest's gpu_conv_linear_nchw_only runs this binary with HOURGLASS_TEST_CUDNN_LAYOUT=nchw: the
+// f32 convolutions then go through cuDNN's NCHW copies and their transposes.
+[[maybe_unused]] const bool kChannelsFirstOnly = [] {
+  const char* layout = std::getenv("HOURGLASS_TEST_CUDNN_LAYOUT");
+  const bool on = layout != nullptr && std::string(layout) == "nchw";
+  if (on) test::search_cudnn_channels_first_only();
+  return on;
+}();
 
 // ---- modes and tolerances
 

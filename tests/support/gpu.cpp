@@ -3,7 +3,9 @@
 #include "hourglass/device/device.h"
 
 #ifdef HOURGLASS_HAS_GPU
-#include "hourglass/backend/gpu/side_stream_delay.h"
+#include "hourglass/backend/gpu/dnn.h"
+#include "hourglass/backend/gpu/libraries.h"
+#include "hourglass/device/gpu/device_info.h"
 #include "hourglass/device/gpu/gpu_allocator.h"
 #endif
 
@@ -24,20 +26,26 @@ void set_poison(bool on) {
   (void)on;
 #endif
 }
-
-void set_side_stream_delay(int64_t cycles) {
-#ifdef HOURGLASS_HAS_GPU
-  gpu::set_side_stream_delay_for_testing(cycles);
-#else
-  (void)cycles;
-#endif
-}
 }  // namespace
 
 PoisonGuard::PoisonGuard() { set_poison(true); }
 PoisonGuard::~PoisonGuard() { set_poison(false); }
 
-SideStreamDelayGuard::SideStreamDelayGuard(int64_t cycles) { set_side_stream_delay(cycles); }
-SideStreamDelayGuard::~SideStreamDelayGuard() { set_side_stream_delay(0); }
+std::string gpu_arithmetic_identity() {
+#ifdef HOURGLASS_HAS_GPU
+  if (!gpu_available()) return "";
+  const gpu::GpuDeviceInfo d = gpu::device_properties(0);
+  return d.name + " " + d.arch + "; " + gpu::dnn_library_version() + "; " +
+         gpu::blas_library_version();
+#else
+  return "";
+#endif
+}
+
+void search_cudnn_channels_first_only() {
+#ifdef HOURGLASS_HAS_GPU
+  gpu::dnn::search_channels_first_only_for_testing();
+#endif
+}
 
 }  // namespace hg::test

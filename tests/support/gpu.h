@@ -23,15 +23,14 @@ class PoisonGuard {
   PoisonGuard& operator=(const PoisonGuard&) = delete;
 };
 
-// While alive: every piece of work on a side stream (backend/gpu/side_stream.h) starts with a
-// kernel that spins for about `cycles` GPU clock cycles (no effect without a GPU build).
-class SideStreamDelayGuard {
- public:
-  explicit SideStreamDelayGuard(int64_t cycles);
-  ~SideStreamDelayGuard();
-  SideStreamDelayGuard(const SideStreamDelayGuard&) = delete;
-  SideStreamDelayGuard& operator=(const SideStreamDelayGuard&) = delete;
-};
+// What decides the GPU's arithmetic besides hourglass's own code: "<GPU name> <arch>; <dnn
+// library and version>; <blas library and version>" of device 0 (the golden checksums' key);
+// "" without a GPU.
+std::string gpu_arithmetic_identity();
+
+// cuDNN's convolution search tries the NCHW layout only, where it tries it at all (no effect
+// without a CUDA build). Before the first convolution is planned.
+void search_cudnn_channels_first_only();
 
 }  // namespace hg::test
 

@@ -1,15 +1,13 @@
 // The fused batch norm + residual add + ReLU in the ResNets (BatchNorm2d::forward_relu): with
-// ops::set_fused_batch_norm on and off, a few training steps of ResNet-18 (basic blocks) and
-// ResNet-50 (bottlenecks) give the same weights, running statistics, losses and gradients bit
-// for bit on the CPU (whose fused ops compose the unfused kernels), with and without activation
-// recomputation, with a downsampling block's two batch norms fused into one op or not, and
-// with the ImageNet stem's batch norm, ReLU and pooling fused or not;
-// the fused ops run, by name, only when the switches are on and the model trains;
+// the engine's fused_batch_norm on and off (the step's ExecutionContext), a few training steps of
+// ResNet-18 (basic blocks) and ResNet-50 (bottlenecks) give the same weights, running statistics,
+// losses and gradients bit for bit on the CPU (whose fused ops compose the unfused kernels), with
+// and without activation recomputation, and with a downsampling block's two batch norms fused into
+// one op or not; the fused ops run, by name, only when the settings are on and the model trains;
 // eval mode gives the same outputs either way; fn::batch_norm_relu's gradients match the
 // unfused composition's.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -27,19 +25,13 @@ namespace {
 
 constexpr int64_t kRows = 8, kSide = 16, kChannels = 3;
 
-// Sets the process-wide switch for its lifetime and restores it.
-class FusedScope {
- public:
-  explicit FusedScope(bool on) : previous_(ops::fused_batch_norm()) {
-    ops::set_fused_batch_norm(on);
-  }
-  ~FusedScope() { ops::set_fused_batch_norm(previous_); }
-  FusedScope(const FusedScope&) = delete;
-  FusedScope& operator=(const FusedScope&) = delete;
-
- private:
-  bool previous_;
-};
+// The engine's defaults with the fused batch norm (and the shortcut's pairing) as given.
+ops::EngineSettings engine(bool fused, bool shortcut = true) {
+  ops::EngineSettings e;
+  e.fused_batch_norm = fused;
+  e.fused_shortcut_batch_norm = shortcut;
+  return e;
+}
 
 struct Rig {
   std::shared_ptr<nn::Module> model;
@@ -49,10 +41,10 @@ struct Rig {
   Tensor images, labels;
 };
 
-Rig make_rig(const std::string& name, bool recompute_all, const std::string& stem = "cifar") {
+Rig make_rig(const std::string& name, const ops::EngineSettings& settings, bool recompute_all) {
   nn::ModelSpec spec;
   spec.name = name;
-  spec.stem = stem;
+  spec.stem = "cifar";
   spec.in_channels = kChannels;
   spec.height = spec.width = kSide;
   spec.num_classes = 5;
@@ -71,7 +63,9 @@ Rig make_rig(const std::string& name, bool recompute_all, const std::string& ste
   so.micro_batch = kRows;
   if (recompute_all)
     for (const auto& [block, m] : nn::recompute_candidates(*r.model)) so.recompute.push_back(block);
-  r.step = std::make_unique<train::TrainStep>(*r.model, *r.sgd, train::ExecutionContext{}, so);
+  train::ExecutionContext context;
+  context.engine = settings;
+  r.step = std::make_unique<train::TrainStep>(*r.model, *r.sgd, context, so);
   r.images = test::f32_tensor(test::random_values(kRows * kSide * kSide * kChannels, 23),
                               {kRows, kSide, kSide, kChannels});
   std::vector<int64_t> labels;
@@ -84,10 +78,9 @@ struct Trajectory {
   std::vector<double> weights, buffers, losses, grads;
 };
 
-Trajectory train_steps(const std::string& name, bool fused, bool recompute_all, int steps,
-                       const std::string& stem = "cifar") {
-  const FusedScope scope(fused);
-  Rig r = make_rig(name, recompute_all, stem);
+Trajectory train_steps(const std::string& name, const ops::EngineSettings& settings,
+                       bool recompute_all, int steps) {
+  Rig r = make_rig(name, settings, recompute_all);
   Trajectory t;
   for (int i = 0; i < steps; ++i) t.losses.push_back(r.step->run(r.images, r.labels).loss.item());
   t.weights = test::to_doubles(r.flat.params);
@@ -105,16 +98,19 @@ void expect_same(const Trajectory& a, const Trajectory& b) {
 }
 
 TEST(FusedBatchNorm, Resnet18TrainsTheSameBitsFusedAndUnfused) {
-  expect_same(train_steps("resnet18", true, false, 3), train_steps("resnet18", false, false, 3));
+  expect_same(train_steps("resnet18", engine(true), false, 3),
+              train_steps("resnet18", engine(false), false, 3));
 }
 
 TEST(FusedBatchNorm, Resnet50BottlenecksTrainTheSameBitsFusedAndUnfused) {
-  expect_same(train_steps("resnet50", true, false, 2), train_steps("resnet50", false, false, 2));
+  expect_same(train_steps("resnet50", engine(true), false, 2),
+              train_steps("resnet50", engine(false), false, 2));
 }
 
 TEST(FusedBatchNorm, RecomputedBlocksTrainTheSameBitsFusedAndUnfused) {
   // Recomputation re-runs the fused forward with scratch running statistics.
-  expect_same(train_steps("resnet18", true, true, 3), train_steps("resnet18", false, false, 3));
+  expect_same(train_steps("resnet18", engine(true), true, 3),
+              train_steps("resnet18", engine(false), false, 3));
 }
 
 // How many times the ops named `name` ran during one training step.
@@ -129,14 +125,11 @@ int count_ops(Rig& r, const char* name) {
 }
 
 TEST(FusedBatchNorm, FusedOpsRunByNameOnlyWhenSwitchedOn) {
-  const bool shortcut_before = ops::fused_shortcut_batch_norm();
   // ResNet-18: the stem's batch norm and both of each of the 8 blocks' are fused; in the three
   // downsampling blocks the second is fused with the shortcut's (a pair), unless that is off,
   // when the shortcut's runs as a plain batch_norm_train.
   {
-    const FusedScope scope(true);
-    ops::set_fused_shortcut_batch_norm(true);
-    Rig r = make_rig("resnet18", false);
+    Rig r = make_rig("resnet18", engine(true, true), false);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 14);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 14);
     EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 3);
@@ -144,80 +137,52 @@ TEST(FusedBatchNorm, FusedOpsRunByNameOnlyWhenSwitchedOn) {
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 0);
   }
   {
-    const FusedScope scope(true);
-    ops::set_fused_shortcut_batch_norm(false);
-    Rig r = make_rig("resnet18", false);
+    Rig r = make_rig("resnet18", engine(true, false), false);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 17);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 17);
     EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 3);  // the three downsampling shortcuts
   }
   {
-    const FusedScope scope(false);
-    ops::set_fused_shortcut_batch_norm(true);  // no effect without the fused batch norm
-    Rig r = make_rig("resnet18", false);
+    // The shortcut's pairing has no effect without the fused batch norm.
+    Rig r = make_rig("resnet18", engine(false, true), false);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 20);
   }
-  ops::set_fused_shortcut_batch_norm(shortcut_before);
 }
 
 // The shortcut's batch norm fused into the block's last (a pair) or apart: the same bits on
 // the CPU, ResNet-50's four downsampling bottlenecks included.
 TEST(FusedBatchNorm, PairedShortcutBatchNormTrainsTheSameBits) {
-  const bool before = ops::fused_shortcut_batch_norm();
-  ops::set_fused_shortcut_batch_norm(false);
-  const Trajectory apart = train_steps("resnet50", true, false, 2);
-  ops::set_fused_shortcut_batch_norm(true);
-  const Trajectory paired = train_steps("resnet50", true, false, 2);
-  ops::set_fused_shortcut_batch_norm(before);
-  expect_same(paired, apart);
+  expect_same(train_steps("resnet50", engine(true, true), false, 2),
+              train_steps("resnet50", engine(true, false), false, 2));
 }
 
-// The ImageNet stem's batch norm, ReLU and max pooling as one op (ops::set_fused_stem_pool, off
-// by default) or apart: ResNet-50 trains the same bits on the CPU, and the op runs, once a
-// step forward and once backward, only when switched on.
-TEST(FusedBatchNorm, FusedStemPoolTrainsTheSameBits) {
-  const bool before = ops::fused_stem_pool();
-  ops::set_fused_stem_pool(false);
-  const Trajectory apart = train_steps("resnet50", true, false, 2, "imagenet");
+// The thread's engine settings come from the step's context while it runs, and go back after.
+TEST(FusedBatchNorm, TheStepInstallsItsContextsEngineSettings) {
+  EXPECT_TRUE(ops::fused_batch_norm());  // the default
+  Rig r = make_rig("resnet18", engine(false), false);
+  EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 0);
+  EXPECT_TRUE(ops::fused_batch_norm());
   {
-    Rig r = make_rig("resnet50", false, "imagenet");
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_max_pool_train"), 0);
-    EXPECT_EQ(count_ops(r, "max_pool2d"), 1);
+    ops::MathSettings m;
+    m.engine = engine(false);
+    const ops::MathSettingsScope scope(m);
+    EXPECT_FALSE(ops::fused_batch_norm());
   }
-  ops::set_fused_stem_pool(true);
-  const Trajectory fused = train_steps("resnet50", true, false, 2, "imagenet");
-  {
-    const FusedScope scope(true);
-    Rig r = make_rig("resnet50", false, "imagenet");
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_max_pool_train"), 1);
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_max_pool_backward"), 1);
-    EXPECT_EQ(count_ops(r, "max_pool2d"), 0);
-  }
-  ops::set_fused_stem_pool(before);
-  expect_same(fused, apart);
-}
-
-TEST(FusedBatchNorm, SwitchDefaultsOnUnlessTheEnvironmentSaysZero) {
-  const char* env = std::getenv("HOURGLASS_FUSED_BN");
-  const bool want = env == nullptr || std::string(env) != "0";
-  EXPECT_EQ(ops::fused_batch_norm(), want);
-  {
-    const FusedScope scope(!want);
-    EXPECT_EQ(ops::fused_batch_norm(), !want);
-  }
-  EXPECT_EQ(ops::fused_batch_norm(), want);
+  EXPECT_TRUE(ops::fused_batch_norm());
 }
 
 TEST(FusedBatchNorm, EvalGivesTheSameOutputsEitherWay) {
   std::vector<std::vector<double>> outputs;
   for (const bool fused : {true, false}) {
-    const FusedScope scope(fused);
-    Rig r = make_rig("resnet18", false);
+    Rig r = make_rig("resnet18", engine(fused), false);
     r.step->run(r.images, r.labels);  // running statistics away from their initial values
+    ops::MathSettings m;
+    m.engine = engine(fused);
+    const ops::MathSettingsScope scope(m);
     r.model->eval();
     const autograd::NoGradGuard no_grad;
     outputs.push_back(test::to_doubles(r.model->forward(r.images)));

@@ -39,7 +39,8 @@ struct Steps {
 
 // Twelve steps of a tiny ResNet (batch norm) on a new batch each step, the sixth of 10 rows
 // instead of 16, with a one-cycle rate over the run.
-Steps train_steps(GraphMode graph, optim::Precision precision, Opt opt) {
+Steps train_steps(GraphMode graph, optim::Precision precision, Opt opt,
+                  bool arena_weight_cast = true) {
   const Device gpu = Device::gpu(0);
   nn::ModelSpec spec;
   spec.name = "tiny_resnet";
@@ -69,6 +70,7 @@ Steps train_steps(GraphMode graph, optim::Precision precision, Opt opt) {
   context.device = gpu;
   context.precision = precision;
   context.deterministic = true;
+  context.engine.arena_weight_cast = arena_weight_cast;
   train::StepOptions options;
   options.micro_batch = 16;
   options.label_smoothing = 0.1;
@@ -114,26 +116,22 @@ TEST(GpuStepGraph, ReplayedStepsTrainTheEagerStepsBits) {
   }
 }
 
-// The parameter arena converted to the compute dtype once a step (ops::arena_weight_cast, on
+// The parameter arena converted to the compute dtype once a step (engine.arena_weight_cast, on
 // by default) against each layer casting its own weights: the same conversions, so the same
 // bits, eager and replayed.
 TEST(GpuStepGraph, ArenaWeightCastTrainsThePerLayerCastsBits) {
   HG_REQUIRE_GPU();
-  const bool previous = ops::arena_weight_cast();
   for (auto [precision, opt] : {std::pair{optim::Precision::BF16, Opt::Sgd},
                                 std::pair{optim::Precision::FP16, Opt::AdamW}}) {
     SCOPED_TRACE(optim::precision_name(precision));
     for (GraphMode graph : {GraphMode::Off, GraphMode::Auto}) {
-      ops::set_arena_weight_cast(true);
-      const Steps arena = train_steps(graph, precision, opt);
-      ops::set_arena_weight_cast(false);
-      const Steps per_layer = train_steps(graph, precision, opt);
+      const Steps arena = train_steps(graph, precision, opt, true);
+      const Steps per_layer = train_steps(graph, precision, opt, false);
       for (float l : arena.loss_sums) ASSERT_TRUE(std::isfinite(l));
       EXPECT_EQ(arena.loss_sums, per_layer.loss_sums);
       EXPECT_EQ(arena.params, per_layer.params);
     }
   }
-  ops::set_arena_weight_cast(previous);
 }
 
 train::TrainerOptions quiet(const std::string& dir) { return {dir, false}; }

@@ -48,6 +48,17 @@ struct Trajectory {
   std::vector<double> losses;
   std::vector<double> params;
 };
+Trajectory train_tiny(Device device, optim::Precision precision, int steps);
+
+// train_tiny with the thread's engine setting `field` (one of ops::EngineSettings's) set to `on`.
+Trajectory train_tiny_with(bool ops::EngineSettings::*field, bool on, Device device,
+                           optim::Precision precision, int steps) {
+  ops::MathSettings m = ops::math_settings();
+  m.engine.*field = on;
+  const ops::MathSettingsScope scope(m);
+  return train_tiny(device, precision, steps);
+}
+
 Trajectory train_tiny(Device device, optim::Precision precision, int steps) {
   auto model = nn::make_model(tiny_spec());
   nn::initialize(*model, 7);
@@ -90,20 +101,18 @@ TEST(GpuTraining, F32FollowsTheCpu) {
   EXPECT_TRUE(test::all_close(gpu.params, cpu.params, {1e-3, 1e-4}));
 }
 
-// The fused batch norm + add + ReLU (ops::set_fused_batch_norm, on by default) against the
+// The fused batch norm + add + ReLU (engine.fused_batch_norm, on by default) against the
 // three unfused ops on the GPU: in f32 they differ only in the rounding of the batch norm's
 // output before the add, so the runs follow each other as closely as the GPU follows the CPU;
 // in bf16 the fused path rounds once where the unfused one rounds twice, so only the first loss
 // (one forward pass) is compared, within bf16 rounding.
 TEST(GpuTraining, FusedBatchNormTrainsLikeTheUnfusedOps) {
   HG_REQUIRE_GPU();
-  const bool previous = ops::fused_batch_norm();
+  constexpr auto kField = &ops::EngineSettings::fused_batch_norm;
   for (auto p : {optim::Precision::FP32, optim::Precision::BF16}) {
     SCOPED_TRACE(optim::precision_name(p));
-    ops::set_fused_batch_norm(true);
-    const Trajectory fused = train_tiny(Device::gpu(0), p, 5);
-    ops::set_fused_batch_norm(false);
-    const Trajectory plain = train_tiny(Device::gpu(0), p, 5);
+    const Trajectory fused = train_tiny_with(kField, true, Device::gpu(0), p, 5);
+    const Trajectory plain = train_tiny_with(kField, false, Device::gpu(0), p, 5);
     for (double l : fused.losses) ASSERT_TRUE(std::isfinite(l));
     for (double w : fused.params) ASSERT_TRUE(std::isfinite(w));
     if (p == optim::Precision::FP32) {
@@ -113,29 +122,25 @@ TEST(GpuTraining, FusedBatchNormTrainsLikeTheUnfusedOps) {
       EXPECT_NEAR(fused.losses.front(), plain.losses.front(), 0.03 * plain.losses.front());
     }
   }
-  ops::set_fused_batch_norm(previous);
 }
 
 // The two parts of a residual block output's gradient summed inside the batch norm's backward
-// (ops::set_fused_gradient_sum, on by default) against an add of their own first: the kernels
+// (engine.fused_gradient_sum, on by default) against an add of their own first: the kernels
 // round the sum as the add does, so training follows the same bits (deterministic algorithms,
 // so that the convolutions' weight gradients repeat too).
 TEST(GpuTraining, GradientSumInTheBatchNormTrainsBitIdenticallyToTheAdd) {
   HG_REQUIRE_GPU();
-  const bool previous = ops::fused_gradient_sum();
+  constexpr auto kField = &ops::EngineSettings::fused_gradient_sum;
   ops::set_deterministic(true);
   for (auto p : {optim::Precision::FP32, optim::Precision::BF16, optim::Precision::FP16}) {
     SCOPED_TRACE(optim::precision_name(p));
-    ops::set_fused_gradient_sum(true);
-    const Trajectory fused = train_tiny(Device::gpu(0), p, 5);
-    ops::set_fused_gradient_sum(false);
-    const Trajectory plain = train_tiny(Device::gpu(0), p, 5);
+    const Trajectory fused = train_tiny_with(kField, true, Device::gpu(0), p, 5);
+    const Trajectory plain = train_tiny_with(kField, false, Device::gpu(0), p, 5);
     for (double l : fused.losses) ASSERT_TRUE(std::isfinite(l));
     EXPECT_EQ(fused.losses, plain.losses);
     EXPECT_EQ(fused.params, plain.params);
   }
   ops::set_deterministic(false);
-  ops::set_fused_gradient_sum(previous);
 }
 
 TEST(GpuTraining, LowPrecisionTrainsCloseToF32) {

@@ -14,7 +14,10 @@
 #include <fstream>
 
 #include "hourglass/ops/algorithm_choices.h"
+#include "hourglass/ops/op_profile.h"
 #include "hourglass/tensor/safetensors.h"
+#include "hourglass/train/checkpoint.h"
+#include "hourglass/train/checkpoint_dir.h"
 #include "hourglass/train/stop_request.h"
 #include "hourglass/train/trainer.h"
 
@@ -198,6 +201,50 @@ TEST(Resume, StopAndResumeInTheSameDirectoryKeepsOneMetricsLinePerEpoch) {
   int lines = 0;
   for (std::string line; std::getline(in, line);) ++lines;
   EXPECT_EQ(lines, 3);
+}
+
+// A run with non-default [engine] values records every engine key in config.toml and in each
+// checkpoint; resumed with a config that leaves them out (the defaults), it keeps the
+// checkpoint's (the fused batch norm stays off: its op never runs) and ends bit-identical to
+// the uninterrupted run.
+TEST(Resume, EngineSettingsComeFromTheCheckpoint) {
+  Config c = resnet_config();
+  c.set_override("engine.fused_batch_norm=false");
+  c.set_override("engine.batched_leaf_gradients=false");
+  const Outcome ref = run(c, {fresh_dir("engine_ref")});
+  const std::string dir = fresh_dir("engine");
+  {
+    train::TrainerOptions o{dir, false};
+    o.stop_after_steps = 5;
+    train::Trainer t(c, o);
+    t.run();
+    ASSERT_TRUE(t.stopped());
+  }
+  const Config written = Config::load(dir + "/config.toml");
+  EXPECT_FALSE(written.get_bool("engine.fused_batch_norm", true));
+  EXPECT_FALSE(written.get_bool("engine.batched_leaf_gradients", true));
+  EXPECT_TRUE(written.get_bool("engine.fused_gradient_sum", false));
+  EXPECT_TRUE(written.has("engine.conv_stem_pixel_pairs"));
+  const auto metadata =
+      read_safetensors_metadata(dir + "/checkpoints/" + train::CheckpointDir::file_name(5));
+  const Config stored = Config::parse(metadata.at(train::kConfigMetadataKey), "stored");
+  EXPECT_FALSE(stored.get_bool("engine.fused_batch_norm", true));
+
+  train::TrainerOptions o{dir};
+  o.resume = "auto";
+  ops::OpProfiler profiler(Device::cpu());
+  profiler.install();
+  const Outcome resumed = run(resnet_config(), o);
+  profiler.uninstall();
+  int fused = 0, unfused = 0;
+  for (const ops::OpEvent& e : profiler.events()) {
+    fused += std::string(e.name) == "batch_norm_relu_train";
+    unfused += std::string(e.name) == "batch_norm_train";
+  }
+  EXPECT_EQ(fused, 0);
+  EXPECT_GT(unfused, 0);
+  expect_same_run(ref, resumed, "resumed with the checkpoint's engine settings");
+  EXPECT_FALSE(Config::load(dir + "/config.toml").get_bool("engine.fused_batch_norm", true));
 }
 
 // The GPU libraries' deterministic algorithm choices (ops/algorithm_choices.h) are saved in

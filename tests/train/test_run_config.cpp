@@ -11,6 +11,7 @@
 
 #include "data/fixtures.h"
 #include "hourglass/base/config.h"
+#include "hourglass/train/engine_config.h"
 #include "hourglass/train/training_setup.h"
 #include "support/expect_error.h"
 
@@ -323,6 +324,45 @@ TEST(RunParts, AValidationPathIsReadAsItsTestSplit) {
   early.set_override("data.val_path=\"" + val + "\"");
   early.set_override("train.early_stop_patience=1");
   EXPECT_EQ(train::parse_run_config(early).train.early_stop_patience, 1);
+}
+
+// The [engine] table: every key defaults to ops::EngineSettings's default, is read as a
+// boolean (errors name the key), is written back by with_engine_keys as parse reads it, and
+// bench's --engine NAME=VALUE refuses names and values it does not know.
+TEST(EngineConfig, KeysDefaultsRoundTripAndErrors) {
+  const ops::EngineSettings defaults;
+  EXPECT_EQ(train::parse_run_config(base_config()).engine, defaults);
+  ASSERT_EQ(train::engine_keys().size(), 7u);
+  for (const train::EngineKey& k : train::engine_keys()) {
+    SCOPED_TRACE(k.name);
+    Config c = base_config();
+    c.set_override(fmt::format("engine.{}={}", k.name, defaults.*k.field ? "false" : "true"));
+    const ops::EngineSettings e = train::parse_run_config(c).engine;
+    EXPECT_NE(e.*k.field, defaults.*k.field);
+    EXPECT_NE(train::describe_engine_difference(e, defaults, "the config").find(k.name),
+              std::string::npos);
+    const Config written =
+        Config::parse(train::with_engine_keys(base_config(), e).to_toml(), "written.toml");
+    EXPECT_EQ(train::parse_engine_config(written), e);
+    ops::EngineSettings applied;
+    train::apply_engine_assignment(
+        applied, fmt::format("{}={}", k.name, e.*k.field ? "true" : "false"), "--engine");
+    EXPECT_EQ(applied, e);
+  }
+  EXPECT_EQ(train::describe_engine_difference(defaults, defaults, "x"), "");
+  EXPECT_NE(train::engine_summary(defaults).find("fused_batch_norm = true"), std::string::npos);
+  Config wrong_type = base_config();
+  wrong_type.set_override("engine.fused_batch_norm=1");
+  expect_invalid([&] { train::parse_run_config(wrong_type); }, {"engine.fused_batch_norm"});
+  Config misspelt = base_config();
+  misspelt.set_override("engine.fused_batchnorm=false");
+  train::parse_run_config(misspelt);
+  expect_invalid([&] { misspelt.reject_unused_keys(); }, {"engine.fused_batchnorm"});
+  ops::EngineSettings e;
+  expect_invalid([&] { train::apply_engine_assignment(e, "fused_bn=false", "--engine"); },
+                 {"--engine", "fused_bn", "fused_batch_norm"});
+  expect_invalid([&] { train::apply_engine_assignment(e, "fused_batch_norm=0", "--engine"); },
+                 {"--engine", "true or false"});
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/train/data_parallel.h"
+#include "hourglass/train/engine_config.h"
 #include "hourglass/train/recompute_plan.h"
 #include "hourglass/train/train_step.h"
 
@@ -89,6 +90,7 @@ Runner add_bench(CLI::App& app) {
     std::string graph = "auto";
     std::string recompute = "none";
     std::string memory_limit;
+    std::vector<std::string> engine;  // --engine NAME=VALUE
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
@@ -129,6 +131,9 @@ Runner add_bench(CLI::App& app) {
                   "none, auto (the fewest that fit --memory-limit), or names separated by "
                   "commas (layer3.0,layer4.1)")
       ->capture_default_str();
+  sub->add_option("--engine", a->engine,
+                  "an engine setting for this run, NAME=true|false, as the [engine] table's keys "
+                  "(repeat for several; e.g. --engine fused_batch_norm=false)");
   sub->add_option("--memory-limit", a->memory_limit,
                   "cap the device allocator's bytes in use (e.g. 40GiB), as train's flag");
   return [a] {
@@ -150,6 +155,8 @@ Runner add_bench(CLI::App& app) {
     train::ExecutionContext context;
     context.device = device;
     context.precision = optim::parse_precision(a->precision, "--precision");
+    for (const std::string& e : a->engine)
+      train::apply_engine_assignment(context.engine, e, "--engine");
     context.validated();
     HG_CHECK(a->steps > 0 && a->rounds > 0 && a->warmup >= 0,
              "--steps and --rounds must be positive, --warmup non-negative");
@@ -243,6 +250,7 @@ Runner add_bench(CLI::App& app) {
                      {"threads", num_threads()},
                      {"device", device.str()},
                      {"precision", optim::precision_name(context.precision)},
+                     {"engine", train::engine_summary(context.engine)},
                      {"peak_memory_gib", peak_gib},
                      {"train_step_ms", train},
                      {"train_images_per_s", double(a->batch) * 1000.0 / train},

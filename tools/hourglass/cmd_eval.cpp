@@ -2,9 +2,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "hourglass/base/log.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/checkpoint.h"
+#include "hourglass/train/engine_config.h"
 #include "hourglass/train/evaluate.h"
 #include "hourglass/train/training_setup.h"
 
@@ -58,10 +60,15 @@ Runner add_eval(CLI::App& app) {
     train::load_model_state(*parts.model, file);
     auto set = split == data::Split::Train ? parts.train_set : parts.test_set;
     auto loader = train::make_eval_loader(run, set);
+    // The checkpoint's engine settings (its stored config's [engine]; --set may change them).
+    HG_LOG_INFO("engine: {}", train::engine_summary(run.engine));
     train::EvalResult r =
         train::evaluate(*parts.model, *loader, train::ExecutionContext::from_run(run));
     if (args->json) {
+      nlohmann::json engine = nlohmann::json::object();
+      for (const train::EngineKey& k : train::engine_keys()) engine[k.name] = run.engine.*k.field;
       const nlohmann::json out = {{"checkpoint", args->checkpoint},
+                                  {"engine", engine},
                                   {"split", args->split},
                                   {"accuracy", r.accuracy},
                                   {"loss", r.loss},

@@ -28,6 +28,7 @@
 #include "hourglass/device/comm.h"
 #include "hourglass/device/device.h"
 #include "hourglass/device/launch_env.h"
+#include "hourglass/train/engine_config.h"
 #include "hourglass/train/trainer.h"
 
 namespace hg::cli {
@@ -166,8 +167,10 @@ Runner add_train(CLI::App& app) {
       train::resolve_budget_settings(config, args->budget);
       config.reject_unused_keys();
       const std::string resolved = train::trajectory_config_text(run);
+      // The [engine] table with every key resolved, as config.toml will hold it.
+      const Config shown = train::with_engine_keys(config, run.engine);
       if (args->json) {
-        const nlohmann::json out = {{"config", config.to_toml()},
+        const nlohmann::json out = {{"config", shown.to_toml()},
                                     {"resolved", resolved},
                                     {"config_hash", train::config_hash(resolved)}};
         std::printf("%s\n", out.dump(2).c_str());
@@ -175,7 +178,7 @@ Runner add_train(CLI::App& app) {
       }
       // Still TOML: the resolved settings are comments.
       std::printf("%s\n# Resolved (defaults filled in; what decides the trajectory, hash %s):\n",
-                  config.to_toml().c_str(), train::config_hash(resolved).c_str());
+                  shown.to_toml().c_str(), train::config_hash(resolved).c_str());
       size_t start = 0;
       while (start < resolved.size()) {
         const size_t end = resolved.find('\n', start);

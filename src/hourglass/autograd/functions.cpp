@@ -132,30 +132,6 @@ Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor&
   return f.y;
 }
 
-Tensor batch_norm_relu_max_pool(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                Tensor& running_mean, Tensor& running_var, double momentum,
-                                double eps, const Pool2dParams& p) {
-  auto f = ops::batch_norm_relu_max_pool_train(x, weight, bias, running_mean, running_var, momentum,
-                                               eps, p);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&x, &weight, &bias})) {
-    Tensor workspace = f.workspace, mask = f.mask, mean = f.mean, invstd = f.invstd;
-    auto backward_sum = [x, weight, workspace, mask, mean, invstd, p](const Tensor& dy,
-                                                                      const Tensor& dy2) {
-      auto g = ops::batch_norm_relu_max_pool_backward(dy, workspace, mask, x, weight, mean, invstd,
-                                                      p, dy2);
-      return std::vector<Tensor>{g.dx, g.dweight, g.dbias};
-    };
-    // The stem's output feeds the first block and its shortcut, as a block's output does.
-    tape.record(
-        "batch_norm_relu_max_pool", {x, weight, bias}, f.y,
-        [backward_sum](const Tensor& dy) { return backward_sum(dy, Tensor()); },
-        ops::fused_gradient_sum() ? autograd::BackwardSumFn(backward_sum)
-                                  : autograd::BackwardSumFn());
-  }
-  return f.y;
-}
-
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
   const Tensor x = autocast_operand(x0), w = autocast_operand(w0), bias = autocast_operand(bias0);
   Tensor y = ops::linear(x, w, bias);

@@ -33,12 +33,6 @@ Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor&
                             Tensor& running_mean, Tensor& running_var, const Tensor& x2,
                             const Tensor& weight2, const Tensor& bias2, Tensor& running_mean2,
                             Tensor& running_var2, double momentum, double eps);
-// max_pool2d(relu(batch_norm(x)), p) in training mode (an image network's stem): one fused op
-// (ops::batch_norm_relu_max_pool_train) and one node with the gradients of x, weight and bias
-// (ops::batch_norm_relu_max_pool_backward).
-Tensor batch_norm_relu_max_pool(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                Tensor& running_mean, Tensor& running_var, double momentum,
-                                double eps, const Pool2dParams& p);
 // Training-mode batch norm with the statistics of every rank's rows (synchronised batch norm):
 // the ranks' means and variances are combined through `comm` (all ranks call it for the same
 // layers in the same order), the running statistics take the combined ones, and backward sums

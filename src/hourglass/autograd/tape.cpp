@@ -3,7 +3,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "hourglass/ops/deferred_gradients.h"
 #include "hourglass/ops/ops.h"
 
 namespace hg::autograd {
@@ -84,7 +83,6 @@ class LeafAccumulation {
   }
   void flush() {
     if (dsts_.empty()) return;
-    for (const Tensor& g : srcs_) ops::wait_for_gradient(g);
     ops::accumulate_(dsts_, srcs_);
     dsts_.clear();
     srcs_.clear();
@@ -103,16 +101,12 @@ struct GradSlot {
   bool defer = false;  // the node has a backward_sum: keep the last part apart
 
   // Adds g. Out of place: the same gradient tensor may have been handed to several inputs
-  // (add's backward passes its grad to both operands). A deferred gradient is waited for only
-  // when it is added.
+  // (add's backward passes its grad to both operands).
   void accumulate(const Tensor& g) {
     if (!sum.defined()) {
       sum = g;
       return;
     }
-    ops::wait_for_gradient(g);
-    ops::wait_for_gradient(sum);
-    ops::wait_for_gradient(pending);
     if (!defer) {
       sum = ops::add(sum, g);
     } else {
@@ -178,10 +172,6 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
   // become final.
   const bool batch_leaves = !leaf_ready && ops::batched_leaf_gradients();
   LeafAccumulation leaf_grads;
-  // Ops may return gradients still being computed beside the main stream (a convolution's
-  // weight gradient); each is waited for before anything here reads it, and all of them when
-  // backward ends or throws.
-  const ops::DeferredGradientsScope deferred;
   for (size_t i = nodes.size(); i-- > 0;) {
     Node& node = nodes[i];
     auto it = grads.find(node.output_id);
@@ -199,8 +189,6 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
       node = Node{};
       continue;
     }
-    ops::wait_for_gradient(slot.sum);
-    ops::wait_for_gradient(slot.pending);
     std::vector<Tensor> input_grads = slot.pending.defined()
                                           ? node.backward_sum(slot.sum, slot.pending)
                                           : node.backward(slot.sum);
@@ -218,10 +206,8 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
         if (slot.defined() && batch_leaves) {
           leaf_grads.add(slot, g);
         } else if (slot.defined()) {
-          ops::wait_for_gradient(g);
           ops::add_(slot, g);
         } else {
-          ops::wait_for_gradient(g);
           input.leaf.set_grad(g.clone());
         }
       } else {
@@ -232,7 +218,6 @@ void Tape::run_backward(const Tensor& root, const Tensor& seed, const LeafReadyF
     node = Node{};
     report_leaves(i);
   }
-  ops::join_deferred_gradients();
   leaf_grads.flush();
   if (inputs != nullptr) {  // no node produces these, so their gradients are complete
     input_grads->clear();

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/untrusted_text.h"
 
@@ -71,7 +72,7 @@ bool log_colors_wanted(const std::string& color) {
   if (color != "auto")
     throw_invalid(fmt::format("unknown color mode '{}'", untrusted_excerpt(color)),
                   "use one of auto, always, never");
-  const char* no_color = std::getenv("NO_COLOR");
+  const char* no_color = env::get("NO_COLOR");
   return ::isatty(STDERR_FILENO) && (no_color == nullptr || no_color[0] == '\0');
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
 
 namespace hg {
@@ -130,7 +131,7 @@ LaunchEnv parse_launch_env(const EnvLookup& lookup) {
 }
 
 LaunchEnv read_launch_env() {
-  return parse_launch_env([](const char* name) { return std::getenv(name); });
+  return parse_launch_env([](const char* name) { return env::get(name); });
 }
 
 }  // namespace hg

@@ -1,4 +1,5 @@
 #include "hourglass/device/machine_readings.h"
+#include "hourglass/base/environment.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -45,7 +46,7 @@ class Library {
 };
 
 std::string library_file(const char* variable, const char* standard) {
-  const char* override_file = std::getenv(variable);
+  const char* override_file = env::get(variable);
   return override_file != nullptr && *override_file != '\0' ? override_file : standard;
 }
 

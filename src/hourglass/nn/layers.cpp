@@ -63,13 +63,6 @@ Tensor BatchNorm2d::forward_relu_pair(const Tensor& x, BatchNorm2d& shortcut, co
                                   mean2, var2, momentum_, eps_);
 }
 
-Tensor BatchNorm2d::forward_relu_max_pool(const Tensor& x, const Pool2dParams& p) {
-  if (!is_training() || sync != nullptr || !ops::fused_batch_norm() || !ops::fused_stem_pool())
-    return fn::max_pool2d(forward_relu(x), p);
-  auto [mean, var] = running_statistics_for_pass();
-  return fn::batch_norm_relu_max_pool(x, weight, bias, mean, var, momentum_, eps_, p);
-}
-
 void sync_batch_norm(Module& model, Communicator* comm) {
   model.for_each_module([comm](Module& m) {
     if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->sync = comm;

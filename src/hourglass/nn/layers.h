@@ -44,11 +44,6 @@ class BatchNorm2d : public Module {
   // ops::fused_shortcut_batch_norm() on, one fused op for both (fn::batch_norm_pair_relu);
   // otherwise forward_relu(x, shortcut.forward(x2)). Both compute the same function.
   Tensor forward_relu_pair(const Tensor& x, BatchNorm2d& shortcut, const Tensor& x2);
-  // max_pool2d(relu(forward(x)), p): an image network's stem. In training, with no
-  // synchronisation and ops::fused_batch_norm() and ops::fused_stem_pool() (off by default) on,
-  // one fused op (fn::batch_norm_relu_max_pool); otherwise forward_relu then the pooling. Both
-  // compute the same function.
-  Tensor forward_relu_max_pool(const Tensor& x, const Pool2dParams& p);
   Tensor weight, bias, running_mean, running_var;
   // Synchronised batch norm (data parallelism): training statistics over the rows of every rank
   // of this communicator (fn::batch_norm_synced); null: this process's rows only.

@@ -31,11 +31,9 @@ ResNetStem::ResNetStem(Stem kind, int64_t in, int64_t width) : Module("ResNetSte
   if (kind == Stem::ImageNet) pool_ = register_module("pool", std::make_shared<MaxPool2d>(3, 2, 1));
 }
 
-// The ImageNet stem's batch norm, ReLU and pooling go through BatchNorm2d::forward_relu_max_pool:
-// one fused op in training.
 Tensor ResNetStem::forward(const Tensor& x) {
-  const Tensor y = conv_->forward(x);
-  return pool_ ? bn_->forward_relu_max_pool(y, pool_->params()) : bn_->forward_relu(y);
+  const Tensor y = bn_->forward_relu(conv_->forward(x));
+  return pool_ ? pool_->forward(y) : y;
 }
 
 BasicBlock::BasicBlock(int64_t in, int64_t width, int64_t stride) : Module("BasicBlock") {

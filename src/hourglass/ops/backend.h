@@ -16,10 +16,6 @@ class Backend {
   // runtime's context and stream, the dnn and blas libraries' handles), so that a caller can
   // overlap that start-up with other work on another thread. Thread-safe; idempotent.
   virtual void prepare(Device device) { (void)device; }
-  // Makes `device`'s main stream wait for the work this thread issued beside it (the deferred
-  // gradients of ops/deferred_gradients.h) and releases what that work held. A backend that
-  // defers nothing has nothing to join.
-  virtual void join_side_work(Device device) { (void)device; }
 
   // One method per HG_OP of the list (op_list.h).
 #define HG_OP(ret, name, params, ...) virtual ret name params = 0;

@@ -211,44 +211,6 @@ HG_OP(ops::BatchNormPairGrads, batch_norm_pair_relu_backward,
                                      contig(dy2));
 })
 
-// Training-mode batch norm, ReLU and max pooling: max_pool2d(relu(batch_norm_train(x)), p)
-// (an image network's stem). The same statistics, running-statistic update, saved mean /
-// invstd and ReLU mask as batch_norm_relu_train, and the same pooled output and arg-max record
-// as max_pool2d of its output; the backward is batch_norm_relu_max_pool_backward. The GPU
-// computes the normalised values inside the pooling pass and never stores them.
-HG_OP(ops::BatchNormReluPoolForward, batch_norm_relu_max_pool_train,
-      (const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-       Tensor& running_var, double momentum, double eps, const Pool2dParams& p), {
-  check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
-  check_pool(op, x, p);
-  HG_OP_COST(elementwise_cost(x, 2, 1));
-  return backend_for(x.device())
-      .batch_norm_relu_max_pool_train(x.contiguous(), weight, bias, running_mean, running_var,
-                                      momentum, eps, p);
-})
-
-// Backward of batch_norm_relu_max_pool_train from the pooled output's gradient dy and what the
-// forward returned (its arg-max record `workspace`, ReLU mask and saved statistics):
-// batch_norm_relu_backward(max_pool2d_backward(dy, x, workspace, p), mask, x, ...), the bits of
-// those two ops. On the GPU, where the forward's kernel covered the input, one pass gathers the
-// pooled gradient while it reduces, and the pooling's own backward pass is not run. `dy2`: the
-// pooled output's gradient in two parts, dy + dy2 rounded as ops::add(dy, dy2) would (a stem's
-// output feeds the first block and its shortcut), which the GPU sums while gathering.
-HG_OP(ops::BatchNormGrads, batch_norm_relu_max_pool_backward,
-      (const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
-       const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p,
-       const Tensor& dy2 HG_OP_DEFAULT(Tensor())), {
-  check_float(op, "input", x);
-  check_pool(op, x, p);
-  check_same_device(op, dy, x);
-  check_relu_mask(op, x, mask);
-  if (dy2.defined()) check_binary(op, dy, dy2);
-  HG_OP_COST(elementwise_cost(x, 3, 1));
-  return backend_for(x.device())
-      .batch_norm_relu_max_pool_backward(dy.contiguous(), workspace, mask.contiguous(),
-                                         x.contiguous(), weight, mean, invstd, p, contig(dy2));
-})
-
 // ---- pooling ----
 
 HG_OP(ops::MaxPoolForward, max_pool2d, (const Tensor& x, const Pool2dParams& p), {

@@ -33,14 +33,6 @@ inline int64_t relu_mask_bytes(int64_t channels) { return (channels + 7) / 8; }
 struct BatchNormGrads {
   Tensor dx, dweight, dbias;
 };
-// batch_norm_relu_max_pool_train: max_pool2d(relu(bn(x))), with what the backward of each part
-// needs; relu(bn(x)) itself is not returned (on the GPU it is never stored).
-struct BatchNormReluPoolForward {
-  Tensor y;             // the pooled output [N,P,Q,C]
-  Tensor workspace;     // as MaxPoolForward::workspace
-  Tensor mask;          // relu(bn(x))'s ReLU mask, as BatchNormForward::mask
-  Tensor mean, invstd;  // [C] f32 batch statistics
-};
 // batch_norm_pair_relu_train: y = relu(bn(x) + bn(x2)), y's ReLU mask and both inputs' saved
 // batch statistics.
 struct BatchNormPairForward {

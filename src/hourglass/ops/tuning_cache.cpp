@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "hourglass/base/atomic_file.h"
+#include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/untrusted_text.h"
@@ -170,12 +171,11 @@ const char* tuning_cache_mode_name(TuningCacheMode mode) {
 }
 
 std::string resolve_tuning_cache_dir(const std::string& configured) {
-  if (const char* env = std::getenv("HOURGLASS_CACHE_DIR"); env != nullptr && *env != '\0')
-    return env;
+  if (const char* env = env::get("HOURGLASS_CACHE_DIR"); env != nullptr && *env != '\0') return env;
   if (!configured.empty()) return configured;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
+  if (const char* xdg = env::get("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
     return std::string(xdg) + "/hourglass";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+  if (const char* home = env::get("HOME"); home != nullptr && *home != '\0')
     return std::string(home) + "/.cache/hourglass";
   return {};
 }

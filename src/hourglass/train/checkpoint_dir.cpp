@@ -82,15 +82,18 @@ std::string CheckpointDir::file_name(int64_t step) {
   return fmt::format("{}{:09d}{}", kStepPrefix, step, kStepSuffix);
 }
 
-std::vector<CheckpointDir::Entry> CheckpointDir::list() const {
+std::vector<CheckpointDir::Entry> CheckpointDir::list() const { return list_folder(dir_); }
+
+std::vector<CheckpointDir::Entry> CheckpointDir::list_folder(const std::string& folder) {
   std::vector<Entry> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+  if (!fs::is_directory(folder, ec)) return out;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
     const std::string name = e.path().filename().string();
     const int64_t step = parse_step(name);
     if (step >= 0 && e.is_regular_file(ec)) out.push_back({step, name});
   }
-  if (ec) throw_runtime(fmt::format("cannot list checkpoint folder {}: {}", dir_, ec.message()));
+  if (ec) throw_runtime(fmt::format("cannot list checkpoint folder {}: {}", folder, ec.message()));
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
     return a.step != b.step ? a.step < b.step : a.name < b.name;
   });

@@ -45,6 +45,9 @@ class CheckpointDir {
 
   // The checkpoint files, oldest (lowest step) first.
   std::vector<Entry> list() const;
+  // The same for any checkpoint folder (<run_dir>/checkpoints), without taking its lock;
+  // nothing when the folder does not exist.
+  static std::vector<Entry> list_folder(const std::string& folder);
   // The file name a marker ("last" or "best") holds, or "" when it is absent.
   std::string read_marker(const std::string& marker) const;
 

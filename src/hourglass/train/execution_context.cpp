@@ -10,6 +10,7 @@ ExecutionContext ExecutionContext::from_run(const RunConfig& run) {
   c.precision = run.precision;
   c.deterministic = run.deterministic;
   c.seed = run.seed;
+  c.engine = run.engine;
   c.validated();
   return c;
 }

@@ -21,7 +21,8 @@ struct ExecutionContext {
   Device device = Device::cpu();
   optim::Precision precision = optim::Precision::FP32;
   bool deterministic = false;
-  uint64_t seed = 0;  // dropout masks: Philox(seed) at (step, layer, row)
+  uint64_t seed = 0;           // dropout masks: Philox(seed) at (step, layer, row)
+  ops::EngineSettings engine;  // the run's [engine] table (train/engine_config.h)
 
   // The context a run's config describes. Throws InvalidInput when the precision needs a GPU
   // and the device is the CPU.
@@ -32,7 +33,9 @@ struct ExecutionContext {
 
   // bf16/fp16: convolutions and matrix products compute in 16 bits (autograd.h).
   autograd::AutocastPolicy autocast() const { return optim::autocast_policy(precision); }
-  ops::MathSettings math() const { return {precision == optim::Precision::TF32, deterministic}; }
+  ops::MathSettings math() const {
+    return {precision == optim::Precision::TF32, deterministic, engine};
+  }
   // fp16 needs dynamic loss scaling.
   bool needs_loss_scaling() const { return precision == optim::Precision::FP16; }
 };

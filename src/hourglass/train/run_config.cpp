@@ -14,6 +14,7 @@
 
 #include "hourglass/base/duration.h"
 #include "hourglass/data/image_split.h"
+#include "hourglass/train/engine_config.h"
 
 namespace hg::train {
 
@@ -406,6 +407,8 @@ RunConfig parse_run_config(const Config& c) {
   r.profile.steps = int_in(c, "profile.steps", 20, 1, 100000, "must be in [1, 100000]");
   r.profile.after = int_in(c, "profile.after", 10, 0, std::numeric_limits<int64_t>::max(),
                            "must be non-negative (steps before the profiled ones)");
+
+  r.engine = parse_engine_config(c);
 
   // [tune]
   r.tune.cache = ops::parse_tuning_cache_mode(

@@ -11,6 +11,7 @@
 #include "hourglass/device/device.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/ops/math_settings.h"
 #include "hourglass/ops/params.h"
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/mixed_precision.h"
@@ -179,6 +180,7 @@ struct RunConfig {
   MonitorConfig monitor;
   ProfileConfig profile;
   TuneConfig tune;
+  ops::EngineSettings engine;  // [engine] (engine_config.h)
 };
 
 // The precision a run on `device` gets without a precision key: "tf32" on GPUs (f32 tensors,

@@ -65,7 +65,7 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
   sums_.correct = Tensor::zeros({}, DType::F32, device);
   set_recompute(options.recompute);
   const autograd::AutocastPolicy policy = context_.autocast();
-  if (policy.enabled && policy.compute != DType::F32 && ops::arena_weight_cast()) {
+  if (policy.enabled && policy.compute != DType::F32 && context_.engine.arena_weight_cast) {
     const Tensor& params = optimizer.parameters().params;
     compute_params_ = Tensor::empty(params.shape(), policy.compute, device);
     for (const nn::NamedParameter& p : model.named_parameters()) {

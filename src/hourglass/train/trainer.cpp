@@ -19,6 +19,9 @@
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/ops/tuning_cache.h"
+#include "hourglass/tensor/safetensors.h"
+#include "hourglass/train/checkpoint_dir.h"
+#include "hourglass/train/engine_config.h"
 #include "hourglass/train/evaluate.h"
 #include "hourglass/train/run_profiler.h"
 
@@ -32,6 +35,43 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The engine settings stored with checkpoint `path` (its config's [engine]; the defaults for a
+// checkpoint written before the table existed).
+ops::EngineSettings stored_engine(const std::map<std::string, std::string>& metadata,
+                                  const std::string& path) {
+  auto it = metadata.find(kConfigMetadataKey);
+  if (it == metadata.end()) return {};
+  return parse_engine_config(Config::parse(it->second, path + " (stored config)"));
+}
+
+// The checkpoint a resume will most likely continue from: the named file, or with "auto" the
+// newest in the run directory; "" for a new run.
+std::string resume_candidate(const TrainerOptions& o) {
+  if (o.resume.empty() || o.resume != "auto") return o.resume;
+  const std::string folder = o.run_dir + "/checkpoints";
+  const auto entries = CheckpointDir::list_folder(folder);
+  return entries.empty() ? std::string() : folder + "/" + entries.back().name;
+}
+
+// A resumed run computes as the run it continues did: it takes the checkpoint's engine
+// settings over the config's, and says so. A checkpoint that cannot be read is left to the
+// resume itself to report.
+void adopt_recorded_engine(RunConfig& run, const TrainerOptions& options) {
+  const std::string path = resume_candidate(options);
+  if (path.empty()) return;
+  ops::EngineSettings recorded;
+  try {
+    recorded = stored_engine(read_safetensors_metadata(path), path);
+  } catch (const Error&) {
+    return;
+  }
+  const std::string difference = describe_engine_difference(recorded, run.engine, "the config");
+  if (difference.empty()) return;
+  HG_LOG_WARN("resuming from {}: the run keeps the engine settings it was trained with: {}", path,
+              difference);
+  run.engine = recorded;
+}
+
 RunConfig prepare(const Config& config, const TrainerOptions& options) {
   HG_CHECK(!options.run_dir.empty(), "the trainer needs a run directory");
   RunConfig run = parse_run_config(config);
@@ -39,6 +79,7 @@ RunConfig prepare(const Config& config, const TrainerOptions& options) {
   // misspelling, refused before the data is loaded or the run directory is touched.
   resolve_budget_settings(config, options.budget);
   config.reject_unused_keys();
+  adopt_recorded_engine(run, options);
   if (run.threads > 0) set_num_threads(run.threads);
   if (options.memory_limit > 0) {
     allocator_for(run.device).set_limit(options.memory_limit);
@@ -96,11 +137,21 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
     dp_ = std::make_unique<DataParallel>(*options.communicator, run_.device,
                                          run_.distributed.bucket_bytes);
   // Checked before the run directory is touched: a bad budget flag leaves nothing behind.
-  session_ = std::make_unique<RunSession>(config, run_.name, trajectory_config_text(run_),
-                                          run_.checkpoint, session_options(options, run_.metrics));
+  // config.toml and every checkpoint record the engine settings in force, each key resolved.
+  session_ = std::make_unique<RunSession>(with_engine_keys(config, run_.engine), run_.name,
+                                          trajectory_config_text(run_), run_.checkpoint,
+                                          session_options(options, run_.metrics));
   const std::string trajectory = trajectory_config_text(run_);
   auto validate = [&](const LoadedCheckpoint& c) {
     check_resumable(c, trajectory, model(), *setup_.optimizer, setup_.steps_per_epoch);
+    const std::string difference = describe_engine_difference(
+        stored_engine(c.file.metadata, c.file.path), run_.engine, "this run");
+    if (!difference.empty())
+      throw_invalid(
+          fmt::format("checkpoint {} was trained with other engine settings: {}", c.file.path,
+                      difference),
+          "resume from the newest checkpoint (whose settings a resume adopts), or pass a new "
+          "--run-dir");
   };
   std::optional<LoadedCheckpoint> ckpt;
   if (session_->writes()) ckpt = session_->find_resume_point(validate);

@@ -1,12 +1,10 @@
 // Batch norm fused with a residual add and a ReLU, on the CPU: the composition of this
 // backend's own batch_norm_train, add, relu (forward) and relu_backward, batch_norm_backward
 // (backward); the pair of batch norms (batch_norm_pair_relu_*) likewise, the second batch
-// norm's output being the residual; batch norm + ReLU + max pooling
-// (batch_norm_relu_max_pool_train) as batch_norm_relu_train and max_pool2d. The CPU gains nothing
+// norm's output being the residual. The CPU gains nothing
 // from fusing these passes that matters next to its convolutions, and composing the same kernels
 // keeps the fused and unfused paths bit-identical (tests/train/test_fused_batch_norm.cpp trains a
 // ResNet both ways and compares the bits).
-#include "hourglass/backend/composed_ops.h"
 #include "hourglass/backend/cpu/cpu_backend.h"
 #include "hourglass/backend/cpu/dispatch.h"
 
@@ -90,21 +88,6 @@ ops::BatchNormPairGrads CpuBackend::batch_norm_pair_relu_backward(
   return ops::BatchNormPairGrads{std::move(first.dx),       std::move(first.dweight),
                                  std::move(first.dbias),    std::move(second.dx),
                                  std::move(second.dweight), std::move(second.dbias)};
-}
-
-ops::BatchNormReluPoolForward CpuBackend::batch_norm_relu_max_pool_train(
-    const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-    Tensor& running_var, double momentum, double eps, const Pool2dParams& p) {
-  return batch_norm_relu_then_max_pool(*this, x, weight, bias, running_mean, running_var, momentum,
-                                       eps, p);
-}
-
-ops::BatchNormGrads CpuBackend::batch_norm_relu_max_pool_backward(
-    const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
-    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p,
-    const Tensor& dy2) {
-  return batch_norm_relu_max_pool_backward_composed(*this, dy, workspace, mask, x, weight, mean,
-                                                    invstd, p, dy2);
 }
 
 }  // namespace hg

@@ -3,9 +3,7 @@
 // semantics as the CPU backend (backend/cpu/batch_norm.cpp, batch_norm_relu.cpp) for f32, bf16
 // and f16 inputs; parameters, statistics and parameter gradients are f32. The fused
 // batch_norm_relu ops run the same kernels with the residual add, ReLU and ReLU mask folded
-// into their passes; the batch_norm_pair_relu ops run batch_norm_pair_kernels.cu's, and
-// batch_norm_relu_max_pool_train / _backward batch_norm_pool_kernels.cu's (or, for inputs and
-// pooling those do not cover, the ops they fuse).
+// into their passes; the batch_norm_pair_relu ops run batch_norm_pair_kernels.cu's.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -15,7 +13,6 @@
 #include <string>
 #include <utility>
 
-#include "hourglass/backend/composed_ops.h"
 #include "hourglass/backend/gpu/batch_norm_kernels.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
@@ -319,89 +316,6 @@ ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
                                          static_cast<uint8_t*>(out.mask.data_ptr()), rows, c, first,
                                          second, momentum, eps, fptr_mut(workspace), stream);
   return out;
-}
-
-ops::BatchNormReluPoolForward GpuBackend::batch_norm_relu_max_pool_train(
-    const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-    Tensor& running_var, double momentum, double eps, const Pool2dParams& p) {
-  const char* op = "batch_norm_relu_max_pool_train";
-  check_input(op, x);
-  HG_CHECK(x.dim() == 4, "{}: input must be [N,H,W,C], got {}", op, x.describe());
-  const auto [w, b] = train_parameters(op, "", x, weight, bias, running_mean, running_var);
-  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
-  const int64_t c = g.c, rows = g.n * g.h * g.w;
-  const int device = x.device().index;
-  gpuStream_t stream = gpu::stream_for(x);
-  ops::BatchNormReluPoolForward out;
-  out.y = Tensor::empty({g.n, g.p, g.q, c}, x.dtype(), x.device());
-  const gpu::BatchNormPlan plan =
-      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &out.y}), sm_count(device));
-  if (!gpu::batch_norm_relu_max_pool_fits(plan, x.dtype(), g))
-    return batch_norm_relu_then_max_pool(*this, x, weight, bias, running_mean, running_var,
-                                         momentum, eps, p);
-  out.workspace = Tensor::empty({g.n, g.p, g.q, c}, DType::U8, x.device());
-  out.mask = Tensor::empty({rows, ops::relu_mask_bytes(c)}, DType::U8, x.device());
-  out.mean = Tensor::empty({c}, DType::F32, x.device());
-  out.invstd = Tensor::empty({c}, DType::F32, x.device());
-  const Tensor workspace =
-      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  const gpu::BatchNormTrainPointers bn{fptr(w),
-                                       fptr(b),
-                                       fptr_mut(running_mean),
-                                       fptr_mut(running_var),
-                                       fptr_mut(out.mean),
-                                       fptr_mut(out.invstd)};
-  gpu::batch_norm_relu_max_pool_train_launch(plan, x.dtype(), g, x.data_ptr(), out.y.data_ptr(),
-                                             static_cast<uint8_t*>(out.workspace.data_ptr()),
-                                             static_cast<uint8_t*>(out.mask.data_ptr()), bn,
-                                             momentum, eps, fptr_mut(workspace), stream);
-  return out;
-}
-
-ops::BatchNormGrads GpuBackend::batch_norm_relu_max_pool_backward(
-    const Tensor& dy, const Tensor& workspace, const Tensor& mask, const Tensor& x,
-    const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Pool2dParams& p,
-    const Tensor& dy2) {
-  const char* op = "batch_norm_relu_max_pool_backward";
-  check_input(op, x);
-  HG_CHECK(x.dim() == 4, "{}: input must be [N,H,W,C], got {}", op, x.describe());
-  const gpu::PoolGeometry g = gpu::pool_geometry(x, p);
-  const Shape pooled{g.n, g.p, g.q, g.c};
-  HG_CHECK(dy.dtype() == x.dtype() && dy.device() == x.device() && dy.shape() == pooled,
-           "{}: grad output {} must be {} of the pooled shape {} on {}", op, dy.describe(),
-           dtype_name(x.dtype()), shape_str(pooled), x.device().str());
-  if (dy2.defined()) check_like_input(op, "second grad output", dy2, dy);
-  const int64_t c = g.c, rows = g.n * g.h * g.w;
-  const bool mask_bits = mask.dtype() == DType::U8 && mask.is_contiguous();
-  const bool record_u8 = workspace.defined() && workspace.dtype() == DType::U8 &&
-                         workspace.shape() == pooled && workspace.is_contiguous() &&
-                         workspace.device() == x.device();
-  const Tensor w = channel_vector(op, "weight", weight, x);
-  const Tensor mu = channel_vector(op, "saved mean", mean, x);
-  const Tensor is = channel_vector(op, "saved invstd", invstd, x);
-  const int device = x.device().index;
-  gpuStream_t stream = gpu::stream_for(x);
-  ops::BatchNormGrads grads;
-  grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  const Tensor dz = Tensor::empty(x.shape(), x.dtype(), x.device());
-  const gpu::BatchNormPlan plan = gpu::batch_norm_plan(
-      rows, c, x.dtype(), address_bits({&dy, &dy2, &x, &grads.dx, &dz}), sm_count(device));
-  if (!mask_bits || !record_u8 || !gpu::batch_norm_relu_max_pool_fits(plan, x.dtype(), g))
-    return batch_norm_relu_max_pool_backward_composed(*this, dy, workspace, mask, x, weight, mean,
-                                                      invstd, p, dy2);
-  grads.dweight = Tensor::empty({c}, DType::F32, x.device());
-  grads.dbias = Tensor::empty({c}, DType::F32, x.device());
-  const Tensor partials =
-      Tensor::empty({gpu::batch_norm_workspace_floats(plan, c)}, DType::F32, x.device());
-  unsigned* counters = column_counters(device, plan.columns, stream);
-  const gpu::BatchNormGradPointers bn{fptr(w), fptr(mu), fptr(is), fptr_mut(grads.dweight),
-                                      fptr_mut(grads.dbias)};
-  gpu::batch_norm_relu_max_pool_backward_launch(
-      plan, x.dtype(), g, dy.data_ptr(), dy2.defined() ? dy2.data_ptr() : nullptr,
-      static_cast<const uint8_t*>(workspace.data_ptr()),
-      static_cast<const uint8_t*>(mask.data_ptr()), x.data_ptr(), dz.data_ptr(),
-      grads.dx.data_ptr(), bn, fptr_mut(partials), counters, stream);
-  return grads;
 }
 
 ops::BatchNormPairGrads GpuBackend::batch_norm_pair_relu_backward(

@@ -164,38 +164,4 @@ void batch_norm_pair_relu_backward_launch(const BatchNormPlan& plan, DType dtype
                                           const BatchNormGradPointers& second, float* workspace,
                                           unsigned* counters, gpuStream_t stream);
 
-// ---- batch norm, ReLU and max pooling in training (batch_norm_pool_kernels.cu): an image
-// network's stem, relu(bn(x)) never stored.
-
-// Whether batch_norm_relu_max_pool_train_launch covers an input of `dtype` planned as `plan`
-// and pooled as `g`: 16-bit values in vectors of 8 channels (the plan's vec), a channel count
-// of 8 times a power of two up to 2048, a 3x3 window of stride 2 and padding 1 over an even
-// height and width, fewer than 2^31 elements.
-bool batch_norm_relu_max_pool_fits(const BatchNormPlan& plan, DType dtype, const PoolGeometry& g);
-
-// y = max_pool(relu(bn(x))) in training, x [g.n, g.h, g.w, g.c]: the statistics as
-// batch_norm_train_launch computes them (running statistics updated, saved statistics
-// written), then one pass writing the pooled output y [g.n, g.p, g.q, g.c], its u8 arg-max
-// record (launch_max_pool's) and relu(bn(x))'s ReLU mask as batch_norm_relu_train_launch
-// stores it: the bits batch_norm_relu_train_launch and launch_max_pool would give. Only where
-// batch_norm_relu_max_pool_fits. `workspace` as for batch_norm_train_launch.
-void batch_norm_relu_max_pool_train_launch(const BatchNormPlan& plan, DType dtype,
-                                           const PoolGeometry& g, const void* x, void* y,
-                                           uint8_t* argmax, uint8_t* mask,
-                                           const BatchNormTrainPointers& bn, double momentum,
-                                           double eps, float* workspace, gpuStream_t stream);
-
-// Its backward from the pooled output's gradient dy [g.n, g.p, g.q, g.c] (plus dy2, when not
-// null: summed and rounded to the dtype as an add would) and the forward's arg-max record and
-// ReLU mask: one pass gathers dz, the gradient of relu(bn(x)), as
-// launch_max_pool_backward computes it, masks it as batch_norm_relu_backward_launch does,
-// reduces dweight and dbias and stores dz (scratch, x's shape and dtype); the dx pass reads it
-// (batch_norm_input_grad_launch). The bits of launch_max_pool_backward followed by
-// batch_norm_relu_backward_launch. Only where batch_norm_relu_max_pool_fits; `workspace` and
-// `counters` as for batch_norm_backward_launch.
-void batch_norm_relu_max_pool_backward_launch(
-    const BatchNormPlan& plan, DType dtype, const PoolGeometry& g, const void* dy, const void* dy2,
-    const uint8_t* argmax, const uint8_t* mask, const void* x, void* dz, void* dx,
-    const BatchNormGradPointers& bn, float* workspace, unsigned* counters, gpuStream_t stream);
-
 }  // namespace hg::gpu

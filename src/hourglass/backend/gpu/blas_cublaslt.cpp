@@ -47,6 +47,7 @@
 #include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/backend/gpu/plan_timer.h"
 #include "hourglass/backend/gpu/tuning_cudnn.h"
+#include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
@@ -293,10 +294,7 @@ constexpr int kHeuristicAlgorithms = 8;
 
 // HOURGLASS_CUBLASLT_LOG: 0 (default), 1 (each choice), 2 (each timed algorithm too).
 int log_level() {
-  static const int level = [] {
-    const char* v = std::getenv("HOURGLASS_CUBLASLT_LOG");
-    return v != nullptr ? std::atoi(v) : 0;
-  }();
+  static const int level = env::level("HOURGLASS_CUBLASLT_LOG", 0);
   return level;
 }
 

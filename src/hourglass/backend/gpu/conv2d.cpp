@@ -12,7 +12,7 @@
 // want channels in multiples of 8; cuDNN ran the 3-channel 7x7 at 36 TFLOP/s, padding the input
 // first, bench/README.md). The weight gradient is computed on the blocks and read back; the
 // input gradient, which a stem does not need, takes the plain convolution.
-// ops::conv_space_to_depth() switches it (HOURGLASS_CONV_SPACE_TO_DEPTH=0 turns it off).
+// The run's engine.conv_space_to_depth decides it (ops::conv_space_to_depth()).
 //
 // The forward in bf16 and f16, where the output's width is even, goes one step further: two
 // horizontally adjacent output pixels become one pixel of 2k channels (the output's memory
@@ -22,15 +22,8 @@
 // convolution the tensor-core engines run at a better rate: ResNet-50's stem (224 px, batch
 // 256, bf16) through PyTorch's cuDNN took 697 us over 2x2 blocks and 281 us as pairs (H200,
 // bench/README.md). Its weight gradient as pairs took longer (632 us against 456), so the
-// backward keeps the 2x2 blocks. ops::conv_stem_pixel_pairs() switches it
-// (HOURGLASS_CONV_STEM_PAIRS=0 turns it off).
-//
-// Backward with an input gradient, while the caller allows deferred gradients
-// (ops/deferred_gradients.h) and ops::side_stream_depth() > 0: the weight gradient goes to the
-// thread's side stream (side_stream.h) and the input gradient to the main stream, so the device
-// runs them side by side, and the weight gradient goes on beside the next layers' backward; the
-// main stream waits for it when more than the depth's weight gradients are in flight, or when
-// the caller reads it.
+// backward keeps the 2x2 blocks. The run's engine.conv_stem_pixel_pairs decides it
+// (ops::conv_stem_pixel_pairs()).
 #include <utility>
 #include <vector>
 
@@ -38,34 +31,12 @@
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
-#include "hourglass/backend/gpu/side_stream.h"
 #include "hourglass/backend/gpu/space_to_depth_kernels.h"
-#include "hourglass/ops/deferred_gradients.h"
 #include "hourglass/ops/math_settings.h"
 
 namespace hg {
 
 namespace {
-
-// dw's pass issued to the calling thread's side stream, after the main stream's work so far and
-// once at most depth - 1 earlier pieces are in flight; dw is returned deferred.
-Tensor weight_grad_beside(const gpu::dnn::ConvGeometry& g, gpu::MathMode math, const Tensor& dy,
-                          const Tensor& x, const Tensor& w, int depth) {
-  Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-  gpu::SideStream& side = gpu::SideStream::of(x.device().index);
-  side.retire(size_t(depth - 1));
-  std::vector<Tensor> keep{dy, x, dw};
-  const gpu::dnn::OffStream off{side.begin(), &keep};
-  try {
-    gpu::dnn::conv_backward_filter(g, math, dy, x, dw, &off);
-  } catch (...) {
-    side.end(std::move(keep));  // whatever was issued keeps its buffers
-    throw;
-  }
-  side.end(std::move(keep));
-  ops::note_deferred_gradient(dw);
-  return dw;
-}
 
 // The convolution that `g` becomes over 2x2 pixel blocks, when the rewrite applies.
 bool space_to_depth_applies(const gpu::dnn::ConvGeometry& g) {
@@ -174,10 +145,6 @@ ops::Conv2dGrads GpuBackend::conv2d_backward(const Tensor& dy, const Tensor& x, 
   // dy has no element when N or K is 0; w none when K or C is 0. Sums over nothing are zero.
   const bool no_terms = dy.numel() == 0 || w.numel() == 0 || x.numel() == 0;
   ops::Conv2dGrads grads;
-  const int depth = ops::side_stream_depth();
-  const bool beside = depth > 0 && input_grad == InputGrad::Compute && !no_terms &&
-                      !space_to_depth_applies(g) && ops::deferred_gradients_allowed();
-  if (beside) grads.dw = weight_grad_beside(g, math, dy, x, w, depth);
   if (input_grad == InputGrad::Compute) {
     grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
     if (no_terms)
@@ -185,9 +152,7 @@ ops::Conv2dGrads GpuBackend::conv2d_backward(const Tensor& dy, const Tensor& x, 
     else
       gpu::dnn::conv_backward_data(g, math, dy, w, grads.dx);
   }
-  if (beside) {
-    // issued before the input gradient
-  } else if (no_terms) {
+  if (no_terms) {
     grads.dw = Tensor::zeros(w.shape(), w.dtype(), w.device());
   } else if (space_to_depth_applies(g)) {
     grads.dw = Tensor::empty(w.shape(), w.dtype(), w.device());

@@ -85,19 +85,9 @@ void conv_forward(const ConvGeometry& g, MathMode math, const Tensor& x, const T
 // dx = gradient of the input from dy [n,p,q,k] and the weights, written in full.
 void conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor& dy,
                         const Tensor& weight, Tensor& dx);
-// A pass issued to a stream other than the device's (side_stream.h): the call's kernels go to
-// `stream`, and its workspace is appended to `keep`, which the caller holds until the device's
-// stream has waited for `stream`. An algorithm search, where the pass needs one, still runs on
-// the device's stream and waits for it before the call is issued.
-struct OffStream {
-  void* stream;  // gpuStream_t
-  std::vector<Tensor>* keep;
-};
-
-// dweight = gradient of the weights from dy and the input, written in full; on the device's
-// stream, or as `off` says.
+// dweight = gradient of the weights from dy and the input, written in full.
 void conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy, const Tensor& x,
-                          Tensor& dweight, const OffStream* off = nullptr);
+                          Tensor& dweight);
 
 // What the algorithm searches of this process did, over all devices: passes searched,
 // candidates timed (cuDNN: each timed engine configuration; MIOpen: each Find call), and
@@ -113,6 +103,10 @@ std::map<std::string, std::string> planned_choices(int device);
 // Drops every plan of every device, so the next call of each shape plans again (from the
 // tuning cache or a search). Tests only: no convolution may be running on another thread.
 void forget_plans_for_testing();
+// Restricts cuDNN's search to the channels-first (NCHW) layout where it searches that layout at
+// all (f32 without TF32, not deterministic), so that a test covers that path whatever would
+// win. Tests only, before any convolution is planned; MIOpen has one layout and ignores it.
+void search_channels_first_only_for_testing();
 
 // Largest workspace a convolution algorithm may use (the search skips hungrier ones, and ones
 // hungrier than what the allocator can give at the time). In f32 with NHWC tensors cuDNN's

@@ -26,8 +26,8 @@
 // candidate runs on NCHW copies of the operands kept in the call's workspace after the engine's
 // own bytes: the pass's inputs are transposed in, its output transposed back
 // (layout_kernels.h), and its timing includes those transposes, so it wins only where it wins
-// whole. HOURGLASS_CUDNN_LAYOUT=nhwc or =nchw restricts the search to one layout (nchw only
-// where it is tried: tests and comparisons).
+// whole. Tests can restrict the search to NCHW where it is tried
+// (search_channels_first_only_for_testing).
 //
 // A search first asks the tuning cache (tuning_cudnn.h) and takes a cached choice once it is
 // rebuilt and passes the candidates' checks (plan_from_cache); its own choice is stored there.
@@ -60,6 +60,7 @@
 #include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/backend/gpu/plan_timer.h"
 #include "hourglass/backend/gpu/tuning_cudnn.h"
+#include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/graph.h"
@@ -100,10 +101,7 @@ constexpr int kTimedCandidates = 24;
 
 // HOURGLASS_CUDNN_LOG: 0 (default), 1 (each choice), 2 (each timed candidate too).
 int log_level() {
-  static const int level = [] {
-    const char* v = std::getenv("HOURGLASS_CUDNN_LOG");
-    return v != nullptr ? std::atoi(v) : 0;
-  }();
+  static const int level = env::level("HOURGLASS_CUDNN_LOG", 0);
   return level;
 }
 
@@ -140,16 +138,11 @@ void check_sizes(const ConvGeometry& g, DType dtype) {
            dtype_name(dtype), g.describe(), largest);
 }
 
-// HOURGLASS_CUDNN_LAYOUT: "nhwc" or "nchw" searches only that layout (where it is searched at
-// all); unset or anything else, both.
+// search_channels_first_only_for_testing: NCHW only, where NCHW is searched at all.
+std::atomic<bool> g_channels_first_only{false};
+
 bool layout_allowed(Layout layout) {
-  static const std::string only = [] {
-    const char* v = std::getenv("HOURGLASS_CUDNN_LAYOUT");
-    return std::string(v ? v : "");
-  }();
-  if (only == "nhwc") return layout == kChannelsLast;
-  if (only == "nchw") return layout == kChannelsFirst;
-  return true;
+  return !g_channels_first_only.load(std::memory_order_relaxed) || layout == kChannelsFirst;
 }
 
 // Decides which layouts the search tries for `plan` and makes their descriptors.
@@ -514,30 +507,10 @@ Tensor call_workspace(size_t bytes, int device) {
 
 void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// Binds the handle to another stream for a call and back to the device's after it.
-class HandleStream {
- public:
-  HandleStream(cudnnHandle_t handle, gpuStream_t call, gpuStream_t device)
-      : handle_(handle), device_(call != device ? device : nullptr) {
-    if (device_ != nullptr) HG_CUDNN_CHECK(cudnnSetStream(handle_, call));
-  }
-  ~HandleStream() {
-    if (device_ != nullptr && cudnnSetStream(handle_, device_) != CUDNN_STATUS_SUCCESS)
-      HG_LOG_ERROR("cuDNN: binding the handle back to the device's stream failed");
-  }
-  HandleStream(const HandleStream&) = delete;
-  HandleStream& operator=(const HandleStream&) = delete;
-
- private:
-  cudnnHandle_t handle_;
-  gpuStream_t device_;  // null when the call is on the device's stream
-};
-
 // One pass of a convolution on x (dx), w (dw), y (dy): the plan from the cache or a search,
-// then the launch, on the device's stream or as `off` says.
+// then the launch on the device's stream.
 void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int device,
-              const Tensor& x, const Tensor& w, const Tensor& y,
-              const dnn::OffStream* off = nullptr) {
+              const Tensor& x, const Tensor& w, const Tensor& y) {
   DeviceState& st = device_state(device);
   std::lock_guard<std::mutex> lock(st.mutex);
   void* xp = x.data_ptr();
@@ -549,15 +522,10 @@ void run_pass(Pass pass, const ConvGeometry& g, MathMode math, DType dtype, int 
   if (!pp.found) {
     const ops::PlanningScope planning(true);
     search(st, plan, pass, device, call);
-    // The search's runs wrote the call's buffers on the device's stream; another stream's call
-    // must not overlap them.
-    if (off != nullptr) synchronize(device);
   }
   const Tensor workspace = call_workspace(call_bytes(plan, pp.layout, pp.workspace), device);
   void* wsp = pointer_of(workspace);
-  const gpuStream_t s = off != nullptr ? static_cast<gpuStream_t>(off->stream) : stream(device);
-  if (off != nullptr && workspace.defined()) off->keep->push_back(workspace);
-  const HandleStream bound(st.handle, s, stream(device));
+  const gpuStream_t s = stream(device);
   const CallPointers used = prepare(plan, pass, pp.layout, call, wsp, pp.workspace, s);
   const PlanKey<4> pointers{
       {int64_t(reinterpret_cast<intptr_t>(used.x)), int64_t(reinterpret_cast<intptr_t>(used.w)),
@@ -594,8 +562,8 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
 }
 
 void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
-                               const Tensor& x, Tensor& dweight, const OffStream* off) {
-  run_pass(kBackwardFilter, g, math, dy.dtype(), dy.device().index, x, dweight, dy, off);
+                               const Tensor& x, Tensor& dweight) {
+  run_pass(kBackwardFilter, g, math, dy.dtype(), dy.device().index, x, dweight, dy);
 }
 
 dnn::SearchCounts dnn::search_counts() {
@@ -611,6 +579,10 @@ std::map<std::string, std::string> dnn::planned_choices(int device) {
       if (plan->pass[size_t(pass)].found)
         out[tuning_key(*plan, Pass(pass))] = plan->pass[size_t(pass)].choice;
   return out;
+}
+
+void dnn::search_channels_first_only_for_testing() {
+  g_channels_first_only.store(true, std::memory_order_relaxed);
 }
 
 void dnn::forget_plans_for_testing() {

@@ -357,25 +357,6 @@ Tensor call_workspace(size_t bytes, int device) {
 
 void* pointer_of(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// Binds the handle to another stream for a call and back to the device's after it.
-class HandleStream {
- public:
-  HandleStream(miopenHandle_t handle, gpuStream_t call, gpuStream_t device)
-      : handle_(handle), device_(call != device ? device : nullptr) {
-    if (device_ != nullptr) HG_MIOPEN_CHECK(miopenSetStream(handle_, call));
-  }
-  ~HandleStream() {
-    if (device_ != nullptr && miopenSetStream(handle_, device_) != miopenStatusSuccess)
-      HG_LOG_ERROR("MIOpen: binding the handle back to the device's stream failed");
-  }
-  HandleStream(const HandleStream&) = delete;
-  HandleStream& operator=(const HandleStream&) = delete;
-
- private:
-  miopenHandle_t handle_;
-  gpuStream_t device_;  // null when the call is on the device's stream
-};
-
 }  // namespace
 
 // ---- dnn.h
@@ -498,7 +479,7 @@ void dnn::conv_backward_data(const ConvGeometry& g, MathMode math, const Tensor&
 }
 
 void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tensor& dy,
-                               const Tensor& x, Tensor& dweight, const OffStream* off) {
+                               const Tensor& x, Tensor& dweight) {
   const int device = dy.device().index;
   DeviceState& st = device_state(device);
   std::lock_guard<std::mutex> lock(st.mutex);
@@ -520,7 +501,6 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
           return miopenConvolutionBackwardWeightsCompileSolution(st.handle, plan.y, plan.x,
                                                                  plan.conv, plan.w, id);
         });
-  const bool planned = pa.found;
   if (!pa.found) {
     size_t max_workspace = 0;
     HG_MIOPEN_CHECK_FOR(miopenConvolutionBackwardWeightsGetWorkSpaceSize(
@@ -537,14 +517,7 @@ void dnn::conv_backward_filter(const ConvGeometry& g, MathMode math, const Tenso
         },
         [](const miopenConvAlgoPerf_t& p) { return int(p.bwd_weights_algo); });
   }
-  // A search's runs wrote the call's buffers on the device's stream; another stream's call must
-  // not overlap them.
-  if (off != nullptr && !planned) synchronize(device);
   const Tensor workspace = call_workspace(pa.workspace, device);
-  if (off != nullptr && workspace.defined()) off->keep->push_back(workspace);
-  const HandleStream bound(st.handle,
-                           off != nullptr ? static_cast<gpuStream_t>(off->stream) : stream(device),
-                           stream(device));
   if (pa.immediate) {
     HG_MIOPEN_CHECK_FOR(
         miopenConvolutionBackwardWeightsImmediate(
@@ -579,6 +552,8 @@ std::map<std::string, std::string> dnn::planned_choices(int device) {
     }
   return out;
 }
+
+void dnn::search_channels_first_only_for_testing() {}
 
 void dnn::forget_plans_for_testing() {
   for (DeviceState& st : all_states()) {

@@ -9,7 +9,7 @@
 #include "hourglass/backend/gpu/blas.h"
 #include "hourglass/backend/gpu/dnn.h"
 #include "hourglass/backend/gpu/library_prefetch.h"
-#include "hourglass/backend/gpu/side_stream.h"
+#include "hourglass/base/environment.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/gpu/runtime.h"
 
@@ -23,9 +23,7 @@ namespace {
 // HOURGLASS_WARM_LIBRARIES=0 leaves it out, and a failure only logs (the run's first
 // convolution then reports it).
 void warm_libraries(GpuBackend& backend, Device device) {
-  if (const char* off = std::getenv("HOURGLASS_WARM_LIBRARIES");
-      off != nullptr && std::strcmp(off, "0") == 0)
-    return;
+  if (!env::on_unless_zero("HOURGLASS_WARM_LIBRARIES")) return;
   try {
     const Tensor x = Tensor::zeros({1, 8, 8, 16}, DType::BF16, device);
     const Tensor w = Tensor::zeros({16, 3, 3, 16}, DType::BF16, device);
@@ -41,8 +39,6 @@ void warm_libraries(GpuBackend& backend, Device device) {
 }
 
 }  // namespace
-
-void GpuBackend::join_side_work(Device device) { gpu::SideStream::of(device.index).join(); }
 
 void GpuBackend::prepare(Device device) {
   gpu::prefetch_vendor_libraries();

@@ -16,7 +16,6 @@ class GpuBackend final : public Backend {
  public:
   const char* name() const override { return "gpu"; }
   void prepare(Device device) override;
-  void join_side_work(Device device) override;
 
   // One override per HG_OP of the list (op_list.h).
 #define HG_OP(ret, name, params, ...) ret name params override;

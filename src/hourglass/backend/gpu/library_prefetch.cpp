@@ -1,4 +1,5 @@
 #include "hourglass/backend/gpu/library_prefetch.h"
+#include "hourglass/base/environment.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -91,8 +92,7 @@ std::vector<std::string> vendor_library_files(const std::string& maps_text,
 void prefetch_vendor_libraries() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* off = std::getenv("HOURGLASS_PREFETCH_LIBRARIES");
-    if (off != nullptr && std::strcmp(off, "0") == 0) return;
+    if (!env::on_unless_zero("HOURGLASS_PREFETCH_LIBRARIES")) return;
     std::thread([] {
       const std::vector<std::string> stems(std::begin(kStems), std::end(kStems));
       std::ifstream maps("/proc/self/maps");

@@ -3,7 +3,7 @@
 // again. CUDA builds only (the file names end in _cudnn).
 //
 // A key names everything the search's result depends on: the pass, dtype, math mode (TF32),
-// determinism, the pointer alignment, the layouts searched (HOURGLASS_CUDNN_LAYOUT) and the
+// determinism, the pointer alignment, the layouts searched and the
 // convolution's sizes and parameters. A choice is "<layout>:<engine>:<knobs>", e.g.
 // "nhwc:12:3=1,13=0": the layout cuDNN saw, the engine's global index and its knob choices
 // (knob type = value) — what describes an engine configuration of cuDNN's graph API

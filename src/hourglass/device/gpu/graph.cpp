@@ -8,12 +8,12 @@
 // two kernels kept the device idle about 1.5 us before it and 3 us after it, where kernels
 // follow each other within 0.1-0.2 us: some 90 such nodes a ResNet-50 step, 0.4 ms of idle
 // device. As kernel nodes in place they cost about 2 us each: ResNet-50 and CIFAR ResNet-18
-// 0.5-0.7% faster (bench/README.md). HOURGLASS_GRAPH_MEMSET_KERNELS=0 keeps the memset nodes.
+// 0.5-0.7% faster (bench/README.md).
 //
 // Better still, most of them leave the chain: a cuDNN call's small workspace is the graph's own
 // during a capture (keep_for_graph: new memory, kept for the graph's life), so the zeroing of
 // its counter, the first work on it, can run at the graph's start, beside everything else; one
-// kernel node does up to 64 of them. HOURGLASS_GRAPH_MEMSET_HOIST=0 keeps them in place.
+// kernel node does up to 64 of them.
 #include "hourglass/device/gpu/graph.h"
 
 #include <algorithm>
@@ -36,22 +36,6 @@ namespace {
 // Memsets up to this many bytes become kernel nodes; larger ones run at the copy engines' or
 // the memory's rate, where the node's fixed cost matters less.
 constexpr size_t kMaxFillNodeBytes = size_t(64) << 10;
-
-// A switch on unless the variable `name` is "0", read once per switch.
-bool on_unless_zero(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
-bool memset_kernels_on() {
-  static const bool on = on_unless_zero("HOURGLASS_GRAPH_MEMSET_KERNELS");
-  return on;
-}
-
-bool memset_hoist_on() {
-  static const bool on = on_unless_zero("HOURGLASS_GRAPH_MEMSET_HOIST");
-  return on;
-}
 
 // The nodes before and after `node`, as the runtime of this build spells the calls.
 std::vector<gpuGraphNode_t> neighbours(gpuGraphNode_t node, bool before) {
@@ -271,14 +255,11 @@ CapturedGraph::CapturedGraph(int index, GraphPool& pool, const std::function<voi
                     "device or used the legacy stream)",
                     __FILE__, __LINE__);
   }
-  if (memset_kernels_on()) {
-    try {
-      std::tie(memsets_replaced_, memsets_moved_) =
-          memsets_to_kernels(graph, memset_hoist_on() ? own_ : std::vector<OwnMemory>());
-    } catch (...) {
-      (void)gpuGraphDestroy(graph);
-      throw;
-    }
+  try {
+    std::tie(memsets_replaced_, memsets_moved_) = memsets_to_kernels(graph, own_);
+  } catch (...) {
+    (void)gpuGraphDestroy(graph);
+    throw;
   }
   gpuGraphExec_t exec = nullptr;
   const gpuError_t made = gpuGraphInstantiateWithFlags(&exec, graph, 0);

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "hourglass/base/environment.h"
 #include "hourglass/base/log.h"
 #include "hourglass/device/kernel_activity.h"
 
@@ -258,7 +259,7 @@ bool find(void* handle, const char* name, F& f, std::string& why_not) {
 // loader's path, else the toolkit's this build was made with. Null with `why_not` on failure.
 const CuptiApi* load(State& s, std::string& why_not) {
   std::vector<std::string> files;
-  const char* override_file = std::getenv("HOURGLASS_CUPTI_LIBRARY");
+  const char* override_file = env::get("HOURGLASS_CUPTI_LIBRARY");
   if (override_file != nullptr && *override_file != '\0') {
     files = {override_file};
   } else {
