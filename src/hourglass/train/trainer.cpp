@@ -47,7 +47,7 @@ ops::EngineSettings stored_engine(const std::map<std::string, std::string>& meta
 // The checkpoint a resume will most likely continue from: the named file, or with "auto" the
 // newest in the run directory; "" for a new run.
 std::string resume_candidate(const TrainerOptions& o) {
-  if (o.resume.empty() || o.resume != "auto") return o.resume;
+  if (o.resume != "auto") return o.resume;
   const std::string folder = o.run_dir + "/checkpoints";
   const auto entries = CheckpointDir::list_folder(folder);
   return entries.empty() ? std::string() : folder + "/" + entries.back().name;
