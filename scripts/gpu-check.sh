@@ -12,6 +12,9 @@
 #   doctor  hourglass info and hourglass doctor
 #   golden  the GPU golden checksums alone (test_train_gpu_golden, also part of gputest):
 #           a skip prints the lines tests/golden/gpu_checksums.txt lacks for this GPU
+#   golden-ulp  the golden test's own check: three runs in separate processes must agree, then
+#           SGD's step size made one ulp larger (optimizer_kernels.cu) must fail it, and the
+#           restored source pass it again (rebuilds test_train_gpu_golden twice)
 #   bench   bench/gpu_vs_pytorch.sh (hourglass vs PyTorch on this GPU)
 #   quick   bench/gpu_vs_pytorch.sh --quick
 #   fp32    bench/gpu_vs_pytorch.sh --fp32 (only the fp32 rows, TF32 off)
@@ -22,7 +25,7 @@
 #           GPU and through the host loader, against hourglass bench's rate
 #   folder  bench/folder_e2e.sh: ResNet-50 bf16 at 224 px fed from a folder of JPEGs, against
 #           hourglass bench's rate, with the data wait
-#   speedrun  configs/fashion-mnist-speedrun.toml over 5 seeds (bench/speedrun.sh), then the same
+#   speedrun  configs/fashion-mnist-speedrun.toml over 5 seeds (SPEEDRUN_SEEDS; bench/speedrun.sh), then the same
 #           recipe in PyTorch (bench/torch_speedrun.py; SPEEDRUN_TORCH=0 skips it), each run timed
 #           from process start
 #   cold    bench/cold_start.sh: the speedrun with the vendor libraries evicted from the page
@@ -121,6 +124,35 @@ for stage in "${stages[@]}"; do
       row golden $rc "$(grep -cE '^\[ +OK' "$out/golden.log") passed, $(grep -c SKIPPED "$out/golden.log") skipped"
       grep -E "\| [0-9a-f]{16}$|Failure|Expected|Which is|actual|changed" "$out/golden.log" | head -20
       ;;
+    golden-ulp)
+      g=build-device/tests/test_train_gpu_golden
+      src=src/hourglass/backend/gpu/optimizer_kernels.cu
+      runs=""
+      for i in 1 2 3; do
+        "$g" > "$out/golden-run$i.log" 2>&1; runs+="$? "
+        grep -E "^golden: " "$out/golden-run$i.log" | sed "s/^/run $i: /"
+      done
+      cp "$src" "$out/optimizer_kernels.cu.orig"
+      sed -i 's/return p - c.lr \* (c.nesterov/return p - (c.lr * 1.00000012f) * (c.nesterov/' "$src"
+      changed=$(grep -c "1.00000012f" "$src")
+      ninja -C build-device tests/test_train_gpu_golden > "$out/golden-break-build.log" 2>&1
+      "$g" > "$out/golden-broken.log" 2>&1; broken=$?
+      grep -E "^golden: " "$out/golden-broken.log" | sed "s/^/one ulp: /"
+      cp "$out/optimizer_kernels.cu.orig" "$src"
+      ninja -C build-device tests/test_train_gpu_golden > "$out/golden-restore-build.log" 2>&1
+      "$g" > "$out/golden-restored.log" 2>&1; restored=$?
+      grep -E "^golden: " "$out/golden-restored.log" | sed "s/^/restored: /"
+      # The hashes decide (a GPU without recorded lines skips, exit 0): every run alike, the one-ulp
+      # build's hashes all different, the restored build's the same again.
+      h() { grep -E "^golden: " "$1" | sed 's/.* | //' | tr '\n' ' '; }
+      h1=$(h "$out/golden-run1.log")
+      same=1; for i in 2 3; do [ "$(h "$out/golden-run$i.log")" = "$h1" ] || same=0; done
+      moved=1; for a in $(h "$out/golden-broken.log"); do [[ " $h1" == *" $a "* ]] && moved=0; done
+      [ -n "$(h "$out/golden-broken.log")" ] || moved=0
+      back=0; [ -n "$h1" ] && [ "$(h "$out/golden-restored.log")" = "$h1" ] && back=1
+      ok=1; [ "$runs" = "0 0 0 " ] && [ "$changed" = 1 ] && [ $same = 1 ] && [ $moved = 1 ] && [ $back = 1 ] && ok=0
+      row golden-ulp $ok "runs alike $same; one ulp moved every hash $moved (exit $broken); restored alike $back (exit $restored)"
+      ;;
     doctor)
       ./build-device/hourglass info > "$out/info.txt" 2>&1
       ./build-device/hourglass doctor > "$out/doctor.txt" 2>&1
@@ -212,7 +244,7 @@ for stage in "${stages[@]}"; do
           >> "$out/speedrun-tune.md"
       fi
       bash bench/speedrun.sh ./build-device/hourglass configs/fashion-mnist-speedrun.toml \
-        build-device/speedrun 5 --set data.path="\"$data\"" "${sets[@]}" > "$out/speedrun.md" 2>&1
+        build-device/speedrun "${SPEEDRUN_SEEDS:-5}" --set data.path="\"$data\"" "${sets[@]}" > "$out/speedrun.md" 2>&1
       rc=$?
       mkdir -p "$out/speedrun"
       for d in build-device/speedrun/seed-*/; do

@@ -4,10 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <thread>
 
 #include "hourglass/base/config.h"
+#include "hourglass/base/write_fully.h"
 #include "support/expect_error.h"
 #include "support/fifo.h"
 #include "support/temp_dir.h"
@@ -53,6 +60,27 @@ TEST(FileCheck, ConfigLoadRefusesAFifo) {
       test::error_text(test::run_unblocking_fifo(fifo, [&] { Config::load(fifo); }));
   EXPECT_NE(text.find(fifo), std::string::npos) << text;
   EXPECT_NE(text.find("FIFO"), std::string::npos) << text;
+}
+
+// The one write loop: everything lands, through a pipe's short writes; a bad descriptor says so.
+TEST(WriteFully, WritesEverythingOrSaysWhy) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string big(200000, 'x');  // more than a pipe holds: the writer waits for the reader
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char('a' + i % 26);
+  std::string read_back;
+  std::thread reader([&] {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) read_back.append(buf, size_t(n));
+  });
+  EXPECT_TRUE(write_fully(fds[1], big.data(), big.size()));
+  ::close(fds[1]);
+  reader.join();
+  ::close(fds[0]);
+  EXPECT_EQ(read_back, big);
+  errno = 0;
+  EXPECT_FALSE(write_fully(fds[1], "a", 1));  // closed
+  EXPECT_EQ(errno, EBADF);
 }
 
 }  // namespace

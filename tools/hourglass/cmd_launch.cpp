@@ -36,6 +36,7 @@
 
 #include "commands.h"
 #include "hourglass/base/error.h"
+#include "hourglass/base/write_fully.h"
 
 extern char** environ;
 
@@ -73,14 +74,7 @@ std::string describe(int status) {
 }
 
 // Writes all of `text` to `fd`, retrying short writes; a failed write (a closed pipe) drops it.
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    text.remove_prefix(size_t(n));
-  }
-}
+void write_all(int fd, std::string_view text) { (void)write_fully(fd, text.data(), text.size()); }
 
 void say_launch(const std::string& text) {
   write_all(STDERR_FILENO, "hourglass launch: " + text + "\n");

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/write_fully.h"
 
 namespace hg {
 
@@ -52,17 +53,7 @@ std::string directory_of(const std::string& path) {
 }
 
 void write_all(int fd, std::string_view bytes, const std::string& path) {
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      write_failed(path, "write");
-    }
-    p += n;
-    left -= size_t(n);
-  }
+  if (!write_fully(fd, bytes.data(), bytes.size())) write_failed(path, "write");
 }
 
 // Writes `bytes` to the temporary file `temp.path` (next to `path`) and fsyncs it.

@@ -12,6 +12,7 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
+#include "hourglass/base/write_fully.h"
 #include "hourglass/data/image_decode.h"
 
 namespace hg::data {
@@ -211,13 +212,8 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
         index.shard_sizes.push_back(0);
         index.shard_crcs.push_back(0);
       }
-      size_t done = 0;
-      while (done < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_runtime(sys_error("pack: cannot write", shard_path));
-        done += size_t(n);
-      }
+      if (!write_fully(fd, bytes.data(), bytes.size()))
+        throw_runtime(sys_error("pack: cannot write", shard_path));
       const auto shard = uint32_t(index.shard_sizes.size() - 1);
       index.records.push_back(
           {shard, index.shard_sizes[shard], uint32_t(bytes.size()), uint32_t(sample.label)});

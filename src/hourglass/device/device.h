@@ -8,6 +8,10 @@ namespace hg {
 
 enum class DeviceType : uint8_t { CPU, GPU };
 
+// GPUs per process that the per-device tables (allocators, library handles, plans) have room
+// for; a higher index is refused where a device is first selected (gpu/runtime.cpp).
+inline constexpr int kMaxDevices = 64;
+
 struct Device {
   DeviceType type = DeviceType::CPU;
   int index = 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/write_fully.h"
 
 namespace hg::obs::detail {
 
@@ -15,17 +16,7 @@ void throw_metrics_io(const std::string& path, const char* what) {
 }
 
 void write_all(int fd, const std::string& text, const std::string& path) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_metrics_io(path, "write");
-    }
-    p += n;
-    left -= size_t(n);
-  }
+  if (!write_fully(fd, text.data(), text.size())) throw_metrics_io(path, "write");
 }
 
 }  // namespace hg::obs::detail

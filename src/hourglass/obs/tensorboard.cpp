@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/write_fully.h"
 
 namespace hg::obs {
 
@@ -174,17 +175,7 @@ void TensorBoardWriter::write_record(const std::string& data) {
   put_little_endian(record, mask_crc32c(crc32c(data.data(), data.size())));
   // One write() per record: with O_APPEND it lands whole at the end of the file.
   std::lock_guard<std::mutex> lock(mutex_);
-  const char* p = record.data();
-  size_t left = record.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_event_file_io(path_, "write");
-    }
-    p += n;
-    left -= size_t(n);
-  }
+  if (!write_fully(fd_, record.data(), record.size())) throw_event_file_io(path_, "write");
 }
 
 }  // namespace hg::obs

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "hourglass/base/file_check.h"
+#include "hourglass/base/write_fully.h"
 
 namespace hg {
 
@@ -114,13 +115,9 @@ void write_all(int fd, const void* data, size_t bytes, const std::string& path) 
       chunk = std::min<size_t>(chunk, size_t(budget));
       g_write_fault_budget.store(budget - int64_t(chunk));
     }
-    const ssize_t n = ::write(fd, p, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_write_error(path, "write");
-    }
-    p += n;
-    bytes -= size_t(n);
+    if (!write_fully(fd, p, chunk)) throw_write_error(path, "write");
+    p += chunk;
+    bytes -= chunk;
   }
 }
 

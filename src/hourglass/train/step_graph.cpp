@@ -51,7 +51,7 @@ GraphAction StepGraph::plan(const StepShape& shape, const std::string& eager_rea
                          shape_.describe()));
     return GraphAction::Eager;
   }
-  return has_warm_ && shape == warm_ ? GraphAction::Capture : GraphAction::Eager;
+  return warm_steps_ >= 2 && shape == warm_ ? GraphAction::Capture : GraphAction::Eager;
 }
 
 bool StepGraph::capture(const StepShape& shape, const Tensor& images, const Tensor& labels,
@@ -71,7 +71,9 @@ bool StepGraph::capture(const StepShape& shape, const Tensor& images, const Tens
     labels_.copy_(labels);
     {
       ops::GraphCaptureScope profiled;  // the ops recorded as the graph's, not as calls
-      work_ = std::make_unique<CapturedWork>(device_, [&] { work(images_, labels_); });
+      work_ = std::make_unique<CapturedWork>(
+          device_, [&] { work(images_, labels_); },
+          shape == warm_ ? warm_trace_ : std::vector<TracedRequest>{});
       template_ = profiled.template_id();
     }
     ops::GraphReplayScope replay(template_);
@@ -89,10 +91,18 @@ bool StepGraph::capture(const StepShape& shape, const Tensor& images, const Tens
     return false;
   }
   shape_ = shape;
+  warm_trace_ = {};
+  const CapturedWork::PlannedMemory planned = work_->planned_memory();
   HG_LOG_INFO(
-      "graph replay: captured the training step ({}; {} nodes, {} of graph memory; {} small "
+      "graph replay: captured the training step ({}; {} nodes, {} of graph memory{}; {} small "
       "memsets as kernels, {} of them at the start); later steps of this shape replay it",
       shape.describe(), work_->nodes(), format_mib(work_->memory_bytes()),
+      planned.bytes == 0
+          ? std::string()
+          : fmt::format(", of it {} in one block laid out from the eager step (which held at "
+                        "most {} at once) for {} of its requests, {} outside it",
+                        format_mib(planned.bytes), format_mib(planned.most_held), planned.placed,
+                        planned.elsewhere),
       work_->memsets_replaced(), work_->memsets_moved());
   return true;
 }

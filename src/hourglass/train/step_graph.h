@@ -9,11 +9,14 @@
 // state), AdamW's update count. What the graph wrote and the caller keeps (the step's sums,
 // the last micro-batch's loss) is rewritten in place by every replay.
 //
-// When: a shape is captured at its second step (the first, eager, runs the libraries'
-// algorithm searches and SGD's first-step momentum start, neither of which a replay may
-// repeat). A step of another shape (a short last batch, a changed micro-batch) runs eagerly,
-// and the graph stays for the steps of its shape. Steps run eagerly, with the reason logged
-// once, while something outside the step's device work must see each step: a hook (data
+// When: a shape is captured at its third step. The first, eager, runs the libraries' algorithm
+// searches and SGD's first-step momentum start, neither of which a replay may repeat; the
+// second, eager too, records its memory requests (MemoryTrace), from which the graph's
+// intermediate buffers are laid out in one block (CapturedWork): the graph then holds about
+// what the eager step holds at its peak (a trace of the first step would also count the
+// searches' trial workspaces). A step of another shape (a short last batch, a changed micro-batch)
+// runs eagerly, and the graph stays for the steps of its shape. Steps run eagerly, with the reason
+// logged once, while something outside the step's device work must see each step: a hook (data
 // parallelism's reductions, per-phase timers), the op profiler when it times ops with marks or
 // its collector does not see graph nodes (ops/op_profile.h), dropout (its masks are keyed by
 // the step number on the host). A capture that fails (an out-of-memory error, a library call
@@ -29,6 +32,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "hourglass/device/captured_work.h"
 #include "hourglass/tensor/tensor.h"
@@ -61,8 +65,17 @@ class StepGraph {
   // What to do for a step of `shape`. `eager_reason` non-empty: something needs this step
   // eager (logged once per distinct reason).
   GraphAction plan(const StepShape& shape, const std::string& eager_reason);
-  // A step of `shape` ran eagerly to its end: the next one of this shape may be captured.
-  void ran_eagerly(const StepShape& shape) { warm_ = shape, has_warm_ = true; }
+  // Whether an eager step now should trace its memory requests (MemoryTrace) for ran_eagerly:
+  // no graph yet, and none has failed.
+  bool wants_trace() const { return !work_ && !failed_; }
+  // A step of `shape` ran eagerly to its end, its memory requests `trace` (empty: untraced):
+  // after a second one in a row, the next of this shape is captured, its buffers laid out in
+  // one block by that second step's trace.
+  void ran_eagerly(const StepShape& shape, std::vector<TracedRequest> trace = {}) {
+    warm_steps_ = warm_steps_ > 0 && shape == warm_ ? warm_steps_ + 1 : 1;
+    warm_ = shape;
+    warm_trace_ = std::move(trace);
+  }
 
   // Copies the batch into the graph's inputs (allocated here), records `work(inputs)` as the
   // graph (dropping one captured before, of the same shape) and runs it once for this batch. On
@@ -88,10 +101,11 @@ class StepGraph {
  private:
   Device device_;
   std::unique_ptr<CapturedWork> work_;
-  uint64_t template_ = 0;  // the op profiler's record of the capture (0: none)
-  StepShape shape_;        // of the graph
-  StepShape warm_;         // of the last step that ran eagerly
-  bool has_warm_ = false;
+  uint64_t template_ = 0;                  // the op profiler's record of the capture (0: none)
+  StepShape shape_;                        // of the graph
+  StepShape warm_;                         // of the last step that ran eagerly
+  int warm_steps_ = 0;                     // eager steps of that shape in a row
+  std::vector<TracedRequest> warm_trace_;  // its memory requests
   bool failed_ = false;
   Tensor images_, labels_, last_loss_;
   int64_t replays_ = 0;

@@ -158,10 +158,16 @@ const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels, int64
   }
   if (action == GraphAction::Capture && capture(shape, images, labels, step, global_rows))
     return sums_;
-  if (hooks_.device_work)
+  if (hooks_.device_work) {
     hooks_.device_work(issue);
-  else
+  } else if (graph_ && graph_->wants_trace()) {
+    MemoryTrace trace(context_.device);  // lays out the graph captured next (step_graph.h)
     issue();
+    graph_->ran_eagerly(shape, trace.finish());
+    return sums_;
+  } else {
+    issue();
+  }
   if (graph_) graph_->ran_eagerly(shape);
   return sums_;
 }

@@ -15,7 +15,7 @@
 //      (skipped on the device after an overflow); the loss-scale update; zeroing the gradients.
 // The step's loss sum and correct count stay on the device: nothing in a step waits for the
 // host, which is what lets the device work of a step be captured and replayed as a graph
-// (step_graph.h: on a GPU with options.graph Auto, from a shape's second step on).
+// (step_graph.h: on a GPU with options.graph Auto, from a shape's third step on).
 #pragma once
 
 #include <functional>

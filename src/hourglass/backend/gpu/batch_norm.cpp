@@ -16,11 +16,10 @@
 #include "hourglass/backend/gpu/batch_norm_kernels.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
+#include "hourglass/device/device.h"
 
 namespace hg {
 namespace {
-
-constexpr int kMaxDevices = 64;
 
 void check_device_index(int device) {
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu batch_norm: device index {} out of range",

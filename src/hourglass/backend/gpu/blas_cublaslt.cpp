@@ -50,6 +50,7 @@
 #include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/device/device.h"
 #include "hourglass/device/gpu/runtime.h"
 #include "hourglass/ops/math_settings.h"
 #include "hourglass/ops/tuning_cache.h"
@@ -212,8 +213,6 @@ struct Preference {
       log_if_failed(lt().MatmulPreferenceDestroy(pref), "cublasLtMatmulPreferenceDestroy");
   }
 };
-
-constexpr int kMaxDevices = 64;
 
 struct DeviceState {
   std::once_flag once;

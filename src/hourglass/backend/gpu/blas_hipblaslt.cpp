@@ -18,6 +18,7 @@
 #include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/device/device.h"
 #include "hourglass/device/gpu/runtime.h"
 
 namespace hg::gpu {
@@ -136,8 +137,6 @@ struct Preference {
       log_if_failed(hipblasLtMatmulPreferenceDestroy(pref), "hipblasLtMatmulPreferenceDestroy");
   }
 };
-
-constexpr int kMaxDevices = 64;
 
 struct DeviceState {
   std::once_flag once;

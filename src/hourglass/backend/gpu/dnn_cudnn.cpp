@@ -63,6 +63,7 @@
 #include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/device/device.h"
 #include "hourglass/device/gpu/graph.h"
 #include "hourglass/device/gpu/runtime.h"
 #include "hourglass/ops/ops.h"
@@ -230,8 +231,6 @@ void finish(const ConvPlan& plan, Pass pass, Layout layout, const CallPointers& 
 }
 
 // ---- per-device state
-
-constexpr int kMaxDevices = 64;
 
 struct DeviceState {
   std::once_flag once;

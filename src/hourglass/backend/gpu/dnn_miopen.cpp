@@ -36,6 +36,7 @@
 #include "hourglass/backend/gpu/plan_key.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/device/device.h"
 #include "hourglass/device/gpu/runtime.h"
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
@@ -190,8 +191,6 @@ void init_plan(ConvPlan& plan) {
     HG_MIOPEN_CHECK_FOR(
         miopenSetConvolutionAttribute(plan.conv, MIOPEN_CONVOLUTION_ATTRIB_DETERMINISTIC, 1), ctx);
 }
-
-constexpr int kMaxDevices = 64;
 
 struct DeviceState {
   std::once_flag once;

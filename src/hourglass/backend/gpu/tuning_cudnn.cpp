@@ -9,6 +9,7 @@
 
 #include "hourglass/backend/gpu/libraries.h"
 #include "hourglass/base/error.h"
+#include "hourglass/device/device.h"
 #include "hourglass/device/gpu/device_info.h"
 #include "hourglass/device/gpu/runtime.h"
 
@@ -97,7 +98,6 @@ std::string conv_key(const char* pass, const dnn::ConvGeometry& g, DType dtype, 
 }
 
 const std::string& identity(int device) {
-  constexpr int kMaxDevices = 64;
   HG_ASSERT(device >= 0 && device < kMaxDevices, "gpu index {} out of range", device);
   struct Entry {
     std::once_flag once;

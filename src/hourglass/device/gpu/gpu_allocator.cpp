@@ -19,11 +19,22 @@
 // releases the cache, since that waits for the stream, which a capture forbids. Under
 // FreshPoolBlocks a request skips the pool's own free blocks: the capture's earlier work may
 // have used them.
+//
+// A pool with a plan (GraphPool::plan) holds one more block, laid out from a trace of the same
+// work run eagerly (memory_plan.h): requests that follow the trace take their places in it, so
+// the graph needs about the most bytes its work holds at once rather than each size's own
+// peak summed over sizes. Sharing bytes there is safe by the ordering argument above (a place
+// is reused only by work captured after its last user), and a place is never handed out while
+// a block overlapping it is held, whatever the trace said.
 #include "hourglass/device/gpu/gpu_allocator.h"
+#include "hourglass/device/device.h"
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <iterator>
+#include <map>
+#include <thread>
 #include <vector>
 
 #include "hourglass/base/byte_size.h"
@@ -34,8 +45,6 @@ namespace hg::gpu {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 std::atomic<bool> g_poison{false};
 
 // The graph pool this thread's requests to device t_route_device go to (0: none).
@@ -45,6 +54,12 @@ thread_local uint64_t t_route_pool = 0;
 thread_local bool t_fresh_pool_blocks = false;
 
 using FreeBlocks = std::unordered_map<size_t, std::vector<void*>>;  // block size -> blocks
+
+// How far past the next traced request a routed request of a planned pool looks for one of its
+// size: the capture skips what only the traced run did (a first step's optimizer state, the
+// batch-norm snapshot of an out-of-memory retry).
+constexpr size_t kPlanLookAhead = 64;
+constexpr size_t kUnplanned = SIZE_MAX;
 
 void* take_free(FreeBlocks& free, size_t size) {
   auto it = free.find(size);
@@ -78,17 +93,44 @@ class GpuAllocator final : public Allocator {
   uint64_t create_pool();
   void destroy_pool(uint64_t pool);
   size_t pool_bytes(uint64_t pool) const;
+  void plan_pool(uint64_t pool, const std::vector<TracedRequest>& requests);
+  GraphPool::PlanUse plan_use(uint64_t pool) const;
+  void start_trace();
+  std::vector<TracedRequest> finish_trace();
 
  private:
   struct Block {
     size_t size;
-    uint64_t pool;  // 0: the common cache's
+    uint64_t pool;          // 0: the common cache's
+    void* arena = nullptr;  // the planned block holding it, if any
+  };
+  // A pool's planned block: the traced requests, each one's offset (kUnplanned: held past the
+  // trace's end, so served outside), the next to match, and the places held now.
+  struct Arena {
+    void* base = nullptr;
+    size_t bytes = 0;
+    std::vector<TracedRequest> requests;
+    std::vector<size_t> offsets;
+    size_t next = 0;
+    std::map<size_t, size_t> held;  // offset -> end
+    size_t most_held = 0;
+    int64_t placed = 0, elsewhere = 0;
   };
   struct Pool {
     FreeBlocks free;
     size_t bytes = 0;  // every block of the pool's, free or not
+    Arena arena;
+  };
+  struct Trace {
+    bool active = false;
+    std::thread::id thread;
+    std::vector<TracedRequest> requests;
+    std::unordered_map<void*, size_t> open;  // held block -> its request
+    int64_t events = 0;
   };
   void* allocate_in_pool_locked(uint64_t pool, size_t bytes, size_t size);
+  void* take_planned_locked(Arena& arena, size_t size);
+  void trace_request_locked(void* ptr, size_t size);
   void* new_block_locked(size_t bytes, size_t size, bool may_release_cache);
   void poison_locked(void* ptr, size_t size);
   void* take_cached_locked(size_t size);
@@ -104,6 +146,9 @@ class GpuAllocator final : public Allocator {
   std::unordered_map<void*, Block> live_;
   std::unordered_map<uint64_t, Pool> pools_;
   uint64_t next_pool_ = 1;
+  // Planned blocks of destroyed pools with places still held: base -> {bytes, places held}.
+  std::unordered_map<void*, std::pair<size_t, size_t>> orphan_arenas_;
+  Trace trace_;
 };
 
 void* GpuAllocator::take_cached_locked(size_t size) {
@@ -222,7 +267,32 @@ void* GpuAllocator::allocate(size_t bytes) {
   stats_.in_use += size;
   stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
   ++stats_.allocations;
+  trace_request_locked(ptr, size);
   return ptr;
+}
+
+void GpuAllocator::trace_request_locked(void* ptr, size_t size) {
+  if (!trace_.active || std::this_thread::get_id() != trace_.thread) return;
+  trace_.open[ptr] = trace_.requests.size();
+  trace_.requests.push_back({size, trace_.events++, TracedRequest::kNeverFreed});
+}
+
+// The place in the plan of a request of `size` (see GraphPool::plan), or nullptr.
+void* GpuAllocator::take_planned_locked(Arena& a, size_t size) {
+  if (a.base == nullptr) return nullptr;
+  const size_t end = std::min(a.requests.size(), a.next + kPlanLookAhead);
+  for (size_t i = a.next; i < end; ++i) {
+    if (a.requests[i].size != size) continue;
+    a.next = i + 1;
+    const size_t offset = a.offsets[i];
+    if (t_fresh_pool_blocks || offset == kUnplanned) return nullptr;
+    auto after = a.held.lower_bound(offset);
+    if (after != a.held.end() && after->first < offset + size) return nullptr;
+    if (after != a.held.begin() && std::prev(after)->second > offset) return nullptr;
+    a.held.emplace(offset, offset + size);
+    return static_cast<char*>(a.base) + offset;
+  }
+  return nullptr;
 }
 
 // A pool's blocks are counted in use from the moment the pool takes them until it is destroyed.
@@ -230,6 +300,20 @@ void* GpuAllocator::allocate_in_pool_locked(uint64_t pool, size_t bytes, size_t 
   auto it = pools_.find(pool);
   HG_ASSERT(it != pools_.end(), "gpu:{} allocator: a request routed to a destroyed pool", index_);
   Pool& p = it->second;
+  if (void* planned = take_planned_locked(p.arena, size)) {
+    live_.emplace(planned, Block{size, pool, p.arena.base});
+    ++stats_.allocations;
+    ++p.arena.placed;
+    try {
+      poison_locked(planned, size);
+    } catch (...) {
+      live_.erase(planned);
+      p.arena.held.erase(size_t(static_cast<char*>(planned) - static_cast<char*>(p.arena.base)));
+      throw;
+    }
+    return planned;
+  }
+  if (p.arena.base != nullptr) ++p.arena.elsewhere;
   void* ptr = t_fresh_pool_blocks ? nullptr : take_free(p.free, size);
   if (!ptr) {
     if (limit_ != 0 && stats_.in_use + size > limit_) {
@@ -262,6 +346,29 @@ void GpuAllocator::deallocate(void* ptr, size_t) {
   HG_ASSERT(it != live_.end(), "gpu:{} allocator: freeing a block it did not hand out", index_);
   const Block block = it->second;
   live_.erase(it);
+  if (trace_.active) {
+    if (auto t = trace_.open.find(ptr); t != trace_.open.end()) {
+      trace_.requests[t->second].freed = trace_.events++;
+      trace_.open.erase(t);
+    }
+  }
+  if (block.arena != nullptr) {
+    const size_t offset = size_t(static_cast<char*>(ptr) - static_cast<char*>(block.arena));
+    if (auto p = pools_.find(block.pool); p != pools_.end()) {
+      p->second.arena.held.erase(offset);  // the place stays the graph's
+      return;
+    }
+    auto o = orphan_arenas_.find(block.arena);
+    HG_ASSERT(o != orphan_arenas_.end(), "gpu:{} allocator: a planned block without its pool",
+              index_);
+    if (--o->second.second == 0) {
+      stats_.in_use -= o->second.first;
+      cached_[o->second.first].push_back(block.arena);
+      cached_bytes_ += o->second.first;
+      orphan_arenas_.erase(o);
+    }
+    return;
+  }
   if (block.pool != 0) {
     if (auto p = pools_.find(block.pool); p != pools_.end()) {
       p->second.free[block.size].push_back(ptr);  // still the graph's, still in use
@@ -291,7 +398,76 @@ void GpuAllocator::destroy_pool(uint64_t pool) {
       cached_bytes_ += size;
     }
   }
+  const Arena& a = it->second.arena;
+  if (a.base != nullptr && a.held.empty()) {
+    stats_.in_use -= a.bytes;
+    cached_[a.bytes].push_back(a.base);
+    cached_bytes_ += a.bytes;
+  } else if (a.base != nullptr) {
+    orphan_arenas_[a.base] = {a.bytes, a.held.size()};
+  }
   pools_.erase(it);
+}
+
+void GpuAllocator::plan_pool(uint64_t pool, const std::vector<TracedRequest>& requests) {
+  // Only what the trace freed is laid out: a block held past its end (the step's loss, a first
+  // step's optimizer state) would pin its place for the graph's life.
+  std::vector<TracedRequest> freed;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].freed == TracedRequest::kNeverFreed) continue;
+    freed.push_back(requests[i]);
+    index.push_back(i);
+  }
+  const MemoryPlan plan = plan_memory(freed, kBlockQuantum);
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  HG_ASSERT(it != pools_.end(), "gpu:{} allocator: planning a destroyed pool", index_);
+  Pool& p = it->second;
+  HG_ASSERT(p.arena.base == nullptr && p.bytes == 0, "gpu:{} allocator: a pool planned twice",
+            index_);
+  if (plan.bytes == 0) return;
+  set_device(index_);
+  if (limit_ != 0 && stats_.in_use + plan.bytes > limit_) {
+    ++stats_.failures;
+    throw_oom_locked(plan.bytes, fmt::format("which would exceed the allocator's limit of {}",
+                                             format_mib(limit_)));
+  }
+  void* base = take_cached_locked(plan.bytes);
+  if (!base) base = new_block_locked(plan.bytes, plan.bytes, /*may_release_cache=*/true);
+  Arena& a = p.arena;
+  a.base = base;
+  a.bytes = plan.bytes;
+  a.most_held = plan.most_held;
+  a.requests = requests;
+  a.offsets.assign(requests.size(), kUnplanned);
+  for (size_t k = 0; k < index.size(); ++k) a.offsets[index[k]] = plan.offsets[k];
+  p.bytes += plan.bytes;
+  stats_.in_use += plan.bytes;
+  stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+}
+
+GraphPool::PlanUse GpuAllocator::plan_use(uint64_t pool) const {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return {};
+  const Arena& a = it->second.arena;
+  return {a.bytes, a.most_held, a.placed, a.elsewhere};
+}
+
+void GpuAllocator::start_trace() {
+  std::lock_guard lock(mutex_);
+  HG_ASSERT(!trace_.active, "gpu:{} allocator: traces do not overlap", index_);
+  trace_ = Trace{};
+  trace_.active = true;
+  trace_.thread = std::this_thread::get_id();
+}
+
+std::vector<TracedRequest> GpuAllocator::finish_trace() {
+  std::lock_guard lock(mutex_);
+  trace_.active = false;
+  trace_.open.clear();
+  return std::move(trace_.requests);
 }
 
 size_t GpuAllocator::pool_bytes(uint64_t pool) const {
@@ -348,6 +524,28 @@ GraphPool::~GraphPool() { static_cast<GpuAllocator&>(allocator(device_)).destroy
 
 size_t GraphPool::bytes() const {
   return static_cast<GpuAllocator&>(allocator(device_)).pool_bytes(id_);
+}
+
+void GraphPool::plan(const std::vector<TracedRequest>& requests) {
+  static_cast<GpuAllocator&>(allocator(device_)).plan_pool(id_, requests);
+}
+
+GraphPool::PlanUse GraphPool::plan_use() const {
+  return static_cast<GpuAllocator&>(allocator(device_)).plan_use(id_);
+}
+
+AllocationTrace::AllocationTrace(int device) : device_(device) {
+  static_cast<GpuAllocator&>(allocator(device_)).start_trace();
+}
+
+AllocationTrace::~AllocationTrace() {
+  if (open_) (void)finish();
+}
+
+std::vector<TracedRequest> AllocationTrace::finish() {
+  HG_ASSERT(open_, "an allocation trace finished twice");
+  open_ = false;
+  return static_cast<GpuAllocator&>(allocator(device_)).finish_trace();
 }
 
 FreshPoolBlocks::FreshPoolBlocks() : was_(t_fresh_pool_blocks) { t_fresh_pool_blocks = true; }

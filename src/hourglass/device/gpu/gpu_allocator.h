@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "hourglass/device/allocator.h"
+#include "hourglass/device/memory_plan.h"
 
 namespace hg::gpu {
 
@@ -32,13 +34,47 @@ class GraphPool {
   GraphPool& operator=(const GraphPool&) = delete;
 
   int device() const { return device_; }
-  // Bytes of device memory the pool holds (its blocks in use and free).
+  // Bytes of device memory the pool holds (its blocks in use and free, its planned block).
   size_t bytes() const;
+
+  // Lays out `requests` (an eager run of the work about to be captured, AllocationTrace) in one
+  // block of the pool's (memory_plan.h), taken now, before the capture. Routed requests then
+  // follow the trace: one of the size of the next traced request that was freed within the
+  // trace (or of one a few requests further on: the capture may skip some, such as a first
+  // step's optimizer state) gets that request's place in the block, unless it would overlap a
+  // block of the plan still held (a request held longer than traced) or comes under
+  // FreshPoolBlocks; every other request is served as without a plan. Once per pool, before
+  // its first request.
+  void plan(const std::vector<TracedRequest>& requests);
+  struct PlanUse {
+    size_t planned_bytes = 0;  // the block
+    size_t most_held = 0;      // the plan's lower bound
+    int64_t placed = 0;        // requests given a place in it
+    int64_t elsewhere = 0;     // routed requests served outside it
+  };
+  PlanUse plan_use() const;
 
  private:
   friend class GraphPoolRoute;
   int device_;
   uint64_t id_;
+};
+
+// While one lives, the calling thread's requests to `device` are recorded in order, each with
+// when it was freed (by any thread): the sizes and lifetimes a GraphPool's plan lays out. One
+// at a time per device; the cost is a vector append under the allocator's lock.
+class AllocationTrace {
+ public:
+  explicit AllocationTrace(int device);
+  ~AllocationTrace();
+  AllocationTrace(const AllocationTrace&) = delete;
+  AllocationTrace& operator=(const AllocationTrace&) = delete;
+  // Ends the recording and returns the requests in the order they were made.
+  std::vector<TracedRequest> finish();
+
+ private:
+  int device_;
+  bool open_ = true;
 };
 
 // Routes the calling thread's requests to the pool's device into the pool while it lives.

@@ -10,8 +10,6 @@ namespace hg::gpu {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 std::string version_text(int v) {
   // CUDA: 1000*major + 10*minor; HIP: 10000000*major + 100000*minor + patch.
 #ifdef HOURGLASS_GPU_HIP
