@@ -101,7 +101,7 @@ for stage in "${stages[@]}"; do
       fails=0; passed=0
       : > "$out/gputest.log"
       # GPU_TESTS="a b" runs only those binaries of build-device/tests.
-      list=(build-device/tests/test_*gpu* build-device/tests/test_device_* build-device/tests/test_ops_sqrt
+      list=(build-device/tests/test_*gpu* build-device/tests/test_device_* build-device/tests/test_dist_comm_nccl build-device/tests/test_ops_sqrt
             build-device/tests/test_optim_mixed_precision build-device/tests/test_cli_doctor)
       [ -n "${GPU_TESTS:-}" ] && { list=(); for n in $GPU_TESTS; do list+=("build-device/tests/$n"); done; }
       for t in "${list[@]}"; do

@@ -9,8 +9,8 @@
 # C++ build, and -Werror). Targets gfx90a (MI200) and gfx940 (MI300; Debian's clang predates
 # gfx942). Objects go to a scratch folder and are discarded: this checks that the one source
 # tree stays valid HIP against ROCm 6. Each file compiles against its layer's include root, as
-# in the CMake build (cmake/layers.cmake): a folder holding links to its own and the lower
-# layers only, so an upward #include fails here too.
+# in the CMake build (cmake/layers.cmake): a folder holding links to its own and the layers in
+# its reach only, so an #include of any other layer fails here too.
 # Usage: scripts/hip-check.sh [ARCH...]
 #        scripts/hip-check.sh --find-headers   (prints the header folder it would use, or exits 1)
 # The headers are the first folder holding HIP's, MIOpen's and hipBLASLt's of:
@@ -100,7 +100,7 @@ export host_cxx
 printf '%s\n' "${host_files[@]}" | xargs -P "$(nproc)" -I{} bash -c '
   f="$1"; shift
   case "$f" in
-    tools/*) roots=(-I"$scratch/layers/train" -I"$(dirname "$f")") ;;
+    tools/*) roots=(-I"$scratch/layers/train" -I"$scratch/layers/backend" -I"$(dirname "$f")") ;;
     *) roots=(-I"$scratch/layers/$(echo "$f" | cut -d/ -f3)") ;;
   esac
   if ! "$host_cxx" "$@" "${roots[@]}" "$f" 2> "$scratch/host.$(echo "$f" | tr / _).log"; then

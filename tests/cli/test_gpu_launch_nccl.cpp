@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "hourglass/device/comm.h"
 #include "hourglass/device/device.h"
+#include "hourglass/dist/comm.h"
 #include "hourglass/tensor/safetensors.h"
 #include "support/run_binary.h"
 #include "support/temp_dir.h"

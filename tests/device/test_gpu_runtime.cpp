@@ -1,8 +1,8 @@
 // The GPU runtime layer: the caching allocator (statistics, reuse, limit and out-of-memory
 // errors, empty_cache, poison), copies between host and device with every dtype conversion and
 // strided views on either side (checked bit for bit against the CPU's conversions), fills,
-// item(), pinned buffers and asynchronous scalar reads, and device discovery. GPU tests skip
-// without a GPU; the NoGpu tests check what a machine without one reports.
+// item(), pinned buffers and asynchronous scalar reads (ScalarRead too), and device discovery. GPU
+// tests skip without a GPU; the NoGpu tests check what a machine without one reports.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hourglass/device/allocator.h"
+#include "hourglass/tensor/scalar_read.h"
 #include "hourglass/tensor/tensor.h"
 #include "support/compare.h"
 #include "support/gpu.h"
@@ -448,6 +449,30 @@ TEST(GpuPinned, BufferAndAsyncScalar) {
   EXPECT_EQ(read.value(), 17.0);
   read.start(Tensor::scalar(-0.5, DType::BF16, kGpu));
   EXPECT_EQ(read.value(), -0.5);
+}
+
+// The build-neutral read the trainer uses: the value at start(), whatever the tensor holds by
+// the time it is taken; on the CPU the read is done by start().
+TEST(GpuPinned, ScalarReadTakesTheValueTheDeviceHadReached) {
+  ScalarRead cpu;
+  EXPECT_FALSE(cpu.ready());
+  Tensor h = Tensor::scalar(1.5, DType::F32, Device::cpu());
+  cpu.start(h);
+  h.fill_(9.0);
+  EXPECT_TRUE(cpu.ready());
+  EXPECT_EQ(cpu.value(), 1.5);
+  HG_REQUIRE_GPU();
+  ScalarRead read;
+  Tensor sum = Tensor::scalar(3.0, DType::F32, kGpu);
+  read.start(sum);
+  sum.fill_(7.0);  // queued behind the read
+  EXPECT_EQ(read.value(), 3.0);
+  EXPECT_TRUE(read.ready());
+  EXPECT_EQ(sum.item(), 7.0);
+  read.start(sum);
+  cpu.start(sum);  // a GPU tensor through the same read
+  EXPECT_EQ(read.value(), 7.0);
+  EXPECT_EQ(cpu.value(), 7.0);
 }
 
 TEST(GpuPinned, CopyFromPinnedMemoryReturnsOnceTheSourceWasRead) {

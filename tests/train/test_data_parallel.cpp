@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "hourglass/autograd/tape.h"
-#include "hourglass/device/comm.h"
+#include "hourglass/dist/comm.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"

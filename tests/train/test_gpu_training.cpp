@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "hourglass/autograd/functions.h"
-#include "hourglass/device/comm.h"
+#include "hourglass/dist/comm.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/mixed_precision.h"

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hourglass/device/allocator.h"
-#include "hourglass/device/comm.h"
+#include "hourglass/dist/comm.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"

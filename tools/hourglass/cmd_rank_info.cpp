@@ -17,7 +17,7 @@
 
 #include "commands.h"
 #include "hourglass/base/error.h"
-#include "hourglass/device/launch_env.h"
+#include "hourglass/dist/launch_env.h"
 
 namespace hg::cli {
 

@@ -25,9 +25,9 @@
 #include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/plural.h"
-#include "hourglass/device/comm.h"
 #include "hourglass/device/device.h"
-#include "hourglass/device/launch_env.h"
+#include "hourglass/dist/comm.h"
+#include "hourglass/dist/launch_env.h"
 #include "hourglass/train/engine_config.h"
 #include "hourglass/train/trainer.h"
 

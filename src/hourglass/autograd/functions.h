@@ -3,7 +3,7 @@
 #pragma once
 
 #include "hourglass/autograd/tape.h"
-#include "hourglass/device/comm.h"
+#include "hourglass/dist/comm.h"
 #include "hourglass/ops/ops.h"
 
 namespace hg::fn {

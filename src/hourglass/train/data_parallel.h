@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "hourglass/device/comm.h"
-#include "hourglass/device/launch_env.h"
+#include "hourglass/dist/comm.h"
+#include "hourglass/dist/launch_env.h"
 #include "hourglass/nn/flat_parameters.h"
 #include "hourglass/train/train_step.h"
 

@@ -213,12 +213,7 @@ void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t s
   sums_.correct.zero_();
   // The parameters in the compute dtype for every micro-batch's forward (and recomputation).
   std::optional<autograd::AutocastGuard> with_copies;
-  if (compute_params_.defined()) {
-    compute_params_.copy_(optimizer_.parameters().params);
-    autograd::AutocastPolicy policy = autograd::autocast();
-    policy.copies = &cast_copies_;
-    with_copies.emplace(policy);
-  }
+  cast_parameters(with_copies);
   // With buckets, the last micro-batch's backward reports them as it produces them.
   const bool report = buckets_ && hooks_.gradients_ready;
   if (report) buckets_->begin(hooks_.gradients_ready);
@@ -264,8 +259,18 @@ void TrainStep::update() {
   phase(StepPhase::Update, PhaseEdge::End);
 }
 
+void TrainStep::cast_parameters(std::optional<autograd::AutocastGuard>& guard) {
+  if (!compute_params_.defined()) return;
+  compute_params_.copy_(optimizer_.parameters().params);
+  autograd::AutocastPolicy policy = autograd::autocast();
+  policy.copies = &cast_copies_;
+  guard.emplace(policy);
+}
+
 void TrainStep::forward_backward(const Tensor& images, const Tensor& labels) {
   ExecutionScope scope(context_);
+  std::optional<autograd::AutocastGuard> with_copies;  // as the step's forward sees its weights
+  cast_parameters(with_copies);
   nn::set_dropout_context({context_.seed, uint64_t(optimizer_.step_count()), 0});
   Tensor loss = fn::cross_entropy(model_.forward(images), labels, options_.label_smoothing);
   autograd::backward(loss, scaler_ ? scaler_->seed() : Tensor());

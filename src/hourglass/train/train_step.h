@@ -20,7 +20,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
+#include "hourglass/autograd/tape.h"
 #include "hourglass/nn/module.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/optimizer.h"
@@ -101,8 +103,9 @@ class TrainStep {
   const GradientBuckets* gradient_buckets() const { return buckets_.get(); }
 
   // Forward and backward of `images` as one micro-batch with weight 1, accumulating into the
-  // gradients, under the step's context; nothing else changes except the model's batch-norm
-  // running statistics. For the out-of-memory probe (make_training_probe).
+  // gradients, under the step's context and with the step's compute-dtype weights (so its
+  // memory is the step's); nothing else changes except the model's batch-norm running
+  // statistics. For the out-of-memory probe (make_training_probe) and the warm-up.
   void forward_backward(const Tensor& images, const Tensor& labels);
 
   // Recomputes exactly these blocks from the next step on (nn::set_recompute_modules; an
@@ -135,6 +138,9 @@ class TrainStep {
                int64_t global_rows);
   void accumulate(const Tensor& images, const Tensor& labels, int64_t step, int64_t global_rows);
   void update();
+  // Mixed precision with an arena weight cast: fills compute_params_ from the parameters and
+  // makes the forward take its views (`guard`, left empty without the cast).
+  void cast_parameters(std::optional<autograd::AutocastGuard>& guard);
   // A phase's edge: its profiler range (trace_range.h) and the phase hook.
   void phase(StepPhase p, PhaseEdge e);
 

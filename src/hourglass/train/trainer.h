@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@
 #include "hourglass/train/run_history.h"
 #include "hourglass/train/run_session.h"
 #include "hourglass/train/training_setup.h"
+
+namespace hg::obs {
+class ProgressBar;
+}
 
 namespace hg::train {
 
@@ -81,8 +86,24 @@ class Trainer {
   struct EpochProgress;  // the epoch's device accumulators and counters
 
   void adopt(const LoadedCheckpoint& ckpt);
-  // Trains `epoch` from the resume position or its start; false when stopped.
+  // Trains `epoch` from the resume position or its start; false when stopped. Its parts:
   bool train_epoch(int64_t epoch, std::vector<EpochMetrics>& history);
+  // The epoch's counters (a resumed epoch's from the checkpoint), its loader started.
+  void begin_epoch(int64_t epoch, EpochProgress& p);
+  // The loader's next batch; the wait for it counts as data wait.
+  std::optional<data::Batch> next_batch(EpochProgress& p);
+  // One step on `batch` and what follows it: the sums, the step's time, the first step's log
+  // line, the profiler, the divergence check, the step window and the per-step record.
+  void train_batch(const data::Batch& batch, EpochProgress& p);
+  // The progress line, when due; never waits for the device.
+  void show_progress(obs::ProgressBar& progress, EpochProgress& p);
+  // A requested stop (checkpointed; false) or a checkpoint that is due.
+  bool between_steps(obs::ProgressBar& progress, EpochProgress& p);
+  // The epoch's metrics: totals over the ranks, the evaluation, the epoch-end checkpoint and
+  // the metrics line.
+  EpochMetrics end_epoch(EpochProgress& p);
+  // The epoch's summary line and the unreadable images skipped so far.
+  void report_epoch(const EpochMetrics& m, obs::ProgressBar& progress);
   // Writes a checkpoint at (epoch, next_batch); returns the stall in seconds.
   double write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t next_batch);
   // A NaN or infinite `value` (`what`: the epoch's training loss summed over the ranks, or the
@@ -90,7 +111,8 @@ class Trainer {
   // checkpoint, which is left as it is.
   [[noreturn]] void diverged(int64_t epoch, double value, const char* what = "the training loss");
   // Every rank at the same step: diverged() when the epoch's running loss is not finite.
-  void check_loss_finite(const EpochProgress& p, int64_t epoch);
+  // On a GPU the sum checked is the one read at the check before (no wait for the device).
+  void check_loss_finite(EpochProgress& p);
   // The stop the session reports after a step, "" to go on.
   std::string poll_stop();
   // The progress line's run-wide part: "run eta 1:02:03, budget 41% used".

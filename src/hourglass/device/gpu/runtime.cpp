@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "hourglass/base/error.h"
+#include "hourglass/device/device.h"
 
 namespace hg::gpu {
 

@@ -1,4 +1,4 @@
-#include "hourglass/device/comm.h"
+#include "hourglass/dist/comm.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "hourglass/device/launch_env.h"
+#include "hourglass/dist/launch_env.h"
 
 #include <fmt/format.h>
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hourglass/base/error.h"
-#include "hourglass/device/rendezvous.h"
+#include "hourglass/dist/rendezvous.h"
 #include "support/expect_error.h"
 
 namespace hg {

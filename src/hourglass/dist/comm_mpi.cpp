@@ -10,7 +10,7 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/half.h"
-#include "hourglass/device/comm.h"
+#include "hourglass/dist/comm.h"
 
 #ifdef HOURGLASS_HAS_MPI
 // The C API only: without these, mpi.h also pulls in the deprecated C++ bindings (and their

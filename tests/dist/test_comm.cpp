@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "hourglass/base/half.h"
-#include "hourglass/device/comm.h"
-#include "hourglass/device/launch_env.h"
+#include "hourglass/dist/comm.h"
+#include "hourglass/dist/launch_env.h"
 #include "support/expect_error.h"
 
 namespace hg {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "hourglass/base/dtype.h"
-#include "hourglass/device/launch_env.h"
+#include "hourglass/dist/launch_env.h"
 
 namespace hg {
 

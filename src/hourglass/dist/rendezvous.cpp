@@ -1,4 +1,4 @@
-#include "hourglass/device/rendezvous.h"
+#include "hourglass/dist/rendezvous.h"
 
 #include <fmt/format.h>
 #include <netdb.h>

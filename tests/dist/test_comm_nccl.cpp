@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "hourglass/device/comm.h"
 #include "hourglass/device/device.h"
+#include "hourglass/dist/comm.h"
 #include "hourglass/tensor/tensor.h"
 #include "support/expect_error.h"
 #include "support/gpu.h"

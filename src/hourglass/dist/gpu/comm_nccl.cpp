@@ -11,9 +11,9 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
-#include "hourglass/device/comm.h"
 #include "hourglass/device/gpu/runtime.h"
-#include "hourglass/device/rendezvous.h"
+#include "hourglass/dist/comm.h"
+#include "hourglass/dist/rendezvous.h"
 
 namespace hg {
 

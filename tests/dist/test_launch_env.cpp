@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "hourglass/device/launch_env.h"
+#include "hourglass/dist/launch_env.h"
 #include "support/expect_error.h"
 
 namespace hg {
