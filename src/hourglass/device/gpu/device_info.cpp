@@ -10,15 +10,6 @@ namespace hg::gpu {
 
 namespace {
 
-std::string version_text(int v) {
-  // CUDA: 1000*major + 10*minor; HIP: 10000000*major + 100000*minor + patch.
-#ifdef HOURGLASS_GPU_HIP
-  return fmt::format("{}.{}.{}", v / 10000000, (v / 100000) % 100, v % 100000);
-#else
-  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
-#endif
-}
-
 int attribute(gpuDeviceAttr_t attr, int index) {
   int value = 0;
   if (gpuDeviceGetAttribute(&value, attr, index) != gpuSuccess) {
@@ -54,8 +45,9 @@ GpuRuntimeInfo runtime_info() {
   for (const KfdGpuNode& g : probe.gpus)
     info.kernel_gpus.push_back(fmt::format("node {} {}", g.node, g.gfx_target));
 #endif
-  info.runtime = version_text(info.runtime_version);
-  info.driver = info.driver_version ? version_text(info.driver_version) : std::string("none");
+  info.runtime = runtime_version_text(info.runtime_version);
+  info.driver =
+      info.driver_version ? runtime_version_text(info.driver_version) : std::string("none");
   int n = 0;
   const gpuError_t err = gpuGetDeviceCount(&n);
   (void)gpuGetLastError();

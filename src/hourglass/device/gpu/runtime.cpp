@@ -9,9 +9,7 @@
 
 namespace hg::gpu {
 
-namespace {
-
-std::string version_text(int v) {
+std::string runtime_version_text(int v) {
   // CUDA: 1000*major + 10*minor; HIP: 10000000*major + 100000*minor + patch.
 #ifdef HOURGLASS_GPU_HIP
   return fmt::format("{}.{}.{}", v / 10000000, (v / 100000) % 100, v % 100000);
@@ -20,15 +18,17 @@ std::string version_text(int v) {
 #endif
 }
 
+namespace {
+
 std::string versions() {
   int driver = 0, runtime = 0;
   (void)gpuDriverGetVersion(&driver);
   (void)gpuRuntimeGetVersion(&runtime);
   const std::string driver_text =
-      driver ? fmt::format("driver supports {} {}", kRuntimeName, version_text(driver))
+      driver ? fmt::format("driver supports {} {}", kRuntimeName, runtime_version_text(driver))
              : std::string("no GPU driver found");
   return fmt::format("{}, hourglass was built with {} runtime {}", driver_text, kRuntimeName,
-                     version_text(runtime));
+                     runtime_version_text(runtime));
 }
 
 #ifdef HOURGLASS_GPU_HIP

@@ -237,6 +237,9 @@ inline constexpr const char* kRuntimeName = "cuda";
 // libraries'): the settings that use less memory and the tool that shows other processes'.
 std::string out_of_memory_remedy();
 
+// A runtime or driver version number as text: CUDA's 13000 is "13.0", HIP's 60241134 "6.2.41134".
+std::string runtime_version_text(int version);
+
 // The number of GPUs the runtime sees; 0 (never an error) when there is no driver or device.
 int device_count();
 // Why device_count() is 0 ("" when it is not): the runtime's error and what to check.
