@@ -8,8 +8,8 @@
 
 #include "fuzz_support.h"
 #include "hourglass/base/config.h"
-#include "hourglass/train/budget.h"
-#include "hourglass/train/run_config.h"
+#include "hourglass/train/config/run_config.h"
+#include "hourglass/train/run/budget.h"
 
 namespace {
 

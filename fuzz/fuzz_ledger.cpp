@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "fuzz_support.h"
-#include "hourglass/train/budget.h"
+#include "hourglass/train/run/budget.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = hg::fuzz::write_input(
@@ -14,9 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hg::fuzz::expect_load_or_clear_refusal(
       [&] {
         const hg::train::LedgerData ledger = hg::train::read_ledger(path);
-        hg::fuzz::check(std::isfinite(ledger.spent_device_seconds()) &&
-                            ledger.spent_device_seconds() >= 0,
-                        "spent time not a finite non-negative number");
+        hg::fuzz::check(
+            std::isfinite(ledger.spent_device_seconds()) && ledger.spent_device_seconds() >= 0,
+            "spent time not a finite non-negative number");
         hg::fuzz::check(std::isfinite(ledger.spent_usd()) && ledger.spent_usd() >= 0,
                         "spent money not a finite non-negative number");
         const std::string again =

@@ -1,5 +1,5 @@
 # No hidden switches: nothing in the library decides what a run computes from the environment
-# or from a process-wide switch (the [engine] table, train/engine_config.h, does).
+# or from a process-wide switch (the [engine] table, train/config/engine_config.h, does).
 #   cmake -DSOURCE_DIR=<repo> -P no_hidden_switches.cmake
 # Fails, naming the file, when
 #  - a file of src/ other than base/environment.cpp calls getenv (every read goes through

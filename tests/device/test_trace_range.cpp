@@ -13,7 +13,7 @@
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 #include "support/compare.h"
 #include "support/temp_dir.h"
 

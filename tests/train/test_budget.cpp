@@ -1,7 +1,7 @@
 // The budget ledger: totals across resumes and crashes, concurrent sharing, corruption
 // reported (never reset), the 80% warning, must_stop before an overrun, money budgets, and the
 // flags and config keys that set the limits.
-#include "hourglass/train/budget.h"
+#include "hourglass/train/run/budget.h"
 
 #include <gtest/gtest.h>
 

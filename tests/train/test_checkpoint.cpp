@@ -19,11 +19,11 @@
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/adamw.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/checkpoint.h"
-#include "hourglass/train/checkpoint_dir.h"
-#include "hourglass/train/run_config.h"
-#include "hourglass/train/run_history.h"
-#include "hourglass/train/run_session.h"
+#include "hourglass/train/config/run_config.h"
+#include "hourglass/train/run/checkpoint.h"
+#include "hourglass/train/run/checkpoint_dir.h"
+#include "hourglass/train/run/run_history.h"
+#include "hourglass/train/run/run_session.h"
 
 namespace hg {
 namespace {

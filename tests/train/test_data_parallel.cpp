@@ -24,7 +24,7 @@
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"
 #include "hourglass/tensor/safetensors.h"
-#include "hourglass/train/gradient_buckets.h"
+#include "hourglass/train/step/gradient_buckets.h"
 #include "hourglass/train/trainer.h"
 #include "support/temp_dir.h"
 

@@ -16,8 +16,8 @@
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/recompute_plan.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/recompute_plan.h"
+#include "hourglass/train/step/train_step.h"
 #include "support/compare.h"
 
 namespace hg {

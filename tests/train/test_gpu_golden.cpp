@@ -25,7 +25,7 @@
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/schedule.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 #include "support/compare.h"
 #include "support/gpu.h"
 

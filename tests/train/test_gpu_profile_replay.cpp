@@ -1,4 +1,4 @@
-// The op profiler on graph-replayed training steps (train/step_graph.h, ops/op_profile.h), on
+// The op profiler on graph-replayed training steps (train/step/step_graph.h, ops/op_profile.h), on
 // the GPU with CUPTI: with the profiler installed after the graph was captured, the next step
 // captures it again and the profiled steps replay (not eager); every op row has the calls of
 // the same model's profiled eager steps; kernels are attributed to ops (a small share of the
@@ -17,7 +17,7 @@
 #include "hourglass/obs/op_profile_report.h"
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 #include "support/compare.h"
 #include "support/gpu.h"
 

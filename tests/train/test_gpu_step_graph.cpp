@@ -1,4 +1,4 @@
-// Whole-step graph replay (train/step_graph.h) on the GPU: replayed steps train exactly the
+// Whole-step graph replay (train/step/step_graph.h) on the GPU: replayed steps train exactly the
 // weights eager steps train, in deterministic mode bit for bit, through a learning rate that
 // changes every step, SGD with split weight decay and AdamW's decoupled decay, bf16 and fp16
 // with its loss scaler, and a short batch in the middle (run eagerly, the graph kept); the
@@ -16,8 +16,8 @@
 #include "hourglass/optim/adamw.h"
 #include "hourglass/optim/schedule.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/run_config.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/config/run_config.h"
+#include "hourglass/train/step/train_step.h"
 #include "hourglass/train/trainer.h"
 #include "support/compare.h"
 #include "support/expect_error.h"

@@ -15,8 +15,8 @@
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/oom_policy.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/oom_policy.h"
+#include "hourglass/train/step/train_step.h"
 #include "support/compare.h"
 #include "support/log_capture.h"
 

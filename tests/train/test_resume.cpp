@@ -16,9 +16,9 @@
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/tensor/safetensors.h"
-#include "hourglass/train/checkpoint.h"
-#include "hourglass/train/checkpoint_dir.h"
-#include "hourglass/train/stop_request.h"
+#include "hourglass/train/run/checkpoint.h"
+#include "hourglass/train/run/checkpoint_dir.h"
+#include "hourglass/train/run/stop_request.h"
 #include "hourglass/train/trainer.h"
 
 namespace hg {

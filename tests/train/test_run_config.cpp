@@ -2,7 +2,7 @@
 // narrowed, NaN and infinity never reach a setting, the optimizer's and schedule's ranges are
 // enforced, and each refusal names the key and where its value came from. Then what
 // build_run_parts refuses in the data itself: an empty split and splits of different shapes.
-#include "hourglass/train/run_config.h"
+#include "hourglass/train/config/run_config.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "data/fixtures.h"
 #include "hourglass/base/config.h"
-#include "hourglass/train/engine_config.h"
+#include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/training_setup.h"
 #include "support/expect_error.h"
 

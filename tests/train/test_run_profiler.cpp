@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "hourglass/train/run_config.h"
+#include "hourglass/train/config/run_config.h"
 #include "hourglass/train/trainer.h"
 #include "support/expect_error.h"
 #include "support/run_files.h"

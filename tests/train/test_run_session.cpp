@@ -16,9 +16,9 @@
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/budget.h"
-#include "hourglass/train/run_session.h"
-#include "hourglass/train/stop_request.h"
+#include "hourglass/train/run/budget.h"
+#include "hourglass/train/run/run_session.h"
+#include "hourglass/train/run/stop_request.h"
 
 namespace hg {
 namespace {

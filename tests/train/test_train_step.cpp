@@ -16,7 +16,7 @@
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 #include "support/compare.h"
 #include "support/expect_error.h"
 

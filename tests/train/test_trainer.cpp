@@ -9,7 +9,7 @@
 
 #include "hourglass/device/allocator.h"
 #include "hourglass/tensor/safetensors.h"
-#include "hourglass/train/checkpoint_dir.h"
+#include "hourglass/train/run/checkpoint_dir.h"
 #include "hourglass/train/trainer.h"
 #include "support/expect_error.h"
 

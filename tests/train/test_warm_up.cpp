@@ -8,9 +8,9 @@
 
 #include <cstring>
 
+#include "hourglass/train/step/warm_up.h"
 #include "hourglass/train/trainer.h"
 #include "hourglass/train/training_setup.h"
-#include "hourglass/train/warm_up.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 

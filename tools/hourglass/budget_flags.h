@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "hourglass/train/budget.h"
+#include "hourglass/train/run/budget.h"
 
 namespace hg::cli {
 

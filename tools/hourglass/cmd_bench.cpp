@@ -18,10 +18,10 @@
 #include "hourglass/obs/progress.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/sgd.h"
-#include "hourglass/train/data_parallel.h"
-#include "hourglass/train/engine_config.h"
-#include "hourglass/train/recompute_plan.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/config/engine_config.h"
+#include "hourglass/train/step/data_parallel.h"
+#include "hourglass/train/step/recompute_plan.h"
+#include "hourglass/train/step/train_step.h"
 
 namespace hg::cli {
 

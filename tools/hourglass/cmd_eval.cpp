@@ -5,9 +5,9 @@
 #include "hourglass/base/log.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/tensor/safetensors.h"
-#include "hourglass/train/checkpoint.h"
-#include "hourglass/train/engine_config.h"
+#include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/evaluate.h"
+#include "hourglass/train/run/checkpoint.h"
 #include "hourglass/train/training_setup.h"
 
 namespace hg::cli {

@@ -22,10 +22,10 @@
 #include "hourglass/base/parallel.h"
 #include "hourglass/base/plural.h"
 #include "hourglass/obs/progress.h"
-#include "hourglass/train/budget.h"
-#include "hourglass/train/checkpoint.h"
 #include "hourglass/train/evaluate.h"
 #include "hourglass/train/plan.h"
+#include "hourglass/train/run/budget.h"
+#include "hourglass/train/run/checkpoint.h"
 #include "hourglass/train/training_setup.h"
 
 namespace hg::cli {

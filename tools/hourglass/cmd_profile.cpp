@@ -21,7 +21,7 @@
 #include "hourglass/base/parallel.h"
 #include "hourglass/obs/op_profile_report.h"
 #include "hourglass/ops/op_profile.h"
-#include "hourglass/train/budget.h"
+#include "hourglass/train/run/budget.h"
 #include "hourglass/train/training_setup.h"
 
 namespace hg::cli {

@@ -1,6 +1,6 @@
 // hourglass report RUN_DIR [--out PATH] [--json]: writes a self-contained HTML report of a run
 // (obs/report_html.h) from its directory (obs/run_report.h) and its budget ledger
-// (train/budget.h: config.toml's budget.ledger, else RUN_DIR/budget.json). Nothing is written
+// (train/run/budget.h: config.toml's budget.ledger, else RUN_DIR/budget.json). Nothing is written
 // into the run directory but the report (by default RUN_DIR/report.html, replaced atomically).
 // Lines that cannot be read are skipped and named in a warning and in the report's notes.
 #include <cstdio>
@@ -17,7 +17,7 @@
 #include "hourglass/base/plural.h"
 #include "hourglass/obs/report_html.h"
 #include "hourglass/obs/run_report.h"
-#include "hourglass/train/budget.h"
+#include "hourglass/train/run/budget.h"
 
 namespace hg::cli {
 

@@ -28,7 +28,7 @@
 #include "hourglass/device/device.h"
 #include "hourglass/dist/comm.h"
 #include "hourglass/dist/launch_env.h"
-#include "hourglass/train/engine_config.h"
+#include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/trainer.h"
 
 namespace hg::cli {

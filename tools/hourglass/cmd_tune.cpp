@@ -16,8 +16,8 @@
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/ops/tuning_cache.h"
-#include "hourglass/train/budget.h"
 #include "hourglass/train/evaluate.h"
+#include "hourglass/train/run/budget.h"
 #include "hourglass/train/training_setup.h"
 
 #ifdef HOURGLASS_HAS_GPU

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "commands.h"
-#include "hourglass/train/stop_request.h"
+#include "hourglass/train/run/stop_request.h"
 
 namespace hg::cli {
 

@@ -6,7 +6,7 @@
 // - before the subcommand is known (argument parsing): it is remembered, then handled as below;
 // - train, before the run session touches its directory (loading the config, the data, the
 //   device): the process ends at once with exit 75, nothing written;
-// - train, from then on: a stop request (train/stop_request.h): the run stops before its first
+// - train, from then on: a stop request (train/run/stop_request.h): the run stops before its first
 //   step, after its current step or after the current evaluation, writes a checkpoint (none
 //   before the first step) and exits 75; once the final weights are being written it is not
 //   needed, and the run ends with exit 0;

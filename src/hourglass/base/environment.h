@@ -4,7 +4,7 @@
 // HOURGLASS_CUPTI_LIBRARY, the machine readings' override files), start-up work
 // (HOURGLASS_WARM_LIBRARIES, HOURGLASS_PREFETCH_LIBRARIES) and the launch protocol of
 // `hourglass launch` (dist/launch_env.h). Everything that changes what a run computes is a
-// config key (the [engine] table, train/engine_config.h). CTest's no_hidden_switches checks
+// config key (the [engine] table, train/config/engine_config.h). CTest's no_hidden_switches checks
 // that nothing else in src/ calls getenv.
 #pragma once
 

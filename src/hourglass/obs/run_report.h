@@ -2,7 +2,7 @@
 // epoch and step records, the device monitor's rows, the checkpoints and an op profile. Reading
 // never fails on a bad line: a run killed mid-write leaves a partial last line, so a line that
 // cannot be read is skipped and named (file and line) in `notes`. Missing optional files leave
-// their part empty, also with a note. The budget ledger is read by the caller (train/budget.h
+// their part empty, also with a note. The budget ledger is read by the caller (train/run/budget.h
 // owns its format) and handed in as `RunReport::budget`.
 #pragma once
 

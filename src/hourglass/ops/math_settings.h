@@ -11,9 +11,9 @@ namespace hg::ops {
 
 // How the engine computes a step where it has more than one way: which fusions, rewrites and
 // summation orders the ops use. Every field is a key of a run's [engine] table
-// (train/engine_config.h), recorded in config.toml and in every checkpoint; a resumed run uses
-// the checkpoint's. The defaults are the fastest measured on the H200 (bench/README.md). Fields
-// marked "the same bits" change only speed or memory; the others can change bf16 and f16
+// (train/config/engine_config.h), recorded in config.toml and in every checkpoint; a resumed run
+// uses the checkpoint's. The defaults are the fastest measured on the H200 (bench/README.md).
+// Fields marked "the same bits" change only speed or memory; the others can change bf16 and f16
 // results in their last bits.
 struct EngineSettings {
   // ResNet layers (nn/resnet.h) run batch norm + residual add + ReLU in training as one fused

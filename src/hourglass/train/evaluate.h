@@ -6,7 +6,7 @@
 #include "hourglass/nn/module.h"
 #include "hourglass/obs/progress.h"
 #include "hourglass/tensor/batch_mover.h"
-#include "hourglass/train/execution_context.h"
+#include "hourglass/train/step/execution_context.h"
 
 namespace hg::train {
 

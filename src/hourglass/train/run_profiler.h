@@ -15,7 +15,7 @@
 
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/tensor/tensor.h"
-#include "hourglass/train/run_config.h"
+#include "hourglass/train/config/run_config.h"
 
 namespace hg::train {
 

@@ -22,9 +22,9 @@
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/tensor/scalar_read.h"
-#include "hourglass/train/checkpoint_dir.h"
-#include "hourglass/train/engine_config.h"
+#include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/evaluate.h"
+#include "hourglass/train/run/checkpoint_dir.h"
 #include "hourglass/train/run_profiler.h"
 
 namespace hg::train {

@@ -19,12 +19,12 @@
 
 #include "hourglass/base/config.h"
 #include "hourglass/obs/monitor.h"
-#include "hourglass/train/budget.h"
-#include "hourglass/train/data_parallel.h"
+#include "hourglass/train/config/run_config.h"
 #include "hourglass/train/evaluate.h"
-#include "hourglass/train/run_config.h"
-#include "hourglass/train/run_history.h"
-#include "hourglass/train/run_session.h"
+#include "hourglass/train/run/budget.h"
+#include "hourglass/train/run/run_history.h"
+#include "hourglass/train/run/run_session.h"
+#include "hourglass/train/step/data_parallel.h"
 #include "hourglass/train/training_setup.h"
 
 namespace hg::obs {

@@ -11,8 +11,8 @@
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/optim/schedule.h"
 #include "hourglass/tensor/batch_mover.h"
-#include "hourglass/train/run_config.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/config/run_config.h"
+#include "hourglass/train/step/train_step.h"
 
 namespace hg::train {
 

@@ -16,9 +16,9 @@
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/schedule.h"
-#include "hourglass/train/recompute_plan.h"
-#include "hourglass/train/step_graph.h"
-#include "hourglass/train/warm_up.h"
+#include "hourglass/train/step/recompute_plan.h"
+#include "hourglass/train/step/step_graph.h"
+#include "hourglass/train/step/warm_up.h"
 
 namespace hg::train {
 
@@ -143,7 +143,7 @@ struct MonitorConfig {
 
 // [profile]: the op profiler inside a run (profile.json and trace.json in the run directory, rank
 // 0). It observes the run and enters no hash; the profiled steps replay the step's graph where
-// CUPTI sees graph nodes, and run eagerly otherwise (train/step_graph.h).
+// CUPTI sees graph nodes, and run eagerly otherwise (train/step/step_graph.h).
 struct ProfileConfig {
   bool enabled = false;  // profile.enabled
   int64_t steps = 20;    // profile.steps: steps profiled

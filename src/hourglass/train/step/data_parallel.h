@@ -26,7 +26,7 @@
 #include "hourglass/dist/comm.h"
 #include "hourglass/dist/launch_env.h"
 #include "hourglass/nn/flat_parameters.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 
 namespace hg::train {
 

@@ -1,6 +1,6 @@
-#include "hourglass/train/execution_context.h"
+#include "hourglass/train/step/execution_context.h"
 
-#include "hourglass/train/run_config.h"
+#include "hourglass/train/config/run_config.h"
 
 namespace hg::train {
 

@@ -22,7 +22,7 @@ struct ExecutionContext {
   optim::Precision precision = optim::Precision::FP32;
   bool deterministic = false;
   uint64_t seed = 0;           // dropout masks: Philox(seed) at (step, layer, row)
-  ops::EngineSettings engine;  // the run's [engine] table (train/engine_config.h)
+  ops::EngineSettings engine;  // the run's [engine] table (train/config/engine_config.h)
 
   // The context a run's config describes. Throws InvalidInput when the precision needs a GPU
   // and the device is the CPU.

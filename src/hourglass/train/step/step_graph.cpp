@@ -1,4 +1,4 @@
-#include "hourglass/train/step_graph.h"
+#include "hourglass/train/step/step_graph.h"
 
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"

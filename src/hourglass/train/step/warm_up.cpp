@@ -1,4 +1,4 @@
-#include "hourglass/train/warm_up.h"
+#include "hourglass/train/step/warm_up.h"
 
 #include <chrono>
 
@@ -6,7 +6,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/ops/ops.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 
 namespace hg::train {
 

@@ -1,4 +1,4 @@
-#include "hourglass/train/checkpoint.h"
+#include "hourglass/train/run/checkpoint.h"
 
 #include <charconv>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "hourglass/base/log.h"
-#include "hourglass/train/checkpoint_dir.h"
-#include "hourglass/train/run_config.h"
+#include "hourglass/train/config/run_config.h"
+#include "hourglass/train/run/checkpoint_dir.h"
 
 namespace hg::train {
 

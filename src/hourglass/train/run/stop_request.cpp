@@ -1,4 +1,4 @@
-#include "hourglass/train/stop_request.h"
+#include "hourglass/train/run/stop_request.h"
 
 #include <atomic>
 #include <csignal>

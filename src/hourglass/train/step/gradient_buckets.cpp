@@ -1,4 +1,4 @@
-#include "hourglass/train/gradient_buckets.h"
+#include "hourglass/train/step/gradient_buckets.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "hourglass/train/budget.h"
+#include "hourglass/train/run/budget.h"
 
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
-#include "hourglass/train/run_config.h"
+#include "hourglass/train/config/run_config.h"
 
 #include "hourglass/base/untrusted_text.h"
-#include "hourglass/train/oom_policy.h"
+#include "hourglass/train/step/oom_policy.h"
 
 #include <fmt/ranges.h>
 
@@ -14,7 +14,7 @@
 
 #include "hourglass/base/duration.h"
 #include "hourglass/data/image_split.h"
-#include "hourglass/train/engine_config.h"
+#include "hourglass/train/config/engine_config.h"
 
 namespace hg::train {
 

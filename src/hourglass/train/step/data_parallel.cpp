@@ -1,4 +1,4 @@
-#include "hourglass/train/data_parallel.h"
+#include "hourglass/train/step/data_parallel.h"
 
 #include "hourglass/autograd/tape.h"
 #include "hourglass/device/device.h"

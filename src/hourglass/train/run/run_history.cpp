@@ -1,4 +1,4 @@
-#include "hourglass/train/run_history.h"
+#include "hourglass/train/run/run_history.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "hourglass/train/recompute_plan.h"
+#include "hourglass/train/step/recompute_plan.h"
 
 #include <algorithm>
 
@@ -6,9 +6,9 @@
 #include "hourglass/base/log.h"
 #include "hourglass/base/untrusted_text.h"
 #include "hourglass/nn/layers.h"
-#include "hourglass/train/execution_context.h"
-#include "hourglass/train/oom_policy.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/execution_context.h"
+#include "hourglass/train/step/oom_policy.h"
+#include "hourglass/train/step/train_step.h"
 
 namespace hg::train {
 

@@ -28,11 +28,11 @@
 #include "hourglass/base/error.h"
 #include "hourglass/nn/module.h"
 #include "hourglass/optim/optimizer.h"
-#include "hourglass/train/budget.h"
-#include "hourglass/train/checkpoint.h"
-#include "hourglass/train/checkpoint_dir.h"
-#include "hourglass/train/run_config.h"
-#include "hourglass/train/run_history.h"
+#include "hourglass/train/config/run_config.h"
+#include "hourglass/train/run/budget.h"
+#include "hourglass/train/run/checkpoint.h"
+#include "hourglass/train/run/checkpoint_dir.h"
+#include "hourglass/train/run/run_history.h"
 
 namespace hg::obs {
 class MetricSinks;

@@ -1,4 +1,4 @@
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 
 #include <optional>
 

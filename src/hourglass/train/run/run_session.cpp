@@ -1,4 +1,4 @@
-#include "hourglass/train/run_session.h"
+#include "hourglass/train/run/run_session.h"
 
 #include <cstring>
 
@@ -10,7 +10,7 @@
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/obs/metric_sinks.h"
-#include "hourglass/train/stop_request.h"
+#include "hourglass/train/run/stop_request.h"
 
 namespace hg::train {
 

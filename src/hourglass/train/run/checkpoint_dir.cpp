@@ -1,4 +1,4 @@
-#include "hourglass/train/checkpoint_dir.h"
+#include "hourglass/train/run/checkpoint_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "hourglass/train/engine_config.h"
+#include "hourglass/train/config/engine_config.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "hourglass/train/oom_policy.h"
+#include "hourglass/train/step/oom_policy.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/untrusted_text.h"
-#include "hourglass/train/train_step.h"
+#include "hourglass/train/step/train_step.h"
 
 namespace hg::train {
 

@@ -27,10 +27,10 @@
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/optim/schedule.h"
-#include "hourglass/train/execution_context.h"
-#include "hourglass/train/gradient_buckets.h"
-#include "hourglass/train/oom_policy.h"
-#include "hourglass/train/step_graph.h"
+#include "hourglass/train/step/execution_context.h"
+#include "hourglass/train/step/gradient_buckets.h"
+#include "hourglass/train/step/oom_policy.h"
+#include "hourglass/train/step/step_graph.h"
 
 namespace hg::train {
 
