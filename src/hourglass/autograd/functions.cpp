@@ -146,32 +146,6 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& bias0) {
   return y;
 }
 
-Tensor relu(const Tensor& x) {
-  Tensor y = ops::relu(x);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&x})) {
-    // Saves the output, not the input: relu's gradient mask is y > 0.
-    Tensor saved = y;
-    tape.record("relu", {x}, y, [saved](const Tensor& dy) {
-      return std::vector<Tensor>{ops::relu_backward(dy, saved)};
-    });
-  }
-  return y;
-}
-
-Tensor sqrt(const Tensor& x) {
-  Tensor y = ops::sqrt(x);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&x})) {
-    // d sqrt(x) / dx = 1 / (2 sqrt(x)): the output is all the backward needs.
-    Tensor saved = y;
-    tape.record("sqrt", {x}, y, [saved](const Tensor& dy) {
-      return std::vector<Tensor>{ops::sqrt_backward(dy, saved)};
-    });
-  }
-  return y;
-}
-
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
   auto f = ops::max_pool2d(x, p);
   Tape& tape = Tape::current();
@@ -182,65 +156,6 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
     });
   }
   return f.y;
-}
-
-Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
-  Tensor y = ops::avg_pool2d(x, p);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&x})) {
-    tape.record("avg_pool2d", {x}, y, [x, p](const Tensor& dy) {
-      return std::vector<Tensor>{ops::avg_pool2d_backward(dy, x, p)};
-    });
-  }
-  return y;
-}
-
-Tensor global_avg_pool(const Tensor& x) {
-  Tensor y = ops::global_avg_pool(x);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&x})) {
-    tape.record("global_avg_pool", {x}, y, [x](const Tensor& dy) {
-      return std::vector<Tensor>{ops::global_avg_pool_backward(dy, x)};
-    });
-  }
-  return y;
-}
-
-Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor y = ops::add(a, b);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&a, &b}))
-    tape.record("add", {a, b}, y, [](const Tensor& dy) { return std::vector<Tensor>{dy, dy}; });
-  return y;
-}
-
-Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor y = ops::mul(a, b);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&a, &b})) {
-    tape.record("mul", {a, b}, y, [a, b](const Tensor& dy) {
-      return std::vector<Tensor>{ops::mul(dy, b), ops::mul(dy, a)};
-    });
-  }
-  return y;
-}
-
-Tensor add_scalar(const Tensor& a, double s) {
-  Tensor y = ops::add_scalar(a, s);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&a}))
-    tape.record("add_scalar", {a}, y, [](const Tensor& dy) { return std::vector<Tensor>{dy}; });
-  return y;
-}
-
-Tensor mul_scalar(const Tensor& a, double s) {
-  Tensor y = ops::mul_scalar(a, s);
-  Tape& tape = Tape::current();
-  if (tape.should_record({&a})) {
-    tape.record("mul_scalar", {a}, y,
-                [s](const Tensor& dy) { return std::vector<Tensor>{ops::mul_scalar(dy, s)}; });
-  }
-  return y;
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {

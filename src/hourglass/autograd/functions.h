@@ -1,7 +1,11 @@
 // Differentiable functions: each runs the raw op from ops.h and, when recording, puts one
 // node on the tape whose backward calls the op's backward. Layers in nn/ are built from these.
+// Those whose node is one formula per input are declared in derivatives.toml and generated
+// (derivatives_generated.h: relu, sqrt, add, mul, the pools, ...); those below are written by
+// hand (functions.cpp).
 #pragma once
 
+#include "hourglass/autograd/derivatives_generated.h"
 #include "hourglass/autograd/tape.h"
 #include "hourglass/dist/comm.h"
 #include "hourglass/ops/ops.h"
@@ -44,15 +48,7 @@ Tensor batch_norm_synced(const Tensor& x, const Tensor& weight, const Tensor& bi
                          Tensor& running_mean, Tensor& running_var, double momentum, double eps,
                          Communicator& comm);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
-Tensor relu(const Tensor& x);
-Tensor sqrt(const Tensor& x);
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
-Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
-Tensor global_avg_pool(const Tensor& x);
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor add_scalar(const Tensor& a, double s);
-Tensor mul_scalar(const Tensor& a, double s);
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor flatten(const Tensor& x, int64_t start_dim = 1);
 Tensor sum(const Tensor& x);
