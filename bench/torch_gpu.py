@@ -188,6 +188,7 @@ def main():
         loss = step()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
+    resident = torch.cuda.memory_allocated()  # held between steps (weights, optimizer state)
     per_step = []
     for _ in range(a.rounds):
         t0 = time.perf_counter()
@@ -219,6 +220,7 @@ def main():
         "channels_last": a.channels_last, "compile": a.compile,
         "train_step_ms": ms, "train_images_per_s": a.batch * 1e3 / ms,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "resident_memory_gib": resident / 2**30,
         "final_loss": float(loss),
     }
     if phases is not None:

@@ -59,6 +59,12 @@ TEST(MemoryPlan, RequestsLivingApartShareTheirBytes) {
   EXPECT_EQ(plan.most_held, 1536u);  // a and b, or c
   EXPECT_EQ(plan.bytes, 1536u);
   EXPECT_TRUE(plan_memory({}, 512).offsets.empty());
+  // The peak: a and b together from event 1 (c alone holds as much later, not more).
+  const MemoryPeak peak = peak_of(requests);
+  EXPECT_EQ(peak.bytes, 1536u);
+  EXPECT_EQ(peak.event, 1);
+  EXPECT_EQ(peak.live, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(peak_of({}).bytes, 0u);
 }
 
 TEST(MemoryPlan, ATrainingStepsPatternFitsNearTheMostItHolds) {

@@ -143,6 +143,23 @@ TEST(GpuTraining, GradientSumInTheBatchNormTrainsBitIdenticallyToTheAdd) {
   ops::set_deterministic(false);
 }
 
+// The fused batch norm's backward reading its ReLU mask from the output (engine.relu_mask_bits
+// off) rather than from the forward's bits: the same mask, so the same bits.
+TEST(GpuTraining, ReluMaskFromTheOutputTrainsBitIdenticallyToTheBits) {
+  HG_REQUIRE_GPU();
+  constexpr auto kField = &ops::EngineSettings::relu_mask_bits;
+  ops::set_deterministic(true);
+  for (auto p : {optim::Precision::FP32, optim::Precision::BF16}) {
+    SCOPED_TRACE(optim::precision_name(p));
+    const Trajectory bits = train_tiny_with(kField, true, Device::gpu(0), p, 5);
+    const Trajectory from_y = train_tiny_with(kField, false, Device::gpu(0), p, 5);
+    for (double l : bits.losses) ASSERT_TRUE(std::isfinite(l));
+    EXPECT_EQ(bits.losses, from_y.losses);
+    EXPECT_EQ(bits.params, from_y.params);
+  }
+  ops::set_deterministic(false);
+}
+
 TEST(GpuTraining, LowPrecisionTrainsCloseToF32) {
   HG_REQUIRE_GPU();
   const Trajectory ref = train_tiny(Device::cpu(), optim::Precision::FP32, 30);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -13,6 +14,8 @@
 #include "hourglass/base/plural.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/device/allocator.h"
+#include "hourglass/device/captured_work.h"
+#include "hourglass/device/memory_plan.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/obs/progress.h"
@@ -75,6 +78,35 @@ double time_steps(const std::string& what, bool show, int warmup, int steps, int
   return median(ms);
 }
 
+// Where the traced step's requests peak, above what was held before it (`resident`), and the
+// bytes each op's requests hold then, largest first.
+void print_memory_report(const std::vector<TracedRequest>& requests, size_t resident) {
+  const MemoryPeak peak = peak_of(requests);
+  std::map<std::string, std::pair<int64_t, size_t>> by_tag;  // blocks, bytes
+  const char* reached_by = "";
+  for (size_t k : peak.live) {
+    const TracedRequest& q = requests[k];
+    auto& [blocks, bytes] = by_tag[*q.tag ? q.tag : "(outside ops)"];
+    ++blocks;
+    bytes += q.size;
+    if (q.made == peak.event) reached_by = q.tag;
+  }
+  std::vector<std::pair<std::string, std::pair<int64_t, size_t>>> rows(by_tag.begin(),
+                                                                       by_tag.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  const double mib = double(size_t(1) << 20);
+  fmt::print(stderr,
+             "memory report: {} requests; at the peak ({}, reached by {}) the step holds "
+             "{:.1f} MiB of its own above the {:.1f} MiB held when it began:\n",
+             requests.size(), peak.event < 0 ? "none" : fmt::format("event {}", peak.event),
+             *reached_by ? reached_by : "(outside ops)", double(peak.bytes) / mib,
+             double(resident) / mib);
+  for (const auto& [tag, held] : rows)
+    fmt::print(stderr, "  {:>9.1f} MiB in {:>4} from {}\n", double(held.second) / mib,
+               plural(held.first, "block"), tag);
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
@@ -91,6 +123,7 @@ Runner add_bench(CLI::App& app) {
     std::string recompute = "none";
     std::string memory_limit;
     std::vector<std::string> engine;  // --engine NAME=VALUE
+    bool memory_report = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
@@ -136,6 +169,10 @@ Runner add_bench(CLI::App& app) {
                   "(repeat for several; e.g. --engine fused_batch_norm=false)");
   sub->add_option("--memory-limit", a->memory_limit,
                   "cap the device allocator's bytes in use (e.g. 40GiB), as train's flag");
+  sub->add_flag("--memory-report", a->memory_report,
+                "after the timed steps, one more training step with its device memory requests "
+                "traced: on stderr, where its memory peaks and what each op holds then (a GPU, "
+                "with --graph off)");
   return [a] {
     if (a->threads > 0) set_num_threads(a->threads);
     nn::ModelSpec spec;
@@ -217,6 +254,9 @@ Runner add_bench(CLI::App& app) {
       HG_LOG_INFO("bench: {} batch {} on {}: {}, then {} of {}, for training and then inference",
                   a->model, a->batch, device.str(), plural(a->warmup, "warm-up step"),
                   plural(a->rounds, "round"), plural(a->steps, "timed step"));
+    // Held between steps after the warm-up (parameters, gradients, optimizer state, a replayed
+    // graph's planned block): the part of the peak that is not the step's own.
+    size_t resident = 0;
     const double train = time_steps(
         "training", show, a->warmup, a->steps, a->rounds,
         [&] {
@@ -231,7 +271,20 @@ Runner add_bench(CLI::App& app) {
             y = g->labels();
           }
         },
-        sync, [&] { allocator.reset_peak(); });
+        sync,
+        [&] {
+          allocator.reset_peak();
+          resident = allocator.stats().in_use;
+        });
+    if (a->memory_report) {
+      if (!device.is_gpu() || step_options.graph != train::GraphMode::Off)
+        throw_invalid("--memory-report traces an eager step on a GPU",
+                      "pass --device gpu:N and --graph off with it");
+      const size_t held_before = allocator.stats().in_use;
+      MemoryTrace trace(device);
+      step.run(x, y, global_rows);
+      print_memory_report(trace.finish(), held_before);
+    }
     const double final_loss = last_loss.item();
     const double peak_gib = double(allocator.stats().peak_in_use) / double(1 << 30);
     model->eval();
@@ -252,6 +305,7 @@ Runner add_bench(CLI::App& app) {
                      {"precision", optim::precision_name(context.precision)},
                      {"engine", train::engine_summary(context.engine)},
                      {"peak_memory_gib", peak_gib},
+                     {"resident_memory_gib", double(resident) / double(1 << 30)},
                      {"train_step_ms", train},
                      {"train_images_per_s", double(a->batch) * 1000.0 / train},
                      {"eval_step_ms", eval},

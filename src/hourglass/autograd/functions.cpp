@@ -88,8 +88,11 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& we
                                       momentum, eps);
   Tape& tape = Tape::current();
   if (tape.should_record({&x, &weight, &bias, &residual})) {
-    // The backward needs y only for its ReLU mask (y > 0), which the op returns packed in bits.
-    Tensor mask = f.mask.defined() ? f.mask : f.y, mean = f.mean, invstd = f.invstd;
+    // The backward needs y only for its ReLU mask (y > 0): the op's bits (the GPU's), or y
+    // itself, which the next convolution keeps anyway (engine.relu_mask_bits = false: less
+    // memory at the backward's peak, more bytes read by the backward).
+    Tensor mask = f.mask.defined() && ops::relu_mask_bits() ? f.mask : f.y, mean = f.mean,
+           invstd = f.invstd;
     const ResidualGrad residual_grad =
         residual.defined() ? ResidualGrad::Compute : ResidualGrad::Skip;
     auto backward_sum = [x, mask, weight, mean, invstd, residual_grad](const Tensor& dy,

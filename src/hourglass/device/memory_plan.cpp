@@ -64,19 +64,31 @@ MemoryPlan plan_memory(const std::vector<TracedRequest>& requests, size_t alignm
     MemoryPlan other = place(requests, *order);
     if (other.bytes < plan.bytes) plan = std::move(other);
   }
-  // The most held at once: a sweep over the events in order.
+  plan.most_held = peak_of(requests).bytes;
+  return plan;
+}
+
+MemoryPeak peak_of(const std::vector<TracedRequest>& requests) {
+  // A sweep over the events in order (each event is one request or one free).
   std::vector<std::pair<int64_t, int64_t>> changes;  // event, +size or -size
   for (const TracedRequest& q : requests) {
     changes.emplace_back(q.made, int64_t(q.size));
     if (q.freed != TracedRequest::kNeverFreed) changes.emplace_back(q.freed, -int64_t(q.size));
   }
   std::sort(changes.begin(), changes.end());
+  MemoryPeak peak;
   int64_t held = 0;
   for (const auto& [event, delta] : changes) {
     held += delta;
-    plan.most_held = std::max(plan.most_held, size_t(held));
+    if (size_t(held) > peak.bytes) {
+      peak.bytes = size_t(held);
+      peak.event = event;
+    }
   }
-  return plan;
+  if (peak.bytes == 0) return peak;
+  for (size_t k = 0; k < requests.size(); ++k)
+    if (requests[k].made <= peak.event && peak.event < requests[k].freed) peak.live.push_back(k);
+  return peak;
 }
 
 }  // namespace hg

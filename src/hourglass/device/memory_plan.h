@@ -24,6 +24,7 @@ struct TracedRequest {
   size_t size = 0;
   int64_t made = 0;
   int64_t freed = kNeverFreed;
+  const char* tag = "";  // what it was made for (allocation_tag.h): an op's name, or ""
   bool live_together(const TracedRequest& o) const { return made < o.freed && o.made < freed; }
 };
 
@@ -38,5 +39,14 @@ struct MemoryPlan {
 // between the requests it lives beside that fits, else above them all, in three orders
 // (largest first, longest-lived first, as made), keeping the smallest block.
 MemoryPlan plan_memory(const std::vector<TracedRequest>& requests, size_t alignment);
+
+// The most bytes `requests` hold at once, the event at which they first do, and the requests
+// held then (indices into `requests`, in order): where a step's memory peaks, and what for.
+struct MemoryPeak {
+  size_t bytes = 0;
+  int64_t event = -1;
+  std::vector<size_t> live;
+};
+MemoryPeak peak_of(const std::vector<TracedRequest>& requests);
 
 }  // namespace hg

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "hourglass/device/allocation_tag.h"
 #include "hourglass/device/kernel_activity.h"
 #include "hourglass/device/stream_clock.h"
 #include "hourglass/ops/op_cost.h"
@@ -141,10 +142,11 @@ class OpProfiler {
 void set_profile_phase(const char* phase);
 const char* profile_phase();
 
-// Records one op call on the thread's profiler, if any (the op definitions make one).
+// Records one op call on the thread's profiler, if any (the op definitions make one), and tags
+// the device memory requests made inside it with the op's name (device/allocation_tag.h).
 class OpScope {
  public:
-  explicit OpScope(const char* name) {
+  explicit OpScope(const char* name) : tag_(name) {
     if (OpProfiler* p = OpProfiler::current()) begin(*p, name);
   }
   ~OpScope() {
@@ -161,6 +163,7 @@ class OpScope {
  private:
   void begin(OpProfiler& p, const char* name);
   void end();
+  AllocationTagScope tag_;
   OpProfiler* profiler_ = nullptr;
   size_t index_ = 0;
 };

@@ -27,6 +27,8 @@
 // is reused only by work captured after its last user), and a place is never handed out while
 // a block overlapping it is held, whatever the trace said.
 #include "hourglass/device/gpu/gpu_allocator.h"
+
+#include "hourglass/device/allocation_tag.h"
 #include "hourglass/device/device.h"
 
 #include <array>
@@ -274,7 +276,7 @@ void* GpuAllocator::allocate(size_t bytes) {
 void GpuAllocator::trace_request_locked(void* ptr, size_t size) {
   if (!trace_.active || std::this_thread::get_id() != trace_.thread) return;
   trace_.open[ptr] = trace_.requests.size();
-  trace_.requests.push_back({size, trace_.events++, TracedRequest::kNeverFreed});
+  trace_.requests.push_back({size, trace_.events++, TracedRequest::kNeverFreed, allocation_tag()});
 }
 
 // The place in the plan of a request of `size` (see GraphPool::plan), or nullptr.

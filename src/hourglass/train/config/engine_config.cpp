@@ -11,7 +11,7 @@ namespace hg::train {
 namespace {
 
 using S = ops::EngineSettings;
-constexpr std::array<EngineKey, 7> kEngineKeys{{
+constexpr std::array<EngineKey, 8> kEngineKeys{{
     {"fused_batch_norm", &S::fused_batch_norm},
     {"fused_shortcut_batch_norm", &S::fused_shortcut_batch_norm},
     {"fused_gradient_sum", &S::fused_gradient_sum},
@@ -19,6 +19,7 @@ constexpr std::array<EngineKey, 7> kEngineKeys{{
     {"arena_weight_cast", &S::arena_weight_cast},
     {"conv_space_to_depth", &S::conv_space_to_depth},
     {"conv_stem_pixel_pairs", &S::conv_stem_pixel_pairs},
+    {"relu_mask_bits", &S::relu_mask_bits},
 }};
 
 const char* text(bool b) { return b ? "true" : "false"; }
