@@ -1,6 +1,7 @@
 // require_regular_file: a regular file passes; a missing path, a folder, a FIFO and a device are
 // refused with what they are, and a FIFO without a writer is refused at once (stat, no open).
 #include "hourglass/base/file_check.h"
+#include "hourglass/base/printable_name.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "hourglass/base/atomic_file.h"
 #include "hourglass/base/config.h"
 #include "hourglass/base/write_fully.h"
 #include "support/expect_error.h"
@@ -62,6 +64,30 @@ TEST(FileCheck, ConfigLoadRefusesAFifo) {
   EXPECT_NE(text.find("FIFO"), std::string::npos) << text;
 }
 
+// Files hourglass writes by rename replace only regular files: a symbolic link, a FIFO or a
+// directory at the path is refused, named, and left as it was (report --out, the ledger,
+// checkpoints).
+TEST(FileCheck, OnlyARegularFileIsReplaced) {
+  const std::string dir = test::fresh_temp_dir("file_check_replace");
+  const std::string target = dir + "/target.txt";
+  write_file_atomic(target, "old");  // absent: written
+  write_file_atomic(target, "new");  // a regular file: replaced
+  EXPECT_EQ(read_file_bytes(target), "new");
+  std::filesystem::create_symlink(target, dir + "/link");
+  expect_invalid([&] { write_file_atomic(dir + "/link", "x"); },
+                 {dir + "/link", "a symbolic link", "remove it"});
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link"));
+  EXPECT_EQ(read_file_bytes(target), "new");
+  test::make_fifo(dir + "/pipe");
+  expect_invalid([&] { write_file_atomic(dir + "/pipe", "x"); }, {dir + "/pipe", "FIFO"});
+  EXPECT_EQ(file_kind(dir + "/pipe"), "a FIFO (named pipe)");
+  std::filesystem::create_directory(dir + "/folder");
+  expect_invalid([&] { write_file_atomic(dir + "/folder", "x"); }, {"a directory"});
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/folder"));
+  EXPECT_EQ(std::filesystem::directory_iterator(dir + "/folder"),
+            std::filesystem::directory_iterator());
+}
+
 // The one write loop: everything lands, through a pipe's short writes; a bad descriptor says so.
 TEST(WriteFully, WritesEverythingOrSaysWhy) {
   int fds[2];
@@ -84,4 +110,11 @@ TEST(WriteFully, WritesEverythingOrSaysWhy) {
 }
 
 }  // namespace
+TEST(PrintableName, ControlBytesAreEscapedTheRestKept) {
+  EXPECT_EQ(printable_name("cat/a b.jpg"), "cat/a b.jpg");
+  EXPECT_EQ(printable_name("\x1b[2Jx.jpg"), "\\x1b[2Jx.jpg");
+  EXPECT_EQ(printable_name("a\nb\r\x7f"), "a\\x0ab\\x0d\\x7f");
+  EXPECT_EQ(printable_name("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 kept
+}
+
 }  // namespace hg

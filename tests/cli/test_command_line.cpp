@@ -241,6 +241,21 @@ TEST(CommandLine, JsonOutputOfEveryCommandParses) {
   const auto e = nlohmann::json::parse(eval.out);
   EXPECT_EQ(e.at("images"), 32);
   EXPECT_DOUBLE_EQ(e.at("accuracy").get<double>(), t.at("last_epoch").at("test_acc").get<double>());
+  // "val" is the held-out validation split: refused for a run that held none out, and for one
+  // that did, the split its val_acc was measured on.
+  const auto no_val = run_hourglass_split("eval " + run_dir + "/final.safetensors --split val");
+  EXPECT_EQ(no_val.code, 2) << no_val.err;
+  EXPECT_NE(no_val.err.find("data.val_fraction"), std::string::npos) << no_val.err;
+  const auto with_val = run_hourglass_split("train " + config + " --run-dir " + dir +
+                                            "/val --set data.val_fraction=0.25 --json");
+  ASSERT_EQ(with_val.code, 0) << with_val.err;
+  const auto v = nlohmann::json::parse(with_val.out);
+  const auto val_eval =
+      run_hourglass_split("eval " + dir + "/val/final.safetensors --split val --json");
+  ASSERT_EQ(val_eval.code, 0) << val_eval.err;
+  const auto ve = nlohmann::json::parse(val_eval.out);
+  EXPECT_EQ(ve.at("split"), "val");
+  EXPECT_DOUBLE_EQ(ve.at("accuracy").get<double>(), v.at("last_epoch").at("val_acc").get<double>());
 
   const auto plan = run_hourglass_split("plan " + config + " --images-per-s 1000 --json");
   ASSERT_EQ(plan.code, 0) << plan.err;

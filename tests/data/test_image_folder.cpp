@@ -70,5 +70,30 @@ TEST(ImageFolder, ErrorsNameTheRootOrClass) {
   EXPECT_TRUE(fails_with([&] { scan_image_folder(r); }, {r + "/b", "holds no .jpg"}));
 }
 
+// A folder reached twice (a link loop, or a second link to one folder) would count its images
+// again, under the wrong class, or never end: the scan refuses it naming both paths.
+TEST(ImageFolder, LinkLoopsAndSecondLinksToAFolderAreRefused) {
+  test::ScratchDir dir;
+  const std::string r = dir.path();
+  touch(r + "/a/1.jpg");
+  touch(r + "/b/2.jpg");
+  fs::create_directory_symlink("..", r + "/a/loop");
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); },
+                         {r + "/a/loop", "already reached", "remove the link"}));
+  fs::remove(r + "/a/loop");
+  fs::create_directory_symlink(".", r + "/a/self");
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); }, {r + "/a/self", "already reached"}));
+  fs::remove(r + "/a/self");
+  fs::create_directory_symlink("../b", r + "/a/b_again");
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); }, {r + "/a/b_again", "already reached"}));
+  fs::remove(r + "/a/b_again");
+  // A link to a folder outside the tree, reached once, is followed.
+  touch(r + "/../outside_" + fs::path(r).filename().string() + "/3.jpg");
+  fs::create_directory_symlink(
+      fs::path(r).parent_path() / ("outside_" + fs::path(r).filename().string()), r + "/b/more");
+  EXPECT_EQ(scan_image_folder(r).samples.size(), 3u);
+  fs::remove_all(fs::path(r).parent_path() / ("outside_" + fs::path(r).filename().string()));
+}
+
 }  // namespace
 }  // namespace hg::data

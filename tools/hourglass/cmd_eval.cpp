@@ -1,4 +1,4 @@
-// hourglass eval CHECKPOINT [--set key=value ...] [--split test|train] [--device DEV] [--json]
+// hourglass eval CHECKPOINT [--set key=value ...] [--split test|train|val] [--device DEV] [--json]
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -29,7 +29,10 @@ Runner add_eval(CLI::App& app) {
   sub->add_option("checkpoint", args->checkpoint, "a .safetensors checkpoint")->required();
   sub->add_option("--set", args->overrides,
                   "override a stored config key, e.g. --set data.path=/data/cifar (repeatable)");
-  sub->add_option("--split", args->split, "test or train")->capture_default_str();
+  sub->add_option("--split", args->split,
+                  "test, train, or val: the validation split the run held out of its training "
+                  "set (data.val_fraction)")
+      ->capture_default_str();
   sub->add_option("--device", args->device,
                   "evaluate on this device instead of the stored one (cpu, gpu:N); on the cpu in "
                   "fp32 whatever precision the run trained in");
@@ -54,11 +57,20 @@ Runner add_eval(CLI::App& app) {
     if (Device::parse(config.get_string("device", "cpu")).is_cpu())
       config.set_override("precision=\"fp32\"");
     train::RunConfig run = train::parse_run_config(config);
-    const data::Split split = data::parse_split(args->split);
-    if (split == data::Split::Train) run.data.test_limit = run.data.train_limit;
+    // "val" is the split the run held out of its training set, never the test split.
+    const bool validation = args->split == "val" || args->split == "validation";
+    if (validation && run.data.val_fraction <= 0)
+      throw_invalid(fmt::format("--split {}: {} held out no validation split (its "
+                                "data.val_fraction is 0)",
+                                args->split, args->checkpoint),
+                    "evaluate --split test, or train with data.val_fraction > 0");
+    const data::Split split = validation ? data::Split::Train : data::parse_split(args->split);
+    if (split == data::Split::Train && !validation) run.data.test_limit = run.data.train_limit;
     train::RunParts parts = train::build_run_parts(run, split == data::Split::Train);
     train::load_model_state(*parts.model, file);
-    auto set = split == data::Split::Train ? parts.train_set : parts.test_set;
+    auto set = validation                    ? parts.validation_set
+               : split == data::Split::Train ? parts.train_set
+                                             : parts.test_set;
     auto loader = train::make_eval_loader(run, set);
     // The checkpoint's engine settings (its stored config's [engine]; --set may change them).
     HG_LOG_INFO("engine: {}", train::engine_summary(run.engine));

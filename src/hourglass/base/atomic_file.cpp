@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/file_check.h"
 #include "hourglass/base/write_fully.h"
 
 namespace hg {
@@ -88,6 +89,7 @@ void keep_backup(const std::string& path, const std::string& backup) {
 
 void write_file_atomic(const std::string& path, std::string_view bytes,
                        const std::string& backup_path) {
+  require_replaceable(path);
   TempFile temp{fmt::format("{}.tmp.{}", path, ::getpid())};
   write_temp(temp, bytes, path);
   if (!backup_path.empty() && ::access(path.c_str(), F_OK) == 0) keep_backup(path, backup_path);

@@ -17,4 +17,9 @@ std::string file_kind(const std::string& path);
 // in the message ("data file", "checkpoint", "config file").
 void require_regular_file(const std::string& path, const std::string& what);
 
+// Throws InvalidInput unless `path` may be replaced by renaming a new file over it: it is absent
+// or a regular file itself (symbolic links are not followed: a link, a FIFO, a device or a
+// directory there is refused, naming what it is, and left as it is).
+void require_replaceable(const std::string& path);
+
 }  // namespace hg

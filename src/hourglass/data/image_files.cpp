@@ -1,5 +1,7 @@
 #include "hourglass/data/image_files.h"
 
+#include "hourglass/base/printable_name.h"
+
 #include <algorithm>
 #include <type_traits>
 
@@ -113,7 +115,7 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
       HG_LOG_WARN(
           "skipping an unreadable image (reported once; the loader takes the next "
           "sample): {}",
-          e.one_line());
+          printable_name(e.one_line()));
     }
     return false;
   }

@@ -1,11 +1,16 @@
 #include "hourglass/data/image_folder.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <utility>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
+#include "hourglass/base/printable_name.h"
 
 namespace hg::data {
 
@@ -23,10 +28,34 @@ bool is_dir(const fs::directory_entry& e) {
   return e.is_directory(ec);  // follows symbolic links
 }
 
-// The image files under `dir` (recursively, hidden entries skipped), sorted by folder, then
-// by name.
-std::vector<std::string> images_under(const fs::path& dir) {
+// Every folder a scan has entered, by device and inode (links followed), with the path it was
+// first reached by: a folder reached again is a link loop, or a second way into one folder whose
+// images would be counted twice (or under another class).
+class VisitedFolders {
+ public:
+  explicit VisitedFolders(std::string root) : root_(std::move(root)) {}
+  void enter(const fs::path& dir) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return;  // listing it reports the error
+    const auto [it, fresh] =
+        seen_.emplace(std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino}, dir.string());
+    if (!fresh)
+      throw_invalid(fmt::format("image folder {}: {} leads to {}, which the scan already "
+                                "reached (a link loop, or a second link to one folder)",
+                                root_, printable_name(dir.string()), printable_name(it->second)),
+                    "remove the link from the image folder (copy the images instead)");
+  }
+
+ private:
+  std::string root_;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> seen_;
+};
+
+// The image files under `dir` (recursively, links followed, hidden entries skipped), sorted by
+// folder, then by name.
+std::vector<std::string> images_under(const fs::path& dir, VisitedFolders& visited) {
   std::vector<std::pair<std::string, std::string>> found;  // (folder, name)
+  visited.enter(dir);
   std::error_code ec;
   fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec);
   if (ec) throw_invalid(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
@@ -37,7 +66,11 @@ std::vector<std::string> images_under(const fs::path& dir) {
       if (is_dir(e)) it.disable_recursion_pending();
       continue;
     }
-    if (is_dir(e) || !is_image_file_name(e.path().filename().string())) continue;
+    if (is_dir(e)) {
+      visited.enter(e.path());  // before the iterator descends into it
+      continue;
+    }
+    if (!is_image_file_name(e.path().filename().string())) continue;
     found.emplace_back(e.path().parent_path().string(), e.path().filename().string());
   }
   if (ec) throw_invalid(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
@@ -81,8 +114,10 @@ ImageFolderIndex scan_image_folder(const std::string& root) {
                   "(root/<class>/<image>.jpg)");
   std::sort(index.classes.begin(), index.classes.end());
   std::vector<std::vector<std::string>> per_class;
+  VisitedFolders visited(root);
+  visited.enter(root);  // a link back to the root is a loop too
   for (const std::string& name : index.classes)
-    per_class.push_back(images_under(fs::path(root) / name));
+    per_class.push_back(images_under(fs::path(root) / name, visited));
   const bool any =
       std::any_of(per_class.begin(), per_class.end(), [](const auto& p) { return !p.empty(); });
   if (!any)

@@ -432,6 +432,7 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   const std::string digits = fmt::format("{:08x}", crc);
   header_text.replace(digits_at, kChecksumDigits, digits);
 
+  require_replaceable(path);
   TempFileGuard temp{fmt::format("{}.tmp.{}", path, ::getpid())};
   Fd fd(::open(temp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
   if (fd.get() < 0) throw_write_error(path, fmt::format("creating {}", temp.path));
