@@ -1,7 +1,6 @@
 // require_regular_file: a regular file passes; a missing path, a folder, a FIFO and a device are
 // refused with what they are, and a FIFO without a writer is refused at once (stat, no open).
 #include "hourglass/base/file_check.h"
-#include "hourglass/base/printable_name.h"
 
 #include <gtest/gtest.h>
 
@@ -88,6 +87,22 @@ TEST(FileCheck, OnlyARegularFileIsReplaced) {
             std::filesystem::directory_iterator());
 }
 
+// Whole-file reads (ledgers, indexes, configs, metrics) refuse a FIFO without opening it and a
+// file past their kind's cap without reading it, naming the cap.
+TEST(FileCheck, WholeFileReadsRefuseFifosAndOversizedFiles) {
+  const std::string dir = test::fresh_temp_dir("file_check_reads");
+  test::make_fifo(dir + "/ledger.json");
+  const std::string text = test::error_text(test::run_unblocking_fifo(
+      dir + "/ledger.json", [&] { read_file_bytes(dir + "/ledger.json"); }));
+  EXPECT_NE(text.find("FIFO"), std::string::npos) << text;
+  const std::string big = dir + "/big.toml";
+  std::ofstream(big) << "a = 1\n";
+  std::filesystem::resize_file(big, (size_t(16) << 20) + 1);  // sparse: no disk used
+  expect_invalid([&] { Config::load(big); }, {big, "16777217 bytes", "16777216"});
+  expect_invalid([&] { read_file_bytes(big, 1024); }, {big, "1024 bytes"});
+  EXPECT_EQ(read_file_bytes(big).size(), (size_t(16) << 20) + 1);
+}
+
 // The one write loop: everything lands, through a pipe's short writes; a bad descriptor says so.
 TEST(WriteFully, WritesEverythingOrSaysWhy) {
   int fds[2];
@@ -110,11 +125,5 @@ TEST(WriteFully, WritesEverythingOrSaysWhy) {
 }
 
 }  // namespace
-TEST(PrintableName, ControlBytesAreEscapedTheRestKept) {
-  EXPECT_EQ(printable_name("cat/a b.jpg"), "cat/a b.jpg");
-  EXPECT_EQ(printable_name("\x1b[2Jx.jpg"), "\\x1b[2Jx.jpg");
-  EXPECT_EQ(printable_name("a\nb\r\x7f"), "a\\x0ab\\x0d\\x7f");
-  EXPECT_EQ(printable_name("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 kept
-}
 
 }  // namespace hg

@@ -182,6 +182,37 @@ TEST(RunSession, ResumeFallsBackPastACheckpointTheCallerRefuses) {
       {"refused"});
 }
 
+// A file named for a later step than it holds (a checkpoint copied under another name): skipped
+// by --resume auto, never adopted, so the valid checkpoints stay in the rotation.
+TEST(RunSession, ResumeSkipsACheckpointNamedForAnotherStep) {
+  const std::string dir = test::fresh_temp_dir("hourglass_session_renamed");
+  Learner l;
+  {
+    train::RunSession session(loop_config(), "loop", "seed = 3\n", every(1),
+                              {.run_dir = dir, .progress = false});
+    session.find_resume_point([](const train::LoadedCheckpoint&) {});
+    session.start_new();
+    session.open_ledger();
+    for (int64_t i = 0; i < 3; ++i) {
+      l.iterate(i);
+      session.write_checkpoint(state_at(l.sgd->step_count()), *l.model, *l.sgd, false);
+    }
+    session.finish("");
+  }
+  fs::copy_file(dir + "/checkpoints/step-000000001.safetensors",
+                dir + "/checkpoints/step-000000009.safetensors");
+  train::RunSession session(loop_config(), "loop", "seed = 3\n", every(1),
+                            {.run_dir = dir, .progress = false, .resume = "auto"});
+  auto ckpt = session.find_resume_point([](const train::LoadedCheckpoint&) {});
+  ASSERT_TRUE(ckpt.has_value());
+  EXPECT_EQ(ckpt->state.step, 3);
+  EXPECT_EQ(ckpt->file.path, dir + "/checkpoints/step-000000003.safetensors");
+  session.adopt(*ckpt);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step-000000002.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step-000000003.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/discarded/step-000000009.safetensors"));
+}
+
 TEST(RunSession, StopFileIsHonouredOnceAndANewRunRefusesAFolderWithCheckpoints) {
   const std::string dir = test::fresh_temp_dir("hourglass_session_stop");
   Learner l;

@@ -50,6 +50,27 @@ std::vector<float> final_weights(train::Trainer& t) {
   return t.parameters().params.to_vector<float>();
 }
 
+// A ResNet on 4x4 images ends in a 1x1 map, where a batch of one sample gives batch norm one
+// value per channel: 65 samples in batches of 32 leave such a batch every epoch, which is left
+// out (and said), so the run finishes instead of failing at every epoch's end.
+TEST(Trainer, ALastBatchBatchNormCannotTrainOnIsLeftOut) {
+  Config c = synthetic_mlp_config();
+  c.set_override("model.name=\"resnet18\"");
+  c.set_override("model.channels=4");
+  c.set_override("data.synthetic.height=4");
+  c.set_override("data.synthetic.width=4");
+  c.set_override("data.synthetic.train_size=65");
+  train::Trainer t(c, {run_dir("last_batch_of_one"), false});
+  EXPECT_EQ(t.setup().train_loader->batches_per_epoch(), 2);
+  const auto history = t.run();
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_TRUE(std::isfinite(history.back().train_loss));
+  Config mlp = synthetic_mlp_config();  // no batch norm: the batch of one trains
+  mlp.set_override("data.synthetic.train_size=65");
+  train::Trainer m(mlp, {run_dir("last_batch_of_one_mlp"), false});
+  EXPECT_EQ(m.setup().train_loader->batches_per_epoch(), 3);
+}
+
 TEST(Trainer, GradientAccumulationKeepsTheEffectiveBatch) {
   // An MLP has no batch-norm, so splitting each batch of 32 into 4 micro-batches of 8 must
   // give the same gradients, up to float32 summation order.

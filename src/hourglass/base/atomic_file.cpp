@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -105,7 +106,19 @@ void write_file_atomic(const std::string& path, std::string_view bytes,
                   "the file may not survive a power loss; check the file system");
 }
 
-std::string read_file_bytes(const std::string& path) {
+std::string read_file_bytes(const std::string& path, size_t cap) {
+  // Checked before opening (reading a FIFO waits for a writer, perhaps forever) and before
+  // reading (a file of any size would be read whole).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw_invalid(fmt::format("{} is {}, not a regular file", path, file_kind(path)),
+                    "point the path at a regular file");
+    if (size_t(st.st_size) > cap)
+      throw_invalid(fmt::format("{} holds {} bytes, more than the {} bytes a file of its kind may",
+                                path, st.st_size, cap),
+                    "check that the path names the right file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw_runtime(fmt::format("cannot read {}: {}", path, sys_error()),

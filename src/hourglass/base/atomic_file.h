@@ -3,6 +3,7 @@
 // file in turn.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -17,8 +18,14 @@ namespace hg {
 void write_file_atomic(const std::string& path, std::string_view bytes,
                        const std::string& backup_path = {});
 
-// The whole file as bytes. Throws Runtime naming the path when it cannot be read.
-std::string read_file_bytes(const std::string& path);
+// The most bytes read_file_bytes reads unless told otherwise: far above any ledger, index,
+// config or metrics file hourglass writes, far below what would exhaust a machine's memory.
+inline constexpr size_t kReadFileCap = size_t(256) << 20;
+
+// The whole file as bytes. Throws InvalidInput naming the path when it is not a regular file
+// (checked before opening: a FIFO is never opened) or holds more than `cap` bytes, and Runtime
+// when it cannot be read.
+std::string read_file_bytes(const std::string& path, size_t cap = kReadFileCap);
 
 // An exclusive advisory lock (flock) on "<path>.lock", held for the object's lifetime. The
 // lock lives on a separate file because `path` itself is replaced by rename, and a lock on a

@@ -1,5 +1,7 @@
 #include "hourglass/base/config.h"
 
+#include "hourglass/base/atomic_file.h"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -171,12 +173,8 @@ Config Config::load(const std::string& path) {
   if (kind != "a regular file")
     throw_invalid(fmt::format("config file {} is {}, not a regular file", path, kind),
                   "pass the path of a .toml file");
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || in.bad())
-    throw_invalid(fmt::format("cannot read config file {}: {}", path, std::strerror(errno)));
-  return parse(text.str(), path);
+  // A config is a few KiB: anything past 16 MiB is not one (and is not read whole).
+  return parse(read_file_bytes(path, size_t(16) << 20), path);
 }
 
 // ---------------------------------------------------------------- lookup

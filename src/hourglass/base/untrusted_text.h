@@ -11,6 +11,8 @@ namespace hg {
 // `text` made safe to quote in an error message: bytes outside printable ASCII as \xNN and,
 // when longer than `max_chars`, cut to that prefix followed by "... (N bytes)".
 std::string untrusted_excerpt(std::string_view text, size_t max_chars = 80);
+// The max_chars that quotes a path (or a message holding one) whole: PATH_MAX.
+inline constexpr size_t kPathMax = 4096;
 
 // JSON parsers and the trees they build recurse once per level (destroying a 60,000-deep value
 // overflows the stack), so JSON text from a file is refused past a fixed depth before parsing.

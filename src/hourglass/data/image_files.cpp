@@ -1,6 +1,6 @@
 #include "hourglass/data/image_files.h"
 
-#include "hourglass/base/printable_name.h"
+#include "hourglass/base/untrusted_text.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -115,7 +115,7 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
       HG_LOG_WARN(
           "skipping an unreadable image (reported once; the loader takes the next "
           "sample): {}",
-          printable_name(e.one_line()));
+          untrusted_excerpt(e.one_line(), kPathMax));
     }
     return false;
   }

@@ -10,7 +10,7 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
-#include "hourglass/base/printable_name.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg::data {
 
@@ -42,7 +42,8 @@ class VisitedFolders {
     if (!fresh)
       throw_invalid(fmt::format("image folder {}: {} leads to {}, which the scan already "
                                 "reached (a link loop, or a second link to one folder)",
-                                root_, printable_name(dir.string()), printable_name(it->second)),
+                                root_, untrusted_excerpt(dir.string(), kPathMax),
+                                untrusted_excerpt(it->second, kPathMax)),
                     "remove the link from the image folder (copy the images instead)");
   }
 

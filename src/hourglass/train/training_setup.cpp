@@ -216,10 +216,22 @@ data::LoaderOptions loader_options(const RunConfig& run, const data::SampleSourc
 
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
                                                     std::shared_ptr<const data::SampleSource> set,
-                                                    std::shared_ptr<BatchMover> mover,
-                                                    Shard shard) {
+                                                    std::shared_ptr<BatchMover> mover, Shard shard,
+                                                    bool batch_norm) {
   HG_CHECK(set != nullptr, "make_train_loader: no dataset");
   data::LoaderOptions o = loader_options(run, *set, run.train.batch_size, true, mover, shard);
+  // The last batch's rows split over the ranks: below two a rank, some rank gets one (or none).
+  const int64_t last = set->size() % run.train.batch_size;
+  if (batch_norm && last > 0 && last < 2 * int64_t(shard.count)) {
+    o.drop_last = true;
+    if (shard.rank == 0)
+      HG_LOG_INFO(
+          "the {} training samples leave a last batch of {} (train.batch_size {}{}), too few "
+          "rows for batch norm to train on: each epoch leaves that batch out (other samples "
+          "each epoch, as shuffled)",
+          set->size(), last, run.train.batch_size,
+          shard.count > 1 ? fmt::format(", over {} ranks", shard.count) : std::string());
+  }
   return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
 
@@ -386,7 +398,8 @@ TrainingSetup build_training(const RunConfig& run, Shard shard, TrainLoaderStart
   }
   s.parts.model = std::move(model);
 
-  s.train_loader = make_train_loader(run, s.parts.train_set, s.mover, shard);
+  s.train_loader =
+      make_train_loader(run, s.parts.train_set, s.mover, shard, has_batch_norm(*s.parts.model));
   s.test_loader = make_eval_loader(run, s.parts.test_set, s.mover, shard);
   if (s.parts.validation_set)
     s.validation_loader = make_eval_loader(run, s.parts.validation_set, s.mover, shard);

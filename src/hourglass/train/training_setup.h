@@ -54,10 +54,14 @@ struct Shard {
   int rank = 0;
   int count = 1;
 };
+// With `batch_norm` (the model has batch-norm layers), an epoch's last batch that would give
+// some rank a single row, on which batch norm cannot train (one value per channel where the
+// feature map is 1x1), is dropped each epoch, and the log says so once: a run whose data leaves
+// such a batch can still finish.
 std::unique_ptr<data::DataLoader> make_train_loader(const RunConfig& run,
                                                     std::shared_ptr<const data::SampleSource> set,
                                                     std::shared_ptr<BatchMover> mover = nullptr,
-                                                    Shard shard = {});
+                                                    Shard shard = {}, bool batch_norm = false);
 // A loader over `set` for evaluation (no shuffle, no augmentation).
 std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
                                                    std::shared_ptr<const data::SampleSource> set,

@@ -1,5 +1,7 @@
 #include "hourglass/train/run/checkpoint_dir.h"
 
+#include "hourglass/base/file_check.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -101,6 +103,10 @@ std::vector<CheckpointDir::Entry> CheckpointDir::list_folder(const std::string& 
 }
 
 std::string CheckpointDir::read_marker(const std::string& marker) const {
+  const std::string kind = file_kind(path(marker));
+  if (!kind.empty() && kind != "a regular file")  // a FIFO would block the resume
+    throw_invalid(fmt::format("{} is {}, not the marker file hourglass writes", path(marker), kind),
+                  "remove it; the next checkpoint writes it again");
   std::ifstream in(path(marker));
   std::string name;
   if (in) std::getline(in, name);

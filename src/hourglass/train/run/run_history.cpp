@@ -1,5 +1,7 @@
 #include "hourglass/train/run/run_history.h"
 
+#include "hourglass/base/file_check.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -111,6 +113,7 @@ std::vector<EpochMetrics> reconcile_metrics_file(const std::string& path, int64_
   std::set<int64_t> seen;
   bool changed = false;
   if (std::filesystem::exists(path)) {
+    require_regular_file(path, "metrics file");  // a FIFO would block the resume
     std::ifstream in(path);
     if (!in) throw_io(path, "read metrics file");
     std::string line;

@@ -79,12 +79,18 @@ std::optional<LoadedCheckpoint> RunSession::find_resume_point(
   };
   if (mode != "auto") return try_load(mode);
   // Newest first; only loading and checking may fail over to an older checkpoint (adopting
-  // one changes the folder, so its errors end the run).
+  // one changes the folder, so its errors end the run). A file whose name's step is not the
+  // step it holds is not the checkpoint its name says (renamed, or edited): adopting it would
+  // go back to its step and move the valid newer checkpoints out of the rotation.
   std::string newest_reason;
   for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
     const std::string path = checkpoints_->path(it->name);
     try {
-      return try_load(path);
+      LoadedCheckpoint c = try_load(path);
+      if (c.state.step != it->step)
+        throw_invalid(fmt::format("{} is named for step {} but holds step {}", it->name, it->step,
+                                  c.state.step));
+      return c;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::InvalidInput && e.kind() != ErrorKind::Runtime) throw;
       HG_LOG_WARN("skipping checkpoint {}: {}", path, e.message());
