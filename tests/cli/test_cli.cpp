@@ -123,6 +123,10 @@ TEST(Cli, BadConfigInputsAreOneLineErrors) {
   expect_input_error(run("train " + cfg + " --set optim.lr=-1"), "optim.lr");
   expect_input_error(run("train " + cfg + " --set data.dataset=imagenet"), "imagenet");
   expect_input_error(run("train " + cfg + " --set device=tpu"), "tpu");
+  expect_input_error(run("train " + cfg + " --checkpoint-every-steps -1"),
+                     "--checkpoint-every-steps");
+  expect_input_error(run("launch --grace nan --nproc 1 -- info"), "--grace");
+  expect_input_error(run("launch --grace 1e10 --nproc 1 -- info"), "--grace");
   const std::string dir = temp_dir("badtoml");
   std::ofstream(dir + "/broken.toml") << "[train\nepochs = 1\n";
   expect_input_error(run("train " + dir + "/broken.toml"), "broken.toml");

@@ -28,6 +28,8 @@
 #include <fmt/format.h>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -399,9 +401,19 @@ Runner add_launch(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 65535));
   sub->add_option("--grace", a->grace_seconds,
-                  "seconds the other ranks get to stop after one fails, before SIGKILL")
+                  "seconds the other ranks get to stop after one fails, before SIGKILL (0 to "
+                  "86400)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            // CLI11's ranges let NaN through, and 1e10 s would overflow the wait's clock.
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            return *end == '\0' && std::isfinite(v) && v >= 0 && v <= 86400
+                       ? std::string()
+                       : "--grace " + text + ": seconds from 0 to 86400";
+          },
+          "SECONDS"));
   sub->add_option("command", a->command,
                   "the hourglass subcommand and its arguments, after --: -- train CONFIG")
       ->required();

@@ -19,7 +19,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include "budget_flags.h"
+
 #include "commands.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/duration.h"
@@ -89,7 +91,7 @@ Runner add_train(CLI::App& app) {
     std::string run_dir;
     std::string resume;
     std::string checkpoint_every;
-    int64_t checkpoint_every_steps = -1;
+    std::optional<int64_t> checkpoint_every_steps;
     int64_t stop_after = 0;
     bool no_progress = false;
     bool print_config = false;
@@ -120,7 +122,13 @@ Runner add_train(CLI::App& app) {
                   "0 = only by steps and at epoch ends)");
   sub->add_option("--checkpoint-every-steps", args->checkpoint_every_steps,
                   "also write a checkpoint every N optimizer steps (overrides "
-                  "checkpoint.every_steps; 0 = off)");
+                  "checkpoint.every_steps; 0 = off)")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            return !text.empty() && text[0] != '-' ? std::string()
+                                                   : text + " is negative: give 0 (off) or more";
+          },
+          "N"));
   sub->add_option("--stop-after", args->stop_after,
                   "stop after N optimizer steps of this invocation: checkpoint, exit 75");
   sub->add_option("--memory-limit", args->memory_limit,
@@ -157,10 +165,8 @@ Runner add_train(CLI::App& app) {
       }
       config.set_override(fmt::format("checkpoint.every=\"{}\"", args->checkpoint_every));
     }
-    if (args->checkpoint_every_steps >= 0)
-      config.set_override(fmt::format("checkpoint.every_steps={}", args->checkpoint_every_steps));
-    HG_CHECK(args->checkpoint_every_steps >= -1,
-             "--checkpoint-every-steps must be non-negative, got {}", args->checkpoint_every_steps);
+    if (args->checkpoint_every_steps)
+      config.set_override(fmt::format("checkpoint.every_steps={}", *args->checkpoint_every_steps));
     HG_CHECK(args->stop_after >= 0, "--stop-after must be non-negative, got {}", args->stop_after);
     if (args->print_config) {
       const train::RunConfig run = train::parse_run_config(config);

@@ -21,6 +21,9 @@ void write_file_atomic(const std::string& path, std::string_view bytes,
 // The most bytes read_file_bytes reads unless told otherwise: far above any ledger, index,
 // config or metrics file hourglass writes, far below what would exhaust a machine's memory.
 inline constexpr size_t kReadFileCap = size_t(256) << 20;
+// The cap for the record files a run appends to (steps.jsonl, steps.csv), which grow with the
+// run: a per-step record of a ten-million-step run stays below it.
+inline constexpr size_t kRecordFileCap = size_t(4) << 30;
 
 // The whole file as bytes. Throws InvalidInput naming the path when it is not a regular file
 // (checked before opening: a FIFO is never opened) or holds more than `cap` bytes, and Runtime

@@ -127,7 +127,7 @@ void MetricsCsv::write_file(
 void MetricsCsv::drop_rows_after(const std::string& path, double max_first) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;
-  const std::string text = read_file_bytes(path);
+  const std::string text = read_file_bytes(path, kRecordFileCap);
   std::stringstream in(text);
   std::string kept, line;
   size_t columns = 0;

@@ -68,7 +68,7 @@ void MetricsJsonl::drop_lines_after(const std::string& path, const std::string& 
                                     double max_value) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;
-  const std::string text = read_file_bytes(path);
+  const std::string text = read_file_bytes(path, kRecordFileCap);
   std::stringstream in(text);
   std::string kept;
   for (std::string line; std::getline(in, line);) {

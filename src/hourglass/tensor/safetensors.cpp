@@ -504,7 +504,8 @@ SafetensorsFile load_safetensors(const std::string& path, ChecksumCheck check) {
   if (check == ChecksumCheck::Skip) return file;
 
   const std::string remedy =
-      "use an earlier checkpoint, or load with ChecksumCheck::Skip to inspect the damaged file";
+      "the file is damaged: use an earlier checkpoint (hourglass reads no file whose checksum "
+      "fails)";
   if (whole_file) {
     if (*expected != crc)
       throw_bad_file(path,
