@@ -3,6 +3,8 @@
 // device = "gpu:0". GPU tests skip without a GPU; the config checks run everywhere.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+
 #include <cmath>
 
 #include "hourglass/autograd/functions.h"
@@ -124,40 +126,39 @@ TEST(GpuTraining, FusedBatchNormTrainsLikeTheUnfusedOps) {
   }
 }
 
-// The two parts of a residual block output's gradient summed inside the batch norm's backward
-// (engine.fused_gradient_sum, on by default) against an add of their own first: the kernels
-// round the sum as the add does, so training follows the same bits (deterministic algorithms,
-// so that the convolutions' weight gradients repeat too).
-TEST(GpuTraining, GradientSumInTheBatchNormTrainsBitIdenticallyToTheAdd) {
-  HG_REQUIRE_GPU();
-  constexpr auto kField = &ops::EngineSettings::fused_gradient_sum;
+// An engine setting marked "the same bits": five deterministic steps (so that the
+// convolutions' weight gradients repeat too) with `field` on and off give the same losses and
+// weights in each of `precisions`.
+void expect_same_bits_either_way(bool ops::EngineSettings::*field,
+                                 std::initializer_list<optim::Precision> precisions) {
   ops::set_deterministic(true);
-  for (auto p : {optim::Precision::FP32, optim::Precision::BF16, optim::Precision::FP16}) {
+  for (auto p : precisions) {
     SCOPED_TRACE(optim::precision_name(p));
-    const Trajectory fused = train_tiny_with(kField, true, Device::gpu(0), p, 5);
-    const Trajectory plain = train_tiny_with(kField, false, Device::gpu(0), p, 5);
-    for (double l : fused.losses) ASSERT_TRUE(std::isfinite(l));
-    EXPECT_EQ(fused.losses, plain.losses);
-    EXPECT_EQ(fused.params, plain.params);
+    const Trajectory on = train_tiny_with(field, true, Device::gpu(0), p, 5);
+    const Trajectory off = train_tiny_with(field, false, Device::gpu(0), p, 5);
+    for (double l : on.losses) ASSERT_TRUE(std::isfinite(l));
+    EXPECT_EQ(on.losses, off.losses);
+    EXPECT_EQ(on.params, off.params);
   }
   ops::set_deterministic(false);
 }
 
+// The two parts of a residual block output's gradient summed inside the batch norm's backward
+// (engine.fused_gradient_sum, on by default) against an add of their own first: the kernels
+// round the sum as the add does.
+TEST(GpuTraining, GradientSumInTheBatchNormTrainsBitIdenticallyToTheAdd) {
+  HG_REQUIRE_GPU();
+  expect_same_bits_either_way(
+      &ops::EngineSettings::fused_gradient_sum,
+      {optim::Precision::FP32, optim::Precision::BF16, optim::Precision::FP16});
+}
+
 // The fused batch norm's backward reading its ReLU mask from the output (engine.relu_mask_bits
-// off) rather than from the forward's bits: the same mask, so the same bits.
+// off) rather than from the forward's bits: the same mask.
 TEST(GpuTraining, ReluMaskFromTheOutputTrainsBitIdenticallyToTheBits) {
   HG_REQUIRE_GPU();
-  constexpr auto kField = &ops::EngineSettings::relu_mask_bits;
-  ops::set_deterministic(true);
-  for (auto p : {optim::Precision::FP32, optim::Precision::BF16}) {
-    SCOPED_TRACE(optim::precision_name(p));
-    const Trajectory bits = train_tiny_with(kField, true, Device::gpu(0), p, 5);
-    const Trajectory from_y = train_tiny_with(kField, false, Device::gpu(0), p, 5);
-    for (double l : bits.losses) ASSERT_TRUE(std::isfinite(l));
-    EXPECT_EQ(bits.losses, from_y.losses);
-    EXPECT_EQ(bits.params, from_y.params);
-  }
-  ops::set_deterministic(false);
+  expect_same_bits_either_way(&ops::EngineSettings::relu_mask_bits,
+                              {optim::Precision::FP32, optim::Precision::BF16});
 }
 
 TEST(GpuTraining, LowPrecisionTrainsCloseToF32) {

@@ -93,6 +93,21 @@ std::string drive(train::RunSession& session, Learner& l, int64_t first, int64_t
   return "";
 }
 
+// A new run in `dir` that checkpoints after each of three iterations (steps 1, 2 and 3).
+void write_three_checkpoints(const std::string& dir) {
+  Learner l;
+  train::RunSession session(loop_config(), "loop", "seed = 3\n", every(1),
+                            {.run_dir = dir, .progress = false});
+  session.find_resume_point([](const train::LoadedCheckpoint&) {});
+  session.start_new();
+  session.open_ledger();
+  for (int64_t i = 0; i < 3; ++i) {
+    l.iterate(i);
+    session.write_checkpoint(state_at(l.sgd->step_count()), *l.model, *l.sgd, false);
+  }
+  session.finish("");
+}
+
 TEST(RunSession, ServesALoopOtherThanTheTrainerAndResumesItExactly) {
   const std::string dir = test::fresh_temp_dir("hourglass_session_loop");
   Learner uninterrupted;
@@ -144,19 +159,7 @@ TEST(RunSession, ServesALoopOtherThanTheTrainerAndResumesItExactly) {
 
 TEST(RunSession, ResumeFallsBackPastACheckpointTheCallerRefuses) {
   const std::string dir = test::fresh_temp_dir("hourglass_session_fallback");
-  Learner l;
-  {
-    train::RunSession session(loop_config(), "loop", "seed = 3\n", every(1),
-                              {.run_dir = dir, .progress = false});
-    session.find_resume_point([](const train::LoadedCheckpoint&) {});
-    session.start_new();
-    session.open_ledger();
-    for (int64_t i = 0; i < 3; ++i) {
-      l.iterate(i);
-      session.write_checkpoint(state_at(l.sgd->step_count()), *l.model, *l.sgd, false);
-    }
-    session.finish("");
-  }
+  write_three_checkpoints(dir);
   train::RunSession session(loop_config(), "loop", "seed = 3\n", every(1),
                             {.run_dir = dir, .progress = false, .resume = "auto"});
   auto ckpt = session.find_resume_point([](const train::LoadedCheckpoint& c) {
@@ -186,19 +189,7 @@ TEST(RunSession, ResumeFallsBackPastACheckpointTheCallerRefuses) {
 // by --resume auto, never adopted, so the valid checkpoints stay in the rotation.
 TEST(RunSession, ResumeSkipsACheckpointNamedForAnotherStep) {
   const std::string dir = test::fresh_temp_dir("hourglass_session_renamed");
-  Learner l;
-  {
-    train::RunSession session(loop_config(), "loop", "seed = 3\n", every(1),
-                              {.run_dir = dir, .progress = false});
-    session.find_resume_point([](const train::LoadedCheckpoint&) {});
-    session.start_new();
-    session.open_ledger();
-    for (int64_t i = 0; i < 3; ++i) {
-      l.iterate(i);
-      session.write_checkpoint(state_at(l.sgd->step_count()), *l.model, *l.sgd, false);
-    }
-    session.finish("");
-  }
+  write_three_checkpoints(dir);
   fs::copy_file(dir + "/checkpoints/step-000000001.safetensors",
                 dir + "/checkpoints/step-000000009.safetensors");
   train::RunSession session(loop_config(), "loop", "seed = 3\n", every(1),
