@@ -51,8 +51,8 @@ struct EngineSettings {
   // mask as bits, which its backward reads (the GPU's forward stores them), rather than taking
   // the mask from the output, which the next convolution keeps anyway. The same bits; the bits
   // cost memory (1/16 of the outputs in bf16, all held at the backward's peak) and save
-  // bandwidth (CIFAR ResNet-18 b512 bf16 on an H100: 25 MiB above the 1,331 MiB peak, and
-  // about 3% more images/s; bench/README.md).
+  // bandwidth (CIFAR ResNet-18 b512 bf16 on an H100: 24 MiB above the 1,331 MiB peak, and
+  // 3-4% more images/s; bench/README.md).
   bool relu_mask_bits = true;
 
   bool operator==(const EngineSettings&) const = default;
