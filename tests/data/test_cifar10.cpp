@@ -147,5 +147,17 @@ TEST(Cifar10Reader, CutShortGzipBatch) {
   EXPECT_TRUE(fails_with([&] { load_cifar10(dir.path(), Split::Test); }, {path, "truncated"}));
 }
 
+// A gzipped batch is never inflated past one published batch (10,000 records): 40 MB of zeros
+// in a small file is refused by name, not read whole and trained on as all-zero records.
+TEST(Cifar10Reader, GzipBatchLargerThanABatchIsRefused) {
+  ScratchDir dir;
+  write_cifar(dir.path());
+  const std::string path = dir.file("test_batch.bin");
+  test::write_gz(path, Bytes(size_t(13000) * size_t(3073), 0));
+  EXPECT_LT(std::filesystem::file_size(path), 1u << 20);
+  EXPECT_TRUE(fails_with([&] { load_cifar10(dir.path(), Split::Test); },
+                         {path, "decompressed, larger than 30730000 bytes", "10000 records"}));
+}
+
 }  // namespace
 }  // namespace hg::data

@@ -107,7 +107,15 @@ std::vector<uint8_t> read_whole(ByteSource& src, size_t max_bytes) {
 
 void read_binary_file(const std::string& path, int64_t want, ImageDataset& ds) {
   ByteSource src(path);
-  const std::vector<uint8_t> bytes = read_whole(src, SIZE_MAX - 1);  // about 30 MB
+  // At most one published batch: a gzip stream is never inflated past it (a small file can hold
+  // gigabytes of zeros).
+  const std::vector<uint8_t> bytes = read_whole(src, kMaxBinaryBatchBytes);
+  if (bytes.size() > kMaxBinaryBatchBytes)
+    throw_invalid(fmt::format("{}: {}larger than {} bytes, more than a CIFAR-10 binary batch "
+                              "holds ({} records of {} bytes)",
+                              path, src.compressed() ? "decompressed, " : "", kMaxBinaryBatchBytes,
+                              kBatchImages, kRecordBytes),
+                  "point the path at the cifar-10-batches-bin folder of cifar-10-binary.tar.gz");
   if (src.truncated() && !bytes.empty() && bytes.size() % size_t(kRecordBytes) == 0) {
     throw_invalid(fmt::format("{}: truncated data: the gzip stream ends before its trailer", path));
   }
