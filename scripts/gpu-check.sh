@@ -77,6 +77,19 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(build test doctor)
 table=()
 row() { table+=("| $1 | $2 | $3 |"); }
+# The table so far into summary.md and, under OUT, summary.md and every log (logs.tgz).
+save_results() {
+  {
+    cat "$out/machine.txt"
+    echo "| stage | exit | detail |"
+    echo "| --- | --- | --- |"
+    printf '%s\n' "${table[@]}"
+  } > "$out/summary.md"
+  [ -n "$dest" ] || return 0
+  cp "$out/summary.md" "$dest/"
+  tar czf "$dest/logs.tgz" --exclude=checkpoints --exclude='*.safetensors' --exclude='*.lock' \
+    --exclude='*.bin' --exclude=tensorboard --exclude=observe-run.tgz -C build-device logs
+}
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   echo "$(nproc) cores; $(g++ --version | head -1); $(cmake --version | head -1); $(nvcc --version | tail -1)"
@@ -162,9 +175,9 @@ for stage in "${stages[@]}"; do
       ;;
     bench|quick|fp32|mixed)
       flag=""; [ "$stage" = quick ] && flag=--quick; [ "$stage" = fp32 ] && flag=--fp32; [ "$stage" = mixed ] && flag=--mixed
-      bash bench/gpu_vs_pytorch.sh ./build-device/hourglass "$out/bench" $flag > "$out/bench.md" 2>&1
-      row "$stage" $? "$(( $(date +%s) - t0 )) s"
-      cat "$out/bench.md"
+      # Printed as it comes, so a call cut off by its time limit still shows the rows done.
+      bash bench/gpu_vs_pytorch.sh ./build-device/hourglass "$out/bench" $flag 2>&1 | tee "$out/bench.md"
+      row "$stage" "${PIPESTATUS[0]}" "$(( $(date +%s) - t0 )) s"
       ;;
     train)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
@@ -393,17 +406,8 @@ TOML
       ;;
     *) row "$stage" 2 "unknown stage" ;;
   esac
+  save_results  # after every stage: a call cut off later still brings back the stages done
 done
-{
-  cat "$out/machine.txt"
-  echo "| stage | exit | detail |"
-  echo "| --- | --- | --- |"
-  printf '%s\n' "${table[@]}"
-} > "$out/summary.md"
-if [ -n "$dest" ]; then
-  cp "$out/summary.md" "$dest/"
-  [ -f "$out/observe-run.tgz" ] && mv "$out/observe-run.tgz" "$dest/"
-  tar czf "$dest/logs.tgz" --exclude=checkpoints --exclude='*.safetensors' --exclude='*.lock' \
-    --exclude='*.bin' --exclude=tensorboard -C build-device logs
-fi
+save_results
+[ -f "$out/observe-run.tgz" ] && [ -n "$dest" ] && mv "$out/observe-run.tgz" "$dest/"
 cat "$out/summary.md"
