@@ -105,7 +105,8 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   EXPECT_EQ(r.config_text, s.config_text);
   EXPECT_EQ(r.config_hash, s.config_hash);
   EXPECT_EQ(r.algorithm_choices, s.algorithm_choices);
-  train::check_resumable(c, s.config_text, *model, sgd, /*steps_per_epoch=*/1);
+  train::check_resumable(c, s.config_text, ops::EngineSettings{}, *model, sgd,
+                         /*steps_per_epoch=*/1);
 
   // Restoring into a freshly initialised model and optimizer reproduces every byte.
   auto other = nn::make_model(spec);
@@ -124,13 +125,21 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   train::RunConfig changed = run;
   changed.model.name = "mlp";
   try {
-    train::check_resumable(c, train::trajectory_config_text(changed), *model, sgd, 1);
+    train::check_resumable(c, train::trajectory_config_text(changed), ops::EngineSettings{}, *model,
+                           sgd, 1);
     ADD_FAILURE() << "a changed model.name was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("model.name = \"mlp\" (checkpoint: \"tiny_resnet\")"),
               std::string::npos)
         << e.message();
   }
+  // The engine settings recorded with it (the defaults here) against other ones: refused,
+  // naming the key.
+  ops::EngineSettings other_engine;
+  other_engine.relu_mask_bits = !other_engine.relu_mask_bits;
+  test::expect_invalid(
+      [&] { train::check_resumable(c, s.config_text, other_engine, *model, sgd, 1); },
+      {"other engine settings", "engine.relu_mask_bits"});
 }
 
 TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
@@ -176,7 +185,8 @@ TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
       train::read_training_checkpoint(without("optim.applied_steps"));
   FlatParameters other_flat = nn::build_parameter_arena(*model, nn::DecayScope::All);
   optim::AdamW other(other_flat, AdamWOptions{});
-  train::check_resumable(old, s.config_text, *model, other, /*steps_per_epoch=*/1);
+  train::check_resumable(old, s.config_text, ops::EngineSettings{}, *model, other,
+                         /*steps_per_epoch=*/1);
   train::restore_training_checkpoint(old, *model, other);
   EXPECT_EQ(other.step_count(), 2);
   for (const auto& [name, t] : other.state())
@@ -185,7 +195,7 @@ TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
   const train::LoadedCheckpoint no_moment =
       train::read_training_checkpoint(without("optim.exp_avg"));
   try {
-    train::check_resumable(no_moment, s.config_text, *model, other, 1);
+    train::check_resumable(no_moment, s.config_text, ops::EngineSettings{}, *model, other, 1);
     ADD_FAILURE() << "a checkpoint without optim.exp_avg was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("optim.exp_avg"), std::string::npos) << e.message();
@@ -255,7 +265,8 @@ struct TinyRun {
     return path;
   }
   void check_resumable(const train::LoadedCheckpoint& c) const {
-    train::check_resumable(c, state.config_text, *model, *sgd, /*steps_per_epoch=*/1);
+    train::check_resumable(c, state.config_text, ops::EngineSettings{}, *model, *sgd,
+                           /*steps_per_epoch=*/1);
   }
 };
 

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "engine_json.h"
 #include "hourglass/base/log.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/tensor/safetensors.h"
@@ -77,15 +78,13 @@ Runner add_eval(CLI::App& app) {
     train::EvalResult r =
         train::evaluate(*parts.model, *loader, train::ExecutionContext::from_run(run));
     if (args->json) {
-      nlohmann::json engine = nlohmann::json::object();
-      for (const train::EngineKey& k : train::engine_keys()) engine[k.name] = run.engine.*k.field;
-      const nlohmann::json out = {{"checkpoint", args->checkpoint},
-                                  {"engine", engine},
-                                  {"split", args->split},
-                                  {"accuracy", r.accuracy},
-                                  {"loss", r.loss},
-                                  {"images", r.samples},
-                                  {"seconds", r.seconds}};
+      const nlohmann::ordered_json out = {{"checkpoint", args->checkpoint},
+                                          {"engine", engine_json(run.engine)},
+                                          {"split", args->split},
+                                          {"accuracy", r.accuracy},
+                                          {"loss", r.loss},
+                                          {"images", r.samples},
+                                          {"seconds", r.seconds}};
       std::printf("%s\n", out.dump().c_str());
       return 0;
     }

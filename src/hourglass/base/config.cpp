@@ -24,9 +24,10 @@ namespace hg {
 struct Config::Impl {
   toml::table root;
   std::string source = "<empty>";
-  // Dotted key -> the --set assignment that last wrote it (or a table above it).
+  // Dotted key -> how the override that last wrote it (or a table above it) was given
+  // ("--set k=v", or a command's own flag).
   std::map<std::string, std::string, std::less<>> overrides;
-  std::vector<std::string> override_order;  // for the header of to_toml()
+  std::vector<std::string> override_order;  // the same, for the header of to_toml()
   mutable std::set<std::string, std::less<>> used;
   // Every key a getter or has() asked for, present or not: the keys hourglass knows, among
   // which reject_unused_keys() looks for the one a misspelled key meant.
@@ -187,8 +188,7 @@ std::string origin(const Config::Impl& impl, std::string_view key, const toml::n
   std::string_view prefix = key;
   while (true) {
     auto it = impl.overrides.find(prefix);
-    if (it != impl.overrides.end())
-      return fmt::format("from --set {}", untrusted_excerpt(it->second));
+    if (it != impl.overrides.end()) return fmt::format("from {}", untrusted_excerpt(it->second));
     const size_t dot = prefix.rfind('.');
     if (dot == std::string_view::npos) break;
     prefix = prefix.substr(0, dot);
@@ -381,20 +381,25 @@ std::vector<double> Config::require_double_list(std::string_view key) const {
 // ---------------------------------------------------------------- overrides
 
 void Config::set_override(const std::string& assignment) {
+  set_override(assignment, "--set " + assignment);
+}
+
+void Config::set_override(const std::string& assignment, const std::string& given_as) {
+  const std::string given = untrusted_excerpt(given_as);
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos)
-    throw_invalid(fmt::format("--set '{}' is not of the form key=value", assignment),
+    throw_invalid(fmt::format("{} is not of the form key=value", given),
                   "write for example --set train.epochs=10");
   const std::string key = trim(std::string_view(assignment).substr(0, eq));
   const std::string text = trim(std::string_view(assignment).substr(eq + 1));
   const auto parts = split_key(key);
   for (std::string_view part : parts)
     if (!is_bare_key_part(part))
-      throw_invalid(fmt::format("--set '{}': '{}' is not a valid key", assignment, key),
+      throw_invalid(fmt::format("{}: '{}' is not a valid key", given, key),
                     "keys are dot-separated names of letters, digits, '_' and '-', such as "
                     "train.lr");
   if (text.empty())
-    throw_invalid(fmt::format("--set '{}' has an empty value", assignment),
+    throw_invalid(fmt::format("{} has an empty value", given),
                   "write key=\"\" for an empty string");
 
   // Parse the value as the right-hand side of a TOML assignment.
@@ -406,9 +411,8 @@ void Config::set_override(const std::string& assignment) {
   } catch (const toml::parse_error& e) {
     const char first = text.front();
     if (first == '"' || first == '\'' || first == '[' || first == '{')
-      throw_invalid(
-          fmt::format("--set '{}': the value is not valid TOML: {}", assignment, e.description()),
-          "quote strings with \"...\" and write arrays as [1, 2]");
+      throw_invalid(fmt::format("{}: the value is not valid TOML: {}", given, e.description()),
+                    "quote strings with \"...\" and write arrays as [1, 2]");
   }
   toml::node* value = ok ? parsed.get("v") : nullptr;
   // A bare word is a string; so is a date, which nobody means on a command line
@@ -424,15 +428,15 @@ void Config::set_override(const std::string& assignment) {
     if (!table) {
       const std::string above(
           std::string_view(key).substr(0, size_t(parts[i].data() + parts[i].size() - key.data())));
-      throw_invalid(fmt::format("--set '{}': '{}' {} is {}, not a table", assignment, above,
+      throw_invalid(fmt::format("{}: '{}' {} is {}, not a table", given, above,
                                 hg::origin(*impl_, above, n), type_name(*n)),
                     "check the key's spelling");
     }
   }
   const toml::node* existing = table->get(parts.back());
   if (existing && existing->is_table() && !value->is_table())
-    throw_invalid(fmt::format("--set '{}': '{}' is a table of settings and cannot become {}",
-                              assignment, key, type_name(*value)),
+    throw_invalid(fmt::format("{}: '{}' is a table of settings and cannot become {}", given, key,
+                              type_name(*value)),
                   fmt::format("set one of its keys instead, such as {}.NAME", key));
   value->visit([&](auto& v) { table->insert_or_assign(parts.back(), std::move(v)); });
 
@@ -441,8 +445,8 @@ void Config::set_override(const std::string& assignment) {
     return kv.first.size() > key.size() && kv.first.compare(0, key.size(), key) == 0 &&
            kv.first[key.size()] == '.';
   });
-  impl_->overrides[key] = assignment;
-  impl_->override_order.push_back(assignment);
+  impl_->overrides[key] = given_as;
+  impl_->override_order.push_back(given_as);
 }
 
 // ---------------------------------------------------------------- output
@@ -534,7 +538,7 @@ std::string Config::to_toml() const {
     std::string line = a;
     for (char& c : line)
       if (c == '\n' || c == '\r') c = ' ';
-    os << "# --set " << line << "\n";
+    os << "# " << line << "\n";
   }
   os << "\n" << format_toml(impl_->root) << "\n";
   return os.str();

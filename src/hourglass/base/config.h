@@ -67,6 +67,9 @@ class Config {
   // along the key are created. Replacing a table by a non-table, or descending through a
   // non-table, is an error.
   void set_override(const std::string& assignment);
+  // The same for a setting a command's own flag gives: `given_as` is how the user wrote it
+  // ("--precision bf16"), what messages and to_toml() name instead of "--set ...".
+  void set_override(const std::string& assignment, const std::string& given_as);
 
   // The resolved configuration as TOML (for the run directory); parsing it back gives the
   // same values. Leading comments name the source and the overrides.

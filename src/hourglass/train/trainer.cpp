@@ -37,15 +37,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The engine settings stored with checkpoint `path` (its config's [engine]; the defaults for a
-// checkpoint written before the table existed).
-ops::EngineSettings stored_engine(const std::map<std::string, std::string>& metadata,
-                                  const std::string& path) {
-  auto it = metadata.find(kConfigMetadataKey);
-  if (it == metadata.end()) return {};
-  return parse_engine_config(Config::parse(it->second, path + " (stored config)"));
-}
-
 // The checkpoint a resume will most likely continue from: the named file, or with "auto" the
 // newest in the run directory; "" for a new run.
 std::string resume_candidate(const TrainerOptions& o) {
@@ -63,7 +54,7 @@ void adopt_recorded_engine(RunConfig& run, const TrainerOptions& options) {
   if (path.empty()) return;
   ops::EngineSettings recorded;
   try {
-    recorded = stored_engine(read_safetensors_metadata(path), path);
+    recorded = recorded_engine(read_safetensors_metadata(path), path);
   } catch (const Error&) {
     return;
   }
@@ -154,15 +145,7 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
                                           session_options(options, run_.metrics));
   const std::string trajectory = trajectory_config_text(run_);
   auto validate = [&](const LoadedCheckpoint& c) {
-    check_resumable(c, trajectory, model(), *setup_.optimizer, setup_.steps_per_epoch);
-    const std::string difference = describe_engine_difference(
-        stored_engine(c.file.metadata, c.file.path), run_.engine, "this run");
-    if (!difference.empty())
-      throw_invalid(
-          fmt::format("checkpoint {} was trained with other engine settings: {}", c.file.path,
-                      difference),
-          "resume from the newest checkpoint (whose settings a resume adopts), or pass a new "
-          "--run-dir");
+    check_resumable(c, trajectory, run_.engine, model(), *setup_.optimizer, setup_.steps_per_epoch);
   };
   std::optional<LoadedCheckpoint> ckpt;
   if (session_->writes()) ckpt = session_->find_resume_point(validate);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hourglass/base/log.h"
+#include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/config/run_config.h"
 #include "hourglass/train/run/checkpoint_dir.h"
 
@@ -404,15 +405,29 @@ void check_training_state(const std::string& path, const TrainingState& s, int64
   }
 }
 
+ops::EngineSettings recorded_engine(const std::map<std::string, std::string>& metadata,
+                                    const std::string& path) {
+  auto it = metadata.find(kConfigMetadataKey);
+  if (it == metadata.end()) return {};
+  return parse_engine_config(Config::parse(it->second, path + " (stored config)"));
+}
+
 void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_text,
-                     const nn::Module& model, const optim::Optimizer& optimizer,
-                     int64_t steps_per_epoch) {
+                     const ops::EngineSettings& engine, const nn::Module& model,
+                     const optim::Optimizer& optimizer, int64_t steps_per_epoch) {
   const std::string& path = ckpt.file.path;
   const TrainingState& s = ckpt.state;
   if (s.config_hash != config_hash(config_text) || s.config_text != config_text)
     throw_invalid(fmt::format("checkpoint {} belongs to a run with a different config: {}", path,
                               describe_config_difference(s.config_text, config_text)),
                   "resume with the config the run started with, or pass a new --run-dir");
+  const std::string difference =
+      describe_engine_difference(recorded_engine(ckpt.file.metadata, path), engine, "this run");
+  if (!difference.empty())
+    throw_invalid(
+        fmt::format("checkpoint {} was trained with other engine settings: {}", path, difference),
+        "resume from the newest checkpoint (whose settings a resume adopts), or pass a new "
+        "--run-dir");
   check_model_tensors(ckpt.file, model);
   check_optimizer_tensors(ckpt.file, optimizer, s.step);
   HG_CHECK(s.batch <= steps_per_epoch && s.step == s.epoch * steps_per_epoch + s.batch,

@@ -15,6 +15,7 @@
 #include "hourglass/base/config.h"
 #include "hourglass/nn/module.h"
 #include "hourglass/ops/algorithm_choices.h"
+#include "hourglass/ops/math_settings.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/tensor/safetensors.h"
 
@@ -119,13 +120,20 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path,
 // not "scale good_steps".
 void check_training_state(const std::string& path, const TrainingState& state, int64_t optim_step);
 
+// The engine settings recorded with a checkpoint whose safetensors metadata is `metadata`
+// (its stored config's [engine]; the defaults for a checkpoint written before the table
+// existed). Errors name `path`.
+ops::EngineSettings recorded_engine(const std::map<std::string, std::string>& metadata,
+                                    const std::string& path);
+
 // Checks that `ckpt` continues this run: the same trajectory config (the message names each
-// differing key with both values), the model's tensors (names, dtypes and shapes), the
-// optimizer (name, state dtypes and shapes) and a position consistent with `steps_per_epoch`.
-// Throws InvalidInput naming the file and the first difference.
+// differing key with both values), the same engine settings as `engine` (each differing key
+// named), the model's tensors (names, dtypes and shapes), the optimizer (name, state dtypes and
+// shapes) and a position consistent with `steps_per_epoch`. Throws InvalidInput naming the file
+// and the first difference.
 void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_text,
-                     const nn::Module& model, const optim::Optimizer& optimizer,
-                     int64_t steps_per_epoch);
+                     const ops::EngineSettings& engine, const nn::Module& model,
+                     const optim::Optimizer& optimizer, int64_t steps_per_epoch);
 
 // Copies the checkpoint's model tensors and optimizer state (and step count) in place, after
 // checking every tensor's dtype and shape (nothing is copied when one is wrong). Call after
