@@ -132,16 +132,22 @@ TEST(DataTransforms, RejectsBadOptions) {
       [] {
         ImageTransform({.mean = {0.1f, 0.2f, 0.3f}}, kH, kW, kC);
       },
-      {"mean", "3 values", "2 channels"}));
+      {"data.mean has 3 values", "2 channels", "one value for every channel, or 2 values"}));
+  EXPECT_TRUE(fails_with(
+      [] {
+        ImageTransform({.std = {0.5f, 0.5f}}, kH, kW, 1);
+      },
+      {"data.std has 2 values but the images have 1 channel (set it to one value for every "
+       "channel)"}));
   EXPECT_TRUE(fails_with(
       [] {
         ImageTransform({.std = {1.0f, 0.0f}}, kH, kW, kC);
       },
-      {"std[1]", "positive"}));
-  EXPECT_TRUE(
-      fails_with([] { ImageTransform({.crop_padding = -1}, kH, kW, kC); }, {"crop padding", "-1"}));
+      {"data.std[1]", "positive"}));
+  EXPECT_TRUE(fails_with([] { ImageTransform({.crop_padding = -1}, kH, kW, kC); },
+                         {"data.crop_padding = -1"}));
   EXPECT_TRUE(fails_with([] { ImageTransform({.crop_padding = 6}, kH, kW, kC); },
-                         {"crop padding", "[0, 5]"}));
+                         {"data.crop_padding = 6", "5x6", "[0, 5]"}));
   EXPECT_TRUE(
       fails_with([] { ImageTransform({.cutout = -1}, kH, kW, kC); }, {"data.cutout", "-1"}));
   EXPECT_TRUE(fails_with([] { ImageTransform({.cutout = 6}, kH, kW, kC); },

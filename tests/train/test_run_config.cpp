@@ -121,6 +121,14 @@ TEST(RunConfigBounds, UnknownDeviceNamesTheKeyAndQuotesAShortPrefix) {
   }
 }
 
+// A standard deviation of 0 (a division by zero in the normalisation) is refused by key before
+// any data is read; the per-channel counts are checked against the images (transforms.cpp).
+TEST(RunConfigBounds, NonPositiveStandardDeviationsAreRefusedByKey) {
+  expect_refused("data.std=[0]", {"positive", "found 0"});
+  expect_refused("data.std=[0.5, -0.25]", {"positive", "found -0.25"});
+  EXPECT_EQ(parsed_with("data.std=[0.5]").data.transform.std, std::vector<float>{0.5f});
+}
+
 TEST(RunConfigBounds, OptimizerAndTrainingRanges) {
   expect_refused("optim.momentum=2", {"[0, 1)"});
   expect_refused("optim.momentum=1", {"[0, 1)"});

@@ -19,8 +19,9 @@ std::vector<float> per_channel(const std::vector<float>& values, int64_t channel
   if (values.empty()) return std::vector<float>(size_t(channels), fallback);
   if (values.size() == 1) return std::vector<float>(size_t(channels), values[0]);
   HG_CHECK(int64_t(values.size()) == channels,
-           "transform: {} has {} values but the images have {} channels (give 1 or {})", what,
-           values.size(), channels, channels);
+           "{} has {} values but the images have {} (set it to one value for every channel{})",
+           what, values.size(), channels == 1 ? "1 channel" : fmt::format("{} channels", channels),
+           channels == 1 ? "" : fmt::format(", or {} values", channels));
   return values;
 }
 
@@ -60,17 +61,18 @@ ImageTransform::ImageTransform(const TransformOptions& options, int64_t height, 
   HG_CHECK(height >= 1 && width >= 1 && channels >= 1,
            "transform: image shape must be positive, got {}x{}x{}", height, width, channels);
   HG_CHECK(options.crop_padding >= 0 && options.crop_padding <= std::min(height, width),
-           "transform: crop padding must be in [0, {}] for {}x{} images, got {}",
-           std::min(height, width), height, width, options.crop_padding);
+           "data.crop_padding = {} does not fit {}x{} images (set it to a value in [0, {}])",
+           options.crop_padding, height, width, std::min(height, width));
   HG_CHECK(options.cutout >= 0 && options.cutout <= std::min(height, width),
-           "transform: cutout (data.cutout) must be in [0, {}] for {}x{} images, got {}",
-           std::min(height, width), height, width, options.cutout);
-  const std::vector<float> mean = per_channel(options.mean, channels, 0.0f, "mean");
-  const std::vector<float> stdev = per_channel(options.std, channels, 1.0f, "std");
+           "data.cutout = {} does not fit {}x{} images (set it to a value in [0, {}])",
+           options.cutout, height, width, std::min(height, width));
+  const std::vector<float> mean = per_channel(options.mean, channels, 0.0f, "data.mean");
+  const std::vector<float> stdev = per_channel(options.std, channels, 1.0f, "data.std");
   for (int64_t c = 0; c < channels; ++c) {
-    HG_CHECK(std::isfinite(mean[size_t(c)]), "transform: mean[{}] is {}", c, mean[size_t(c)]);
+    HG_CHECK(std::isfinite(mean[size_t(c)]), "data.mean[{}] is {} (set a finite number)", c,
+             mean[size_t(c)]);
     HG_CHECK(std::isfinite(stdev[size_t(c)]) && stdev[size_t(c)] > 0.0f,
-             "transform: std[{}] must be positive and finite, got {}", c, stdev[size_t(c)]);
+             "data.std[{}] is {} (set a positive number)", c, stdev[size_t(c)]);
     const float scale = 1.0f / (255.0f * stdev[size_t(c)]);
     const float bias = -mean[size_t(c)] / stdev[size_t(c)];
     for (int v = 0; v < 256; ++v) table_.push_back(float(v) * scale + bias);

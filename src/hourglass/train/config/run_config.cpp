@@ -182,6 +182,9 @@ RunConfig parse_run_config(const Config& c) {
                          kMaxSyntheticSide));
   if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
   if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
+  for (float s : d.transform.std)
+    check_range(s > 0.0f && std::isfinite(s), c, "data.std",
+                fmt::format("must hold positive numbers (standard deviations), found {}", s));
   const int64_t max_workers = std::min(kMaxLoaderWorkers, max_threads);
   std::optional<std::string> workers_text;
   try {
