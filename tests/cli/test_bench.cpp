@@ -99,7 +99,11 @@ TEST(CliBench, BadFlagsAreOneLineErrorsNamingTheFlag) {
   const std::string config = write_config("plain.toml", "[model]\nname = \"small_cnn\"\n");
   for (const Case& c : std::vector<Case>{
            {"small-cnn --engine bogus=true", "'engine.bogus' from --engine bogus=true"},
+           {"small-cnn --engine fused_bn=false", "not an engine setting"},
+           {"small-cnn --engine fused_bn=false", "fused_batch_norm"},
            {"small-cnn --engine fused_batch_norm=maybe", "--engine fused_batch_norm=maybe"},
+           {"small-cnn --engine fused_batch_norm=0", "--engine fused_batch_norm=0"},
+           {"small-cnn --engine fused_batch_norm=0", "true or false"},
            {"small-cnn --precision fp8", "bench's flags: precision = \"fp8\" is not a precision"},
            {"small-cnn --graph sometimes", "from --graph sometimes"},
            {"small-cnn --batch 0", "from --batch 0"},

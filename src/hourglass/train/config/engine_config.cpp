@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "hourglass/base/error.h"
+#include "hourglass/base/untrusted_text.h"
 
 namespace hg::train {
 
@@ -29,30 +30,25 @@ const char* text(bool b) { return b ? "true" : "false"; }
 std::span<const EngineKey> engine_keys() { return kEngineKeys; }
 
 ops::EngineSettings parse_engine_config(const Config& config) {
+  // A key under [engine] that names no setting is refused here, listing the settings (a
+  // misspelling would otherwise leave the default in force).
+  for (const std::string& key : config.keys()) {
+    if (key.rfind("engine.", 0) != 0) continue;
+    const std::string name = key.substr(7);
+    bool known = false;
+    for (const EngineKey& k : kEngineKeys) known = known || name == k.name;
+    if (known) continue;
+    std::string names;
+    for (const EngineKey& k : kEngineKeys)
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", k.name);
+    throw_invalid(fmt::format("config key '{}' {}: '{}' is not an engine setting", key,
+                              config.origin(key), untrusted_excerpt(name)),
+                  fmt::format("use one of: {}", names));
+  }
   ops::EngineSettings e;
   for (const EngineKey& k : kEngineKeys)
     e.*k.field = config.get_bool(fmt::format("engine.{}", k.name), e.*k.field);
   return e;
-}
-
-void apply_engine_assignment(ops::EngineSettings& engine, const std::string& assignment,
-                             const std::string& flag) {
-  std::string names;
-  for (const EngineKey& k : kEngineKeys)
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", k.name);
-  const size_t eq = assignment.find('=');
-  const std::string name = assignment.substr(0, eq);
-  const std::string value = eq == std::string::npos ? "" : assignment.substr(eq + 1);
-  for (const EngineKey& k : kEngineKeys) {
-    if (name != k.name) continue;
-    if (value != "true" && value != "false")
-      throw_invalid(fmt::format("{} {}: the value must be true or false", flag, assignment),
-                    fmt::format("write {} {}=false (or =true)", flag, k.name));
-    engine.*k.field = value == "true";
-    return;
-  }
-  throw_invalid(fmt::format("{} {}: '{}' is not an engine setting", flag, assignment, name),
-                fmt::format("write {} NAME=true|false with NAME one of: {}", flag, names));
 }
 
 std::string engine_summary(const ops::EngineSettings& engine) {

@@ -21,13 +21,9 @@ struct EngineKey {
 std::span<const EngineKey> engine_keys();
 
 // Reads the [engine] keys of `config` (engine.<name>, booleans; errors name the key and the
-// config's source). Keys left out take the defaults.
+// config's source; a key naming no setting is refused with the list). Keys left out take the
+// defaults.
 ops::EngineSettings parse_engine_config(const Config& config);
-
-// Applies "name=true" or "name=false" (a command-line flag's value, e.g. bench's --engine) to
-// `engine`; throws InvalidInput naming `flag`, the assignment and the keys for anything else.
-void apply_engine_assignment(ops::EngineSettings& engine, const std::string& assignment,
-                             const std::string& flag);
 
 // "fused_batch_norm = true, fused_shortcut_batch_norm = true, ...": every key, in order.
 std::string engine_summary(const ops::EngineSettings& engine);
