@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "hourglass/base/half.h"
 #include "hourglass/tensor/tensor.h"
 #include "support/compare.h"
@@ -80,6 +82,27 @@ TEST(Tensor, AllocatorLimitRaisesOutOfMemory) {
     EXPECT_GE(cpu.stats().in_use, before + (4u << 20));
   }
   EXPECT_EQ(cpu.stats().in_use, before);
+}
+
+// Optimizer::zero_grad's zero fill: the whole storage goes back to the allocator, the views keep
+// their places, and the next access takes memory back, zeroed; a tensor that is only part of
+// its storage is zeroed in place instead.
+TEST(Tensor, AReleasedStorageHoldsNoMemoryAndReadsAsZeros) {
+  Allocator& cpu = allocator_for(Device::cpu());
+  Tensor t = Tensor::full({1000}, 3.0);
+  const Tensor view = t.narrow(0, 10, 5);
+  const size_t held = cpu.stats().in_use;
+  t.zero_releasing_memory_();
+  EXPECT_LE(cpu.stats().in_use + 4000, held);
+  EXPECT_EQ(view.to_vector<float>(), std::vector<float>(5, 0.0f));  // taken back, zeroed
+  EXPECT_EQ(cpu.stats().in_use, held);
+  t.fill_(2.0);
+  EXPECT_EQ(view.to_vector<float>(), std::vector<float>(5, 2.0f));
+  Tensor part = t.narrow(0, 0, 10);
+  part.zero_releasing_memory_();
+  EXPECT_EQ(cpu.stats().in_use, held);
+  EXPECT_EQ(t.to_vector<float>()[9], 0.0f);
+  EXPECT_EQ(t.to_vector<float>()[10], 2.0f);
 }
 
 }  // namespace

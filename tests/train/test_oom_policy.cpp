@@ -339,10 +339,11 @@ TEST(OomPolicy, MicroBatchOneFailingGivesAClearError) {
   }
   EXPECT_EQ(cpu_allocator().limit(), 0u);
   EXPECT_EQ(plan.micro_batch_size(), 1);
-  EXPECT_TRUE(all_zero(r.flat.grads)) << "the partial gradients were zeroed";
   EXPECT_EQ(autograd::Tape::current().size(), 0u);
   EXPECT_EQ(r.sgd->step_count(), 0);
   EXPECT_EQ(cpu_allocator().stats().in_use, baseline) << "nothing of the failed step is held";
+  // Read last: zero gradients hold no memory until read (Optimizer::zero_grad).
+  EXPECT_TRUE(all_zero(r.flat.grads)) << "the partial gradients were zeroed";
 }
 
 TEST(OomPolicy, OtherErrorsPassThroughUntouched) {
@@ -362,7 +363,9 @@ TEST(OomPolicy, OtherErrorsPassThroughUntouched) {
 
 TEST(FindMaxMicroBatch, FindsASizeThatFitsWhoseDoubleDoesNot) {
   const nn::ModelSpec spec = mlp_spec();
-  const int64_t upper = 1024;
+  // Large enough that activations, not the parameter-sized gradients at backward's end, decide
+  // a probe's peak.
+  const int64_t upper = 8192;
   Rig r = make_rig(spec);
   const std::vector<float> before = weights(r);
   train::TrainStep step(*r.model, *r.sgd, {}, {.micro_batch = upper});
@@ -371,18 +374,18 @@ TEST(FindMaxMicroBatch, FindsASizeThatFitsWhoseDoubleDoesNot) {
   Allocator& a = cpu_allocator();
   const size_t baseline = a.stats().in_use;
   a.reset_peak();
-  probe(300);
-  const size_t room = a.stats().peak_in_use - baseline;  // what micro-batch 300 needs
+  probe(2400);
+  const size_t room = a.stats().peak_in_use - baseline;  // what micro-batch 2400 needs
   train::release_step_memory(a);
 
   int64_t found = 0;
   {
     LimitGuard limit(baseline + room);
     found = train::find_max_micro_batch(probe, upper, a);
-    // 1024 and 512 fail, 256 fits, bisection towards 300 (sizes a little above 300 may fit
-    // too: the allocator rounds blocks up to 64 KiB).
-    EXPECT_GE(found, 256);
-    EXPECT_LT(found, 512);
+    // 8192 and 4096 fail, 2048 fits, bisection towards 2400 (sizes a little above 2400 may
+    // fit too: the allocator rounds blocks up to 64 KiB).
+    EXPECT_GE(found, 2048);
+    EXPECT_LT(found, 4096);
     EXPECT_NO_THROW(probe(found));
     try {
       probe(2 * found);

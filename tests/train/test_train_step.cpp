@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hourglass/autograd/functions.h"
+#include "hourglass/device/allocator.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/obs/op_profile_report.h"
@@ -77,6 +78,33 @@ TEST(TrainStep, SumsAreTheBatchsLossAndCorrectCountAndTheUpdateIsSgds) {
   EXPECT_EQ(r.sgd->step_count(), 1);
   EXPECT_TRUE(test::all_close(weights(r), weights(twin), {1e-6, 1e-7}));
   for (double g : test::to_doubles(r.flat.grads)) ASSERT_EQ(g, 0.0) << "gradients are zeroed";
+}
+
+// engine.release_gradients (on by default): between steps the gradient arena holds no memory,
+// and the weights are the same bits as with the arena kept and zeroed.
+TEST(TrainStep, ReleasedGradientsHoldNoMemoryBetweenStepsAndTrainTheSameBits) {
+  Allocator& cpu = allocator_for(Device::cpu());
+  Rig kept = make_rig("small_cnn"), released = make_rig("small_cnn");
+  train::ExecutionContext keep_context;
+  keep_context.engine.release_gradients = false;
+  train::TrainStep a(*kept.model, *kept.sgd, keep_context, {.micro_batch = 8});
+  train::TrainStep b(*released.model, *released.sgd, {}, {.micro_batch = 8});
+  ASSERT_TRUE(b.context().engine.release_gradients);
+  for (int i = 0; i < 3; ++i) {
+    a.run(kept.images, kept.labels);
+    b.run(released.images, released.labels);
+  }
+  EXPECT_EQ(weights(kept), weights(released));
+  // The gradients' storage was given back: touching it takes their bytes again, zeroed.
+  const size_t held = cpu.stats().in_use;
+  (void)released.flat.grads.data_ptr();
+  EXPECT_GE(cpu.stats().in_use, held + size_t(released.flat.grads.nbytes()));
+  for (double g : test::to_doubles(released.flat.grads)) ASSERT_EQ(g, 0.0);
+  // The kept ones were zeroed in place.
+  const size_t before = cpu.stats().in_use;
+  (void)kept.flat.grads.data_ptr();
+  EXPECT_EQ(cpu.stats().in_use, before);
+  for (double g : test::to_doubles(kept.flat.grads)) ASSERT_EQ(g, 0.0);
 }
 
 TEST(TrainStep, MicroBatchesGiveTheWholeBatchsStep) {

@@ -1,7 +1,8 @@
 #include "hourglass/autograd/tape.h"
 
+#include <set>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "hourglass/ops/ops.h"
 
@@ -74,9 +75,13 @@ namespace {
 class LeafAccumulation {
  public:
   void add(const Tensor& slot, const Tensor& g) {
-    if (!pending_.insert(slot.data_ptr()).second) {
+    // Keyed by place, not address: a slot's memory may be taken only when the sums are added
+    // (a released gradient arena, Optimizer::zero_grad).
+    const std::pair<const void*, int64_t> place{slot.impl_ptr()->storage.get(),
+                                                slot.storage_offset()};
+    if (!pending_.insert(place).second) {
       flush();
-      pending_.insert(slot.data_ptr());
+      pending_.insert(place);
     }
     dsts_.push_back(slot);
     srcs_.push_back(g);
@@ -91,7 +96,7 @@ class LeafAccumulation {
 
  private:
   std::vector<Tensor> dsts_, srcs_;
-  std::unordered_set<const void*> pending_;
+  std::set<std::pair<const void*, int64_t>> pending_;
 };
 
 // The gradient that has reached a non-leaf value so far: `sum`, and where the value's node can

@@ -11,8 +11,10 @@
 namespace hg {
 
 struct FlatParameters {
-  Tensor params;            // f32 [n]
-  Tensor grads;             // f32 [n]
+  Tensor params;  // f32 [n]
+  // f32 [n]. Between training steps its storage may be released (engine.release_gradients,
+  // Optimizer::zero_grad_releasing_memory), taken back zeroed when a backward first writes it.
+  Tensor grads;
   int64_t decay_count = 0;  // params[0, decay_count) take weight decay
   // f32 [m]: the model's f32 buffers (batch-norm running statistics) in one block, so a
   // snapshot of them is one copy; undefined when the model has none.

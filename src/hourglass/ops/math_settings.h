@@ -54,6 +54,12 @@ struct EngineSettings {
   // bandwidth (CIFAR ResNet-18 b512 bf16 on an H100: 24 MiB above the 1,331 MiB peak, and
   // 3-4% more images/s; bench/README.md).
   bool relu_mask_bits = true;
+  // Between training steps the parameter gradients hold no memory: the step's zero_grad gives
+  // the arena's gradient storage back to the allocator and the backward's first write takes it
+  // back, zeroed (Tensor::zero_releasing_memory_). With batched_leaf_gradients that write comes
+  // at the backward's end, so the gradients are not held through the forward and most of the
+  // backward, where a step's memory peaks. The same bits.
+  bool release_gradients = true;
 
   bool operator==(const EngineSettings&) const = default;
 };

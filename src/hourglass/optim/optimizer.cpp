@@ -33,6 +33,8 @@ void Optimizer::step() {
 
 void Optimizer::zero_grad() { flat_.grads.zero_(); }
 
+void Optimizer::zero_grad_releasing_memory() { flat_.grads.zero_releasing_memory_(); }
+
 void Optimizer::load_state(const NamedTensors& saved, int64_t step_count) {
   HG_CHECK(step_count >= 0, "{} state: negative step count {}", name(), step_count);
   const NamedTensors mine = state();

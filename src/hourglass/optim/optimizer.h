@@ -31,6 +31,9 @@ class Optimizer {
   void step();
   // Zeroes the whole flat gradient buffer in one call.
   void zero_grad();
+  // The same, the buffer holding no memory until a backward's first write takes it back,
+  // zeroed (Tensor::zero_releasing_memory_; engine.release_gradients).
+  void zero_grad_releasing_memory();
 
   virtual double lr() const = 0;
   virtual void set_lr(double lr) = 0;

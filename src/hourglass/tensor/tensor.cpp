@@ -48,7 +48,21 @@ Storage::Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> 
     : data_(data), bytes_(bytes), device_(device), owner_(std::move(owner)) {}
 
 Storage::~Storage() {
-  if (allocator_) allocator_->deallocate(data_, bytes_);
+  if (allocator_ && !released_) allocator_->deallocate(data_, bytes_);
+}
+
+void Storage::release() {
+  HG_CHECK(allocator_ != nullptr, "only a storage that allocated its memory can release it");
+  if (released_) return;
+  allocator_->deallocate(data_, bytes_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::restore() {
+  if (!released_) return;
+  data_ = allocator_->allocate(bytes_);
+  released_ = false;
 }
 
 // ---------------------------------------------------------------- creation
@@ -107,7 +121,26 @@ std::string Tensor::describe() const {
 }
 
 void* Tensor::data_ptr() const {
-  return static_cast<char*>(impl().storage->data()) + impl().offset * int64_t(itemsize());
+  Storage& storage = *impl().storage;
+  if (storage.released()) [[unlikely]] {
+    storage.restore();
+    // The whole storage as bytes, zeroed (one fill; on a GPU in the device's stream order).
+    auto whole = std::make_shared<TensorImpl>();
+    whole->storage = impl().storage;
+    whole->shape = {int64_t(storage.bytes())};
+    whole->strides = {1};
+    whole->dtype = DType::U8;
+    Tensor(whole).zero_();
+  }
+  return static_cast<char*>(storage.data()) + impl().offset * int64_t(itemsize());
+}
+
+void Tensor::zero_releasing_memory_() {
+  Storage& storage = *impl().storage;
+  if (storage.releasable() && impl().offset == 0 && is_contiguous() && nbytes() == storage.bytes())
+    storage.release();
+  else
+    zero_();
 }
 
 // ---------------------------------------------------------------- views

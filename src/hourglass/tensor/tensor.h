@@ -36,12 +36,23 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
+  // Memory whose contents are not needed for a while (the parameter arena's gradients between
+  // training steps) can go back to its allocator: release() returns it and every view keeps its
+  // place; Tensor::data_ptr() of any view then takes new memory, zeroed (restore() takes it,
+  // contents undefined). Only memory this storage allocated; a released storage's data() is
+  // null.
+  void release();
+  void restore();
+  bool released() const { return released_; }
+  bool releasable() const { return allocator_ != nullptr; }
+
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
   Allocator* allocator_ = nullptr;  // null when the memory is owned elsewhere
   std::shared_ptr<void> owner_;
+  bool released_ = false;
 };
 
 class Tensor;
@@ -95,9 +106,16 @@ class Tensor {
   // "f32[64,32,32,3] cpu"
   std::string describe() const;
 
+  // The first element's address. A released storage (Storage::release) is taken back first,
+  // zeroed: what was released reads as zeros.
   void* data_ptr() const;
   template <typename T>
   T* data() const;  // checks the dtype and that the tensor lives on the CPU
+  // zero_(), holding no memory until the next data_ptr() of any view of the storage, which
+  // takes new memory, zeroed (Optimizer::zero_grad: the gradients between steps). Where the
+  // tensor is not its whole storage, or the storage wraps memory owned elsewhere, a plain
+  // zero_().
+  void zero_releasing_memory_();
 
   // ---- views (share storage) ----
   // One dimension may be -1. Requires a contiguous tensor.

@@ -12,7 +12,7 @@ namespace hg::train {
 namespace {
 
 using S = ops::EngineSettings;
-constexpr std::array<EngineKey, 8> kEngineKeys{{
+constexpr std::array<EngineKey, 9> kEngineKeys{{
     {"fused_batch_norm", &S::fused_batch_norm},
     {"fused_shortcut_batch_norm", &S::fused_shortcut_batch_norm},
     {"fused_gradient_sum", &S::fused_gradient_sum},
@@ -21,6 +21,7 @@ constexpr std::array<EngineKey, 8> kEngineKeys{{
     {"conv_space_to_depth", &S::conv_space_to_depth},
     {"conv_stem_pixel_pairs", &S::conv_stem_pixel_pairs},
     {"relu_mask_bits", &S::relu_mask_bits},
+    {"release_gradients", &S::release_gradients},
 }};
 
 const char* text(bool b) { return b ? "true" : "false"; }

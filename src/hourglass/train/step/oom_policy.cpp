@@ -258,7 +258,7 @@ StepProbe make_training_probe(TrainStep& step, const Shape& sample_shape, int64_
     const Device device = step.context().device;
     // Neither allocates, so both are safe right after an out-of-memory failure.
     auto restore = [&] {
-      step.optimizer().zero_grad();
+      step.zero_gradients();
       buffers->restore();
     };
     try {

@@ -50,7 +50,7 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
            "train step: the parameters are on {} but the execution context names {}", device.str(),
            context_.device.str());
   recovery_.allocator = &allocator_for(device);
-  recovery_.zero_grad = [this] { optimizer_.zero_grad(); };
+  recovery_.zero_grad = [this] { zero_gradients(); };
   recovery_.batch_norm = has_batch_norm(model);
   if (recovery_.batch_norm) {
     // A retried step must not apply the failed attempt's running-statistics updates.
@@ -255,8 +255,15 @@ void TrainStep::update() {
   if (options_.clip_grad_norm > 0) optim::clip_grad_norm_tensor(flat, options_.clip_grad_norm);
   optimizer_.step();
   if (scaler_) scaler_->update();
-  optimizer_.zero_grad();
+  zero_gradients();
   phase(StepPhase::Update, PhaseEdge::End);
+}
+
+void TrainStep::zero_gradients() {
+  if (context_.engine.release_gradients)
+    optimizer_.zero_grad_releasing_memory();
+  else
+    optimizer_.zero_grad();
 }
 
 void TrainStep::cast_parameters(std::optional<autograd::AutocastGuard>& guard) {

@@ -128,6 +128,10 @@ class TrainStep {
   const Tensor& last_loss() const { return last_loss_; }
   nn::Module& model() { return model_; }
   optim::Optimizer& optimizer() { return optimizer_; }
+  // Zeroes the gradients as this step's engine settings say (engine.release_gradients: holding
+  // no memory until the next backward writes them). Allocates nothing: safe after an
+  // out-of-memory failure.
+  void zero_gradients();
   // The graph replay of this step, or null (options.graph Off, or a device without graphs).
   const StepGraph* graph() const { return graph_.get(); }
   // Why this step must run eagerly now ("" when it may be captured or replayed).

@@ -54,7 +54,7 @@ double StepWarmUp::run(const WarmUpShapes& shapes) {
         model.train();
         step_.forward_backward(images.narrow(0, r.begin, r.size()),
                                labels.narrow(0, r.begin, r.size()));
-        step_.optimizer().zero_grad();
+        step_.zero_gradients();
         buffers.restore();
         trained_.insert(r.size());
       }
@@ -73,7 +73,7 @@ double StepWarmUp::run(const WarmUpShapes& shapes) {
     }
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::OutOfMemory) throw;
-    step_.optimizer().zero_grad();
+    step_.zero_gradients();
     buffers.restore();
     release_step_memory(allocator_for(device));
     stopped_ = true;
