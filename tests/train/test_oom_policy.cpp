@@ -372,6 +372,7 @@ TEST(FindMaxMicroBatch, FindsASizeThatFitsWhoseDoubleDoesNot) {
   train::StepProbe probe =
       train::make_training_probe(step, {spec.height, spec.width, spec.in_channels}, upper);
   Allocator& a = cpu_allocator();
+  step.zero_gradients();  // as between steps: no gradient memory held (release_gradients)
   const size_t baseline = a.stats().in_use;
   a.reset_peak();
   probe(2400);

@@ -151,11 +151,12 @@ TEST(Recompute, GradientBucketsAreReportedDuringBackwardWithTheirFinalGradients)
 // The allocator's high-water mark over one forward/backward, above what was in use before.
 int64_t step_peak(Rig& r) {
   Allocator& a = cpu_allocator();
+  r.step->zero_gradients();  // as between steps: no gradient memory held (release_gradients)
   const size_t before = a.stats().in_use;
   a.reset_peak();
   r.step->forward_backward(r.images, r.labels);
   const int64_t peak = int64_t(a.stats().peak_in_use) - int64_t(before);
-  r.sgd->zero_grad();
+  r.step->zero_gradients();
   return peak;
 }
 
@@ -166,7 +167,7 @@ TEST(Recompute, LowersThePeakMemoryOfAStep) {
   // The stem's activations and oneDNN's backward workspaces stay. With 4 channels the
   // workspaces, padded to oneDNN's channel blocks, dominate and recomputation saves only 7%: so
   // 16. With 32 rows (kRows) the activations, not what backward's end holds (the leaf gradients
-  // and the gradient arena they are added to, taken back then: Optimizer::zero_grad), decide
+  // and the gradient arena they are added to, taken back then: engine.release_gradients), decide
   // the peak.
   EXPECT_LT(double(p1), 0.7 * double(p0)) << p1 << " bytes with, " << p0 << " without";
   Rig one = make_rig("resnet18", {"layer1.0"});

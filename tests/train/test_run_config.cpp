@@ -340,7 +340,7 @@ TEST(RunParts, AValidationPathIsReadAsItsTestSplit) {
 TEST(EngineConfig, KeysDefaultsRoundTripAndErrors) {
   const ops::EngineSettings defaults;
   EXPECT_EQ(train::parse_run_config(base_config()).engine, defaults);
-  ASSERT_EQ(train::engine_keys().size(), 8u);
+  ASSERT_EQ(train::engine_keys().size(), 9u);
   for (const train::EngineKey& k : train::engine_keys()) {
     SCOPED_TRACE(k.name);
     Config c = base_config();
