@@ -55,6 +55,9 @@
 #           against what it replaces (STEM_REPEATS, 2; STEM_SECTIONS picks some)
 #   graph   bench/graph_replay.sh: hourglass bench with whole-step graph replay on and off,
 #           alternated (CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16, Fashion-MNIST ResNet-18)
+#   engine  one [engine] key (ENGINE_KEY, default release_gradients) on against off in
+#           bench/ab_bench.sh: images/s and peak MiB of CIFAR ResNet-18 b512 bf16/tf32/fp32 and
+#           ResNet-50 b256 bf16/fp32 (ENGINE_REPEATS, default 1)
 #   fuse    bench/fused_bn.sh: the fused batch norm + add + ReLU against the unfused ops
 #           (--engine fused_batch_norm=true and =false alternated; CIFAR ResNet-18 bf16 and fp16, ResNet-50 bf16)
 #   tune    the tuning cache: its CPU and GPU tests (test_ops_tuning_cache,
@@ -207,6 +210,17 @@ for stage in "${stages[@]}"; do
         > "$out/fuse.md" 2>&1
       row fuse $? "$(( $(date +%s) - t0 )) s"
       cat "$out/fuse.md"
+      ;;
+    engine)
+      key=${ENGINE_KEY:-release_gradients}
+      bash bench/ab_bench.sh ./build-device/hourglass "$out/engine" "${ENGINE_REPEATS:-1}" \
+        "$key on||--engine $key=true" "$key off||--engine $key=false" \
+        "r18-bf16|resnet18-cifar --batch 512 --precision bf16" \
+        "r18-tf32|resnet18-cifar --batch 512 --precision tf32" \
+        "r18-fp32|resnet18-cifar --batch 512 --precision fp32" \
+        "r50-bf16|resnet50 --batch 256 --size 224 --precision bf16" \
+        "r50-fp32|resnet50 --batch 256 --size 224 --precision fp32" 2>&1 | tee "$out/engine.md"
+      row engine "${PIPESTATUS[0]}" "$key on against off, $(( $(date +%s) - t0 )) s"
       ;;
     phases)
       bash bench/step_phases.sh ./build-device/hourglass "$out/phases" > "$out/phases.md" 2>&1
