@@ -18,6 +18,7 @@ const char* const kCheckNames[] = {
     "build has a GPU backend",
     "runtime loads and the driver is new enough",
     "a GPU is visible",
+    "communicator library (NCCL on NVIDIA, RCCL on AMD)",
     "set_device",
     "allocate and free",
     "a kernel runs and its result reads back",

@@ -20,6 +20,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/device/amdgpu_probe.h"
+#include "hourglass/dist/comm.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/tensor/tensor.h"
 #ifdef HOURGLASS_HAS_GPU
@@ -228,6 +229,9 @@ std::string check_conv_bf16(int index) {
 
 #endif
 
+// The GPU communicator's library (NCCL / RCCL), checked once per machine.
+constexpr const char* kCommunicatorCheck = "communicator library (NCCL on NVIDIA, RCCL on AMD)";
+
 // The note for a machine without a GPU, printed once; the doctor then exits 0.
 constexpr const char* kNoGpuNote =
     "no GPU: training runs on the CPU (device = \"cpu\"); on a machine with a GPU, install its "
@@ -254,6 +258,7 @@ int run_doctor(bool json) {
                 "-DHOURGLASS_GPU=hip (ROCm with MIOpen and hipBLASLt)");
   checks.skip("runtime loads and the driver is new enough", "no GPU backend in this build");
   checks.skip("a GPU is visible", "no GPU backend in this build");
+  checks.skip(kCommunicatorCheck, "no GPU backend in this build");
   for (const std::string& name : kDeviceChecks) checks.skip("gpu:N " + name, "no GPU");
   checks.note(no_gpu ? kNoGpuNote : "this build has no GPU backend; training runs on the CPU");
 #else
@@ -323,6 +328,15 @@ int run_doctor(bool json) {
                 runtime_ok ? "see the checks above; meanwhile device = \"cpu\" trains on the CPU"
                            : "fix the driver (above) first");
   }
+  // The library of multi-GPU runs, linked at build time: NCCL on NVIDIA, RCCL on AMD.
+  if (nccl_available())
+    checks.run(kCommunicatorCheck, [] { return nccl_library_version(); });
+  else
+    checks.skip(
+        kCommunicatorCheck,
+        fmt::format("this build has none (no {} was found at configure time): one GPU "
+                    "per run; data-parallel GPU runs need it",
+                    rt.backend == "hip" ? "RCCL (ROCm's rccl package)" : "NCCL (nccl.h, libnccl)"));
   std::vector<gpu::GpuDeviceInfo> devices;
   if (count > 0) {
     checks.run("device properties", [&] {

@@ -80,16 +80,18 @@ std::unique_ptr<Communicator> make_single_process_communicator() {
 }
 
 #ifndef HOURGLASS_HAS_NCCL
-// Builds without NCCL (CPU builds, HIP builds for now, CUDA toolkits without it); the real ones
+// Builds without NCCL or RCCL (CPU builds, GPU builds whose toolkit lacks it); the real ones
 // are in gpu/comm_nccl.cpp.
 bool nccl_available() { return false; }
+std::string nccl_library_version() { return ""; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv&, int,
                                                      std::chrono::milliseconds) {
   throw_invalid("this hourglass was built without NCCL: the GPU communicator is not available",
                 "build with -DHOURGLASS_GPU=cuda where the CUDA toolkit has nccl.h and libnccl "
-                "(NVIDIA's libnccl-dev, or the NCCL of the toolkit), or use the MPI communicator "
-                "on CPUs");
+                "(NVIDIA's libnccl-dev, or the NCCL of the toolkit), or with -DHOURGLASS_GPU=hip "
+                "where ROCm has RCCL (its rccl CMake package), or use the MPI communicator on "
+                "CPUs");
 }
 #endif
 

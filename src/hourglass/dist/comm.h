@@ -6,7 +6,8 @@
 //
 // Backends: a single-process communicator (size 1, no library: the null backend that lets a
 // plain run take the same code path), Open MPI for CPU runs (comm_mpi.cpp, built when CMake
-// finds MPI) and NCCL for GPU runs (gpu/comm_nccl.cpp, CUDA builds that find NCCL).
+// finds MPI) and NCCL for GPU runs (gpu/comm_nccl.cpp: NCCL in CUDA builds, RCCL in HIP builds,
+// where CMake finds it).
 #pragma once
 
 #include <chrono>
@@ -80,8 +81,12 @@ bool mpi_available();
 // Runtime error naming the MPI call when MPI fails.
 std::unique_ptr<Communicator> make_mpi_communicator();
 
-// Whether this build has the NCCL communicator.
+// Whether this build has the NCCL communicator (NCCL on NVIDIA, RCCL on AMD).
 bool nccl_available();
+// The library behind it and the version loaded at run time ("NCCL 2.28.9", "RCCL 2.26.6"), for
+// `hourglass doctor`; "" in a build without one. Throws Runtime when the library's version
+// call fails.
+std::string nccl_library_version();
 // The NCCL communicator of rank env.rank of env.world_size over buffers on GPU `device`. Its
 // collectives are issued to that device's stream (gpu::stream): asynchronous to the host and
 // ordered with the ops there; barrier() also waits for the stream. Rank 0's unique id reaches

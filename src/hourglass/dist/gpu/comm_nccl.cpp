@@ -1,11 +1,16 @@
-// The NCCL communicator for GPU ranks (CUDA builds where CMake finds nccl.h and libnccl:
+// The NCCL communicator for GPU ranks: NCCL in CUDA builds, RCCL (the same API, <rccl/rccl.h>)
+// in HIP builds, wherever CMake finds the library (cmake/gpu_communicator.cmake defines
 // HOURGLASS_HAS_NCCL). Collectives run on the device's stream, except the started all-reduces
 // (all_reduce_sum_start), which run on a stream of the communicator's own, joined to the device's
 // by events; the unique id that joins the ranks comes from rank 0 through MPI or the TCP
 // rendezvous (comm.h).
 #ifdef HOURGLASS_HAS_NCCL
 
+#ifdef HOURGLASS_GPU_HIP
+#include <rccl/rccl.h>
+#else
 #include <nccl.h>
+#endif
 
 #include <cstring>
 
@@ -19,9 +24,17 @@ namespace hg {
 
 namespace {
 
+#ifdef HOURGLASS_GPU_HIP
+constexpr const char* kLibrary = "RCCL";
+constexpr const char* kVisibleDevices = "HIP_VISIBLE_DEVICES";
+#else
+constexpr const char* kLibrary = "NCCL";
+constexpr const char* kVisibleDevices = "CUDA_VISIBLE_DEVICES";
+#endif
+
 [[noreturn]] void throw_nccl(ncclResult_t result, const char* call) {
-  throw_runtime(fmt::format("{} failed: {} (NCCL error {}; NCCL_DEBUG=INFO says more)", call,
-                            ncclGetErrorString(result), int(result)),
+  throw_runtime(fmt::format("{} failed: {} ({} error {}; NCCL_DEBUG=INFO says more)", call,
+                            ncclGetErrorString(result), kLibrary, int(result)),
                 "check that every rank runs the same collectives in the same order, that each "
                 "rank has its own GPU, and that the ranks can reach each other");
 }
@@ -54,9 +67,12 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override { release(); }
   void release() {
     // Destructors log instead of throwing.
-    if (reduced_ != nullptr) gpuEventDestroy(reduced_);
-    if (issued_ != nullptr) gpuEventDestroy(issued_);
-    if (side_ != nullptr) gpuStreamDestroy(side_);
+    if (reduced_ != nullptr && gpuEventDestroy(reduced_) != gpuSuccess)
+      HG_LOG_WARN("NCCL communicator: destroying an event failed");
+    if (issued_ != nullptr && gpuEventDestroy(issued_) != gpuSuccess)
+      HG_LOG_WARN("NCCL communicator: destroying an event failed");
+    if (side_ != nullptr && gpuStreamDestroy(side_) != gpuSuccess)
+      HG_LOG_WARN("NCCL communicator: destroying its stream failed");
     reduced_ = issued_ = nullptr;
     side_ = nullptr;
     if (gpuFree(scratch_) != gpuSuccess) HG_LOG_WARN("NCCL communicator: freeing scratch failed");
@@ -126,6 +142,14 @@ class NcclCommunicator final : public Communicator {
 
 bool nccl_available() { return true; }
 
+std::string nccl_library_version() {
+  int version = 0;
+  HG_NCCL_CHECK(ncclGetVersion(&version));
+  // Since 2.9 the code is major * 10000 + minor * 100 + patch (2.28.9: 22809).
+  return fmt::format("{} {}.{}.{}", kLibrary, version / 10000, (version / 100) % 100,
+                     version % 100);
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int device,
                                                      std::chrono::milliseconds rendezvous_timeout) {
   const int count = gpu::device_count();
@@ -134,8 +158,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, int d
                               "{} GPU{}",
                               env.rank, device, count, count == 1 ? "" : "s"),
                   count == 0 ? gpu::no_device_reason()
-                             : "give each rank a GPU it sees (usually its local rank; check "
-                               "CUDA_VISIBLE_DEVICES)");
+                             : fmt::format("give each rank a GPU it sees (usually its local "
+                                           "rank; check {})",
+                                           kVisibleDevices));
   }
   gpu::set_device(device);
   ncclUniqueId id;

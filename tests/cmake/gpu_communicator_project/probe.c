@@ -1,0 +1,1 @@
+int probe(void) { return 0; }
