@@ -109,6 +109,44 @@ function(_hg_find_hip required)
   set(HOURGLASS_GPU_BACKEND hip PARENT_SCOPE)
 endfunction()
 
+# _hg_hip_targets(<var>): sets <var> to the targets of HOURGLASS_HIP_ARCHITECTURES that the C++
+# compiler knows, each checked by compiling an empty file for it (-x hip --offload-arch=<target>,
+# without ROCm's headers and device libraries: only the target's name is in question). A target
+# of the default list that the compiler does not know (gfx950 needs LLVM 20, ROCm 7's clang) is
+# left out with a warning; one the user listed stops the configuration.
+function(_hg_hip_targets var)
+  include(CheckCXXSourceCompiles)
+  set(known "")
+  foreach(arch ${HOURGLASS_HIP_ARCHITECTURES})
+    if(NOT arch MATCHES "^gfx[0-9a-f]+(:[a-z0-9_]+[+-])*$")
+      message(FATAL_ERROR "HOURGLASS_HIP_ARCHITECTURES: '${arch}' is not an AMD GPU target "
+                          "(gfx90a, gfx942, gfx1100, ... as `rocminfo` prints them)")
+    endif()
+    string(MAKE_C_IDENTIFIER "HOURGLASS_COMPILER_KNOWS_${arch}" result)
+    set(CMAKE_REQUIRED_FLAGS "-x hip --offload-arch=${arch} -nogpulib -nogpuinc")
+    set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+    set(CMAKE_REQUIRED_QUIET ON)
+    check_cxx_source_compiles("int hourglass_probe;" ${result})
+    if(${result})
+      list(APPEND known ${arch})
+    elseif(arch IN_LIST _HG_HIP_DEFAULT_ARCHITECTURES)
+      message(WARNING "hourglass: ${CMAKE_CXX_COMPILER} (${CMAKE_CXX_COMPILER_ID} "
+                      "${CMAKE_CXX_COMPILER_VERSION}) does not know the AMD GPU target ${arch}: "
+                      "built without it (a newer ROCm's clang++ has it)")
+    else()
+      message(FATAL_ERROR "HOURGLASS_HIP_ARCHITECTURES: ${CMAKE_CXX_COMPILER} "
+                          "(${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}) does not "
+                          "know the AMD GPU target ${arch}; use a newer ROCm's clang++ or leave "
+                          "${arch} out")
+    endif()
+  endforeach()
+  if(NOT known)
+    message(FATAL_ERROR "HOURGLASS_HIP_ARCHITECTURES: the compiler knows none of "
+                        "${HOURGLASS_HIP_ARCHITECTURES}")
+  endif()
+  set(${var} ${known} PARENT_SCOPE)
+endfunction()
+
 if(_hg_gpu STREQUAL "cuda")
   _hg_find_cuda(TRUE)
 elseif(_hg_gpu STREQUAL "hip")
@@ -131,5 +169,10 @@ if(HOURGLASS_GPU_BACKEND STREQUAL "cuda")
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
+endif()
+if(HOURGLASS_GPU_BACKEND STREQUAL "hip")
+  # The targets the kernels are compiled for (src/CMakeLists.txt).
+  _hg_hip_targets(HOURGLASS_HIP_TARGETS)
+  message(STATUS "hourglass: AMD GPU targets: ${HOURGLASS_HIP_TARGETS}")
 endif()
 message(STATUS "hourglass: GPU backend: ${HOURGLASS_GPU_BACKEND} (HOURGLASS_GPU=${HOURGLASS_GPU})")

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kColTile = 32;                    // columns per block
 constexpr int kRowLanes = 8;                    // threads per column
-constexpr int kThreads = kColTile * kRowLanes;  // 256: a multiple of 64 (AMD wavefronts)
+constexpr int kThreads = kColTile * kRowLanes;  // 256: whole warps at any width (32, 64)
 constexpr int64_t kMaxChunks = 256;             // row slices at most (partials per column)
 constexpr int64_t kMinRowsPerChunk = 64;
 

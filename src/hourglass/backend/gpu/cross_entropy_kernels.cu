@@ -1,6 +1,9 @@
 // Softmax cross-entropy: one warp per row (kWarp lanes stride over the classes), the row's
-// max / sums by warp shuffles; the batch mean (and the correct count) by a second one-block
-// kernel that adds the per-row values in a fixed tree, so results are deterministic.
+// max / sums by warp shuffles; a block of kThreads holds kThreads / kWarp rows at a time (8 on
+// NVIDIA and RDNA, 4 on CDNA), and its warps step over the rows by the whole grid's, so any grid
+// covers every row (the host sizes it by the device's warp width); the batch mean (and the correct
+// count) by a second one-block kernel that adds the per-row values in a fixed tree, so results are
+// deterministic.
 //
 // Per row, as the CPU: lse = max + log(sum_j exp(x_j - max));
 //   loss = -[on * (x_label - lse) + uniform * sum_j (x_j - lse)]
@@ -16,7 +19,6 @@ namespace hg::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRowsPerBlock = kThreads / kWarp;
 constexpr int kFinalThreads = 1024;
 
 __device__ inline bool label_in_range(int64_t label, int64_t classes) {
@@ -29,38 +31,41 @@ __global__ void __launch_bounds__(kThreads)
                       int64_t rows, int64_t classes, float on, float uniform, T* __restrict__ probs,
                       float* __restrict__ row_loss) {
   const int lane = threadIdx.x % kWarp;
-  const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (r >= rows) return;  // the whole warp leaves together
-  const T* x = logits + r * classes;
-  T* p = probs + r * classes;
+  const int64_t rows_per_block = kThreads / kWarp;
+  // The lanes of a warp take the same rows and leave the loop together.
+  for (int64_t r = int64_t(blockIdx.x) * rows_per_block + threadIdx.x / kWarp; r < rows;
+       r += int64_t(gridDim.x) * rows_per_block) {
+    const T* x = logits + r * classes;
+    T* p = probs + r * classes;
 
-  float mx = -INFINITY;
-  for (int64_t j = lane; j < classes; j += kWarp) mx = fmaxf(mx, to_float(x[j]));
-  mx = warp_max(mx);
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < classes; j += kWarp) mx = fmaxf(mx, to_float(x[j]));
+    mx = warp_max(mx);
 
-  float sum_exp = 0.0f, sum_shifted = 0.0f;
-  for (int64_t j = lane; j < classes; j += kWarp) {
-    const float shifted = to_float(x[j]) - mx;
-    sum_exp += expf(shifted);
-    sum_shifted += shifted;
-  }
-  sum_exp = warp_sum(sum_exp);
-  sum_shifted = warp_sum(sum_shifted);
-
-  const float inv = 1.0f / sum_exp;
-  for (int64_t j = lane; j < classes; j += kWarp)
-    p[j] = from_float<T>(expf(to_float(x[j]) - mx) * inv);
-
-  if (lane == 0) {
-    const int64_t label = labels[r];
-    float loss = NAN;  // a label out of range shows as a NaN loss
-    if (label_in_range(label, classes)) {
-      const float log_sum = logf(sum_exp);  // lse - max
-      const float logp_label = (to_float(x[label]) - mx) - log_sum;
-      const float sum_logp = sum_shifted - float(classes) * log_sum;
-      loss = -(on * logp_label + uniform * sum_logp);
+    float sum_exp = 0.0f, sum_shifted = 0.0f;
+    for (int64_t j = lane; j < classes; j += kWarp) {
+      const float shifted = to_float(x[j]) - mx;
+      sum_exp += expf(shifted);
+      sum_shifted += shifted;
     }
-    row_loss[r] = loss;
+    sum_exp = warp_sum(sum_exp);
+    sum_shifted = warp_sum(sum_shifted);
+
+    const float inv = 1.0f / sum_exp;
+    for (int64_t j = lane; j < classes; j += kWarp)
+      p[j] = from_float<T>(expf(to_float(x[j]) - mx) * inv);
+
+    if (lane == 0) {
+      const int64_t label = labels[r];
+      float loss = NAN;  // a label out of range shows as a NaN loss
+      if (label_in_range(label, classes)) {
+        const float log_sum = logf(sum_exp);  // lse - max
+        const float logp_label = (to_float(x[label]) - mx) - log_sum;
+        const float sum_logp = sum_shifted - float(classes) * log_sum;
+        loss = -(on * logp_label + uniform * sum_logp);
+      }
+      row_loss[r] = loss;
+    }
   }
 }
 
@@ -68,7 +73,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kFinalThreads)
     sum_rows(const float* __restrict__ values, int64_t count, float divisor,
              float* __restrict__ out) {
-  __shared__ float scratch[1024 / kWarp];
+  __shared__ float scratch[kMaxWarpsPerBlock];
   float acc = 0.0f;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += values[i];
   acc = block_sum(acc, scratch);
@@ -99,35 +104,42 @@ __global__ void __launch_bounds__(kThreads)
     argmax_hits(const T* __restrict__ logits, const int64_t* __restrict__ labels, int64_t rows,
                 int64_t classes, float* __restrict__ row_hit) {
   const int lane = threadIdx.x % kWarp;
-  const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (r >= rows) return;
-  const T* x = logits + r * classes;
-  // The CPU keeps the first strict maximum scanning from x[0]. Keys reproduce that, NaN
-  // included: a NaN at 0 wins (nothing compares greater), a NaN elsewhere never wins (-inf,
-  // and among equal keys the lowest index wins). Indices travel as floats (exact below 2^24).
-  float best = -INFINITY, best_j = 16777216.0f;  // a lane with no class loses every tie
-  for (int64_t j = lane; j < classes; j += kWarp) {
-    const float v = to_float(x[j]);
-    const float key = isnan(v) ? (j == 0 ? INFINITY : -INFINITY) : v;
-    if (key > best || (key == best && float(j) < best_j)) {
-      best = key;
-      best_j = float(j);
+  const int64_t rows_per_block = kThreads / kWarp;
+  for (int64_t r = int64_t(blockIdx.x) * rows_per_block + threadIdx.x / kWarp; r < rows;
+       r += int64_t(gridDim.x) * rows_per_block) {
+    const T* x = logits + r * classes;
+    // The CPU keeps the first strict maximum scanning from x[0]. Keys reproduce that, NaN
+    // included: a NaN at 0 wins (nothing compares greater), a NaN elsewhere never wins (-inf,
+    // and among equal keys the lowest index wins). Indices travel as floats (exact below 2^24).
+    float best = -INFINITY, best_j = 16777216.0f;  // a lane with no class loses every tie
+    for (int64_t j = lane; j < classes; j += kWarp) {
+      const float v = to_float(x[j]);
+      const float key = isnan(v) ? (j == 0 ? INFINITY : -INFINITY) : v;
+      if (key > best || (key == best && float(j) < best_j)) {
+        best = key;
+        best_j = float(j);
+      }
     }
-  }
-  for (int m = kWarp / 2; m > 0; m >>= 1) {
-    const float other = shfl_xor(best, m), other_j = shfl_xor(best_j, m);
-    if (other > best || (other == best && other_j < best_j)) {
-      best = other;
-      best_j = other_j;
+    for (int m = kWarp / 2; m > 0; m >>= 1) {
+      const float other = shfl_xor(best, m), other_j = shfl_xor(best_j, m);
+      if (other > best || (other == best && other_j < best_j)) {
+        best = other;
+        best_j = other_j;
+      }
     }
-  }
-  if (lane == 0) {
-    const int64_t label = labels[r];
-    row_hit[r] = label_in_range(label, classes) ? (best_j == float(label) ? 1.0f : 0.0f) : NAN;
+    if (lane == 0) {
+      const int64_t label = labels[r];
+      row_hit[r] = label_in_range(label, classes) ? (best_j == float(label) ? 1.0f : 0.0f) : NAN;
+    }
   }
 }
 
-unsigned row_blocks(int64_t rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+// Blocks for one warp per row on the current device (its warp width: the host's compile knows
+// none).
+unsigned row_blocks(int64_t rows) {
+  const int64_t rows_per_block = kThreads / current_warp_width();
+  return unsigned((rows + rows_per_block - 1) / rows_per_block);
+}
 
 }  // namespace
 

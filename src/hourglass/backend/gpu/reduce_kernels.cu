@@ -33,7 +33,7 @@ struct SquareOp {
 template <typename T, bool Aligned, typename Op>
 __global__ void __launch_bounds__(kThreads)
     reduce_blocks(const T* __restrict__ x, int64_t n, Op op, float* __restrict__ out) {
-  __shared__ float scratch[1024 / kWarp];
+  __shared__ float scratch[kMaxWarpsPerBlock];
   constexpr int V = kPack<T>;
   const int64_t packs = n / V;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void __launch_bounds__(kFinalThreads)
     reduce_final(const float* __restrict__ partials, int64_t count, float* __restrict__ out) {
-  __shared__ float scratch[1024 / kWarp];
+  __shared__ float scratch[kMaxWarpsPerBlock];
   float acc = 0.0f;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
   acc = block_sum(acc, scratch);

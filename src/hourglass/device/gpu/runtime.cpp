@@ -2,6 +2,7 @@
 #include "hourglass/device/gpu/runtime.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "hourglass/base/error.h"
@@ -75,6 +76,7 @@ std::string remedy_for(gpuError_t err) {
 struct DeviceState {
   std::once_flag once;
   gpuStream_t stream = nullptr;
+  std::atomic<int> warp_width{0};  // 0 until first asked
 };
 std::array<DeviceState, kMaxDevices> g_devices;
 thread_local int t_current = -1;
@@ -155,6 +157,19 @@ gpuStream_t stream(int index) {
     HG_GPU_CHECK(gpuStreamCreateWithFlags(&d.stream, gpuStreamNonBlocking));
   });
   return d.stream;
+}
+
+int current_warp_width() {
+  int index = 0;
+  HG_GPU_CHECK(gpuGetDevice(&index));
+  HG_ASSERT(index >= 0 && index < kMaxDevices, "gpu index {} out of range", index);
+  std::atomic<int>& cached = g_devices[size_t(index)].warp_width;
+  int width = cached.load(std::memory_order_relaxed);
+  if (width == 0) {
+    HG_GPU_CHECK(gpuDeviceGetAttribute(&width, gpuDevAttrWarpSize, index));
+    cached.store(width, std::memory_order_relaxed);
+  }
+  return width;
 }
 
 void synchronize(int index) {

@@ -72,6 +72,7 @@
 #define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define gpuDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
 #define gpuDevAttrComputeCapabilityMinor hipDeviceAttributeComputeCapabilityMinor
+#define gpuDevAttrWarpSize hipDeviceAttributeWarpSize
 #define gpuDeviceGetPCIBusId hipDeviceGetPCIBusId
 #define gpuPointerAttributes hipPointerAttribute_t
 #define gpuPointerGetAttributes hipPointerGetAttributes
@@ -174,6 +175,7 @@
 #define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
 #define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
 #define gpuDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
+#define gpuDevAttrWarpSize cudaDevAttrWarpSize
 #define gpuDeviceGetPCIBusId cudaDeviceGetPCIBusId
 #define gpuPointerAttributes cudaPointerAttributes
 #define gpuPointerGetAttributes cudaPointerGetAttributes
@@ -251,6 +253,11 @@ void set_device(int index);
 // The stream every op on device `index` is issued to. Work on one device is ordered on this
 // one stream; the caching allocator relies on that order to reuse freed blocks at once.
 gpuStream_t stream(int index);
+
+// The warp width of the calling thread's current device, as the device reports it (cached):
+// 32 on NVIDIA; on AMD 64 (CDNA, GCN) or 32 (RDNA). For the host's launch arithmetic, where the
+// compile targets no GPU; kernels use kWarp (backend/gpu/kernel_util.cuh).
+int current_warp_width();
 
 // Waits until all work issued to device `index`'s stream has finished.
 void synchronize(int index);
