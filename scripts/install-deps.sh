@@ -3,7 +3,8 @@
 #   scripts/install-deps.sh           building and running the `hourglass` command (the quickstart)
 #   scripts/install-deps.sh --test    that, plus the test toolchain (scripts/test.sh): GoogleTest,
 #                                     Google Benchmark, clang (fuzzers, sanitizers), clang-format,
-#                                     hipcc (the AMD compile check), Open MPI, chromium, ccache
+#                                     hipcc and clang-19 (the AMD compile checks), Open MPI,
+#                                     chromium, ccache
 #   scripts/install-deps.sh --bench   that, plus Debian's CPU PyTorch for bench/
 set -euo pipefail
 SUDO=""
@@ -23,6 +24,9 @@ test_packages=(
   clang-format                              # scripts/check-format.sh (clang-format 14)
   python3                                   # the independent safetensors reader in the tests
   hipcc libamdhip64-dev rocm-device-libs    # scripts/hip-check.sh: the GPU tree compiled for AMD
+  clang-19                                  # hip-check.sh against ROCm 7's headers (its own
+                                            # libomp-19-dev would remove libomp-dev: not wanted)
+  librocm-smi-dev                           # rocm_smi.h: the ROCm SMI calls checked in the build
   clang libclang-rt-14-dev libomp-dev       # the sanitizer and fuzzer build; hip-check.sh's host files
   openmpi-bin libopenmpi-dev                # the MPI communicator (CPU ranks) and its mpiexec tests
   chromium                                  # headless: renders `hourglass report`'s page in a test

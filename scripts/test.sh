@@ -7,7 +7,9 @@
 #
 # Stages that need something outside this repository say so in one line and are skipped:
 # hip-check needs ROCm 6 headers (HOURGLASS_ROCM_INCLUDE, $ROCM_PATH/include, /opt/rocm/include
-# or ../shared/rocm-6.2/include beside this clone). Under CI (CI=true) they are required.
+# or ../shared/rocm-6.2/include beside this clone); hip-check-rocm7 needs them too, with ROCm 7's
+# HIP and RCCL headers (HOURGLASS_ROCM7_PATH or ../shared/rocm-7.0) and clang++-19. Under CI
+# (CI=true) they are required.
 # Compilers run through ccache (its cache in ~/.cache/ccache), so a second run is faster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,15 +54,27 @@ build_flags=(-DHOURGLASS_BUILD_TESTS=ON -DHOURGLASS_BUILD_BENCH=ON -DHOURGLASS_R
 [ -z "$rocm_include" ] || build_flags+=(-DHOURGLASS_ROCM_INCLUDE="$rocm_include")
 bash scripts/build.sh "${build_flags[@]}"
 
-# The GPU backend compiled for AMD GPUs (HIP) as well: the CUDA build above covers NVIDIA.
+# The GPU backend compiled for AMD GPUs (HIP) as well, against ROCm 6 (Debian's hipcc) and
+# ROCm 7 (clang-19): the CUDA build above covers NVIDIA.
 stage hip-check
 if [ -n "$rocm_include" ]; then
-  HOURGLASS_ROCM_INCLUDE=$rocm_include bash scripts/hip-check.sh
+  HOURGLASS_ROCM_INCLUDE=$rocm_include bash scripts/hip-check.sh --tree rocm6
 elif [ "${CI:-}" = true ]; then
   echo "test.sh: hip-check needs ROCm 6 headers under CI (../shared/rocm-6.2/include)" >&2
   exit 1
 else
   skip "hip-check: no ROCm 6 headers (set ROCM_PATH or HOURGLASS_ROCM_INCLUDE to a ROCm 6 install, or put ROCm 6.2's include folder at ../shared/rocm-6.2/include)"
+fi
+stage hip-check-rocm7
+if [ -n "$rocm_include" ] && bash scripts/hip-check.sh --find-rocm7 >/dev/null &&
+    command -v clang++-19 >/dev/null; then
+  HOURGLASS_ROCM_INCLUDE=$rocm_include bash scripts/hip-check.sh --tree rocm7
+elif [ "${CI:-}" = true ]; then
+  echo "test.sh: hip-check-rocm7 needs ../shared/rocm-7.0, ROCm 6 headers and clang++-19 under" \
+    "CI (scripts/install-deps.sh --test installs clang-19)" >&2
+  exit 1
+else
+  skip "hip-check-rocm7: needs ROCm 7's HIP and RCCL headers (HOURGLASS_ROCM7_PATH or ../shared/rocm-7.0), ROCm 6 headers for MIOpen and hipBLASLt, and clang++-19 (apt-get install clang-19)"
 fi
 
 stage ctest
