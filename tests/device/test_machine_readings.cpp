@@ -1,4 +1,4 @@
-// GPU readings through NVML and ROCm SMI, each exercised through a fake library with fixed
+// GPU readings through NVML, AMD SMI and ROCm SMI, each exercised through a fake library with fixed
 // readings (tests/device/fakes/, loaded with the HOURGLASS_*_LIBRARY variables), the absent
 // libraries, and the host's readings from /proc.
 #include <gtest/gtest.h>
@@ -14,18 +14,24 @@ namespace {
 
 // Sets the library variables for one test and restores them after.
 struct LibraryFiles {
-  LibraryFiles(const char* nvml, const char* rocm_smi) {
+  LibraryFiles(const char* nvml, const char* amd_smi, const char* rocm_smi) {
     ::setenv("HOURGLASS_NVML_LIBRARY", nvml, 1);
+    ::setenv("HOURGLASS_AMD_SMI_LIBRARY", amd_smi, 1);
     ::setenv("HOURGLASS_ROCM_SMI_LIBRARY", rocm_smi, 1);
   }
   ~LibraryFiles() {
     ::unsetenv("HOURGLASS_NVML_LIBRARY");
+    ::unsetenv("HOURGLASS_AMD_SMI_LIBRARY");
     ::unsetenv("HOURGLASS_ROCM_SMI_LIBRARY");
   }
 };
 
+constexpr const char* kNoNvml = "/nonexistent/libnvidia-ml.so.1";
+constexpr const char* kNoAmdSmi = "/nonexistent/libamd_smi.so";
+constexpr const char* kNoRocmSmi = "/nonexistent/librocm_smi64.so";
+
 TEST(MachineReadings, NvmlReadingsInTheirUnits) {
-  LibraryFiles files(HG_FAKE_NVML, "/nonexistent/librocm_smi64.so");
+  LibraryFiles files(HG_FAKE_NVML, kNoAmdSmi, kNoRocmSmi);
   std::string why_not;
   std::unique_ptr<GpuReader> gpus = open_gpu_reader(&why_not);
   ASSERT_NE(gpus, nullptr) << why_not;
@@ -46,8 +52,28 @@ TEST(MachineReadings, NvmlReadingsInTheirUnits) {
   EXPECT_DOUBLE_EQ(a.memory_clock_mhz, 2619);
 }
 
+// AMD SMI comes before ROCm SMI; its power is the energy counter's mean since the last reading.
+TEST(MachineReadings, AmdSmiReadingsInTheirUnitsAndBeforeRocmSmi) {
+  LibraryFiles files(kNoNvml, HG_FAKE_AMD_SMI, HG_FAKE_ROCM_SMI);
+  std::string why_not;
+  std::unique_ptr<GpuReader> gpus = open_gpu_reader(&why_not);
+  ASSERT_NE(gpus, nullptr) << why_not;
+  EXPECT_STREQ(gpus->library(), "AMD SMI");
+  ASSERT_EQ(gpus->count(), 1);  // the socket's CPU is not listed
+  const GpuReading r = gpus->read(0);
+  EXPECT_EQ(r.name, "Fake Instinct MI355X");
+  EXPECT_DOUBLE_EQ(r.utilization_pct, 64);
+  EXPECT_DOUBLE_EQ(r.memory_total_mib, 288 * 1024);
+  EXPECT_DOUBLE_EQ(r.memory_used_mib, 36 * 1024);
+  EXPECT_TRUE(std::isnan(r.power_w));  // no earlier energy reading
+  EXPECT_DOUBLE_EQ(r.temperature_c, 48);
+  EXPECT_DOUBLE_EQ(r.sm_clock_mhz, 2400);
+  EXPECT_DOUBLE_EQ(r.memory_clock_mhz, 1900);
+  EXPECT_NEAR(gpus->read(0).power_w, 600, 1e-9);
+}
+
 TEST(MachineReadings, RocmSmiReadingsInTheirUnits) {
-  LibraryFiles files("/nonexistent/libnvidia-ml.so.1", HG_FAKE_ROCM_SMI);
+  LibraryFiles files(kNoNvml, kNoAmdSmi, HG_FAKE_ROCM_SMI);
   std::string why_not;
   std::unique_ptr<GpuReader> gpus = open_gpu_reader(&why_not);
   ASSERT_NE(gpus, nullptr) << why_not;
@@ -64,10 +90,11 @@ TEST(MachineReadings, RocmSmiReadingsInTheirUnits) {
 }
 
 TEST(MachineReadings, AbsentLibrariesGiveNoReaderAndSayWhatWasTried) {
-  LibraryFiles files("/nonexistent/libnvidia-ml.so.1", "/nonexistent/librocm_smi64.so");
+  LibraryFiles files(kNoNvml, kNoAmdSmi, kNoRocmSmi);
   std::string why_not;
   EXPECT_EQ(open_gpu_reader(&why_not), nullptr);
   EXPECT_NE(why_not.find("NVML"), std::string::npos) << why_not;
+  EXPECT_NE(why_not.find("AMD SMI"), std::string::npos) << why_not;
   EXPECT_NE(why_not.find("ROCm SMI"), std::string::npos) << why_not;
 }
 

@@ -1,7 +1,8 @@
 // The one place the library reads environment variables. Only settings that leave a run's
 // numbers and memory alone are read from the environment: log verbosity (HOURGLASS_CUDNN_LOG,
 // HOURGLASS_CUBLASLT_LOG, NO_COLOR), paths (HOURGLASS_CACHE_DIR, XDG_CACHE_HOME, HOME,
-// HOURGLASS_CUPTI_LIBRARY, the machine readings' override files), start-up work
+// HOURGLASS_CUPTI_LIBRARY, the machine readings' override files HOURGLASS_NVML_LIBRARY,
+// HOURGLASS_AMD_SMI_LIBRARY and HOURGLASS_ROCM_SMI_LIBRARY), start-up work
 // (HOURGLASS_WARM_LIBRARIES, HOURGLASS_PREFETCH_LIBRARIES) and the launch protocol of
 // `hourglass launch` (dist/launch_env.h). Everything that changes what a run computes is a
 // config key (the [engine] table, train/config/engine_config.h). CTest's no_hidden_switches checks

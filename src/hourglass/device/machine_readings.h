@@ -1,9 +1,10 @@
 // Readings of the machine a run uses: each GPU's utilisation, memory, power, temperature and
-// clocks, through NVML on NVIDIA and the ROCm SMI library on AMD, and the host's CPU and memory
-// from /proc. The GPU libraries are opened with dlopen when a reader is made, never linked, so
-// a build or a machine without them still runs (the reader is then absent, with the reason).
-// HOURGLASS_NVML_LIBRARY and HOURGLASS_ROCM_SMI_LIBRARY name another library file to open
-// (tests load a fake one this way).
+// clocks, through NVML on NVIDIA and AMD SMI (else ROCm SMI) on AMD, and the host's CPU and
+// memory from /proc. The GPU libraries are opened with dlopen when a reader is made, never
+// linked, so a build or a machine without them still runs (the reader is then absent, with the
+// reason); their versioned file names are tried first (amd_gpu_library_calls.h declares AMD's
+// calls). HOURGLASS_NVML_LIBRARY, HOURGLASS_AMD_SMI_LIBRARY and HOURGLASS_ROCM_SMI_LIBRARY name
+// another library file to open (tests load a fake one this way).
 #pragma once
 
 #include <cstdint>
@@ -27,14 +28,14 @@ struct GpuReading {
 class GpuReader {
  public:
   virtual ~GpuReader() = default;
-  virtual const char* library() const = 0;  // "NVML", "ROCm SMI"
+  virtual const char* library() const = 0;  // "NVML", "AMD SMI", "ROCm SMI"
   virtual int count() const = 0;
   // The GPU `index` (0 <= index < count()) now.
   virtual GpuReading read(int index) = 0;
 };
 
-// NVML, else ROCm SMI; null when neither loads or reports a GPU, with `why_not` (when given)
-// saying what was tried.
+// NVML, else AMD SMI, else ROCm SMI; null when none loads or reports a GPU, with `why_not` (when
+// given) saying what was tried.
 std::unique_ptr<GpuReader> open_gpu_reader(std::string* why_not = nullptr);
 
 struct HostReading {

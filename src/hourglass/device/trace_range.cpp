@@ -4,6 +4,8 @@
 #include <nvtx3/nvToolsExt.h>
 #elif defined(HOURGLASS_GPU_HIP)
 #include <dlfcn.h>
+
+#include <initializer_list>
 #endif
 
 namespace hg {
@@ -17,13 +19,20 @@ void pop_trace_range() { nvtxRangePop(); }
 
 namespace {
 
-// ROCTX's two entry points, looked up once; null without libroctx64 (ranges then do nothing).
+// ROCTX's two entry points, looked up once; null without a ROCTX library (ranges then do
+// nothing). rocprofv3 (ROCm 6.2 and later) sees the ranges of rocprofiler-sdk's ROCTX library
+// only, so that comes first; rocprof and rocprofv2 read roctracer's libroctx64. Versioned names
+// before the unversioned ones, which only the -dev packages install.
 struct Roctx {
   int (*push)(const char*) = nullptr;
   int (*pop)() = nullptr;
   Roctx() {
-    void* lib = dlopen("libroctx64.so", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) lib = dlopen("libroctx64.so.4", RTLD_NOW | RTLD_LOCAL);
+    void* lib = nullptr;
+    for (const char* name : {"librocprofiler-sdk-roctx.so.1", "librocprofiler-sdk-roctx.so",
+                             "libroctx64.so.4", "libroctx64.so"}) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr) break;
+    }
     if (lib == nullptr) return;
     push = reinterpret_cast<int (*)(const char*)>(dlsym(lib, "roctxRangePushA"));
     pop = reinterpret_cast<int (*)()>(dlsym(lib, "roctxRangePop"));

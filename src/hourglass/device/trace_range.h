@@ -1,8 +1,9 @@
 // Named ranges on the timelines of the vendors' profilers, so that Nsight Systems (nsys) and
 // rocprofv3 show a run's phases (forward, backward, update, evaluate, checkpoint, ...) beside
 // the kernels: NVTX in CUDA builds (its header-only API, which loads a profiler's injection
-// library named by NVTX_INJECTION64_PATH on the first call), ROCTX in HIP builds (libroctx64,
-// opened at run time; without it ranges do nothing), nothing in CPU builds. With no profiler
+// library named by NVTX_INJECTION64_PATH on the first call), ROCTX in HIP builds (opened at run
+// time: rocprofiler-sdk's librocprofiler-sdk-roctx, which rocprofv3 reads, else roctracer's
+// libroctx64; without either ranges do nothing), nothing in CPU builds. With no profiler
 // attached a range costs a call through a function pointer and a branch.
 #pragma once
 

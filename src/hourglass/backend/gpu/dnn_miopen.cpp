@@ -15,9 +15,16 @@
 // fits is compiled and kept. That order can change between processes (any non-deterministic
 // run refreshes the find-db), so each choice is recorded (ops/algorithm_choices.h, saved in
 // checkpoints) and a resumed run takes its checkpoint's choice while MIOpen still lists it.
-// MIOpen has no TF32 mode for f32 convolutions, so MathMode only keys the cache. The
-// per-device state is never destroyed (see dnn_cudnn.cpp).
+// f32 convolutions follow MathMode where MIOpen has a math type (MIOpen 3.5, ROCm 7:
+// MIOPEN_CONVOLUTION_ATTRIB_MATH_TYPE, known from <miopen/version.h> at compile time): Tf32 lets
+// it use TF32 (miopenMathDefault; MI300's xf32), Exact asks for full f32 (miopenMathPedantic), set
+// either way so that a library whose default changes keeps the choice. An older MIOpen has no
+// TF32 for convolutions: its f32 is exact and MathMode only keys the cache. The per-device state
+// is never destroyed (see dnn_cudnn.cpp).
 #include <miopen/miopen.h>
+#if __has_include(<miopen/version.h>)
+#include <miopen/version.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -41,6 +48,16 @@
 #include "hourglass/ops/algorithm_choices.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/ops/tuning_cache.h"
+
+// MIOpen 3.5 and later: the convolution's math type (TF32 or full f32 for f32 data).
+#if defined(MIOPEN_VERSION_MAJOR) && \
+    (MIOPEN_VERSION_MAJOR > 3 || (MIOPEN_VERSION_MAJOR == 3 && MIOPEN_VERSION_MINOR >= 5))
+#define HG_MIOPEN_HAS_MATH_TYPE 1
+#endif
+// scripts/hip-check.sh compiles this file with a MIOpen 3.5 version.h and this definition.
+#if defined(HG_EXPECT_MIOPEN_MATH_TYPE) && !defined(HG_MIOPEN_HAS_MATH_TYPE)
+#error "MIOpen 3.5's version.h did not select the math type path"
+#endif
 
 namespace hg::gpu {
 
@@ -117,6 +134,7 @@ struct PassAlgo {
 struct ConvPlan {
   ConvGeometry geometry;
   DType dtype = DType::F32;
+  MathMode math = MathMode::Exact;
   dnn::Determinism determinism = dnn::Determinism::Any;
   miopenTensorDescriptor_t x = nullptr, y = nullptr, w = nullptr;
   miopenConvolutionDescriptor_t conv = nullptr;
@@ -190,6 +208,13 @@ void init_plan(ConvPlan& plan) {
   if (plan.determinism == dnn::Determinism::Required)
     HG_MIOPEN_CHECK_FOR(
         miopenSetConvolutionAttribute(plan.conv, MIOPEN_CONVOLUTION_ATTRIB_DETERMINISTIC, 1), ctx);
+#ifdef HG_MIOPEN_HAS_MATH_TYPE
+  if (plan.dtype == DType::F32)
+    HG_MIOPEN_CHECK_FOR(miopenSetConvolutionAttribute(
+                            plan.conv, MIOPEN_CONVOLUTION_ATTRIB_MATH_TYPE,
+                            plan.math == MathMode::Tf32 ? miopenMathDefault : miopenMathPedantic),
+                        ctx);
+#endif
 }
 
 struct DeviceState {
@@ -225,6 +250,7 @@ ConvPlan& plan_for(DeviceState& st, const ConvGeometry& g, DType dtype, MathMode
   auto plan = std::make_unique<ConvPlan>();
   plan->geometry = g;
   plan->dtype = dtype;
+  plan->math = math;
   plan->determinism = det;
   init_plan(*plan);
   return *st.plans.emplace(key, std::move(plan)).first->second;
