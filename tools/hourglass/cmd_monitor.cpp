@@ -1,8 +1,8 @@
 // hourglass monitor [--interval SECONDS] [--count N] [--csv]: the machine's GPUs and host, live,
-// one line per GPU per sample, as `nvidia-smi dmon` and `rocm-smi` print them: utilisation,
-// memory, power, temperature and clocks (NVML or ROCm SMI, loaded at run time), then the host's
-// CPU and memory. --csv prints monitor.csv's columns instead (the format `hourglass train`
-// writes to its run directory). Runs until interrupted, or for --count samples.
+// one line per GPU per sample, as `nvidia-smi dmon` and `rocm-smi` print them: utilisation, memory,
+// power, temperature and clocks (NVML, AMD SMI or ROCm SMI, loaded at run time), then the host's
+// CPU and memory. --csv prints monitor.csv's columns instead (the format `hourglass train` writes
+// to its run directory). Runs until interrupted, or for --count samples.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -34,7 +34,8 @@ Runner add_monitor(CLI::App& app) {
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "monitor",
-      "Print the GPUs' utilisation, memory, power, temperature and clocks (NVML or ROCm SMI) "
+      "Print the GPUs' utilisation, memory, power, temperature and clocks (NVML, AMD SMI or ROCm "
+      "SMI) "
       "and the host's CPU and memory, one line per GPU every --interval seconds, until "
       "interrupted.");
   sub->add_option("--interval", a->interval, "seconds between samples")

@@ -202,8 +202,8 @@ void throughput_section(const RunReport& r, double t0, Page& p) {
   p.add("</div>\n");
   if (!gpu && !r.monitor.empty())
     p.note(
-        "monitor.csv has no GPU readings (a CPU run, or no NVML / ROCm SMI): the host's CPU "
-        "and the process's memory are shown instead.");
+        "monitor.csv has no GPU readings (a CPU run, or no NVML / AMD SMI / ROCm SMI): the host's "
+        "CPU and the process's memory are shown instead.");
 }
 
 void budget_section(const RunReport& r, double t0, Page& p) {
