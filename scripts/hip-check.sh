@@ -97,17 +97,17 @@ done
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-# One include root per layer, $scratch/layers/<layer>/hourglass/<lower> -> src/hourglass/<lower>.
-read -r -a layers < <(sed -n 's/^set(HOURGLASS_LAYERS \(.*\))$/\1/p' cmake/layers.cmake)
-[ ${#layers[@]} -gt 0 ] || { echo "hip-check: no layer list in cmake/layers.cmake" >&2; exit 1; }
-below=()
-for layer in "${layers[@]}"; do
-  below+=("$layer")
-  mkdir -p "$scratch/layers/$layer/hourglass"
-  for l in "${below[@]}"; do
-    ln -s "$PWD/src/hourglass/$l" "$scratch/layers/$layer/hourglass/$l"
+# One include root per layer, $scratch/layers/<layer>/hourglass/<used> -> src/hourglass/<used>,
+# for the layer and each layer in its reach (cmake/print_layer_reach.cmake: the graph of
+# cmake/layers.cmake, as the CMake build uses it).
+reach=$(cmake -P cmake/print_layer_reach.cmake) || { echo "hip-check: cmake/print_layer_reach.cmake failed" >&2; exit 1; }
+[ -n "$reach" ] || { echo "hip-check: no layers from cmake/print_layer_reach.cmake" >&2; exit 1; }
+while read -r -a line; do
+  mkdir -p "$scratch/layers/${line[0]}/hourglass"
+  for l in "${line[@]:1}"; do  # the layer itself comes first in its reach too
+    ln -s "$PWD/src/hourglass/$l" "$scratch/layers/${line[0]}/hourglass/$l"
   done
-done
+done <<< "$reach"
 # The same selection as src/CMakeLists.txt makes for HOURGLASS_GPU_BACKEND=hip.
 mapfile -t files < <(find src/hourglass -path '*/gpu/*' \( -name '*.cu' -o -name '*.cpp' \) |
   grep -Ev '_(cudnn|cublaslt|nvml|cupti)\.cpp$' | sort)
