@@ -155,6 +155,15 @@ TEST(Config, OverridesParseTomlValuesAndCreateTables) {
   expect_invalid([&] { c.get_int("train.epochs", 0); },
                  {"'train.epochs'", "from --set train.epochs=ten", "found a string \"ten\""});
   expect_invalid([&] { c.get_bool("optim.lr", false); }, {"from --set optim={name"});
+  // A newline in a --set value stays out of the message: one line, the byte escaped.
+  c.set_override("train.epochs=3\nx");
+  try {
+    c.get_int("train.epochs", 0);
+    ADD_FAILURE() << "a string was read as an integer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message().find('\n'), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("found a string \"3\\x0ax\""), std::string::npos) << e.message();
+  }
 
   expect_invalid([&] { c.set_override("train.epochs"); }, {"key=value"});
   expect_invalid([&] { c.set_override("=3"); }, {"not a valid key"});

@@ -103,6 +103,17 @@ TEST(BudgetSettings, BadFlagsAndKeysAreNamed) {
   f = {};
   f.price_per_hour = "-1";
   expect_invalid([&] { resolve_budget_settings(empty, f); }, {"--price-per-hour", "-1"});
+  // A flag of zero would read as "nothing to spend": refused, where a key's 0 means no limit.
+  f = {};
+  f.budget = "0";
+  expect_invalid([&] { resolve_budget_settings(empty, f); }, {"--budget 0", "leave --budget out"});
+  f = {};
+  f.budget_usd = "$0";
+  f.price_per_hour = "1";
+  expect_invalid([&] { resolve_budget_settings(empty, f); }, {"--budget-usd $0", "positive"});
+  EXPECT_EQ(
+      resolve_budget_settings(Config::parse("[budget]\nhours = 0\n", "z.toml"), {}).limits.device_hours,
+      0);
   f = {};
   f.reserve = "soon";
   expect_invalid([&] { resolve_budget_settings(empty, f); }, {"--budget-reserve", "soon"});
@@ -292,6 +303,19 @@ TEST(BudgetLedger, WarnsOnceAtEightyPercent) {
   EXPECT_FALSE(free_ledger.must_stop(1e9, 1e9));
   EXPECT_TRUE(std::isinf(free_ledger.remaining_device_seconds()));
   EXPECT_NE(free_ledger.summary().find("no budget"), std::string::npos) << free_ledger.summary();
+}
+
+TEST(BudgetLedger, ASmallBudgetShowsTwoSignificantDigits) {
+  BudgetLimits one_minute;
+  one_minute.device_hours = 1.0 / 60;
+  BudgetLedger ledger(temp_dir("small") + "/budget.json", one_minute, "r", "", LedgerOptions{1e9});
+  ledger.charge(30);
+  EXPECT_NE(ledger.summary().find("spent 0.008 of 0.017 device-hours"), std::string::npos)
+      << ledger.summary();
+  BudgetLedger hours_ledger(temp_dir("hours") + "/budget.json", hours(2), "r", "",
+                            LedgerOptions{1e9});
+  EXPECT_NE(hours_ledger.summary().find("spent 0.00 of 2.00 device-hours"), std::string::npos)
+      << hours_ledger.summary();
 }
 
 TEST(BudgetLedger, MustStopBeforeTheBudgetWouldBeExceeded) {

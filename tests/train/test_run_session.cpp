@@ -252,6 +252,27 @@ TEST(RunSession, StopRequestsBeforeTheFirstStepAndAfterTheLastEvaluationAreRepor
   session.finish("");
 }
 
+TEST(RunSession, ABudgetNoLargerThanTheReserveIsRefusedSayingSo) {
+  const std::string dir = test::fresh_temp_dir("hourglass_session_small_budget");
+  const Config config = Config::parse(
+      "name = \"loop\"\nseed = 3\n[budget]\nhours = 0.0002\nreserve = \"2m\"\n", "loop.toml");
+  train::clear_stop_request();
+  train::RunSession session(config, "loop", "seed = 3\n", every(0),
+                            {.run_dir = dir, .progress = false});
+  session.start_new();
+  try {
+    session.open_ledger();
+    ADD_FAILURE() << "a 0.72-second budget under a 2-minute reserve was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("no more than the time kept back"), std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find("(2:00)"), std::string::npos) << e.message();
+    EXPECT_EQ(e.message().find("spent"), std::string::npos) << e.message();
+    EXPECT_NE(e.remedy().find("--budget-reserve"), std::string::npos) << e.remedy();
+  }
+  EXPECT_FALSE(fs::exists(dir + "/config.toml"));
+}
+
 TEST(RunSession, ALedgerCorruptedMidRunStopsTheLoopNamingItAndResumesOnceRepaired) {
   const std::string dir = test::fresh_temp_dir("hourglass_session_ledger");
   const std::string ledger = dir + "/shared/ledger.json";

@@ -66,8 +66,8 @@ std::string_view type_name(const toml::node& n) {
 std::string value_text(const toml::node& n) {
   // toml++ prints strings as 'literal strings'; double quotes read more familiarly.
   if (auto str = n.as_string()) {
-    std::string s = str->get();
-    return s.size() > 58 ? "\"" + s.substr(0, 55) + "...\"" : "\"" + s + "\"";
+    // Control bytes (a newline given in --set) as \xNN, so the message stays one line.
+    return "\"" + untrusted_excerpt(str->get(), 55) + "\"";
   }
   std::ostringstream os;
   n.visit([&](const auto& v) { os << v; });

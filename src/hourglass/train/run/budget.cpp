@@ -215,8 +215,23 @@ BudgetSettings resolve_budget_settings(const Config& c, const BudgetFlags& flags
   s.phase = c.get_string("budget.phase", "");
 
   // Flags replace the key they correspond to, and only that one.
-  if (!flags.budget.empty()) l.device_hours = parse_duration_for(flags.budget, "--budget") / 3600.0;
-  if (!flags.budget_usd.empty()) l.usd = parse_amount(flags.budget_usd, "--budget-usd", "USD");
+  // A flag of zero is refused: "--budget 0" reads as "nothing may be spent", where the config
+  // keys' 0 (their default) means no limit.
+  if (!flags.budget.empty()) {
+    l.device_hours = parse_duration_for(flags.budget, "--budget") / 3600.0;
+    if (l.device_hours <= 0)
+      throw_invalid(fmt::format("--budget {}: a budget of no time leaves nothing to train with",
+                                untrusted_excerpt(flags.budget)),
+                    "give a positive duration such as 90m, or leave --budget out for no limit");
+  }
+  if (!flags.budget_usd.empty()) {
+    l.usd = parse_amount(flags.budget_usd, "--budget-usd", "USD");
+    if (l.usd <= 0)
+      throw_invalid(fmt::format("--budget-usd {}: a budget of no money leaves nothing to train "
+                                "with",
+                                untrusted_excerpt(flags.budget_usd)),
+                    "give a positive amount such as 170, or leave --budget-usd out for no limit");
+  }
   if (!flags.price_per_hour.empty())
     l.price_per_hour =
         parse_amount(flags.price_per_hour, "--price-per-hour", "USD per device-hour");
@@ -463,8 +478,14 @@ Projection BudgetLedger::projection(int64_t steps_done, int64_t steps_total,
 std::string BudgetLedger::summary() const {
   const double spent_hours = spent_device_seconds() / 3600.0;
   std::string text;
+  // Two decimals, more for a limit under 0.1 device-hours, so that it shows two significant
+  // digits (a 1-minute budget is "0.017", not "0.00").
+  int decimals = 2;
+  if (limits_.device_hours > 0 && limits_.device_hours < 0.1)
+    decimals = std::min(6, int(std::ceil(-std::log10(limits_.device_hours))) + 1);
   if (limits_.device_hours > 0)
-    text = fmt::format("spent {:.2f} of {:.2f} device-hours", spent_hours, limits_.device_hours);
+    text = fmt::format("spent {:.{}f} of {:.{}f} device-hours", spent_hours, decimals,
+                       limits_.device_hours, decimals);
   else
     text = fmt::format("spent {:.2f} device-hours", spent_hours);
   if (limits_.usd > 0)

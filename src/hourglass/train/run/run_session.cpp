@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "hourglass/base/atomic_file.h"
+#include "hourglass/base/duration.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
 #include "hourglass/obs/metric_sinks.h"
@@ -187,9 +188,19 @@ void RunSession::open_ledger() {
       budget_.limits, run_name_, budget_.phase, LedgerOptions{budget_.flush_every_seconds});
   if (budget_.limits.has_limit() || ledger_->limits().has_limit())
     HG_LOG_INFO("budget: {}", ledger_->summary());
-  if (ledger_->must_stop(0, 0))
+  if (ledger_->must_stop(0, 0)) {
+    // Nothing spent yet: the budget itself is no more than the reserve.
+    if (ledger_->spent_device_seconds() <= 0)
+      throw_invalid(
+          fmt::format("the budget ({} left on {} device(s)) is no more than the time kept back "
+                      "for the final checkpoint and evaluation ({})",
+                      format_duration_clock(ledger_->remaining_wall_seconds()),
+                      ledger_->limits().devices,
+                      format_duration_clock(ledger_->limits().reserve_seconds)),
+          "raise --budget / --budget-usd above the reserve, or lower --budget-reserve");
     throw_invalid(fmt::format("the budget is spent: {}", ledger_->summary()),
                   "raise --budget / --budget-usd, or record this phase in a new --ledger");
+  }
   write_file_atomic(options_.run_dir + "/config.toml", config_.to_toml());
   last_checkpoint_time_ = Clock::now();
 }
