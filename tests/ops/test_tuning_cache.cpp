@@ -19,6 +19,7 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 #include "hourglass/ops/tuning_cache.h"
+#include "support/expect_error.h"
 #include "support/log_capture.h"
 #include "support/temp_dir.h"
 
@@ -27,6 +28,7 @@ namespace {
 
 const std::string kIdentity = "device=Test GPU; driver=1.2; cuDNN 9.1.0; cuBLASLt 12.0.0";
 
+using test::expect_invalid;
 using test::LogCapture;
 
 // Sets an environment variable for the object's lifetime (unset: nullptr).
@@ -266,6 +268,11 @@ TEST(TuningCacheLocation, EnvironmentThenConfigThenXdgThenHome) {
     ScopedEnv env("HOURGLASS_CACHE_DIR", "/from/env");
     ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
     EXPECT_EQ(resolve_tuning_cache_dir("/from/config"), "/from/env");
+  }
+  {  // relative: refused naming the variable, as tune.cache_dir refuses one
+    ScopedEnv env("HOURGLASS_CACHE_DIR", "cache");
+    expect_invalid([] { resolve_tuning_cache_dir(""); },
+                   {"HOURGLASS_CACHE_DIR='cache'", "absolute path"});
   }
   ScopedEnv env("HOURGLASS_CACHE_DIR", nullptr);
   {

@@ -49,8 +49,13 @@ State& state() {
 const TuningCacheSettings& settings_locked(State& s) {
   if (!s.configured) {
     s.settings.mode = TuningCacheMode::ReadWrite;
-    s.settings.dir = resolve_tuning_cache_dir("");
     s.configured = true;
+    try {
+      s.settings.dir = resolve_tuning_cache_dir("");
+    } catch (const Error& e) {  // a command that never configured it: the cache stays off
+      HG_LOG_WARN("tuning cache off: {} ({})", e.message(), e.remedy());
+      s.settings.dir.clear();
+    }
   }
   return s.settings;
 }
@@ -171,7 +176,15 @@ const char* tuning_cache_mode_name(TuningCacheMode mode) {
 }
 
 std::string resolve_tuning_cache_dir(const std::string& configured) {
-  if (const char* env = env::get("HOURGLASS_CACHE_DIR"); env != nullptr && *env != '\0') return env;
+  if (const char* env = env::get("HOURGLASS_CACHE_DIR"); env != nullptr && *env != '\0') {
+    // Relative, it would name another folder in each working directory (tune.cache_dir
+    // refuses one too).
+    if (env[0] != '/')
+      throw_invalid(fmt::format("HOURGLASS_CACHE_DIR='{}' is not an absolute path",
+                                untrusted_excerpt(env, kPathMax)),
+                    "set it to an absolute path, e.g. \"$PWD/cache\", or unset it");
+    return env;
+  }
   if (!configured.empty()) return configured;
   if (const char* xdg = env::get("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
     return std::string(xdg) + "/hourglass";

@@ -50,7 +50,7 @@ inline constexpr size_t kMaxTuningFileBytes = size_t(8) << 20;
 // The cache directory: $HOURGLASS_CACHE_DIR when set and not empty, else `configured`
 // (tune.cache_dir) when not empty, else $XDG_CACHE_HOME/hourglass when XDG_CACHE_HOME is an
 // absolute path (the XDG base directory rule), else $HOME/.cache/hourglass; "" when none is
-// known (the cache is then off).
+// known (the cache is then off). A relative $HOURGLASS_CACHE_DIR is refused (InvalidInput).
 std::string resolve_tuning_cache_dir(const std::string& configured);
 
 // Sets the process's cache mode and directory (already resolved), forgetting what was read
