@@ -8,6 +8,7 @@
 #include "data/cifar10_fixtures.h"
 #include "data/fixtures.h"
 #include "hourglass/data/dataset.h"
+#include "hourglass/data/tar_gz_reader.h"
 #include "support/fifo.h"
 
 namespace hg::data {
@@ -302,6 +303,17 @@ TEST(Cifar10Formats, DamagedArchives) {
   for (size_t i = corrupt.size() / 2; i < corrupt.size() / 2 + 64; ++i) corrupt[i] ^= 0x5a;
   test::write_file(path, corrupt);
   EXPECT_TRUE(fails_with(load, {path}));
+  // Bytes appended after the gzip stream: refused once the archive's end is reached.
+  Bytes appended = whole;
+  appended.insert(appended.end(), {'e', 'x', 't', 'r', 'a'});
+  test::write_file(path, appended);
+  EXPECT_TRUE(fails_with(load, {path, "5 bytes after the end of the gzip data"}));
+  // Far more than a tar record's padding after the end marker, inside the gzip stream (a small
+  // file that inflates to gigabytes): refused at the bound, not inflated whole.
+  Bytes padded = test::tar_archive(archive_members(true));
+  padded.resize(padded.size() + 2 * TarGzReader::kMaxTailBytes, 0);
+  test::write_gz(path, padded);
+  EXPECT_TRUE(fails_with(load, {path, "bytes after the archive's end marker"}));
   // Not an archive at all.
   test::write_file(path, Bytes(1000, 'x'));
   EXPECT_TRUE(fails_with(load, {path, "not a readable .tar.gz archive"}));

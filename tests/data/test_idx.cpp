@@ -167,6 +167,33 @@ TEST(IdxReader, CorruptGzipStream) {
   EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels); }, {p.images}));
 }
 
+TEST(IdxReader, BytesAfterTheGzipStreamAreAnErrorAndASecondMemberReads) {
+  ScratchDir dir;
+  const IdxPair p = write_pair(dir, true);
+  const Bytes images_gz = test::read_file(p.images);
+  Bytes garbage = images_gz;
+  for (const char c : std::string("trailing garbage")) garbage.push_back(uint8_t(c));
+  test::write_file(p.images, garbage);
+  EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels); },
+                         {p.images, "16 bytes after the end of the gzip data",
+                          "at byte " + std::to_string(images_gz.size())}));
+  // One zero byte is refused the same way (gzip(1) only warns).
+  Bytes zero = images_gz;
+  zero.push_back(0);
+  test::write_file(p.images, zero);
+  EXPECT_TRUE(fails_with([&] { read_idx(p.images, p.labels); }, {p.images, "1 bytes after"}));
+  // `cat a.gz b.gz`: two members read as one stream, as gzip -d gives them.
+  const Bytes whole = test::read_file(write_pair(dir, false, "plain").images);
+  const size_t cut = 16 + 5 * kH * kW;  // header and five images, then the other two
+  test::write_gz(dir.file("a.gz"), Bytes(whole.begin(), whole.begin() + cut));
+  test::write_gz(dir.file("b.gz"), Bytes(whole.begin() + cut, whole.end()));
+  Bytes both = test::read_file(dir.file("a.gz"));
+  const Bytes second = test::read_file(dir.file("b.gz"));
+  both.insert(both.end(), second.begin(), second.end());
+  test::write_file(p.images, both);
+  expect_contents(read_idx(p.images, p.labels));
+}
+
 TEST(IdxReader, TrailingDataIsAnError) {
   ScratchDir dir;
   const IdxPair p = write_pair(dir, false);

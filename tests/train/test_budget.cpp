@@ -111,9 +111,9 @@ TEST(BudgetSettings, BadFlagsAndKeysAreNamed) {
   f.budget_usd = "$0";
   f.price_per_hour = "1";
   expect_invalid([&] { resolve_budget_settings(empty, f); }, {"--budget-usd $0", "positive"});
-  EXPECT_EQ(
-      resolve_budget_settings(Config::parse("[budget]\nhours = 0\n", "z.toml"), {}).limits.device_hours,
-      0);
+  EXPECT_EQ(resolve_budget_settings(Config::parse("[budget]\nhours = 0\n", "z.toml"), {})
+                .limits.device_hours,
+            0);
   f = {};
   f.reserve = "soon";
   expect_invalid([&] { resolve_budget_settings(empty, f); }, {"--budget-reserve", "soon"});

@@ -185,7 +185,8 @@ std::optional<std::pair<size_t, Format>> match_member(const std::string& member,
 
 // Streams the archive's members, keeping each batch member met (bounded in size) until the
 // batches before it have been decoded: the published archives list their members out of order,
-// so a few batches may wait in memory. Stops as soon as `limit` samples are read.
+// so a few batches may wait in memory. Stops as soon as `limit` samples are read; without a
+// limit, reads to the archive's end.
 void read_archive(const Location& at, const std::vector<std::string>& batches, int64_t limit,
                   ImageDataset& ds) {
   std::optional<Format> format = at.format;
@@ -219,6 +220,11 @@ void read_archive(const Location& at, const std::vector<std::string>& batches, i
                   "CIFAR-10's archives are cifar-10-binary.tar.gz and cifar-10-python.tar.gz; "
                   "download the archive again");
   }
+  // A whole split read: the rest of the archive too, so that its end (the gzip trailer's CRC,
+  // nothing appended) is checked. A run with a sample limit stops early instead.
+  if (limit <= 0)
+    while (tar.next()) {
+    }
   const Format f = format.value_or(Format::Binary);
   ds.source = fmt::format("{} ({}{})", at.path, member_name(f, batches.front()),
                           batches.size() == 1 ? "" : " .. " + file_name(f, batches.back()));

@@ -3,34 +3,72 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <cerrno>
+#include <exception>
+
 #include <algorithm>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
+#include "hourglass/data/byte_source.h"
 
 namespace hg::data {
 
 namespace {
 
-constexpr size_t kReadBlock = size_t(1) << 16;  // libarchive's read size from the file
+constexpr size_t kReadBlock = size_t(1) << 16;  // decompressed bytes handed to libarchive
 constexpr size_t kDataChunk = size_t(1) << 20;  // growth step of a member's buffer
 
 }  // namespace
 
 void TarGzReader::Free::operator()(archive* a) const { archive_read_free(a); }
 
-TarGzReader::TarGzReader(const std::string& path) : path_(path) {
-  require_regular_file(path, "archive");
-  archive_.reset(archive_read_new());
-  if (archive_ == nullptr) throw_runtime(fmt::format("{}: libarchive: out of memory", path));
-  archive_read_support_filter_gzip(archive_.get());
-  archive_read_support_format_tar(archive_.get());
-  if (archive_read_open_filename(archive_.get(), path.c_str(), kReadBlock) != ARCHIVE_OK) {
-    fail("");
+struct TarGzReader::Feed {
+  explicit Feed(const std::string& path) : source(path), block(kReadBlock) {}
+  ByteSource source;
+  std::vector<uint8_t> block;
+  std::exception_ptr error;
+};
+
+void TarGzReader::FreeFeed::operator()(Feed* f) const { delete f; }
+
+namespace {
+
+// libarchive's read callback: the next decompressed block. No exception may cross libarchive's
+// C frames: one is kept in the feed and rethrown by TarGzReader::fail.
+la_ssize_t read_block(archive* a, void* feed, const void** buffer) {
+  auto* f = static_cast<TarGzReader::Feed*>(feed);
+  try {
+    *buffer = f->block.data();
+    const size_t got = f->source.read(f->block.data(), f->block.size());
+    // Cut short: nothing vouches for the last bytes (the trailer's CRC never came).
+    if (f->source.truncated())
+      throw_invalid(fmt::format("{}: truncated data: the gzip stream ends before its trailer",
+                                f->source.path()),
+                    "the archive is cut short; download it again");
+    return la_ssize_t(got);
+  } catch (...) {
+    f->error = std::current_exception();
+    archive_set_error(a, EIO, "read failed");
+    return -1;
   }
 }
 
+}  // namespace
+
+TarGzReader::TarGzReader(const std::string& path) : path_(path) {
+  require_regular_file(path, "archive");
+  feed_.reset(new Feed(path));
+  archive_.reset(archive_read_new());
+  if (archive_ == nullptr) throw_runtime(fmt::format("{}: libarchive: out of memory", path));
+  archive_read_support_format_tar(archive_.get());
+  if (archive_read_open(archive_.get(), feed_.get(), nullptr, read_block, nullptr) != ARCHIVE_OK)
+    fail("");
+}
+
 void TarGzReader::fail(const std::string& what) const {
+  if (feed_ != nullptr && feed_->error != nullptr)
+    std::rethrow_exception(feed_->error);  // ByteSource's own message
   const char* why = archive_ != nullptr ? archive_error_string(archive_.get()) : nullptr;
   const std::string member = member_.empty() ? "" : ": member " + member_;
   throw_invalid(fmt::format("{}{}: {}", path_, member,
@@ -46,6 +84,17 @@ bool TarGzReader::next() {
     const int status = archive_read_next_header(archive_.get(), &entry);
     if (status == ARCHIVE_EOF) {
       member_.clear();
+      // The rest of the file: tar padding, then the gzip trailer, then nothing.
+      size_t tail = 0;
+      while (tail <= kMaxTailBytes) {
+        const size_t got = feed_->source.read(feed_->block.data(), feed_->block.size());
+        if (got == 0) break;
+        tail += got;
+      }
+      if (tail > kMaxTailBytes)
+        fail(fmt::format("more than {} bytes after the archive's end marker", kMaxTailBytes));
+      if (feed_->source.truncated())
+        fail("truncated data: the gzip stream ends before its trailer");
       return false;
     }
     // ARCHIVE_WARN (an odd header field) still gives a usable entry; FATAL/RETRY do not.

@@ -1,5 +1,7 @@
-// Reading the members of a .tar.gz archive in place, one after another, through libarchive
-// (only the tar format and the gzip filter are enabled: nothing else is parsed). Members are
+// Reading the members of a .tar.gz archive in place, one after another: the gzip stream is
+// decompressed by ByteSource (strictly: bytes after it that start no member are refused) and
+// libarchive reads the tar format from it (only the tar format is enabled: nothing else is
+// parsed). Members are
 // streamed: the archive is never unpacked to disk, and a member is read into memory only when
 // asked, up to a bound the caller gives. Every fault (not a regular file, not a tar.gz, a
 // corrupt or cut-short stream, a member over its bound) is an InvalidInput error naming the
@@ -24,7 +26,9 @@ class TarGzReader {
   TarGzReader& operator=(const TarGzReader&) = delete;
 
   // Moves to the next regular-file member (folders, links and the like are skipped); false at
-  // the end of the archive. The current member's data, if unread, is skipped.
+  // the end of the archive, once the rest of the file has been read and checked (the tar
+  // blocks after the end marker, at most kMaxTailBytes, and the gzip trailer). The current
+  // member's data, if unread, is skipped.
   bool next();
   // The current member's path inside the archive, with a leading "./" removed.
   const std::string& member() const { return member_; }
@@ -33,6 +37,14 @@ class TarGzReader {
   std::vector<uint8_t> read(size_t max_bytes);
 
   const std::string& path() const { return path_; }
+
+  // Decompressed bytes allowed after the tar end marker (tar pads to its record size, 10 KiB by
+  // default): more is refused, so a small file cannot make the end check inflate gigabytes.
+  static constexpr size_t kMaxTailBytes = size_t(1) << 20;
+
+  // The decompressed bytes libarchive reads (tar_gz_reader.cpp): a ByteSource, the block it
+  // reads into, and an error it raised, rethrown once libarchive has returned.
+  struct Feed;
 
  private:
   // InvalidInput naming the archive and member: `what`, or libarchive's error when empty.
@@ -44,7 +56,11 @@ class TarGzReader {
   };
   std::string path_;
   std::string member_;
-  std::unique_ptr<archive, Free> archive_;
+  struct FreeFeed {
+    void operator()(Feed* f) const;
+  };
+  std::unique_ptr<Feed, FreeFeed> feed_;
+  std::unique_ptr<archive, Free> archive_;  // after feed_: freed first, while feed_ exists
 };
 
 }  // namespace hg::data
