@@ -106,7 +106,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   EXPECT_EQ(r.config_hash, s.config_hash);
   EXPECT_EQ(r.algorithm_choices, s.algorithm_choices);
   train::check_resumable(c, s.config_text, ops::EngineSettings{}, *model, sgd,
-                         /*steps_per_epoch=*/1);
+                         /*steps_per_epoch=*/1, /*batch_size=*/64);
 
   // Restoring into a freshly initialised model and optimizer reproduces every byte.
   auto other = nn::make_model(spec);
@@ -126,7 +126,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   changed.model.name = "mlp";
   try {
     train::check_resumable(c, train::trajectory_config_text(changed), ops::EngineSettings{}, *model,
-                           sgd, 1);
+                           sgd, 1, 64);
     ADD_FAILURE() << "a changed model.name was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("model.name = \"mlp\" (checkpoint: \"tiny_resnet\")"),
@@ -138,7 +138,7 @@ TEST(Checkpoint, TrainingCheckpointRoundTripsTensorsAndState) {
   ops::EngineSettings other_engine;
   other_engine.relu_mask_bits = !other_engine.relu_mask_bits;
   test::expect_invalid(
-      [&] { train::check_resumable(c, s.config_text, other_engine, *model, sgd, 1); },
+      [&] { train::check_resumable(c, s.config_text, other_engine, *model, sgd, 1, 64); },
       {"other engine settings", "engine.relu_mask_bits"});
 }
 
@@ -186,7 +186,7 @@ TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
   FlatParameters other_flat = nn::build_parameter_arena(*model, nn::DecayScope::All);
   optim::AdamW other(other_flat, AdamWOptions{});
   train::check_resumable(old, s.config_text, ops::EngineSettings{}, *model, other,
-                         /*steps_per_epoch=*/1);
+                         /*steps_per_epoch=*/1, /*batch_size=*/64);
   train::restore_training_checkpoint(old, *model, other);
   EXPECT_EQ(other.step_count(), 2);
   for (const auto& [name, t] : other.state())
@@ -195,7 +195,7 @@ TEST(Checkpoint, AdamWCheckpointFromBeforeAppliedStepsResumes) {
   const train::LoadedCheckpoint no_moment =
       train::read_training_checkpoint(without("optim.exp_avg"));
   try {
-    train::check_resumable(no_moment, s.config_text, ops::EngineSettings{}, *model, other, 1);
+    train::check_resumable(no_moment, s.config_text, ops::EngineSettings{}, *model, other, 1, 64);
     ADD_FAILURE() << "a checkpoint without optim.exp_avg was accepted";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("optim.exp_avg"), std::string::npos) << e.message();
@@ -266,7 +266,7 @@ struct TinyRun {
   }
   void check_resumable(const train::LoadedCheckpoint& c) const {
     train::check_resumable(c, state.config_text, ops::EngineSettings{}, *model, *sgd,
-                           /*steps_per_epoch=*/1);
+                           /*steps_per_epoch=*/1, /*batch_size=*/16);
   }
 };
 
@@ -483,6 +483,20 @@ TEST(Checkpoint, RunStateOutOfRangeIsRefused) {
                                          {path, "hourglass." + c.key, c.expected});
     EXPECT_LT(e.one_line().size(), 600u) << "an untrusted value was quoted whole";
   }
+  // The epoch's samples within what its batches hold (one batch of 16 here), and a position
+  // that fits the run's epochs: refused on resume, where the run's shape is known.
+  const std::string many =
+      reseal(dir + "/good.safetensors", dir + "/many.safetensors",
+             [&](auto&, auto& meta) { meta["hourglass.epoch_samples"] = "9000000000000000000"; });
+  test::expect_invalid([&] { t.check_resumable(train::read_training_checkpoint(many)); },
+                       {many, "hourglass.epoch_samples", "more than the 1 batches done"});
+  const std::string shifted =
+      reseal(dir + "/good.safetensors", dir + "/shifted.safetensors", [&](auto&, auto& meta) {
+        meta["hourglass.epoch"] = "0";
+        meta["hourglass.last_epoch_record"] = "";
+      });
+  test::expect_invalid([&] { t.check_resumable(train::read_training_checkpoint(shifted)); },
+                       {shifted, "hourglass.step", "does not fit this run's 1 steps per epoch"});
   // At batch 0 the epoch's sums are empty.
   const std::string at_zero =
       reseal(dir + "/good.safetensors", dir + "/zero.safetensors", [&](auto&, auto& meta) {

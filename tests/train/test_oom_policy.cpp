@@ -187,12 +187,33 @@ TEST(MicroBatchPlan, SplitsShrinksAndRoundTrips) {
 
   // Checkpoint state: a resumed run keeps the smaller micro-batch, never a larger one.
   EXPECT_EQ(p.save(), "16");
-  EXPECT_EQ(MicroBatchPlan::restore(p.save(), MicroBatchPlan(128), "ckpt").micro_batch_size(), 16);
-  EXPECT_EQ(MicroBatchPlan::restore("64", MicroBatchPlan(32), "ckpt").micro_batch_size(), 32);
-  EXPECT_EQ(MicroBatchPlan::restore("", MicroBatchPlan(32), "ckpt").micro_batch_size(), 32);
+  EXPECT_EQ(
+      MicroBatchPlan::restore(p.save(), MicroBatchPlan(128), false, 128, "ckpt").micro_batch_size(),
+      16);
+  EXPECT_EQ(MicroBatchPlan::restore("", MicroBatchPlan(32), false, 128, "ckpt").micro_batch_size(),
+            32);
+  // A searched size ("auto") may have ended elsewhere on another machine: any size up to the
+  // batch, the smaller kept.
+  EXPECT_EQ(MicroBatchPlan::restore("64", MicroBatchPlan(32), true, 128, "ckpt").micro_batch_size(),
+            32);
+  EXPECT_EQ(MicroBatchPlan::restore("21", MicroBatchPlan(32), true, 128, "ckpt").micro_batch_size(),
+            21);
+  // A size this config never writes (an edited checkpoint) is refused, never used or clamped.
+  for (const auto& [bad, searched, part] :
+       {std::tuple{"3", false, "halving of it: 32, 16, 8, 4, 2, 1"},
+        std::tuple{"64", false, "= 64 is not a micro-batch"},
+        std::tuple{"1000000", true, "at most the batch's 128 rows"}}) {
+    try {
+      MicroBatchPlan::restore(bad, MicroBatchPlan(32), searched, 128, "run/final.safetensors");
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+      EXPECT_NE(e.message().find(part), std::string::npos) << e.message();
+    }
+  }
   for (const char* bad : {"0", "-4", "12x", "auto"}) {
     try {
-      MicroBatchPlan::restore(bad, MicroBatchPlan(32), "run/final.safetensors");
+      MicroBatchPlan::restore(bad, MicroBatchPlan(32), false, 128, "run/final.safetensors");
       ADD_FAILURE() << "no error for " << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);

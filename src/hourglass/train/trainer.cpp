@@ -145,7 +145,8 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
                                           session_options(options, run_.metrics));
   const std::string trajectory = trajectory_config_text(run_);
   auto validate = [&](const LoadedCheckpoint& c) {
-    check_resumable(c, trajectory, run_.engine, model(), *setup_.optimizer, setup_.steps_per_epoch);
+    check_resumable(c, trajectory, run_.engine, model(), *setup_.optimizer, setup_.steps_per_epoch,
+                    run_.train.batch_size);
   };
   std::optional<LoadedCheckpoint> ckpt;
   if (session_->writes()) ckpt = session_->find_resume_point(validate);
@@ -190,9 +191,9 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
     start_.samples = 0;
   }
   TrainStep& step = *setup_.step;
-  step.micro_batch_plan() =
-      MicroBatchPlan::restore(s.micro_batch > 0 ? std::to_string(s.micro_batch) : "",
-                              step.micro_batch_plan(), ckpt.file.path);
+  step.micro_batch_plan() = MicroBatchPlan::restore(
+      s.micro_batch > 0 ? std::to_string(s.micro_batch) : "", step.micro_batch_plan(),
+      run_.train.micro_batch == kAutoMicroBatch, run_.train.batch_size, ckpt.file.path);
   if (optim::LossScaler* scaler = step.loss_scaler(); scaler && !s.loss_scale.empty()) {
     double scale = 0, good = 0;
     HG_CHECK(std::sscanf(s.loss_scale.c_str(), "%lf %lf", &scale, &good) == 2 && scale > 0,

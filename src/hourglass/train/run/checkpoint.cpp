@@ -414,7 +414,8 @@ ops::EngineSettings recorded_engine(const std::map<std::string, std::string>& me
 
 void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_text,
                      const ops::EngineSettings& engine, const nn::Module& model,
-                     const optim::Optimizer& optimizer, int64_t steps_per_epoch) {
+                     const optim::Optimizer& optimizer, int64_t steps_per_epoch,
+                     int64_t batch_size) {
   const std::string& path = ckpt.file.path;
   const TrainingState& s = ckpt.state;
   if (s.config_hash != config_hash(config_text) || s.config_text != config_text)
@@ -430,9 +431,17 @@ void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_tex
         "--run-dir");
   check_model_tensors(ckpt.file, model);
   check_optimizer_tensors(ckpt.file, optimizer, s.step);
-  HG_CHECK(s.batch <= steps_per_epoch && s.step == s.epoch * steps_per_epoch + s.batch,
-           "checkpoint {}: position epoch {} batch {} step {} does not fit {} steps per epoch",
-           path, s.epoch, s.batch, s.step, steps_per_epoch);
+  if (s.batch > steps_per_epoch || s.step != s.epoch * steps_per_epoch + s.batch)
+    throw_bad_state(path, "step",
+                    fmt::format("= {} (epoch {}, batch {}) does not fit this run's {} steps per "
+                                "epoch",
+                                s.step, s.epoch, s.batch, steps_per_epoch));
+  // Each batch done holds at most batch_size samples (a short last batch fewer).
+  if (s.samples > s.batch * batch_size)
+    throw_bad_state(path, "epoch_samples",
+                    fmt::format("= {} is more than the {} batches done this epoch hold (at most "
+                                "{} samples each)",
+                                s.samples, s.batch, batch_size));
 }
 
 void restore_training_checkpoint(const LoadedCheckpoint& ckpt, nn::Module& model,

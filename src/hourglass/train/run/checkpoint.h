@@ -129,11 +129,13 @@ ops::EngineSettings recorded_engine(const std::map<std::string, std::string>& me
 // Checks that `ckpt` continues this run: the same trajectory config (the message names each
 // differing key with both values), the same engine settings as `engine` (each differing key
 // named), the model's tensors (names, dtypes and shapes), the optimizer (name, state dtypes and
-// shapes) and a position consistent with `steps_per_epoch`. Throws InvalidInput naming the file
-// and the first difference.
+// shapes), a position consistent with `steps_per_epoch` and an epoch's sample count that
+// `batch_size` (the global batch) allows: at most that many per batch done. Throws InvalidInput
+// naming the file and the first difference.
 void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_text,
                      const ops::EngineSettings& engine, const nn::Module& model,
-                     const optim::Optimizer& optimizer, int64_t steps_per_epoch);
+                     const optim::Optimizer& optimizer, int64_t steps_per_epoch,
+                     int64_t batch_size);
 
 // Copies the checkpoint's model tensors and optimizer state (and step count) in place, after
 // checking every tensor's dtype and shape (nothing is copied when one is wrong). Call after

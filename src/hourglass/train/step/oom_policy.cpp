@@ -53,6 +53,7 @@ bool MicroBatchPlan::shrink(const Error& oom) {
 }
 
 MicroBatchPlan MicroBatchPlan::restore(std::string_view saved, const MicroBatchPlan& configured,
+                                       bool searched, int64_t batch_rows,
                                        const std::string& source) {
   if (saved.empty()) return configured;
   int64_t value = 0;
@@ -61,6 +62,24 @@ MicroBatchPlan MicroBatchPlan::restore(std::string_view saved, const MicroBatchP
     throw_invalid(fmt::format("{}: metadata '{}' must be a positive integer, found '{}'", source,
                               kMicroBatchMetadataKey, untrusted_excerpt(saved)),
                   "the checkpoint is damaged or was not written by hourglass");
+  // The sizes a run of this config can have saved.
+  std::vector<int64_t> reachable;
+  for (int64_t m = configured.micro_batch_size(); !searched; m = (m + 1) / 2) {
+    reachable.push_back(m);
+    if (m == 1) break;
+  }
+  const bool possible =
+      searched ? value <= batch_rows
+               : std::find(reachable.begin(), reachable.end(), value) != reachable.end();
+  if (!possible)
+    throw_invalid(
+        fmt::format("{}: metadata '{}' = {} is not a micro-batch this run writes ({})", source,
+                    kMicroBatchMetadataKey, value,
+                    searched ? fmt::format("at most the batch's {} rows", batch_rows)
+                             : fmt::format("train.micro_batch {} or a halving of it: {}",
+                                           configured.micro_batch_size(), join(reachable))),
+        "the checkpoint is damaged or was not written by hourglass; resume from an earlier "
+        "checkpoint");
   if (value < configured.micro_batch_size())
     HG_LOG_INFO(
         "resuming with micro-batch {} (from {}; the config asks for {}): an earlier "

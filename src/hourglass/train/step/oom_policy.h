@@ -68,10 +68,14 @@ class MicroBatchPlan {
   std::string save() const { return std::to_string(micro_); }
   // The plan to resume with: the smaller of the configured micro-batch and the `saved` one
   // (a run that shrank keeps its smaller micro-batch). An empty `saved` (a checkpoint written
-  // before this key existed) gives `configured`. Throws InvalidInput naming `source` and the key
-  // when `saved` is not a positive integer.
+  // before this key existed) gives `configured`. `searched` says the configured size was found
+  // by a memory search (train.micro_batch = "auto"), which another machine may have ended
+  // elsewhere: then any size up to `batch_rows` can have been saved. Otherwise only the sizes
+  // that halving (shrink) reaches from `configured` can. Throws InvalidInput naming `source`,
+  // the key and the value when `saved` is not a positive integer or is a size no run of this
+  // config writes (an edited checkpoint would change the micro-batches' batch statistics).
   static MicroBatchPlan restore(std::string_view saved, const MicroBatchPlan& configured,
-                                const std::string& source);
+                                bool searched, int64_t batch_rows, const std::string& source);
 
  private:
   int64_t micro_;
