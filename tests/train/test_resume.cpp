@@ -322,6 +322,38 @@ TEST(Resume, FullDiskKeepsThePreviousCheckpointAndNamesIt) {
   expect_same_run(ref, run(c, o), "after a full disk");
 }
 
+// A stop (here --stop-after) whose checkpoint cannot be written is an error naming the intact
+// previous checkpoint, not a stopped run: the exit status must not say "resumable at this step".
+TEST(Resume, AStopWhoseCheckpointFailsIsAnErrorNotAStop) {
+  const Config c = resnet_config();
+  const std::string dir = fresh_dir("disk_stop");
+  {
+    train::TrainerOptions o{dir, false};
+    o.stop_after_steps = 2;
+    train::Trainer t(c, o);
+    t.run();
+  }
+  const std::string previous = dir + "/checkpoints/step-000000002.safetensors";
+  const int64_t size = int64_t(fs::file_size(previous));
+  train::TrainerOptions o{dir, false};
+  o.resume = "auto";
+  o.stop_after_steps = 1;
+  train::Trainer t(c, o);
+  detail::set_safetensors_write_fault_after_bytes(size / 2);
+  try {
+    t.run();
+    ADD_FAILURE() << "a stop whose checkpoint failed returned as a stopped run";
+  } catch (const Error& e) {
+    const std::string text = e.one_line();
+    EXPECT_NE(text.find("step-000000003.safetensors"), std::string::npos) << text;
+    EXPECT_NE(text.find("previous checkpoint " + previous + " is intact"), std::string::npos)
+        << text;
+  }
+  detail::set_safetensors_write_fault_after_bytes(-1);
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step-000000003.safetensors"));
+  EXPECT_NO_THROW(load_safetensors(previous));
+}
+
 TEST(Resume, TimeIntervalCheckpointsAreWrittenBetweenStepsAndTimed) {
   Config c = resnet_config();
   c.set_override("checkpoint.every_steps=0");

@@ -308,7 +308,11 @@ void Trainer::diverged(int64_t epoch, double value, const char* what) {
   const std::string checkpoint =
       last_checkpoint().empty() ? std::string("none was written") : last_checkpoint() + " is kept";
   monitor_.reset();
-  session_->finish("diverged");
+  try {
+    session_->finish("diverged");
+  } catch (const Error& e) {  // the divergence is the error to report; this one is logged
+    HG_LOG_ERROR("{}", e.one_line());
+  }
   throw Error(ErrorKind::Diverged,
               fmt::format("training diverged in epoch {} by step {}: {} is {}; nothing after the "
                           "last checkpoint was saved ({})",

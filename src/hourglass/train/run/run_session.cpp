@@ -391,9 +391,17 @@ std::string RunSession::start_finishing() {
 }
 
 void RunSession::finish(const std::string& stop_reason) {
-  // The last checkpoint is on disk before the run ends; a failed write is named (the run's
-  // end is recorded all the same, and the previous checkpoint is what a resume continues).
-  settle_checkpoint_logging_failure();
+  // The last checkpoint is on disk before the run ends. A failed write is thrown once the
+  // session's end is recorded: a stop whose checkpoint is missing is not "stopped, resumable"
+  // at that step (the previous checkpoint is what a resume continues, as the error says).
+  settle_checkpoint();
+  std::optional<Error> write_error = std::move(write_error_);
+  write_error_.reset();
+  close_ledger(stop_reason);
+  if (write_error) throw *write_error;
+}
+
+void RunSession::close_ledger(const std::string& stop_reason) {
   if (!ledger_) return;
   if (!stop_reason.empty()) ledger_->set_stop_reason(stop_reason);
   try {

@@ -123,7 +123,7 @@ class RunSession {
   // write_checkpoint, last_checkpoint(), save_final, finish() and the destructor wait for it.
   // Returns the seconds the caller waited (for the image, and for the previous write if it
   // had not finished). A failed write throws from the next write_checkpoint or save_final,
-  // naming the previous intact checkpoint; finish() logs it as an error. The line naming a
+  // naming the previous intact checkpoint, or from finish(). The line naming a
   // written checkpoint is logged when it is committed, from the caller's thread (mid-epoch
   // writes at debug level under a progress bar: `quiet`).
   double write_checkpoint(TrainingState state, const nn::Module& model,
@@ -152,9 +152,10 @@ class RunSession {
   // final.safetensors: the weights (and optimizer state) with `metadata` plus the config.
   void save_final(const nn::Module& model, const optim::Optimizer& optimizer,
                   std::map<std::string, std::string> metadata);
-  // Closes the ledger, recording `stop_reason` ("" for a finished run). A ledger that cannot be
-  // written then is logged as an error naming it and the unrecorded time, not thrown: the run's
-  // outputs are complete.
+  // Waits for the last checkpoint and closes the ledger, recording `stop_reason` ("" for a
+  // finished run). A ledger that cannot be written then is logged as an error naming it and the
+  // unrecorded time, not thrown: the run's outputs are complete. A failed last checkpoint is
+  // thrown after the ledger is closed (it names the previous intact one).
   void finish(const std::string& stop_reason);
 
   // Whether this session writes the run's files (rank 0).
@@ -201,6 +202,8 @@ class RunSession {
   void require_checkpoint_written();
   // ... or logs it (the run's end, the destructor).
   void settle_checkpoint_logging_failure();
+  // finish()'s ledger part.
+  void close_ledger(const std::string& stop_reason);
   mutable std::optional<PendingCheckpoint> pending_;
   std::future<void> checkpoint_memory_;  // prepare_checkpoint_memory's thread
   mutable std::optional<Error> write_error_;
