@@ -302,7 +302,9 @@ TEST(ImageFiles, CorruptFilesAreReportedOnceSkippedAndCounted) {
   auto train = open_image_split(dir.path(), Split::Train, o);
   ASSERT_EQ(train->size(), 15);  // 12 + c0/img01.jpg beside c0/img01.png
   LogCapture log;
-  DataLoader loader(train, options(false, 2, 4));
+  LoaderOptions lo = options(false, 2, 4);
+  lo.max_unreadable = 0.2;  // 3 of 15: the most allowed
+  DataLoader loader(train, lo);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     const auto batches = run_epoch(loader, epoch);
     // No shuffle: position p holds sample p, or the next readable one after it.
@@ -386,9 +388,31 @@ TEST(ImageFiles, EveryFileUnreadableIsAnError) {
   LogCapture log;
   ImageFileOptions o;
   o.image_size = 8;
-  DataLoader loader(open_image_split(dir.path(), Split::Train, o), options(false, 0, 2));
+  LoaderOptions all = options(false, 0, 2);
+  all.max_unreadable = 1;
+  DataLoader loader(open_image_split(dir.path(), Split::Train, o), all);
   loader.start_epoch(0);
   EXPECT_TRUE(fails_with([&] { loader.next(); }, {"none of the 2 samples", dir.path() + "/train"}));
+}
+
+// More unreadable files than LoaderOptions::max_unreadable allows: an error naming the count as
+// soon as they are found, not most of the dataset retried for every sample of every epoch.
+TEST(ImageFiles, MoreUnreadableFilesThanAllowedIsAnError) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 38; ++i)
+    put(fmt::format("{}/train/a/bad{:02d}.jpg", dir.path(), i), test::random_bytes(60, i + 1));
+  put(dir.path() + "/train/a/good0.jpg", test::jpeg_of(12, 12, 1));
+  put(dir.path() + "/train/a/good1.jpg", test::jpeg_of(12, 12, 2));
+  LogCapture log;
+  ImageFileOptions o;
+  o.image_size = 8;
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  DataLoader loader(train, options(false, 0, 4));  // the default: 10%, here 4 files
+  loader.start_epoch(0);
+  EXPECT_TRUE(fails_with([&] { loader.next(); },
+                         {"5 of the 40 samples", dir.path() + "/train", "data.max_unreadable = 0.1",
+                          "raise data.max_unreadable"}));
+  EXPECT_EQ(loader.skipped_samples(), 5) << "read on past the limit";
 }
 
 // LoaderOptions::mirror: each image also mirrored, the same crop with the flip inverted.

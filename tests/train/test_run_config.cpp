@@ -186,6 +186,15 @@ TEST(RunConfigBounds, FolderDatasetKeys) {
   EXPECT_EQ(train::parse_run_config(folder({"data.image_size=96"})).data.image_size, 96);
   expect_invalid([&] { train::parse_run_config(folder({"data.image_size=4"})); },
                  {"data.image_size", "[8, 4096]"});
+  // The share of unreadable images allowed: not part of the trajectory (a run may raise it to
+  // continue).
+  EXPECT_EQ(r.data.max_unreadable, 0.1);
+  EXPECT_EQ(train::parse_run_config(folder({"data.max_unreadable=0.5"})).data.max_unreadable, 0.5);
+  EXPECT_EQ(
+      train::trajectory_config_text(train::parse_run_config(folder({"data.max_unreadable=0.5"}))),
+      train::trajectory_config_text(r));
+  expect_invalid([&] { train::parse_run_config(folder({"data.max_unreadable=1.5"})); },
+                 {"data.max_unreadable", "[0, 1]"});
   expect_invalid([&] { train::parse_run_config(folder({"data.crop_padding=4"})); },
                  {"data.crop_padding", "RandomResizedCrop"});
   expect_invalid(

@@ -144,6 +144,12 @@ void DataLoader::write_rows(Batch& batch, const std::vector<int64_t>& order, int
           throw_invalid(fmt::format("DataLoader: none of the {} samples of '{}' ({}) can be read",
                                     n, src.name(), src.source()),
                         "the warnings above name each file and what is wrong with it");
+        if (const int64_t bad = src.skipped(); double(bad) > options_.max_unreadable * double(n))
+          throw_invalid(
+              fmt::format("DataLoader: {} of the {} samples of '{}' ({}) are unreadable, more "
+                          "than data.max_unreadable = {} allows",
+                          bad, n, src.name(), src.source(), options_.max_unreadable),
+              "fix or remove the files the warnings above name, or raise data.max_unreadable");
       }
     }
   };

@@ -72,7 +72,11 @@ struct LoaderOptions {
   // Each batch also carries its images mirrored (Batch::mirrored: the same crop, the flip
   // toggled, the cutout square mirrored), for test-time flip averaging.
   bool mirror = false;
-  int workers = 1;   // background threads; 0 builds each batch inside next()
+  int workers = 1;  // background threads; 0 builds each batch inside next()
+  // Unreadable samples (SampleSource::skipped) are replaced by the next readable one until they
+  // exceed this share of the source; then building a batch throws InvalidInput, naming the
+  // count, rather than retrying most of a broken dataset every epoch.
+  double max_unreadable = kDefaultMaxUnreadable;
   int prefetch = 2;  // batches each worker may prepare ahead of the consumer
   // Where batches are built. A GPU: the dataset is uploaded there once and each batch is
   // gathered, augmented and normalised on it (device_resident.h); workers are not used.

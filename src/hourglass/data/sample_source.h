@@ -14,6 +14,10 @@
 
 namespace hg::data {
 
+// The share of a source's samples that may be unreadable before a loader stops
+// (LoaderOptions::max_unreadable, data.max_unreadable).
+inline constexpr double kDefaultMaxUnreadable = 0.1;
+
 // What a sample is written for: the loader's seed, the epoch, whether to augment, and the
 // loader's normalisation (an ImageTransform checked against the source's shape).
 struct SampleRequest {

@@ -205,6 +205,7 @@ data::LoaderOptions loader_options(const RunConfig& run, const data::SampleSourc
   o.seed = run.seed;
   o.transform = run.data.transform;
   o.workers = run.data.workers;
+  o.max_unreadable = run.data.max_unreadable;
   o.placement = placement_for(run, set);
   if (mover && o.placement.is_cpu() && mover->device().is_gpu())
     o.host_allocator = [mover](const Shape& shape, DType dtype) {

@@ -220,6 +220,9 @@ RunConfig parse_run_config(const Config& c) {
     // Read only here, so that the key is reported unused with any other dataset.
     d.image_size = int_in(c, "data.image_size", 224, 8, 4096,
                           "must be in [8, 4096] (the side of the square images it trains on)");
+    d.max_unreadable =
+        double_in(c, "data.max_unreadable", data::kDefaultMaxUnreadable, 0.0, 1.0, Upper::Closed,
+                  "in [0, 1] (the share of a split's images that may be unreadable and skipped)");
     // Image files are cropped by RandomResizedCrop (image_files.h), not by padding.
     check_range(d.transform.crop_padding == 0, c, "data.crop_padding",
                 "must be 0 for dataset = \"folder\" (its images are cropped by "

@@ -7,6 +7,7 @@
 
 #include "hourglass/base/config.h"
 #include "hourglass/data/dataset.h"
+#include "hourglass/data/sample_source.h"
 #include "hourglass/data/transforms.h"
 #include "hourglass/device/device.h"
 #include "hourglass/nn/models.h"
@@ -45,6 +46,9 @@ struct DataConfig {
   // dataset = "folder" (image files under path/train and path/val or path/test): the side of
   // the square images the loader crops and resizes them to.
   int64_t image_size = 224;
+  // dataset = "folder": the share of a split's images that may be unreadable (each skipped for
+  // the next sample and named once) before the run stops with an error.
+  double max_unreadable = data::kDefaultMaxUnreadable;
 };
 
 // data.workers = "auto": one loader thread on a CPU run (the compute pool owns the cores), else
