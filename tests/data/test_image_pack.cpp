@@ -97,14 +97,25 @@ TEST(ImagePack, IndexRoundTrips) {
   index.classes = {"cat", "dog"};
   index.shard_sizes = {100, 50};
   index.shard_crcs = {0x12345678u, 0x9abcdef0u};
-  index.records = {{0, 0, 60, 1}, {0, 60, 40, 0}, {1, 10, 40, 1}};
+  index.records = {{0, 0, 60, 1, 7}, {0, 60, 40, 0, 8}, {1, 10, 40, 1, 0xfedcba98u}};
   const PackIndex back = parse_pack_index(serialize_pack_index(index), "i");
+  EXPECT_EQ(back.version, 2u);
   EXPECT_EQ(back.classes, index.classes);
   EXPECT_EQ(back.shard_sizes, index.shard_sizes);
   EXPECT_EQ(back.shard_crcs, index.shard_crcs);
   ASSERT_EQ(back.records.size(), 3u);
   EXPECT_EQ(back.records[2].offset, 10u);
   EXPECT_EQ(back.records[2].label, 1u);
+  EXPECT_EQ(back.records[2].crc, 0xfedcba98u);
+  // Version 1 (records without a CRC32, 4 bytes shorter each) still reads.
+  PackIndex v1 = index;
+  v1.version = 1;
+  const std::string v1_bytes = serialize_pack_index(v1);
+  EXPECT_EQ(v1_bytes.size() + 12, serialize_pack_index(index).size());
+  const PackIndex back1 = parse_pack_index(v1_bytes, "v1");
+  EXPECT_EQ(back1.version, 1u);
+  EXPECT_EQ(back1.records[1].offset, 60u);
+  EXPECT_EQ(back1.records[1].crc, 0u);
   // A record past its shard's end, or a label beyond the classes, is refused even with a
   // valid CRC.
   PackIndex bad = index;
@@ -135,12 +146,24 @@ TEST(ImagePack, CorruptPacksNameTheFile) {
   const Bytes shard_bytes = test::read_file(shard1);
   test::write_file(shard1, Bytes(shard_bytes.begin(), shard_bytes.end() - 1));
   EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {shard1, "bytes, its index"}));
-  // A shard with a changed byte: found by verify_shards (the loader would decode it and skip
-  // the image if the decoder notices).
+  // A shard with a changed byte: found by verify_shards, and by reading the image it is in
+  // (its own CRC32), so a loader skips that image with a warning instead of training on it.
   test::write_file(shard1, shard_bytes);
   flip_byte(shard1, 100);
   const PackImages pack(p);
   EXPECT_TRUE(fails_with([&] { pack.verify_shards(); }, {shard1, "CRC32"}));
+  int64_t damaged = -1;
+  for (int64_t i = 0; i < pack.size(); ++i) {
+    try {
+      pack.read(i);
+    } catch (const Error& e) {
+      EXPECT_EQ(damaged, -1) << "a second image failed: " << e.message();
+      damaged = i;
+      EXPECT_NE(e.message().find("corrupt image data: CRC32"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find(pack_shard_name(1)), std::string::npos) << e.message();
+    }
+  }
+  EXPECT_GE(damaged, 0) << "no image noticed the changed byte";
   fs::remove(p + "/" + pack_shard_name(0));
   EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {pack_shard_name(0), "not found"}));
 }

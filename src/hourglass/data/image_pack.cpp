@@ -12,6 +12,8 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/file_check.h"
+#include "hourglass/base/log.h"
+#include "hourglass/base/untrusted_text.h"
 #include "hourglass/base/write_fully.h"
 #include "hourglass/data/image_decode.h"
 
@@ -22,10 +24,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'H', 'G', 'P', 'A', 'C', 'K', '0', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 1 is read too (records without their CRC32)
 // Limits that keep a lying index from making us allocate much before the size check below.
 constexpr uint64_t kMaxClasses = 1 << 20, kMaxShards = 1 << 20, kMaxNameBytes = 4096;
-constexpr uint64_t kRecordBytes = 20, kShardEntryBytes = 12;
+constexpr uint64_t kShardEntryBytes = 12;
+uint64_t record_bytes(uint32_t version) { return version == 1 ? 20 : 24; }
 
 uint32_t crc32_of(const void* data, size_t size, uint32_t crc = 0) {
   const auto* p = static_cast<const Bytef*>(data);
@@ -92,7 +95,9 @@ std::string pack_shard_name(uint32_t shard) { return fmt::format("shard-{:05d}.b
 
 std::string serialize_pack_index(const PackIndex& index) {
   std::string out(kMagic, sizeof kMagic);
-  put<uint32_t>(out, kVersion);
+  HG_ASSERT(index.version == 1 || index.version == kVersion, "pack index version {}",
+            index.version);
+  put<uint32_t>(out, index.version);
   put<uint32_t>(out, uint32_t(index.classes.size()));
   put<uint64_t>(out, index.records.size());
   put<uint32_t>(out, uint32_t(index.shard_sizes.size()));
@@ -109,6 +114,7 @@ std::string serialize_pack_index(const PackIndex& index) {
     put<uint64_t>(out, r.offset);
     put<uint32_t>(out, r.length);
     put<uint32_t>(out, r.label);
+    if (index.version != 1) put<uint32_t>(out, r.crc);
   }
   put<uint32_t>(out, crc32_of(out.data(), out.size()));
   return out;
@@ -127,10 +133,11 @@ PackIndex parse_pack_index(std::string_view bytes, const std::string& path) {
     corrupt(path, fmt::format("CRC32 {:08x} does not match its contents ({:08x})", stored, actual));
   Reader r(body.substr(sizeof kMagic), path);
   const auto version = r.get<uint32_t>("version");
-  if (version != kVersion)
-    throw_invalid(
-        fmt::format("{}: pack index version {} (this hourglass reads {})", path, version, kVersion),
-        "write the pack again with this hourglass's pack");
+  if (version != 1 && version != kVersion)
+    throw_invalid(fmt::format("{}: pack index version {} (this hourglass reads 1 and {})", path,
+                              version, kVersion),
+                  "write the pack again with this hourglass's pack");
+  const uint64_t kRecordBytes = record_bytes(version);
   const auto classes = r.get<uint32_t>("class count");
   const auto samples = r.get<uint64_t>("sample count");
   const auto shards = r.get<uint32_t>("shard count");
@@ -139,6 +146,7 @@ PackIndex parse_pack_index(std::string_view bytes, const std::string& path) {
   // Each class name takes at least 4 bytes: bounds the reservation below by the file's size.
   if (uint64_t(classes) * 4 > r.left()) corrupt(path, fmt::format("{} classes", classes));
   PackIndex index;
+  index.version = version;
   index.classes.reserve(classes);
   for (uint32_t c = 0; c < classes; ++c) {
     const auto n = r.get<uint32_t>("class name length");
@@ -162,6 +170,7 @@ PackIndex parse_pack_index(std::string_view bytes, const std::string& path) {
     rec.offset = r.get<uint64_t>("record offset");
     rec.length = r.get<uint32_t>("record length");
     rec.label = r.get<uint32_t>("record label");
+    if (version != 1) rec.crc = r.get<uint32_t>("record CRC");
     if (rec.shard >= shards || rec.label >= classes || rec.length == 0 ||
         rec.length > uint64_t(kMaxImageFileBytes) || rec.offset > index.shard_sizes[rec.shard] ||
         rec.length > index.shard_sizes[rec.shard] - rec.offset)
@@ -215,8 +224,8 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
       if (!write_fully(fd, bytes.data(), bytes.size()))
         throw_runtime(sys_error("pack: cannot write", shard_path));
       const auto shard = uint32_t(index.shard_sizes.size() - 1);
-      index.records.push_back(
-          {shard, index.shard_sizes[shard], uint32_t(bytes.size()), uint32_t(sample.label)});
+      index.records.push_back({shard, index.shard_sizes[shard], uint32_t(bytes.size()),
+                               uint32_t(sample.label), crc32_of(bytes.data(), bytes.size())});
       index.shard_crcs[shard] = crc32_of(bytes.data(), bytes.size(), index.shard_crcs[shard]);
       index.shard_sizes[shard] += bytes.size();
       summary.bytes += int64_t(bytes.size());
@@ -248,6 +257,12 @@ PackImages::PackImages(const std::string& dir) : dir_(dir) {
     throw_invalid(e.message());
   }
   index_ = parse_pack_index(bytes, index_path);
+  if (index_.version == 1)
+    HG_LOG_WARN(
+        "{}: a version 1 pack index, without a CRC32 per image: its images are not "
+        "checked as they are read (hourglass pack --check checks its shards; write the "
+        "pack again with hourglass pack to add them)",
+        untrusted_excerpt(index_path, kPathMax));
   try {
     for (size_t s = 0; s < index_.shard_sizes.size(); ++s) {
       const std::string path = (fs::path(dir) / pack_shard_name(uint32_t(s))).string();
@@ -288,6 +303,13 @@ std::vector<uint8_t> PackImages::read(int64_t i) const {
     if (n < 0) throw_invalid(sys_error("cannot read", where(i)));
     if (n == 0) throw_invalid(fmt::format("{}: the shard ends early", where(i)));
     done += size_t(n);
+  }
+  if (index_.version != 1) {
+    const uint32_t crc = crc32_of(bytes.data(), bytes.size());
+    if (crc != r.crc)
+      throw_invalid(fmt::format("{}: corrupt image data: CRC32 {:08x}, the pack index says {:08x}",
+                                where(i), crc, r.crc),
+                    "write the pack again with hourglass pack");
   }
   return bytes;
 }

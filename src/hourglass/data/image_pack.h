@@ -5,10 +5,11 @@
 // A pack is a folder holding shard-00000.bin, shard-00001.bin, ... (about shard_bytes each:
 // a shard is closed before an image would take it past the target, so only a single image
 // larger than the target makes a larger shard) and index.hgpack, little-endian:
-//   "HGPACK01", u32 version (1), u32 number of classes, u64 number of samples,
+//   "HGPACK01", u32 version (2), u32 number of classes, u64 number of samples,
 //   u32 number of shards, then per class u32 name length and the name's bytes, per shard u64
-//   size and u32 CRC32, per sample u32 shard, u64 offset, u32 length, u32 label; last a u32
-//   CRC32 of every byte before it.
+//   size and u32 CRC32, per sample u32 shard, u64 offset, u32 length, u32 label and u32 CRC32
+//   of the image's bytes; last a u32 CRC32 of every byte before it. Version 1 (no per-image
+//   CRC32) is still read; its images are then not checked as they are read.
 // The index is written last, atomically (base/atomic_file.h), after the shards are flushed to
 // disk, and an existing index is removed before any shard is written: an interrupted pack
 // leaves no index, so it cannot be mistaken for a whole one.
@@ -32,9 +33,11 @@ struct PackRecord {
   uint64_t offset = 0;
   uint32_t length = 0;
   uint32_t label = 0;
+  uint32_t crc = 0;  // CRC32 of the image's bytes (version 2)
 };
 
 struct PackIndex {
+  uint32_t version = 2;  // 1: the records carry no CRC32
   std::vector<std::string> classes;
   std::vector<uint64_t> shard_sizes;
   std::vector<uint32_t> shard_crcs;
@@ -65,7 +68,8 @@ PackSummary write_image_pack(const ImageFolderIndex& index, const std::string& o
 bool is_image_pack(const std::string& dir);
 
 // The images of a pack: the index read and checked (its CRC, each shard's size) when opened,
-// the shards kept open and read with pread. Thread-safe.
+// the shards kept open and read with pread, each image checked against its CRC32 as it is read
+// (a version 1 index has none: said once when opened). Thread-safe.
 class PackImages final : public EncodedImages {
  public:
   explicit PackImages(const std::string& dir);
@@ -77,6 +81,7 @@ class PackImages final : public EncodedImages {
   int64_t label(int64_t i) const override { return index_.records[size_t(i)].label; }
   const std::vector<std::string>& classes() const override { return index_.classes; }
   std::string where(int64_t i) const override;
+  // InvalidInput naming where(i) when the read fails or the bytes differ from their CRC32.
   std::vector<uint8_t> read(int64_t i) const override;
   std::string source() const override { return dir_; }
 
