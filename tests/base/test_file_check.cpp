@@ -15,6 +15,7 @@
 
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/config.h"
+#include "hourglass/base/log.h"
 #include "hourglass/base/write_fully.h"
 #include "support/expect_error.h"
 #include "support/fifo.h"
@@ -61,6 +62,16 @@ TEST(FileCheck, ConfigLoadRefusesAFifo) {
       test::error_text(test::run_unblocking_fifo(fifo, [&] { Config::load(fifo); }));
   EXPECT_NE(text.find(fifo), std::string::npos) << text;
   EXPECT_NE(text.find("FIFO"), std::string::npos) << text;
+}
+
+// The run's log file (train.log, appended to on resume) in place of a FIFO: refused unopened.
+TEST(FileCheck, LogFileRefusesAFifo) {
+  const std::string dir = test::fresh_temp_dir("file_check_log_fifo");
+  const std::string fifo = dir + "/train.log";
+  test::make_fifo(fifo);
+  const std::string text =
+      test::error_text(test::run_unblocking_fifo(fifo, [&] { add_log_file(fifo); }));
+  EXPECT_NE(text.find(fifo + " is a FIFO"), std::string::npos) << text;
 }
 
 // Files hourglass writes by rename replace only regular files: a symbolic link, a FIFO or a

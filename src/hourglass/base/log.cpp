@@ -9,6 +9,7 @@
 
 #include "hourglass/base/environment.h"
 #include "hourglass/base/error.h"
+#include "hourglass/base/file_check.h"
 #include "hourglass/base/untrusted_text.h"
 
 namespace hg {
@@ -89,6 +90,11 @@ void init_logging(const std::string& color) {
 
 void add_log_file(const std::string& path) {
   HG_ASSERT(!g_file_sink, "the log file is already open");
+  // Appended to when it exists, so it must be a regular file: opening a FIFO would block.
+  if (const std::string kind = file_kind(path); !kind.empty() && kind != "a regular file")
+    throw_invalid(fmt::format("log file {} is {}, not a regular file",
+                              untrusted_excerpt(path, kPathMax), kind),
+                  "remove it, or pass another --run-dir");
   try {
     g_file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   } catch (const spdlog::spdlog_ex& e) {
