@@ -276,17 +276,21 @@ TEST(Resume, AlgorithmChoicesTravelInCheckpointsAndAreAdoptedOnResume) {
   ops::clear_algorithm_choices();
 }
 
+// A run of `c` in `dir` stopped after `steps` steps (--stop-after): its checkpoint's path.
+std::string stopped_after(const Config& c, const std::string& dir, int64_t steps) {
+  train::TrainerOptions o{dir, false};
+  o.stop_after_steps = steps;
+  train::Trainer t(c, o);
+  t.run();
+  EXPECT_TRUE(t.stopped());
+  return t.last_checkpoint();
+}
+
 TEST(Resume, FullDiskKeepsThePreviousCheckpointAndNamesIt) {
   const Config c = resnet_config();
   const Outcome ref = run(c, {fresh_dir("disk_ref")});
   const std::string dir = fresh_dir("disk");
-  {
-    train::TrainerOptions o{dir, false};
-    o.stop_after_steps = 3;
-    train::Trainer t(c, o);
-    t.run();
-  }
-  const std::string previous = dir + "/checkpoints/step-000000003.safetensors";
+  const std::string previous = stopped_after(c, dir, 3);
   const int64_t size = int64_t(fs::file_size(previous));
   {
     train::TrainerOptions o{dir, false};
@@ -327,13 +331,7 @@ TEST(Resume, FullDiskKeepsThePreviousCheckpointAndNamesIt) {
 TEST(Resume, AStopWhoseCheckpointFailsIsAnErrorNotAStop) {
   const Config c = resnet_config();
   const std::string dir = fresh_dir("disk_stop");
-  {
-    train::TrainerOptions o{dir, false};
-    o.stop_after_steps = 2;
-    train::Trainer t(c, o);
-    t.run();
-  }
-  const std::string previous = dir + "/checkpoints/step-000000002.safetensors";
+  const std::string previous = stopped_after(c, dir, 2);
   const int64_t size = int64_t(fs::file_size(previous));
   train::TrainerOptions o{dir, false};
   o.resume = "auto";
