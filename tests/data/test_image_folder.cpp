@@ -2,6 +2,8 @@
 // nested folders, hidden and other files skipped, and errors naming the root or class folder.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "data/fixtures.h"
@@ -93,6 +95,53 @@ TEST(ImageFolder, LinkLoopsAndSecondLinksToAFolderAreRefused) {
       fs::path(r).parent_path() / ("outside_" + fs::path(r).filename().string()), r + "/b/more");
   EXPECT_EQ(scan_image_folder(r).samples.size(), 3u);
   fs::remove_all(fs::path(r).parent_path() / ("outside_" + fs::path(r).filename().string()));
+}
+
+// Found by fuzz_image_folder: an entry named like an image that is not a regular file (a FIFO,
+// a broken link) was listed as a labelled sample, so a folder could count more images than it
+// holds files. It is skipped (a FIFO is never opened).
+TEST(ImageFolder, EntriesThatAreNotRegularFilesAreSkipped) {
+  test::ScratchDir dir;
+  const std::string r = dir.path();
+  touch(r + "/a/1.jpg");
+  ASSERT_EQ(::mkfifo((r + "/a/pipe.jpg").c_str(), 0644), 0);
+  fs::create_symlink("missing.png", r + "/a/broken.png");
+  const ImageFolderIndex index = scan_image_folder(r);
+  ASSERT_EQ(index.samples.size(), 1u);
+  EXPECT_EQ(index.samples[0].path, r + "/a/1.jpg");
+  // A class whose only "images" are not files holds no images.
+  ASSERT_EQ(::mkfifo((r + "/b.jpg").c_str(), 0644), 0);
+  fs::create_directories(r + "/b");
+  ASSERT_EQ(::mkfifo((r + "/b/only.jpg").c_str(), 0644), 0);
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); }, {r + "/b", "holds no .jpg"}));
+}
+
+// Found by fuzz_image_folder: links to files were followed without the checks links to folders
+// have, so one image could be counted twice, or under a class whose folder does not hold it.
+TEST(ImageFolder, LinksToFilesCountAnImageOnceUnderItsOwnClass) {
+  test::ScratchDir dir;
+  const std::string r = dir.path();
+  touch(r + "/a/1.jpg");
+  touch(r + "/b/2.jpg");
+  touch(r + "/b/notes.txt");
+  fs::create_symlink("1.jpg", r + "/a/again.jpg");
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); },
+                         {r + "/a/again.jpg", "already reached", "remove the link"}));
+  fs::remove(r + "/a/again.jpg");
+  // Into another class's folder, under a name that class does not count as an image.
+  fs::create_symlink("../b/notes.txt", r + "/a/3.jpg");
+  EXPECT_TRUE(fails_with([&] { scan_image_folder(r); },
+                         {r + "/a/3.jpg", "outside the folder of its class a"}));
+  fs::remove(r + "/a/3.jpg");
+  // A link within its own class to a file counted nowhere else, and one to a file outside the
+  // image folder, are followed.
+  touch(r + "/a/.kept/4.txt");
+  fs::create_symlink(".kept/4.txt", r + "/a/4.jpg");
+  const std::string outside = r + "_outside.png";
+  test::write_file(outside, {1});
+  fs::create_symlink(outside, r + "/b/5.png");
+  EXPECT_EQ(scan_image_folder(r).samples.size(), 4u);
+  fs::remove(outside);
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // subfolder of root is a class, numbered in byte order of the names (as torchvision's
 // ImageFolder numbers them), and every file under it (subfolders included) whose name ends in
 // .jpg, .jpeg or .png (any case) is a sample of that class. Names starting with '.' (hidden
-// files and folders) are skipped, as are other files. Only names are read here: the images are
-// decoded when a loader reads them.
+// files and folders) are skipped, as are other files, and entries named like images that are not
+// regular files once links are followed (FIFOs, sockets, devices, broken links: a warning counts
+// them). Only names and file types are read here: the images are decoded when a loader reads
+// them.
 #pragma once
 
 #include <cstdint>
