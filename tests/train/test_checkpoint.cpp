@@ -636,6 +636,27 @@ TEST(CheckpointDir, NamesListsMarksAndPrunesButKeepsTheBest) {
   EXPECT_EQ(dir.list().back().step, 4);
 }
 
+// Found by fuzz_run_dir: a second resume that discarded a checkpoint of a step discarded before
+// renamed it over the earlier one, which was lost. Each keeps a name of its own.
+TEST(CheckpointDir, DiscardingNeverReplacesAnEarlierDiscardedCheckpoint) {
+  const std::string run = fresh_dir("discard_twice");
+  train::CheckpointDir dir(run, /*keep_last=*/10);
+  const std::string name = train::CheckpointDir::file_name(5);
+  fs::create_directories(dir.dir() + "/discarded");
+  std::ofstream(dir.dir() + "/discarded/" + name) << "first";
+  std::ofstream(dir.dir() + "/discarded/step-000000005.1.safetensors") << "second";
+  std::ofstream(dir.path(name)) << "third";
+  EXPECT_EQ(dir.discard_after(4), (std::vector<std::string>{"step-000000005.2.safetensors"}));
+  auto text = [&](const std::string& file) {
+    std::ifstream in(dir.dir() + "/discarded/" + file);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(text(name), "first");
+  EXPECT_EQ(text("step-000000005.1.safetensors"), "second");
+  EXPECT_EQ(text("step-000000005.2.safetensors"), "third");
+  EXPECT_TRUE(dir.list().empty());
+}
+
 TEST(CheckpointDir, RemovesTemporaryFilesOfInterruptedWrites) {
   const std::string run = fresh_dir("tmpfiles");
   fs::create_directories(run + "/checkpoints");

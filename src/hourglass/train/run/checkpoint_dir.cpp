@@ -138,12 +138,21 @@ std::vector<std::string> CheckpointDir::discard_after(int64_t step) {
     if (e.step <= step) continue;
     std::error_code ec;
     fs::create_directories(target, ec);
-    fs::rename(path(e.name), target + "/" + e.name, ec);
+    // A checkpoint of this step discarded by an earlier resume keeps its place: this one takes
+    // the first free name step-<step>.<k>.safetensors (rename() would replace the other).
+    std::string moved_name = e.name;
+    // (A name that cannot be looked up at all, ec set, is left to rename() to report.)
+    for (int k = 1;
+         fs::symlink_status(target + "/" + moved_name, ec).type() != fs::file_type::not_found &&
+         !ec;
+         ++k)
+      moved_name = fmt::format("{}{:09d}.{}{}", kStepPrefix, e.step, k, kStepSuffix);
+    fs::rename(path(e.name), target + "/" + moved_name, ec);
     if (ec)
       throw_runtime(fmt::format("cannot move {} out of the way to {}: {}", path(e.name), target,
                                 ec.message()),
                     "delete it by hand, then resume again");
-    moved.push_back(e.name);
+    moved.push_back(moved_name);
   }
   return moved;
 }

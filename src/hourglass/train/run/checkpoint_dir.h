@@ -9,7 +9,9 @@
 //                                           when the run holds it out, else test)
 //   <run_dir>/checkpoints/discarded/        checkpoints newer than the one a run resumed from
 //                                           (invalid ones, or ones a --resume PATH went back
-//                                           past), moved out of the rotation for inspection
+//                                           past), moved out of the rotation for inspection;
+//                                           one whose name is taken there (a step discarded
+//                                           before) becomes step-<step>.<k>.safetensors
 //
 // Checkpoint files and markers are written atomically (temporary file, fsync, rename,
 // directory fsync), so a crash leaves either the old or the new version; temporary files of
@@ -54,7 +56,8 @@ class CheckpointDir {
   // After checkpoint `name` was written: points `last` at it and `best` at `best_name` (when
   // not empty), then deletes checkpoints beyond the newest keep_last, never the best one.
   void commit(const std::string& name, const std::string& best_name);
-  // Moves the checkpoints of steps after `step` to discarded/; returns their names.
+  // Moves the checkpoints of steps after `step` to discarded/, never over a file there; returns
+  // the names they have there.
   std::vector<std::string> discard_after(int64_t step);
 
  private:
