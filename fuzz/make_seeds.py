@@ -240,3 +240,56 @@ put("image_pack", "two_shards.hgpack",
     pack_index([b"cat", b"dog"], [(100, 7), (50, 9)], [(0, 0, 60, 1), (0, 60, 40, 0), (1, 10, 40, 1)]))
 put("image_pack", "one_record.hgpack", pack_index([b"n01440764"], [(10, 0)], [(0, 0, 10, 0)]))
 put("image_pack", "bad_crc.hgpack", pack_index([b"a"], [(5, 0)], [(0, 0, 5, 0)])[:-1] + b"\0")
+
+# ---- image folder: a script of operations (fuzz_image_folder.cpp's build()). An operation is a
+# kind byte (0 folder, 1-2 file, 3 folder link, 4 file link, 5 FIFO, 6-7 class folder holding
+# a.png), a parent folder byte (index into the folders made so far, 0 the image folder), a name
+# (length byte, that many bytes, suffix byte: 0 .jpg 1 .png 4 none 5 .txt) and its arguments ----
+def name(text, suffix):
+    return bytes([len(text)]) + text + bytes([suffix])
+
+
+two_classes = (bytes([6, 0]) + name(b"cat", 4) + bytes([6, 0]) + name(b"dog", 4) +
+               bytes([1, 1]) + name(b"b", 1) + b"\x00" + bytes([1, 2]) + name(b"c", 0) + b"\x03")
+put("image_folder", "two_classes", two_classes)
+put("image_folder", "fifo_and_links",
+    two_classes + bytes([5, 1]) + name(b"pipe", 0) +          # a FIFO named pipe.jpg in cat
+    bytes([4, 2]) + name(b"ln", 1) + bytes([2 + 4 * 2]) +      # dog/ln.png -> a file, absolute
+    bytes([3, 1]) + name(b"up", 4) + bytes([1]) +              # cat/up -> ..
+    bytes([3, 0]) + name(b"out", 4) + bytes([3]))              # out -> the outside folder
+put("image_folder", "odd_names",
+    bytes([0, 0]) + name(b"a b\x01\xff", 4) + bytes([1, 1]) + name(b"\x1b[31m\xc3", 0) + b"\x00" +
+    bytes([0, 0]) + b"\xff\x05" + bytes([4]) + bytes([0, 0]) + name(b".hidden", 4))
+
+# ---- gzip-compressed CIFAR-10 batches: mode byte (even: the rest is the gzip stream; odd: two
+# option bytes, then a plain batch the fuzzer compresses) ----
+put("cifar10_gzip", "stream", b"\x00" + gzip.compress(record(3, 1) + record(9, 2), mtime=0))
+put("cifar10_gzip", "stream_cut", b"\x00" + gzip.compress(record(4, 5), mtime=0)[:-6])
+put("cifar10_gzip", "self_two_records", b"\x01\x06\x00" + record(3, 1) + record(9, 2))
+put("cifar10_gzip", "self_two_members", b"\x01\x9b\x86" + record(1, 1) + record(2, 2))
+put("cifar10_gzip", "self_at_cap", b"\x01\x01\x07" + record(7, 4))       # 9,999 zero records + 1
+put("cifar10_gzip", "self_over_cap", b"\x01\x01\x0f" + record(7, 4))     # 10,000 + 1
+
+# ---- run directory: entries of a slot byte (0 config.toml, 1 metrics.jsonl, 2 steps.jsonl,
+# 3 budget.json, 5 monitor.csv, 8 checkpoints/last, 16 checkpoints/step-<n>, 19
+# checkpoints/discarded/step-<n>; the step slots take n next), a form byte (0-3 text: a length
+# byte and the bytes, 3 the same after '{"epoch": <a byte % 4>, '; 4 a valid checkpoint: position byte
+# (epoch = p % 3, batch = p // 3 % 5, 4 steps an epoch) and a fields byte; 5 FIFO; 6 link) ----
+def text(slot, data, form=0, epoch=1):
+    assert len(data) < 64
+    return bytes([slot, form]) + (bytes([epoch]) if form == 3 else b"") + bytes([len(data)]) + data
+
+
+def ckpt(step, position, fields=0):
+    return bytes([16, 4, step, position, fields])
+
+
+report_files = (text(0, b'name = "r"\nseed = 3\n[train]\nepochs = 2\n') +
+                text(1, b'"train_loss": 1.5, "test_acc": 0.5}\n{"epoch": 2, "tr', 3) +
+                text(2, b'{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.0}\n') +
+                text(5, b"time,gpu_util\n1,50\n2,\n"))
+put("run_dir", "report", report_files)
+put("run_dir", "resume_two", ckpt(0, 0) + ckpt(5, 4, 0x10) + text(1, b'"train_loss": 1}\n', 3))
+put("run_dir", "discarded_clash",
+    ckpt(0, 0) + bytes([16, 0, 5, 4]) + b"junk" + bytes([19, 0, 5, 3]) + b"old")
+put("run_dir", "fifos", ckpt(0, 0) + bytes([1, 5, 2, 5, 8, 5, 3, 5, 0, 5, 16, 5, 3]))

@@ -11,9 +11,9 @@
 #         is repeatable: the same code explores the same inputs, a slower machine a prefix of them
 #     -b  the build folder (default build-fuzz, configured here). scripts/test.sh passes
 #         build-sanitize, which scripts/sanitize-check.sh configured with -DHOURGLASS_FUZZ=ON
-#     TARGET: safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger image_pack
-#       (default: all)
-# e.g. an hour each, all eight at once:  scripts/fuzz.sh -t 3600 -j 8
+#     TARGET: safetensors idx cifar10 cifar10_pickle cifar10_archive cifar10_gzip config ledger
+#       image_pack image_folder run_dir (default: all)
+# e.g. an hour each, all eleven at once:  scripts/fuzz.sh -t 3600 -j 11
 # The corpus each run grows is kept in build-fuzz/corpus/<target>/, so a later run goes on
 # from it; fuzz/corpus/ (the committed seeds) is never written.
 set -euo pipefail
@@ -33,10 +33,12 @@ while getopts "t:j:s:b:" opt; do
 done
 shift $((OPTIND - 1))
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger image_pack); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(safetensors idx cifar10 cifar10_pickle cifar10_archive cifar10_gzip config ledger
+  image_pack image_folder run_dir); fi
 for t in "${targets[@]}"; do
   if [ ! -f "fuzz/fuzz_$t.cpp" ]; then
-    echo "fuzz.sh: no target '$t' (fuzz/fuzz_$t.cpp); targets: safetensors idx cifar10 cifar10_pickle cifar10_archive config ledger image_pack" >&2
+    echo "fuzz.sh: no target '$t' (fuzz/fuzz_$t.cpp); targets: safetensors idx cifar10 cifar10_pickle" \
+      "cifar10_archive cifar10_gzip config ledger image_pack image_folder run_dir" >&2
     exit 2
   fi
 done
