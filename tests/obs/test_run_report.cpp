@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <tuple>
 
 #include "hourglass/obs/report_html.h"
 #include "hourglass/obs/run_report.h"
@@ -74,6 +75,29 @@ size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The <svg> element of chart `id` in a page ("" when the page has no such chart).
+std::string chart_of(const std::string& html, const std::string& id) {
+  const size_t at = html.find("<svg class=\"chart\" data-chart=\"" + id + "\"");
+  if (at == std::string::npos) return "";
+  return html.substr(at, html.find("</svg>", at) + 6 - at);
+}
+
+// The tick labels of one axis of a chart ("x" or "y"), in drawing order.
+std::vector<std::string> ticks_of(const std::string& svg, const std::string& axis) {
+  std::vector<std::string> out;
+  const std::regex tick("<text class=\"tick " + axis + "\"[^>]*>([^<]*)</text>");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tick); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1].str());
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : " | ") + s;
+  return out;
+}
+
 bool has_note(const obs::RunReport& r, const std::string& part) {
   for (const std::string& n : r.notes)
     if (n.find(part) != std::string::npos) return true;
@@ -125,8 +149,12 @@ TEST(RunReport, DrawsEveryChartWithItsPointsAndMarksIt) {
   // The loss chart: train and test loss over 2 epochs (no validation split).
   EXPECT_NE(page.html.find("data-chart=\"loss\" data-points=\"4\""), std::string::npos);
   EXPECT_NE(page.html.find("data-chart=\"step_loss\" data-points=\"6\""), std::string::npos);
-  // The budget's limit line (1 device-hour) is drawn; the run finished, so nothing is projected.
-  EXPECT_NE(page.html.find(">limit</text>"), std::string::npos);
+  // The budget's limit (1 device-hour) is far above what this run spent: named in the title, not
+  // drawn as a line that would flatten the spending along the bottom. The run finished, so
+  // nothing is projected.
+  EXPECT_NE(page.html.find("Budget burn-down (limit 60 device-minutes, off the scale)"),
+            std::string::npos);
+  EXPECT_EQ(page.html.find(">limit</text>"), std::string::npos);
   EXPECT_NE(page.html.find("nothing left to project"), std::string::npos);
   // Self-contained: no URL other than the SVG namespace, the check script inline.
   EXPECT_EQ(count_of(page.html, "http"), count_of(page.html, "http://www.w3.org/2000/svg"));
@@ -158,7 +186,7 @@ TEST(RunReport, EverythingFromTheFilesIsEscaped) {
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
   const std::string d = copy_of_run("run_report_escape");
   std::ofstream(d + "/config.toml")
-      << "name = \"<script>alert(1)</script>\"\n[train]\nepochs = 3\n# a & b <i>\n";
+      << "# a & b <i>\nname = \"<script>alert(1)</script>\"\n[train]\nepochs = 3\n";
   std::ofstream(d + "/profile.json")
       << R"({"device":"<b>cpu</b>","steps":2,"step_ms":4,"ops_ms":3.5,"ops_share":0.875,)"
          R"("rows":[{"op":"<img src=x onerror=alert(1)>","parent":"","calls":2,"total_ms":3.5,)"
@@ -219,7 +247,13 @@ TEST(RunReport, AGpuRunShowsUtilisationAndMemoryOfTheGpu) {
   EXPECT_EQ(obs::field_of(r.monitor[3], "gpu_util_pct"), 93);
   const obs::ReportHtml page = obs::render_report_html(r);
   EXPECT_NE(page.html.find("data-chart=\"gpu_util\" data-points=\"8\""), std::string::npos);
-  EXPECT_NE(page.html.find("data-chart=\"gpu_memory\""), std::string::npos);
+  // The memory chart covers the 1000-1003 MiB used, the device's 143771 MiB named in its title.
+  const std::string mem = chart_of(page.html, "gpu_memory");
+  EXPECT_NE(mem.find(">GPU memory (of 140.4 GiB)</text>"), std::string::npos) << mem;
+  EXPECT_EQ(mem.find(">total</text>"), std::string::npos);
+  EXPECT_EQ(joined(ticks_of(mem, "y")),
+            "0 | 200 MiB | 400 MiB | 600 MiB | 800 MiB | 1000 MiB | 1200 MiB")
+      << mem;
   EXPECT_EQ(page.html.find("data-chart=\"host_cpu\""), std::string::npos);
   EXPECT_NE(page.html.find("NVIDIA H200, &lt;b&gt;"), std::string::npos);
   EXPECT_EQ(page.html.find("no GPU readings"), std::string::npos);
@@ -288,6 +322,199 @@ TEST(SvgChart, AxesCoverThePointsAndNonFinitePointsAreDropped) {
     EXPECT_GE(v, 0);
     EXPECT_LE(v, 800);
   }
+}
+
+TEST(SvgChart, TickLabelsArePlainNumbersWithSiPrefixes) {
+  EXPECT_EQ(obs::tick_label(120000, 20000), "120k");
+  EXPECT_EQ(obs::tick_label(1.5e6, 5e5), "1.5M");
+  EXPECT_EQ(obs::tick_label(1e6, 2e5), "1M");
+  EXPECT_EQ(obs::tick_label(800000, 200000), "800k");
+  EXPECT_EQ(obs::tick_label(2e9, 1e9), "2G");
+  EXPECT_EQ(obs::tick_label(-2000, 1000), "-2k");
+  EXPECT_EQ(obs::tick_label(999, 1), "999");
+  EXPECT_EQ(obs::tick_label(0, 20000), "0");
+  EXPECT_EQ(obs::tick_label(2.5, 0.5), "2.5");
+  EXPECT_EQ(obs::tick_label(3, 0.5), "3");
+  EXPECT_EQ(obs::tick_label(2.302, 0.002), "2.302");
+  // Learning rates: decimals down to a step of 1e-5, the short exponent form below.
+  EXPECT_EQ(obs::tick_label(0.0004, 0.0001), "0.0004");
+  EXPECT_EQ(obs::tick_label(0.00015, 5e-5), "0.00015");
+  EXPECT_EQ(obs::tick_label(4e-6, 1e-6), "4e-6");
+  EXPECT_EQ(obs::tick_label(1.2e-6, 2e-7), "1.2e-6");
+  EXPECT_EQ(obs::tick_label(1e-6, 2e-7), "1e-6");
+
+  // Memory: MiB up to 2048 MiB, then GiB, named in the ticks and the axis label.
+  EXPECT_EQ(obs::memory_unit_for(1536).name, "MiB");
+  EXPECT_EQ(obs::memory_unit_for(2048).name, "MiB");
+  EXPECT_EQ(obs::memory_unit_for(20000).name, "GiB");
+  EXPECT_EQ(obs::memory_unit_for(3e6).name, "TiB");
+  EXPECT_EQ(obs::format_mib(143771), "140.4 GiB");
+  EXPECT_EQ(obs::format_mib(1000), "1000 MiB");
+  auto memory_chart = [](double top_mib) {
+    obs::ChartSpec spec{
+        "m", "M", "x", "memory", {}, true, obs::AxisKind::Number, obs::AxisKind::MiB};
+    spec.series.push_back(
+        {"used", "#000", obs::SeriesStyle::Line, {{0, top_mib / 2}, {1, top_mib}}});
+    return obs::render_svg_chart(spec);
+  };
+  const std::string small = memory_chart(1536), large = memory_chart(20000);
+  EXPECT_EQ(joined(ticks_of(small, "y")),
+            "0 | 200 MiB | 400 MiB | 600 MiB | 800 MiB | 1000 MiB | 1200 MiB | 1400 MiB | "
+            "1600 MiB");
+  EXPECT_NE(small.find(">memory (MiB)</text>"), std::string::npos);
+  EXPECT_EQ(joined(ticks_of(large, "y")), "0 | 5 GiB | 10 GiB | 15 GiB | 20 GiB");
+  EXPECT_NE(large.find(">memory (GiB)</text>"), std::string::npos);
+
+  // A throughput axis in the hundred thousands: SI prefixes, never "1.2e+05".
+  obs::ChartSpec tp{"tp", "T", "x", "images/s", {}, true};
+  tp.series.push_back({"a", "#000", obs::SeriesStyle::Line, {{0, 100000}, {1, 160000}}});
+  const std::string svg = obs::render_svg_chart(tp);
+  EXPECT_EQ(joined(ticks_of(svg, "y")), "0 | 20k | 40k | 60k | 80k | 100k | 120k | 140k | 160k");
+  EXPECT_EQ(svg.find("e+"), std::string::npos);
+}
+
+TEST(SvgChart, CountAxesHaveIntegerTicks) {
+  // Three epochs: ticks at 1, 2, 3 where a plain axis puts them every half epoch.
+  obs::ChartSpec spec{"loss", "L", "epoch", "loss", {}, false, obs::AxisKind::Count};
+  spec.series.push_back({"a", "#000", obs::SeriesStyle::Line, {{1, 2.0}, {2, 1.5}, {3, 1.2}}});
+  EXPECT_EQ(joined(ticks_of(obs::render_svg_chart(spec), "x")), "1 | 2 | 3");
+  spec.x_kind = obs::AxisKind::Number;
+  EXPECT_EQ(joined(ticks_of(obs::render_svg_chart(spec), "x")),
+            "1 | 1.2 | 1.4 | 1.6 | 1.8 | 2 | 2.2 | 2.4 | 2.6 | 2.8 | 3");
+  // One epoch, and many steps: still integers, the step at least 1.
+  const obs::AxisTicks one = obs::axis_ticks(1, 1, obs::AxisKind::Count, 8);
+  EXPECT_EQ(one.step, 1);
+  for (const double t : one.ticks) EXPECT_EQ(t, std::round(t));
+  const obs::AxisTicks steps = obs::axis_ticks(0, 12000, obs::AxisKind::Count, 8);
+  EXPECT_EQ(steps.step, 2000);
+  EXPECT_EQ(obs::tick_label(steps.ticks.back(), steps.step), "12k");
+}
+
+TEST(SvgChart, TimeUnitFitsTheSpan) {
+  EXPECT_EQ(obs::time_unit_for(10).name, "s");
+  EXPECT_EQ(obs::time_unit_for(119).name, "s");
+  EXPECT_EQ(obs::time_unit_for(120).name, "min");
+  EXPECT_EQ(obs::time_unit_for(1800).name, "min");
+  EXPECT_EQ(obs::time_unit_for(1800).divisor, 60);
+  EXPECT_EQ(obs::time_unit_for(7199).name, "min");
+  EXPECT_EQ(obs::time_unit_for(5 * 3600).name, "h");
+  EXPECT_EQ(obs::time_unit_for(5 * 3600).divisor, 3600);
+}
+
+// A run's records over `span_s` seconds, made up: 11 step records and monitor rows, two epochs,
+// a checkpoint half way, and a ledger with a 1-device-hour limit.
+obs::RunReport made_up_run(double span_s) {
+  obs::RunReport r;
+  r.run_dir = r.name = "made-up";
+  r.planned_epochs = 2;
+  const double t0 = 1.7e9;
+  for (int i = 0; i <= 10; ++i) {
+    const double t = t0 + span_s * i / 10;
+    r.steps.push_back({{"step", 100.0 * i},
+                       {"time", t},
+                       {"elapsed_s", t - t0},
+                       {"epoch", i < 5 ? 1 : 2},
+                       {"loss", 2 - 0.1 * i},
+                       {"lr", 4e-4},
+                       {"images_per_s", 120000 + 1000.0 * i},
+                       {"peak_memory_mib", 1200},
+                       {"budget_device_hours", (t - t0) / 3600}});
+    r.monitor.push_back({{"unix_time", t},
+                         {"host_cpu_pct", 50},
+                         {"process_rss_mib", 1500},
+                         {"host_mem_total_mib", 64000}});
+  }
+  for (int e = 1; e <= 2; ++e)
+    r.epochs.push_back({{"epoch", e},
+                        {"train_loss", 2.0 / e},
+                        {"test_loss", 2.1 / e},
+                        {"test_acc", 0.4 * e},
+                        {"epoch_seconds", span_s / 2}});
+  r.checkpoints.push_back({"step-500.safetensors", 500, t0 + span_s / 2, 1.0, true, false});
+  r.budget = obs::BudgetInfo{"ledger.json", 1.0, 0, {}};
+  return r;
+}
+
+TEST(RunReport, TimeAxesUseOneUnitFittingTheRunsSpan) {
+  for (const auto& [span, unit, last_tick] :
+       {std::tuple{10.0, "s", "10"}, {1800.0, "min", "30"}, {5 * 3600.0, "h", "5"}}) {
+    const std::string html = obs::render_report_html(made_up_run(span)).html;
+    const std::string label = std::string("time since the run started (") + unit + ")";
+    // Throughput, host CPU, memory, budget and checkpoints: all five in the same unit.
+    EXPECT_EQ(count_of(html, label), 5u) << span;
+    EXPECT_EQ(count_of(html, "time since the run started ("), 5u) << span;
+    for (const char* id : {"throughput", "host_cpu", "memory", "budget", "checkpoints"}) {
+      const std::vector<std::string> x = ticks_of(chart_of(html, id), "x");
+      ASSERT_FALSE(x.empty()) << id << " " << span;
+      EXPECT_EQ(x.back(), last_tick) << id << " " << span << ": " << joined(x);
+    }
+    EXPECT_EQ(html.find("e+"), std::string::npos) << span;
+  }
+}
+
+TEST(RunReport, ChartsAreScaledToTheirOwnData) {
+  const std::string html = obs::render_report_html(made_up_run(10)).html;
+  // Throughput in the hundred thousands, the learning rate in ten-thousandths.
+  EXPECT_EQ(joined(ticks_of(chart_of(html, "throughput"), "y")),
+            "0 | 20k | 40k | 60k | 80k | 100k | 120k | 140k");
+  EXPECT_EQ(joined(ticks_of(chart_of(html, "lr"), "y")), "0 | 0.0001 | 0.0002 | 0.0003 | 0.0004");
+  // Steps and epochs count in whole numbers.
+  EXPECT_EQ(joined(ticks_of(chart_of(html, "loss"), "x")), "1 | 2");
+  EXPECT_EQ(joined(ticks_of(chart_of(html, "checkpoints"), "y")), "0 | 200 | 400 | 600 | 800 | 1k");
+  // Memory: the host's 62.5 GiB is named in the title, the axis covers the 1.5 GB drawn.
+  const std::string mem = chart_of(html, "memory");
+  EXPECT_NE(mem.find(">Memory (of 62.5 GiB)</text>"), std::string::npos) << mem;
+  EXPECT_EQ(
+      joined(ticks_of(mem, "y")),
+      "0 | 200 MiB | 400 MiB | 600 MiB | 800 MiB | 1000 MiB | 1200 MiB | 1400 MiB | 1600 MiB");
+  // 10 s on one device spend 0.17 device-minutes of a 60-minute budget: the limit, far off the
+  // scale, is in the title; over 5 hours 0.5 device-hours reach toward 1, and it is drawn.
+  const std::string budget = chart_of(html, "budget");
+  EXPECT_NE(budget.find("Budget burn-down (limit 60 device-minutes, off the scale)"),
+            std::string::npos)
+      << budget;
+  EXPECT_EQ(budget.find(">limit</text>"), std::string::npos);
+  EXPECT_EQ(joined(ticks_of(budget, "y")),
+            "0 | 0.02 | 0.04 | 0.06 | 0.08 | 0.1 | 0.12 | 0.14 | 0.16 | 0.18");
+  const std::string long_budget =
+      chart_of(obs::render_report_html(made_up_run(5 * 3600)).html, "budget");
+  EXPECT_NE(long_budget.find(">limit</text>"), std::string::npos);
+  EXPECT_NE(long_budget.find(">Budget burn-down</text>"), std::string::npos);
+}
+
+TEST(RunReport, TheConfigSectionShowsTheResolvedConfigWithShortFloats) {
+  // The run directory's config.toml (Config::to_toml) has its floats short already.
+  const std::string written = test::read_file(trained_run() + "/config.toml");
+  EXPECT_NE(written.find("every_seconds = 0.05\n"), std::string::npos) << written;
+  EXPECT_FALSE(std::regex_search(written, std::regex("[0-9]\\.[0-9]{12,}"))) << written;
+  // One written with 17 digits (as toml++ alone prints floats) is shown resolved and short, its
+  // header comments kept; an integer-valued float stays a float and 1e-05 stays valid TOML.
+  const std::string d = copy_of_run("run_report_config_floats");
+  std::ofstream(d + "/config.toml")
+      << "# resolved configuration from run.toml\n# --set optim.lr=0.1\n\nname = \"f\"\n"
+         "[optim]\nlr = 0.10000000000000001\nmomentum = 0.90000000000000002\n"
+         "weight_decay = 1.0000000000000001e-05\nscale = 1.0\n[train]\nepochs = 2\n";
+  const obs::RunReport r = obs::read_run_report(d);
+  EXPECT_EQ(r.config_resolved,
+            "# resolved configuration from run.toml\n# --set optim.lr=0.1\n\nname = 'f'\n\n"
+            "[optim]\nlr = 0.1\nmomentum = 0.9\nscale = 1.0\nweight_decay = 1e-05\n\n"
+            "[train]\nepochs = 2\n");
+  const std::string html = obs::render_report_html(r).html;
+  EXPECT_NE(html.find("lr = 0.1\nmomentum = 0.9\n"), std::string::npos);
+  EXPECT_EQ(html.find("0.10000000000000001"), std::string::npos);
+  const size_t pre = html.find("<pre>");
+  ASSERT_NE(pre, std::string::npos);
+  EXPECT_EQ(html.substr(pre, html.find("</pre>") - pre).find("00000"), std::string::npos);
+  // Read back, the shown text is the same config.
+  const Config back = Config::parse(r.config_resolved, "shown.toml");
+  EXPECT_EQ(back.get_double("optim.lr", 0), 0.1);
+  EXPECT_EQ(back.get_double("optim.weight_decay", 0), 1e-05);
+  EXPECT_EQ(back.get_double("optim.scale", 0), 1.0);
+  // Not TOML: shown as written, saying so.
+  std::ofstream(d + "/config.toml") << "lr = = 0.10000000000000001\n";
+  const std::string raw = obs::render_report_html(obs::read_run_report(d)).html;
+  EXPECT_NE(raw.find("could not be read as TOML: shown as written"), std::string::npos);
+  EXPECT_NE(raw.find("lr = = 0.10000000000000001"), std::string::npos);
 }
 
 }  // namespace

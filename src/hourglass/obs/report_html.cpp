@@ -107,6 +107,34 @@ double start_time(const RunReport& r) {
   return finite(t0) ? t0 : 0;
 }
 
+// The unit of every "since the run started" axis: one for the whole page, chosen by the span of
+// what the run's files record (a projection past it is drawn in the same unit).
+AxisUnit run_time_unit(const RunReport& r, double t0) {
+  double end = t0;
+  for (const Record& s : r.steps) end = std::max(end, field_of(s, "time"));
+  for (const Record& m : r.monitor) end = std::max(end, field_of(m, "unix_time"));
+  if (r.budget)
+    for (const BudgetSession& s : r.budget->sessions) end = std::max(end, s.end_unix);
+  for (const CheckpointEntry& c : r.checkpoints) end = std::max(end, c.mtime_unix);
+  return time_unit_for(end - t0);
+}
+
+std::string time_label(const AxisUnit& u) { return "time since the run started (" + u.name + ")"; }
+
+// `v` to about 3 significant digits, as the axes print numbers (1k, 60, 0.0123; never 1e+03).
+std::string compact(double v) {
+  if (!finite(v) || v == 0) return tick_label(v, 1);
+  return tick_label(v, std::pow(10.0, std::floor(std::log10(std::abs(v))) - 2));
+}
+
+// The largest value of a field over the records (NaN when none has it).
+double max_field(const std::vector<Record>& records, const std::string& name) {
+  double top = std::nan("");
+  for (const Record& r : records)
+    if (const double v = field_of(r, name); finite(v) && !(v <= top)) top = v;
+  return top;
+}
+
 void summary_section(const RunReport& r, Page& p) {
   const Record* last = r.epochs.empty() ? nullptr : &r.epochs.back();
   double wall = 0, best = std::nan("");
@@ -142,8 +170,9 @@ void summary_section(const RunReport& r, Page& p) {
 
 void curves_section(const RunReport& r, Page& p) {
   p.add("<h2>Loss and accuracy</h2>\n<div class=\"charts\">\n");
-  ChartSpec loss{"loss", "Loss per epoch", "epoch", "loss", {}, false};
-  ChartSpec acc{"accuracy", "Accuracy per epoch", "epoch", "accuracy (%)", {}, false};
+  ChartSpec loss{"loss", "Loss per epoch", "epoch", "loss", {}, false, AxisKind::Count};
+  ChartSpec acc{"accuracy", "Accuracy per epoch", "epoch", "accuracy (%)", {},
+                false,      AxisKind::Count};
   const std::pair<const char*, const char*> colors[] = {
       {"train", kBlue}, {"val", kGreen}, {"test", kOrange}};
   for (const auto& [split, color] : colors) {
@@ -154,49 +183,71 @@ void curves_section(const RunReport& r, Page& p) {
   }
   p.chart(loss, "no epoch records in metrics.jsonl yet");
   p.chart(acc, "no epoch records in metrics.jsonl yet");
-  ChartSpec step_loss{"step_loss", "Training loss per step", "optimizer step", "loss", {}, false};
+  ChartSpec step_loss{"step_loss", "Training loss per step", "optimizer step", "loss", {},
+                      false,       AxisKind::Count};
   step_loss.series.push_back({"loss (the step's last micro-batch)", kBlue, SeriesStyle::Line,
                               series_of(r.steps, "step", "loss")});
   p.chart(step_loss, "no step records (steps.jsonl)");
-  ChartSpec lr{"lr", "Learning rate", "optimizer step", "learning rate", {}, true};
+  ChartSpec lr{"lr", "Learning rate", "optimizer step", "learning rate", {}, true, AxisKind::Count};
   lr.series.push_back({"lr", kPurple, SeriesStyle::Line, series_of(r.steps, "step", "lr")});
   p.chart(lr, "no step records (steps.jsonl)");
   p.add("</div>\n");
 }
 
-void throughput_section(const RunReport& r, double t0, Page& p) {
+void throughput_section(const RunReport& r, double t0, const AxisUnit& tu, Page& p) {
   p.add("<h2>Throughput and devices</h2>\n<div class=\"charts\">\n");
-  ChartSpec tp{"throughput", "Throughput", "minutes since the run started", "images/s", {}, true};
+  const double per_unit = 1 / tu.divisor;
+  ChartSpec tp{"throughput", "Throughput", time_label(tu), "images/s", {}, true};
   tp.series.push_back({"images/s (step records)", kBlue, SeriesStyle::Line,
-                       series_of(r.steps, "time", "images_per_s", 1, t0, 1 / 60.0)});
+                       series_of(r.steps, "time", "images_per_s", 1, t0, per_unit)});
   p.chart(tp, "no step records (steps.jsonl)");
   const bool gpu = any_field(r.monitor, "gpu_util_pct");
   auto monitor = [&](const std::string& field, double scale = 1) {
-    return series_of(r.monitor, "unix_time", field, scale, t0, 1 / 60.0);
+    return series_of(r.monitor, "unix_time", field, scale, t0, per_unit);
+  };
+  // Memory charts are scaled to the memory drawn; the device's (or host's) total is named in
+  // the title, not drawn: a line at 141 GB would flatten a run's few GB along the bottom.
+  auto of_total = [&](std::string title, const char* field) {
+    const double total = max_field(r.monitor, field);
+    if (finite(total) && total > 0) title += " (of " + format_mib(total) + ")";
+    return title;
   };
   if (gpu) {
-    ChartSpec util{"gpu_util", "GPU utilisation", "minutes since the run started", "%", {}, true};
+    ChartSpec util{"gpu_util", "GPU utilisation", time_label(tu), "%", {}, true};
     util.series.push_back({"GPU busy", kGreen, SeriesStyle::Line, monitor("gpu_util_pct")});
     util.series.push_back(
         {"data-wait share", kRed, SeriesStyle::Line, monitor("data_wait_share", 100)});
     p.chart(util, "no monitor.csv rows");
-    ChartSpec mem{"gpu_memory", "GPU memory", "minutes since the run started", "MiB", {}, true};
+    ChartSpec mem{"gpu_memory",
+                  of_total("GPU memory", "gpu_mem_total_mib"),
+                  time_label(tu),
+                  "memory",
+                  {},
+                  true,
+                  AxisKind::Number,
+                  AxisKind::MiB};
     mem.series.push_back({"used", kBlue, SeriesStyle::Line, monitor("gpu_mem_used_mib")});
-    mem.series.push_back({"total", kGray, SeriesStyle::Dashed, monitor("gpu_mem_total_mib")});
     mem.series.push_back({"allocator peak (step records)", kOrange, SeriesStyle::Line,
-                          series_of(r.steps, "time", "peak_memory_mib", 1, t0, 1 / 60.0)});
+                          series_of(r.steps, "time", "peak_memory_mib", 1, t0, per_unit)});
     p.chart(mem, "no monitor.csv rows");
   } else {
-    ChartSpec cpu{"host_cpu", "Host CPU", "minutes since the run started", "%", {}, true};
+    ChartSpec cpu{"host_cpu", "Host CPU", time_label(tu), "%", {}, true};
     cpu.series.push_back({"host CPU busy", kGreen, SeriesStyle::Line, monitor("host_cpu_pct")});
     cpu.series.push_back(
         {"data-wait share", kRed, SeriesStyle::Line, monitor("data_wait_share", 100)});
     p.chart(cpu, "no monitor.csv rows");
-    ChartSpec mem{"memory", "Memory", "minutes since the run started", "MiB", {}, true};
+    ChartSpec mem{"memory",
+                  of_total("Memory", "host_mem_total_mib"),
+                  time_label(tu),
+                  "memory",
+                  {},
+                  true,
+                  AxisKind::Number,
+                  AxisKind::MiB};
     mem.series.push_back(
         {"process resident", kBlue, SeriesStyle::Line, monitor("process_rss_mib")});
     mem.series.push_back({"allocator peak (step records)", kOrange, SeriesStyle::Line,
-                          series_of(r.steps, "time", "peak_memory_mib", 1, t0, 1 / 60.0)});
+                          series_of(r.steps, "time", "peak_memory_mib", 1, t0, per_unit)});
     p.chart(mem, "no monitor.csv rows");
   }
   p.add("</div>\n");
@@ -206,17 +257,17 @@ void throughput_section(const RunReport& r, double t0, Page& p) {
         "CPU and the process's memory are shown instead.");
 }
 
-void budget_section(const RunReport& r, double t0, Page& p) {
+void budget_section(const RunReport& r, double t0, const AxisUnit& tu, Page& p) {
   p.add("<h2>Budget</h2>\n");
   // Spent device-hours over time: the step records' ledger totals, else the ledger's sessions.
   std::vector<std::pair<double, double>> spent =
-      series_of(r.steps, "time", "budget_device_hours", 1, t0, 1 / 60.0);
+      series_of(r.steps, "time", "budget_device_hours", 1, t0, 1 / tu.divisor);
   if (spent.empty() && r.budget) {
     double total = 0;
     for (const BudgetSession& s : r.budget->sessions) {
-      spent.emplace_back((s.start_unix - t0) / 60.0, total);
+      spent.emplace_back((s.start_unix - t0) / tu.divisor, total);
       total += s.device_seconds / 3600.0;
-      spent.emplace_back((s.end_unix - t0) / 60.0, total);
+      spent.emplace_back((s.end_unix - t0) / tu.divisor, total);
     }
   }
   if (spent.empty()) {
@@ -260,9 +311,9 @@ void budget_section(const RunReport& r, double t0, Page& p) {
       }
     if (!finite(into_epoch)) into_epoch = 0;
     const double seconds = double(left) * epoch_seconds - into_epoch;
-    projection = {
-        spent.back(),
-        {spent.back().first + seconds / 60.0, spent.back().second + seconds * devices / 3600.0}};
+    projection = {spent.back(),
+                  {spent.back().first + seconds / tu.divisor,
+                   spent.back().second + seconds * devices / 3600.0}};
     projection_note = fmt::format(
         "Projection: the {} epoch(s) left at {:.1f} s each (the mean of the last {}; {:.0f} s of "
         "the first already done), on {} device(s), from the last record: ",
@@ -272,9 +323,13 @@ void budget_section(const RunReport& r, double t0, Page& p) {
   } else {
     projection_note = "No projection: the planned epochs or the epoch time are unknown.";
   }
-  // Small runs read better in device-minutes.
-  double top = std::max(limit, projection.empty() ? spent.back().second : projection.back().second);
+  // The limit is drawn as a line when it is near the data; far above it (a short run of a long
+  // budget), a line would flatten what was spent along the bottom, so the title names it instead.
+  double top = projection.empty() ? spent.back().second : projection.back().second;
   for (const auto& pt : spent) top = std::max(top, pt.second);
+  const bool draw_limit = limit > 0 && limit <= 3 * top;
+  if (draw_limit) top = std::max(top, limit);
+  // Small runs read better in device-minutes.
   const bool minutes = top < 0.5;
   const double unit = minutes ? 60.0 : 1.0;
   const char* unit_name = minutes ? "device-minutes" : "device-hours";
@@ -284,18 +339,16 @@ void budget_section(const RunReport& r, double t0, Page& p) {
   };
   if (!projection.empty())
     projection_note += fmt::format(
-        "{:.3g} {} at the end{}.", projection.back().second * unit, unit_name,
-        limit > 0 ? fmt::format(", against a limit of {:.3g}", limit * unit) : std::string());
-  ChartSpec chart{"budget",
-                  "Budget burn-down",
-                  "minutes since the run started",
-                  minutes ? "device-minutes spent" : "device-hours spent",
-                  {},
-                  true};
+        "{} {} at the end{}.", compact(projection.back().second * unit), unit_name,
+        limit > 0 ? fmt::format(", against a limit of {}", compact(limit * unit)) : std::string());
+  std::string title = "Budget burn-down";
+  if (limit > 0 && !draw_limit)
+    title += fmt::format(" (limit {} {}, off the scale)", compact(limit * unit), unit_name);
+  ChartSpec chart{"budget", title, time_label(tu), std::string(unit_name) + " spent", {}, true};
   chart.series.push_back({"spent", kBlue, SeriesStyle::Line, scaled(spent)});
   if (!projection.empty())
     chart.series.push_back({"projected", kOrange, SeriesStyle::Dashed, scaled(projection)});
-  if (limit > 0) {
+  if (draw_limit) {
     const double x_end = projection.empty() ? spent.back().first : projection.back().first;
     chart.series.push_back({"limit", kRed, SeriesStyle::Dashed,
                             scaled({{spent.front().first, limit}, {x_end, limit}})});
@@ -330,16 +383,15 @@ void budget_section(const RunReport& r, double t0, Page& p) {
   p.add("</table>\n");
 }
 
-void checkpoint_section(const RunReport& r, double t0, Page& p) {
+void checkpoint_section(const RunReport& r, double t0, const AxisUnit& tu, Page& p) {
   p.add("<h2>Checkpoints</h2>\n");
-  ChartSpec chart{
-      "checkpoints", "Checkpoint timeline", "minutes since the run started", "optimizer step", {},
-      true};
+  ChartSpec chart{"checkpoints", "Checkpoint timeline", time_label(tu), "optimizer step", {},
+                  true,          AxisKind::Number,      AxisKind::Count};
   chart.series.push_back({"training progress (step records)", kGray, SeriesStyle::Line,
-                          series_of(r.steps, "time", "step", 1, t0, 1 / 60.0)});
+                          series_of(r.steps, "time", "step", 1, t0, 1 / tu.divisor)});
   std::vector<std::pair<double, double>> marks;
   for (const CheckpointEntry& c : r.checkpoints)
-    marks.emplace_back((c.mtime_unix - t0) / 60.0, double(c.step));
+    marks.emplace_back((c.mtime_unix - t0) / tu.divisor, double(c.step));
   chart.series.push_back({"checkpoint written", kRed, SeriesStyle::Markers, marks});
   if (r.checkpoints.empty()) {
     p.note("No checkpoints in checkpoints/.");
@@ -407,15 +459,21 @@ ReportHtml render_report_html(const RunReport& r) {
     p.add("</ul>\n");
   }
   curves_section(r, p);
-  throughput_section(r, t0, p);
-  budget_section(r, t0, p);
-  checkpoint_section(r, t0, p);
+  const AxisUnit tu = run_time_unit(r, t0);
+  throughput_section(r, t0, tu, p);
+  budget_section(r, t0, tu, p);
+  checkpoint_section(r, t0, tu, p);
   profile_section(r, p);
   p.add("<h2>Config</h2>\n");
-  if (r.config_text.empty())
+  if (r.config_text.empty()) {
     p.note("No config.toml in the run directory.");
-  else
+  } else if (!r.config_resolved.empty()) {
+    p.add("<p>The resolved settings of config.toml (each float in its shortest exact form):</p>\n");
+    p.add("<pre>" + html_escape(r.config_resolved) + "</pre>\n");
+  } else {
+    p.note("config.toml could not be read as TOML: shown as written.");
     p.add("<pre>" + html_escape(r.config_text) + "</pre>\n");
+  }
   p.add(std::string("<script>") + kReportCheckScript + "</script>\n</body>\n</html>\n");
   return {std::move(p.html()), p.charts()};
 }

@@ -149,6 +149,15 @@ void read_config(const std::string& path, RunReport& r) {
     const Config c = Config::parse(r.config_text, path);
     r.name = c.get_string("name", "");
     r.planned_epochs = c.get_int("train.epochs", 1);
+    for (const std::string& line : lines) {
+      if (line.empty() || line[0] != '#') break;
+      r.config_resolved += line + "\n";
+    }
+    // to_toml's own header (comments naming this parse, then a blank line) gives way to the file's.
+    const std::string printed = c.to_toml();
+    const size_t body = printed.find("\n\n");
+    if (!r.config_resolved.empty()) r.config_resolved += "\n";
+    r.config_resolved += body == std::string::npos ? printed : printed.substr(body + 2);
   } catch (const Error& e) {
     r.notes.push_back("config.toml could not be read as TOML (" + untrusted_excerpt(e.message()) +
                       "): the planned epochs are unknown");

@@ -60,8 +60,13 @@ struct BudgetInfo {
 
 struct RunReport {
   std::string run_dir;
-  std::string name;                          // the config's `name`, else the folder's name
-  std::string config_text;                   // config.toml as written ("" when missing)
+  std::string name;         // the config's `name`, else the folder's name
+  std::string config_text;  // config.toml as written ("" when missing)
+  // config.toml parsed and printed back: its leading comment lines (the source and overrides
+  // Config::to_toml names), then every value as Config::to_toml prints it, floats in their
+  // shortest exact form even where an older hourglass wrote 0.10000000000000001. "" when the
+  // file is missing or is not TOML.
+  std::string config_resolved;
   int64_t planned_epochs = 0;                // train.epochs of config.toml; 0 when unknown
   std::vector<Record> epochs;                // metrics.jsonl
   std::vector<Record> steps;                 // steps.jsonl
