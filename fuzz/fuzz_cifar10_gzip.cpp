@@ -1,4 +1,4 @@
-// libFuzzer target: gzip-compressed CIFAR-10 binary batches (byte_source.cpp's gzread path, then
+// libFuzzer target: gzip-compressed CIFAR-10 binary batches (byte_source.cpp's inflate path, then
 // cifar10_reader.cpp's size bound and cifar10_batch.cpp's records). fuzz_cifar10 reaches the
 // compressed path only when a mutation happens to make a gzip stream; here every input makes one.
 // The first byte picks how:
@@ -9,9 +9,10 @@
 //   odd:  the rest is a plain batch that this target compresses itself (deflate's level,
 //         strategy and memory level, the gzip header's name, comment, extra field and header CRC
 //         taken from the second and third bytes), at times as two members, cut short, with
-//         trailing bytes after the stream, or behind a member of up to 10,001 zero records
-//         (the reader's cap is 10,000: one published batch). Whole streams must read exactly
-//         as the plain file does (both refused, or the same records); cut ones must be refused.
+//         trailing bytes after the stream (refused), or behind a member of up to 10,001 zero
+//         records (the reader's cap is 10,000: one published batch). Whole streams must read
+//         exactly as the plain file does (both refused, or the same records); cut ones must be
+//         refused.
 // Every outcome: at most 10,000 records, memory bounded by libFuzzer's -rss_limit_mb, and only
 // InvalidInput naming the file.
 #include <zlib.h>
@@ -203,7 +204,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     hg::fuzz::check(!gz.loaded, "a gzip stream cut short was read");
     return 0;
   }
-  if (shape % 8 == 4) stream += "trailing bytes, not a gzip member";  // zlib ignores them
+  if (shape % 8 == 4) {  // bytes after the stream that start no member: refused
+    stream += "trailing bytes, not a gzip member";
+    hg::fuzz::check(!load("gz", stream).loaded, "bytes after the gzip stream were accepted");
+    return 0;
+  }
   const Outcome gz = load("gz", stream);
   const bool over = plain.size() > kMaxBinaryBatchBytes;
   if (over) hg::fuzz::check(!gz.loaded, "more than one batch's bytes were read");
