@@ -50,6 +50,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kStepsPerEpoch = 4;
+constexpr int64_t kBatchSize = 8;  // a checkpoint's epoch_samples is at most this per batch
 constexpr const char* kTrajectory = "seed = 3\n";
 
 struct Script {
@@ -101,7 +102,7 @@ std::string checkpoint_bytes(Script& in, int64_t& step) {
   s.batch = position / 3 % 5;
   s.step = s.epoch * kStepsPerEpoch + s.batch;
   if (s.batch > 0) {
-    s.samples = 8 * s.batch;
+    s.samples = kBatchSize * s.batch;
     s.correct = fields % 4 == 3 ? double(s.samples + 1) : double(fields % (s.samples + 1));
     s.loss_sum = fields % 5 == 4 ? -1.0 : 0.5 * double(s.batch);
   }
@@ -299,7 +300,7 @@ int64_t resume(const std::string& run) {
   Learner& l = learner();
   const auto ckpt = session.find_resume_point([&](const hg::train::LoadedCheckpoint& c) {
     hg::train::check_resumable(c, kTrajectory, hg::ops::EngineSettings{}, *l.model, *l.sgd,
-                               kStepsPerEpoch);
+                               kStepsPerEpoch, kBatchSize);
   });
   if (!ckpt) {
     session.start_new();
