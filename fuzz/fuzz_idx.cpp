@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 2, size - 2);
   const size_t label_bytes = std::min<size_t>(data[0] | (size_t(data[1]) << 8), rest.size());
-  const std::string labels = hg::fuzz::write_input("labels-idx1-ubyte", rest.substr(0, label_bytes));
+  const std::string labels =
+      hg::fuzz::write_input("labels-idx1-ubyte", rest.substr(0, label_bytes));
   const std::string images = hg::fuzz::write_input("images-idx3-ubyte", rest.substr(label_bytes));
   // Both files are named in any refusal's message, so the common part is the folder.
   hg::fuzz::expect_load_or_clear_refusal(

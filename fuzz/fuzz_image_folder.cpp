@@ -36,14 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The input, read a byte at a time; zeros once it is used up.
-struct Script {
-  const uint8_t* data;
-  size_t size;
-  size_t at = 0;
-  bool done() const { return at >= size; }
-  uint8_t byte() { return at < size ? data[at++] : 0; }
-};
+using hg::fuzz::Script;
 
 void put_u32(std::string& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(char((v >> shift) & 0xff));

@@ -53,13 +53,7 @@ constexpr int64_t kStepsPerEpoch = 4;
 constexpr int64_t kBatchSize = 8;  // a checkpoint's epoch_samples is at most this per batch
 constexpr const char* kTrajectory = "seed = 3\n";
 
-struct Script {
-  const uint8_t* data;
-  size_t size;
-  size_t at = 0;
-  bool done() const { return at >= size; }
-  uint8_t byte() { return at < size ? data[at++] : 0; }
-};
+using hg::fuzz::Script;
 
 // The run a checkpoint must continue: a small MLP and SGD with momentum, as the session test
 // drives.

@@ -11,8 +11,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const hg::ChecksumCheck check =
-      data[0] & 1 ? hg::ChecksumCheck::Verify : hg::ChecksumCheck::Skip;
+  const hg::ChecksumCheck check = data[0] & 1 ? hg::ChecksumCheck::Verify : hg::ChecksumCheck::Skip;
   const std::string_view file(reinterpret_cast<const char*>(data) + 1, size - 1);
   const std::string path = hg::fuzz::write_input("input.safetensors", file);
   hg::fuzz::expect_load_or_clear_refusal(
@@ -26,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         hg::fuzz::check(bytes + 8 <= file.size(), "tensors larger than the file");
         if (check == hg::ChecksumCheck::Skip)
-          hg::fuzz::check(loaded.integrity == hg::Integrity::None, "skipped check claims integrity");
+          hg::fuzz::check(loaded.integrity == hg::Integrity::None,
+                          "skipped check claims integrity");
         // The metadata-only reader agrees with the full one on any file the full one accepts.
         hg::fuzz::check(hg::read_safetensors_metadata(path) == loaded.metadata,
                         "metadata reader disagrees");

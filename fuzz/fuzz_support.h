@@ -85,4 +85,14 @@ void expect_load_or_clear_refusal(Load&& load, std::string_view must_name) {
   }
 }
 
+// The input, read a byte at a time; zeros once it is used up (the generators of fuzz_image_folder
+// and fuzz_run_dir).
+struct Script {
+  const uint8_t* data;
+  size_t size;
+  size_t at = 0;
+  bool done() const { return at >= size; }
+  uint8_t byte() { return at < size ? data[at++] : 0; }
+};
+
 }  // namespace hg::fuzz
