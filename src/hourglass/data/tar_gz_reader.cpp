@@ -25,6 +25,16 @@ void TarGzReader::Free::operator()(archive* a) const { archive_read_free(a); }
 
 struct TarGzReader::Feed {
   explicit Feed(const std::string& path) : source(path), block(kReadBlock) {}
+  // The next decompressed block into `block`: its size, 0 at the end. A stream cut short is
+  // refused: nothing vouches for its last bytes (the trailer's CRC never came).
+  size_t next_block() {
+    const size_t got = source.read(block.data(), block.size());
+    if (source.truncated())
+      throw_invalid(
+          fmt::format("{}: truncated data: the gzip stream ends before its trailer", source.path()),
+          "the archive is cut short; download it again");
+    return got;
+  }
   ByteSource source;
   std::vector<uint8_t> block;
   std::exception_ptr error;
@@ -40,13 +50,7 @@ la_ssize_t read_block(archive* a, void* feed, const void** buffer) {
   auto* f = static_cast<TarGzReader::Feed*>(feed);
   try {
     *buffer = f->block.data();
-    const size_t got = f->source.read(f->block.data(), f->block.size());
-    // Cut short: nothing vouches for the last bytes (the trailer's CRC never came).
-    if (f->source.truncated())
-      throw_invalid(fmt::format("{}: truncated data: the gzip stream ends before its trailer",
-                                f->source.path()),
-                    "the archive is cut short; download it again");
-    return la_ssize_t(got);
+    return la_ssize_t(f->next_block());
   } catch (...) {
     f->error = std::current_exception();
     archive_set_error(a, EIO, "read failed");
@@ -87,14 +91,12 @@ bool TarGzReader::next() {
       // The rest of the file: tar padding, then the gzip trailer, then nothing.
       size_t tail = 0;
       while (tail <= kMaxTailBytes) {
-        const size_t got = feed_->source.read(feed_->block.data(), feed_->block.size());
+        const size_t got = feed_->next_block();
         if (got == 0) break;
         tail += got;
       }
       if (tail > kMaxTailBytes)
         fail(fmt::format("more than {} bytes after the archive's end marker", kMaxTailBytes));
-      if (feed_->source.truncated())
-        fail("truncated data: the gzip stream ends before its trailer");
       return false;
     }
     // ARCHIVE_WARN (an odd header field) still gives a usable entry; FATAL/RETRY do not.

@@ -62,12 +62,10 @@ MicroBatchPlan MicroBatchPlan::restore(std::string_view saved, const MicroBatchP
     throw_invalid(fmt::format("{}: metadata '{}' must be a positive integer, found '{}'", source,
                               kMicroBatchMetadataKey, untrusted_excerpt(saved)),
                   "the checkpoint is damaged or was not written by hourglass");
-  // The sizes a run of this config can have saved.
-  std::vector<int64_t> reachable;
-  for (int64_t m = configured.micro_batch_size(); !searched; m = (m + 1) / 2) {
-    reachable.push_back(m);
-    if (m == 1) break;
-  }
+  // The sizes a fixed micro-batch can have been saved as: it and its halvings (as shrink()
+  // makes them).
+  std::vector<int64_t> reachable{configured.micro_batch_size()};
+  while (reachable.back() > 1) reachable.push_back((reachable.back() + 1) / 2);
   const bool possible =
       searched ? value <= batch_rows
                : std::find(reachable.begin(), reachable.end(), value) != reachable.end();
