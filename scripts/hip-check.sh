@@ -134,7 +134,7 @@ compile() {
     f="$1"; shift
     name=$(echo "$f" | tr / _)
     case "$f" in
-      tools/*) roots=(-I"$scratch/layers/train" -I"$scratch/layers/backend" -I"$(dirname "$f")") ;;
+      tools/*) roots=(-I"$scratch/layers/rl" -I"$scratch/layers/backend" -I"$(dirname "$f")") ;;
       *) roots=(-I"$scratch/layers/$(echo "$f" | cut -d/ -f3)") ;;
     esac
     extra=()
