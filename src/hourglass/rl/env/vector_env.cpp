@@ -143,8 +143,11 @@ void VectorEnv::restore(const VectorEnvState& state) {
     HG_CHECK(state.steps[i] >= 0 && state.steps[i] < spec_.max_episode_steps,
              "{}: the saved state's copy {} is at step {} of an episode limited to {}", spec_.id, i,
              state.steps[i], spec_.max_episode_steps);
-  for (double v : state.physics)
-    HG_CHECK(std::isfinite(v), "{}: the saved state holds a non-finite value ({})", spec_.id, v);
+  for (size_t i = 0; i < n; ++i)
+    HG_CHECK(valid_copy(state.physics.data() + i * size_t(state_size_)),
+             "{}: the saved state's copy {} is not a state of this environment (a value out of "
+             "its range, or not finite)",
+             spec_.id, i);
   seed_ = state.seed;
   physics_ = state.physics;
   steps_ = state.steps;

@@ -99,6 +99,8 @@ class VectorEnv {
   virtual StepOutcome step_copy(double* state, const int32_t* discrete,
                                 const float* continuous) const = 0;
   virtual void observe_copy(const double* state, float* observation) const = 0;
+  // Whether a saved copy's state is one the task can be in (restore() refuses others).
+  virtual bool valid_copy(const double* state) const = 0;
 
  private:
   void start_episode(int64_t copy);
