@@ -32,6 +32,55 @@ Tensor sqrt(const Tensor& x) {
   return y;
 }
 
+Tensor tanh(const Tensor& x) {
+  Tensor y = ops::tanh(x);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    // d tanh(x) / dx = 1 - tanh(x)^2: the output is all the backward needs.
+    tape.record("tanh", {x}, y, [y](const Tensor& dy) {
+      return std::vector<Tensor>{ops::tanh_backward(dy, y)};
+    });
+  }
+  return y;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor y = ops::exp(x);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    // d e^x / dx = e^x: the output.
+    tape.record("exp", {x}, y, [y](const Tensor& dy) {
+      return std::vector<Tensor>{ops::mul(dy, y)};
+    });
+  }
+  return y;
+}
+
+Tensor log_softmax(const Tensor& x) {
+  Tensor y = ops::log_softmax(x);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    // softmax = exp(y): the output is all the backward needs.
+    tape.record("log_softmax", {x}, y, [y](const Tensor& dy) {
+      return std::vector<Tensor>{ops::log_softmax_backward(dy, y)};
+    });
+  }
+  return y;
+}
+
+Tensor gather_columns(const Tensor& x, const Tensor& index) {
+  Tensor y = ops::gather_columns(x, index);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    // Keeps x for its number of columns: x is mostly log_softmax's output, which that node keeps
+    // anyway.
+    tape.record("gather_columns", {x}, y, [x, index](const Tensor& dy) {
+      return std::vector<Tensor>{ops::gather_columns_backward(dy, index, x.size(1))};
+    });
+  }
+  return y;
+}
+
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   Tensor y = ops::avg_pool2d(x, p);
   Tape& tape = Tape::current();

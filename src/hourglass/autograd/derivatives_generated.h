@@ -13,6 +13,10 @@ namespace hg::fn {
 
 Tensor relu(const Tensor& x);
 Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log_softmax(const Tensor& x);
+Tensor gather_columns(const Tensor& x, const Tensor& index);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor global_avg_pool(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);

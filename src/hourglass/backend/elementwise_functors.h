@@ -31,6 +31,24 @@ HG_HOST_DEVICE inline T square_root(T x) {
 #endif
 }
 
+// tanh and exp in float on the device (tanhf, expf: within 2 ulp), std:: on the host.
+template <typename T>
+HG_HOST_DEVICE inline T hyperbolic_tangent(T x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return tanhf(x);
+#else
+  return std::tanh(x);
+#endif
+}
+template <typename T>
+HG_HOST_DEVICE inline T exponential(T x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+
 // ---- binary: out = f(a, b)
 
 template <typename T>
@@ -63,6 +81,12 @@ struct SqrtBackward {
   HG_HOST_DEVICE T operator()(T dy, T y) const { return dy / (T(2) * y); }
 };
 
+// tanh's gradient from its output: dy (1 - y^2).
+template <typename T>
+struct TanhBackward {
+  HG_HOST_DEVICE T operator()(T dy, T y) const { return dy * (T(1) - y * y); }
+};
+
 // ---- unary with a scalar: out = f(x; s)
 
 template <typename T>
@@ -89,6 +113,16 @@ struct Sqrt {
   HG_HOST_DEVICE T operator()(T x) const { return square_root(x); }
 };
 
+template <typename T>
+struct Tanh {
+  HG_HOST_DEVICE T operator()(T x) const { return hyperbolic_tangent(x); }
+};
+
+template <typename T>
+struct Exp {
+  HG_HOST_DEVICE T operator()(T x) const { return exponential(x); }
+};
+
 }  // namespace hg::elementwise
 
 // The out-of-place element-wise ops of the list (ops/op_list.h) that are one functor each. The
@@ -103,7 +137,10 @@ struct Sqrt {
   BINARY(mul, Mul)                                \
   BINARY(relu_backward, ReluBackward)             \
   BINARY(sqrt_backward, SqrtBackward)             \
+  BINARY(tanh_backward, TanhBackward)             \
   SCALAR(add_scalar, AddScalar)                   \
   SCALAR(mul_scalar, MulScalar)                   \
   UNARY(relu, Relu)                               \
-  UNARY(sqrt, Sqrt)
+  UNARY(sqrt, Sqrt)                               \
+  UNARY(tanh, Tanh)                               \
+  UNARY(exp, Exp)

@@ -384,6 +384,28 @@ HG_OP(Tensor, sqrt_backward, (const Tensor& dy, const Tensor& y), {
   return backend_for(y.device()).sqrt_backward(dy.contiguous(), y.contiguous());
 })
 
+// Hyperbolic tangent (a policy network's activation).
+HG_OP(Tensor, tanh, (const Tensor& x), {
+  check_float(op, "input", x);
+  HG_OP_COST(elementwise_cost(x, 1, 1));
+  return backend_for(x.device()).tanh(x.contiguous());
+})
+
+// dy (1 - y^2) with y = tanh(x): tanh's gradient from its output.
+HG_OP(Tensor, tanh_backward, (const Tensor& dy, const Tensor& y), {
+  check_binary(op, dy, y);
+  HG_OP_COST(elementwise_cost(y, 2, 1));
+  return backend_for(y.device()).tanh_backward(dy.contiguous(), y.contiguous());
+})
+
+// e^x (inf above the dtype's range; a probability ratio from log-probabilities). Its gradient
+// is dy * y: ops::mul.
+HG_OP(Tensor, exp, (const Tensor& x), {
+  check_float(op, "input", x);
+  HG_OP_COST(elementwise_cost(x, 1, 1));
+  return backend_for(x.device()).exp(x.contiguous());
+})
+
 // ---- reductions (to a scalar f32 tensor on the input's device) ----
 
 HG_OP(Tensor, sum, (const Tensor& x), {
@@ -451,6 +473,51 @@ HG_OP(Tensor, cross_entropy_backward, (const Tensor& dloss, const Tensor& probs,
 HG_OP(Tensor, count_correct, (const Tensor& logits, const Tensor& labels), {
   check_logits_labels(op, logits, labels);
   return backend_for(logits.device()).count_correct(logits.contiguous(), labels.contiguous());
+})
+
+// ---- per-row ops of a matrix [N,C] (a policy's action scores) ----
+
+// log softmax of each row: y[r, j] = x[r, j] - log(sum_k exp(x[r, k])) (computed from the
+// row's maximum, so large scores stay finite).
+HG_OP(Tensor, log_softmax, (const Tensor& x), {
+  check_float(op, "input", x);
+  check_dim(op, "input [N,C]", x, 2);
+  HG_CHECK(x.size(1) > 0 || x.size(0) == 0, "{}: input {} has rows of no columns", op,
+           x.describe());
+  HG_OP_COST(elementwise_cost(x, 1, 1));
+  return backend_for(x.device()).log_softmax(x.contiguous());
+})
+
+// log_softmax's gradient from its output y: dx[r, j] = dy[r, j] - exp(y[r, j]) sum_k dy[r, k].
+HG_OP(Tensor, log_softmax_backward, (const Tensor& dy, const Tensor& y), {
+  check_binary(op, dy, y);
+  check_dim(op, "output [N,C]", y, 2);
+  HG_OP_COST(elementwise_cost(y, 2, 1));
+  return backend_for(y.device()).log_softmax_backward(dy.contiguous(), y.contiguous());
+})
+
+// One element of each row: out[r] = x[r, index[r]] (the log-probability of the action taken,
+// the value of the action taken). index is i64 [N]; an index outside [0, C) is refused on the
+// CPU and gives NaN on a GPU (checking it there would wait for the device).
+HG_OP(Tensor, gather_columns, (const Tensor& x, const Tensor& index), {
+  check_logits_labels(op, x, index);
+  HG_OP_COST(elementwise_cost(index, 2, 1));
+  return backend_for(x.device()).gather_columns(x.contiguous(), index.contiguous());
+})
+
+// gather_columns' gradient: dx [N, columns] zero but dx[r, index[r]] = dy[r] (NaN in a GPU row
+// whose index is out of range).
+HG_OP(Tensor, gather_columns_backward, (const Tensor& dy, const Tensor& index, int64_t columns), {
+  check_float(op, "gradient", dy);
+  check_dim(op, "gradient [N]", dy, 1);
+  check_dtype(op, "index", index, DType::I64);
+  HG_CHECK(index.dim() == 1 && index.size(0) == dy.size(0), "{}: index {} does not match {}", op,
+           index.describe(), dy.describe());
+  check_same_device(op, dy, index);
+  HG_CHECK(columns > 0, "{}: columns must be positive, got {}", op, columns);
+  HG_OP_COST(elementwise_cost(dy, 2, columns));
+  return backend_for(dy.device())
+      .gather_columns_backward(dy.contiguous(), index.contiguous(), columns);
 })
 
 // ---- dropout: element i is kept with probability 1-p, decided by Philox(seed, offset + i) ----
