@@ -77,6 +77,17 @@ TEST(Tanh, EdgeValues) {
   EXPECT_EQ(t[1], 1.0f);
   EXPECT_EQ(t[2], -1.0f);
   EXPECT_EQ(t[3], 1.0f);
+  EXPECT_TRUE(std::isnan(ops::tanh(Tensor::full({1}, NAN)).item())) << "NaN must stay NaN";
+  // A dense sweep of f32 inputs (both branches of the CPU's formula, the cap at 10): within one
+  // ulp of tanh in double.
+  std::vector<float> xs;
+  for (float v = -12.0f; v <= 12.0f; v += 0.00123f) xs.push_back(v);
+  const auto got = ops::tanh(Tensor::from_vector(xs, {int64_t(xs.size())})).to_vector<float>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double ref = std::tanh(double(xs[i]));
+    const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(ref), 1e-30)) - 23);
+    ASSERT_LE(std::fabs(double(got[i]) - ref), ulp) << "tanh(" << xs[i] << ")";
+  }
   const auto e =
       ops::exp(Tensor::from_vector<float>({0.0f, -200.0f, 200.0f}, {3})).to_vector<float>();
   EXPECT_EQ(e[0], 1.0f);

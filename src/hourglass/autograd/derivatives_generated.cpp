@@ -114,6 +114,17 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = ops::sub(a, b);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&a, &b})) {
+    tape.record("sub", {a, b}, y, [](const Tensor& dy) {
+      return std::vector<Tensor>{dy, ops::mul_scalar(dy, -1.0)};
+    });
+  }
+  return y;
+}
+
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = ops::mul(a, b);
   Tape& tape = Tape::current();

@@ -20,6 +20,7 @@ Tensor gather_columns(const Tensor& x, const Tensor& index);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor global_avg_pool(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor add_scalar(const Tensor& a, double s);
 Tensor mul_scalar(const Tensor& a, double s);

@@ -31,13 +31,64 @@ HG_HOST_DEVICE inline T square_root(T x) {
 #endif
 }
 
-// tanh and exp in float on the device (tanhf, expf: within 2 ulp), std:: on the host.
+// tanh of a float on the host, in double arithmetic that the CPU loops vectorise (glibc's tanhf
+// is a scalar call, half a policy network's step): below 0.5 the odd Taylor series through x^21
+// (the next term is under 1e-9 of the sum); above, 1 - 2 / (e^(2|x|) + 1) with e^y as
+// (Taylor series of e^(y/16) through degree 14)^16, |x| capped at 10 (tanh(10) rounds to 1).
+// Within one float ulp of tanh over the whole range; NaN stays NaN. Written without branches
+// (selects on values), so the CPU loops vectorise it.
+inline float tanh_float_host(float xf) {
+  const double x = xf, x2 = x * x;
+  double p = 18888466084.0 / 194896477400625.0;
+  p = p * x2 - 443861162.0 / 1856156927625.0;
+  p = p * x2 + 6404582.0 / 10854718875.0;
+  p = p * x2 - 929569.0 / 638512875.0;
+  p = p * x2 + 21844.0 / 6081075.0;
+  p = p * x2 - 1382.0 / 155925.0;
+  p = p * x2 + 62.0 / 2835.0;
+  p = p * x2 - 17.0 / 315.0;
+  p = p * x2 + 2.0 / 15.0;
+  p = p * x2 - 1.0 / 3.0;
+  p = p * x2 + 1.0;
+  const double small = x * p;
+  const double a = std::fabs(x);
+  const double z = (a > 10.0 ? 10.0 : a) * (2.0 / 16.0);  // NaN stays NaN
+  // Horner's form of sum_k z^k / k!, each step 1 + (z / k) * (...), with 1/k exact enough as a
+  // double constant (multiplications only, so the loop over elements vectorises).
+  double e = 1.0 + z * (1.0 / 14) * 1.0;
+  e = 1.0 + z * (1.0 / 13) * e;
+  e = 1.0 + z * (1.0 / 12) * e;
+  e = 1.0 + z * (1.0 / 11) * e;
+  e = 1.0 + z * (1.0 / 10) * e;
+  e = 1.0 + z * (1.0 / 9) * e;
+  e = 1.0 + z * (1.0 / 8) * e;
+  e = 1.0 + z * (1.0 / 7) * e;
+  e = 1.0 + z * (1.0 / 6) * e;
+  e = 1.0 + z * (1.0 / 5) * e;
+  e = 1.0 + z * (1.0 / 4) * e;
+  e = 1.0 + z * (1.0 / 3) * e;
+  e = 1.0 + z * (1.0 / 2) * e;
+  e = 1.0 + z * e;
+  e = e * e;
+  e = e * e;
+  e = e * e;
+  e = e * e;
+  const double big = 1.0 - 2.0 / (e + 1.0);
+  const double t = a < 0.5 ? small : std::copysign(big, x);
+  return float(t);
+}
+
+// tanh and exp in float on the device (tanhf, expf: within 2 ulp); on the host std:: but for
+// tanh of a float (tanh_float_host).
 template <typename T>
 HG_HOST_DEVICE inline T hyperbolic_tangent(T x) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return tanhf(x);
 #else
-  return std::tanh(x);
+  if constexpr (sizeof(T) == sizeof(float))
+    return tanh_float_host(x);
+  else
+    return std::tanh(x);
 #endif
 }
 template <typename T>

@@ -1,5 +1,6 @@
 #include "hourglass/nn/init.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -43,6 +44,39 @@ void uniform_(Tensor& t, double bound, RandomStream& rng) {
   std::vector<float> v(size_t(t.numel()));
   fill_in_chunks(v, rng, 1,
                  [bound](RandomStream& r) { return float(bound * (2.0 * r.uniform() - 1.0)); });
+  fill_from(t, v);
+}
+
+void orthogonal_(Tensor& t, double gain, RandomStream& rng) {
+  HG_ASSERT(t.dim() >= 2 && t.numel() > 0, "orthogonal init of {}", t.describe());
+  const int64_t rows = t.size(0), cols = t.numel() / rows;
+  // a: m x n, m >= n, column-major in `a` (column k at a[k * m]).
+  const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
+  std::vector<double> a(size_t(m * n));
+  for (double& v : a) v = double(rng.normal());
+  // Modified Gram-Schmidt: each column made orthogonal to the ones before it, then normalised
+  // (R's diagonal, the norms, is positive: the sign-corrected QR's Q).
+  for (int64_t k = 0; k < n; ++k) {
+    double* qk = a.data() + k * m;
+    for (int64_t j = 0; j < k; ++j) {
+      const double* qj = a.data() + j * m;
+      double dot = 0;
+      for (int64_t i = 0; i < m; ++i) dot += qj[i] * qk[i];
+      for (int64_t i = 0; i < m; ++i) qk[i] -= dot * qj[i];
+    }
+    double norm = 0;
+    for (int64_t i = 0; i < m; ++i) norm += qk[i] * qk[i];
+    norm = std::sqrt(norm);
+    HG_ASSERT(norm > 0, "orthogonal init: a degenerate normal draw");
+    for (int64_t i = 0; i < m; ++i) qk[i] /= norm;
+  }
+  // Q is m x n; the weight is rows x cols: Q itself when rows >= cols, else its transpose.
+  std::vector<float> v(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const double q = rows >= cols ? a[size_t(c * m + r)] : a[size_t(r * m + c)];
+      v[size_t(r * cols + c)] = float(gain * q);
+    }
   fill_from(t, v);
 }
 

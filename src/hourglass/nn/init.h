@@ -14,5 +14,10 @@ namespace hg::nn {
 void kaiming_normal_(Tensor& t, int64_t fan, double gain, RandomStream& rng);
 // Uniform(-bound, bound).
 void uniform_(Tensor& t, double bound, RandomStream& rng);
+// A (semi-)orthogonal matrix times `gain` (Saxe et al. 2014), as torch.nn.init.orthogonal_: t
+// viewed as [rows = size(0), cols = the rest]; a normal matrix of the larger side by the smaller
+// made orthonormal by Gram-Schmidt in double (each column's sign that of R's diagonal, as a QR
+// factorisation gives), transposed when rows < cols. Its rows (or columns) are orthonormal.
+void orthogonal_(Tensor& t, double gain, RandomStream& rng);
 
 }  // namespace hg::nn

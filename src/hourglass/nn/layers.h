@@ -73,6 +73,12 @@ class ReLU : public Module {
   Tensor forward(const Tensor& x) override { return fn::relu(x); }
 };
 
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& x) override { return fn::tanh(x); }
+};
+
 class MaxPool2d : public Module {
  public:
   MaxPool2d(int64_t kernel, int64_t stride, int64_t padding = 0);

@@ -19,10 +19,12 @@ namespace {
 // enough (~128 KiB of f32) that waking a thread pays for itself; smaller tensors run inline.
 constexpr int64_t kElementwiseGrain = int64_t(1) << 15;
 
-// out[i] = f(a[i], b[i]); out may equal a (in-place ops).
+// out[i] = f(a[i], b[i]); out may equal a (in-place ops). The pointers and the functor are
+// captured by value: through references the loop reloads them after every store (which might
+// alias them) and does not vectorise.
 template <typename T, typename F>
 void binary_loop(const T* a, const T* b, T* out, int64_t n, F f) {
-  parallel_for_inline(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+  parallel_for_inline(n, kElementwiseGrain, [a, b, out, f](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
   });
 }
@@ -30,7 +32,7 @@ void binary_loop(const T* a, const T* b, T* out, int64_t n, F f) {
 // out[i] = f(a[i]); out may equal a (in-place ops).
 template <typename T, typename F>
 void unary_loop(const T* a, T* out, int64_t n, F f) {
-  parallel_for_inline(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+  parallel_for_inline(n, kElementwiseGrain, [a, out, f](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = f(a[i]);
   });
 }

@@ -104,7 +104,8 @@ std::string TrainStep::eager_reason() const {
 TrainStep::~TrainStep() = default;
 
 const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels, int64_t global_rows) {
-  HG_CHECK(images.defined() && labels.defined() && images.dim() >= 1 && labels.dim() == 1 &&
+  HG_CHECK(images.defined() && labels.defined() && images.dim() >= 1 &&
+               (options_.loss ? labels.dim() >= 1 : labels.dim() == 1) &&
                images.size(0) == labels.size(0),
            "train step: images {} and labels {} must hold the same number of rows",
            images.describe(), labels.describe());
@@ -225,9 +226,14 @@ void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t s
     const Tensor x = parts == 1 ? images : images.narrow(0, r.begin, r.size());
     const Tensor y = parts == 1 ? labels : labels.narrow(0, r.begin, r.size());
     phase(StepPhase::Forward, PhaseEdge::Begin);
-    Tensor logits = model_.forward(x);
-    Tensor loss = fn::cross_entropy(logits, y, options_.label_smoothing);
-    {
+    Tensor loss;
+    if (options_.loss) {
+      loss = options_.loss(model_, x, y);
+      autograd::NoGradGuard no_grad;
+      ops::add_(sums_.loss, loss, double(r.size()));
+    } else {
+      Tensor logits = model_.forward(x);
+      loss = fn::cross_entropy(logits, y, options_.label_smoothing);
       autograd::NoGradGuard no_grad;
       ops::add_(sums_.loss, loss, double(r.size()));
       ops::add_(sums_.correct, ops::count_correct(logits, y));
@@ -279,7 +285,9 @@ void TrainStep::forward_backward(const Tensor& images, const Tensor& labels) {
   std::optional<autograd::AutocastGuard> with_copies;  // as the step's forward sees its weights
   cast_parameters(with_copies);
   nn::set_dropout_context({context_.seed, uint64_t(optimizer_.step_count()), 0});
-  Tensor loss = fn::cross_entropy(model_.forward(images), labels, options_.label_smoothing);
+  Tensor loss = options_.loss
+                    ? options_.loss(model_, images, labels)
+                    : fn::cross_entropy(model_.forward(images), labels, options_.label_smoothing);
   autograd::backward(loss, scaler_ ? scaler_->seed() : Tensor());
 }
 

@@ -1,7 +1,8 @@
 // The training step: the one place where forward, backward and the optimizer update are strung
 // together. `hourglass train`, `bench`, `plan` and the out-of-memory probe all run it.
 //
-// One step on a batch (images [N,H,W,C] f32, labels [N] i64, on the step's device):
+// One step on a batch (images [N,H,W,C] f32, labels [N] i64, on the step's device; or any
+// inputs and targets of N rows with StepOptions::loss):
 //   1. the learning rate of the schedule for this step (a pure function of the step count);
 //   2. forward, cross-entropy and backward over the batch's micro-batches (MicroBatchPlan),
 //      under the context's autocast policy (in bf16 and f16 the parameter arena converted to
@@ -34,7 +35,18 @@
 
 namespace hg::train {
 
+// The loss of one micro-batch: the mean over its rows of a per-row loss (the step weights it
+// by the rows' share of the batch), from the model, the micro-batch's inputs and its targets
+// (the rows of run()'s `images` and `labels`, any shapes with the rows first). A reinforcement-
+// learning objective packs what it needs per row (the action taken, the old log-probability,
+// the advantage, ...) into the targets.
+using StepLoss =
+    std::function<Tensor(nn::Module& model, const Tensor& inputs, const Tensor& targets)>;
+
 struct StepOptions {
+  // Null: softmax cross-entropy of the model's output against i64 labels [N] (with
+  // label_smoothing), which also counts the correct rows (StepSums::correct).
+  StepLoss loss;
   double label_smoothing = 0;
   double clip_grad_norm = 0;  // > 0: clip the global gradient norm to this
   int64_t micro_batch = 0;    // rows per micro-batch (>= 1; the batch size: no split)
@@ -71,8 +83,8 @@ struct StepHooks {
 
 // The step's sums over the batch, f32 scalars on the device, overwritten by each step.
 struct StepSums {
-  Tensor loss;     // sum over rows of the (label-smoothed) cross-entropy
-  Tensor correct;  // rows whose arg-max is the label
+  Tensor loss;     // sum over rows of the (label-smoothed) cross-entropy, or StepOptions::loss
+  Tensor correct;  // rows whose arg-max is the label (0 with StepOptions::loss)
 };
 
 class TrainStep {

@@ -1,0 +1,368 @@
+#include "hourglass/rl/ppo.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "hourglass/autograd/functions.h"
+#include "hourglass/autograd/tape.h"
+#include "hourglass/base/error.h"
+#include "hourglass/base/rng.h"
+#include "hourglass/nn/init.h"
+#include "hourglass/nn/parameter_arena.h"
+#include "hourglass/ops/ops.h"
+#include "hourglass/optim/adamw.h"
+#include "hourglass/train/step/train_step.h"
+
+namespace hg::rl {
+
+namespace {
+
+// Stream families of the seed (the second coordinate of mix_stream).
+constexpr uint64_t kInitStreams = 1, kActionStreams = 2, kShuffleStreams = 3;
+
+// clamp(x, lo, hi) = lo + relu(x - lo) - relu(x - hi): differentiable through the ops there
+// are (gradient 1 inside the interval, 0 outside).
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  return fn::add_scalar(fn::sub(fn::relu(fn::add_scalar(x, -lo)), fn::relu(fn::add_scalar(x, -hi))),
+                        lo);
+}
+
+// max(a, b) = b + relu(a - b).
+Tensor maximum(const Tensor& a, const Tensor& b) { return fn::add(b, fn::relu(fn::sub(a, b))); }
+
+// One action per row drawn from softmax(log_probs) with `u` uniform in [0, 1): the first
+// action whose cumulative probability exceeds u (the last where rounding leaves u above all).
+int64_t sample_row(const float* log_probs, int64_t actions, double u) {
+  double cumulative = 0;
+  for (int64_t a = 0; a < actions; ++a) {
+    cumulative += std::exp(double(log_probs[a]));
+    if (u < cumulative) return a;
+  }
+  return actions - 1;
+}
+
+// A permutation of [0, n) by Fisher-Yates over `rng`.
+std::vector<int64_t> permutation(int64_t n, RandomStream& rng) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), int64_t(0));
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[size_t(i)], p[rng.below(uint64_t(i + 1))]);
+  return p;
+}
+
+std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
+  auto net = std::make_shared<nn::Sequential>();
+  net->add(std::make_shared<nn::Linear>(in, hidden));
+  net->add(std::make_shared<nn::Tanh>());
+  net->add(std::make_shared<nn::Linear>(hidden, hidden));
+  net->add(std::make_shared<nn::Tanh>());
+  net->add(std::make_shared<nn::Linear>(hidden, out));
+  return net;
+}
+
+// The minibatch's per-row targets, packed as the columns of one f32 [B, 5] tensor so that the
+// training step can take them as it takes labels.
+enum TargetColumn : int64_t { kAction, kOldLogProb, kAdvantage, kReturn, kOldValue, kColumns };
+
+// What the last minibatch's loss computed, for the iteration's record.
+struct LossParts {
+  Tensor policy_loss, value_loss, entropy, ratio, log_ratio;
+};
+
+// CleanRL's PPO loss over a minibatch: the clipped policy objective, minus the entropy bonus,
+// plus the (clipped) value loss; every term a mean over the rows.
+train::StepLoss ppo_loss(const PpoConfig& config, LossParts& parts) {
+  return [&config, &parts](nn::Module& model, const Tensor& x, const Tensor& targets) {
+    auto& agent = static_cast<ActorCritic&>(model);
+    const int64_t rows = x.size(0);
+    auto column = [&](TargetColumn c) {
+      return targets.narrow(1, c, 1).contiguous().reshape({rows});
+    };
+    const Tensor action = column(kAction).to(DType::I64);
+    const Tensor old_logp = column(kOldLogProb),
+                 minus_adv = ops::mul_scalar(column(kAdvantage), -1);
+    const Tensor ret = column(kReturn), old_v = column(kOldValue);
+
+    const Tensor log_all = fn::log_softmax(agent(x));
+    const Tensor new_logp = fn::gather_columns(log_all, action);
+    const Tensor entropy =
+        fn::mul_scalar(fn::sum(fn::mul(fn::exp(log_all), log_all)), -1.0 / double(rows));
+    const Tensor log_ratio = fn::sub(new_logp, old_logp);
+    const Tensor ratio = fn::exp(log_ratio);
+    const Tensor pg1 = fn::mul(minus_adv, ratio);
+    const Tensor pg2 =
+        fn::mul(minus_adv, clamp(ratio, 1.0 - config.clip_coef, 1.0 + config.clip_coef));
+    const Tensor pg_loss = fn::mean(maximum(pg1, pg2));
+    const Tensor v = agent.value(x);
+    const Tensor v_err = fn::sub(v, ret);
+    const Tensor v_unclipped = fn::mul(v_err, v_err);
+    Tensor v_loss;
+    if (config.clip_vloss) {
+      const Tensor v_clipped =
+          fn::add(old_v, clamp(fn::sub(v, old_v), -config.clip_coef, config.clip_coef));
+      const Tensor c_err = fn::sub(v_clipped, ret);
+      v_loss = fn::mul_scalar(fn::mean(maximum(v_unclipped, fn::mul(c_err, c_err))), 0.5);
+    } else {
+      v_loss = fn::mul_scalar(fn::mean(v_unclipped), 0.5);
+    }
+    parts = {pg_loss, v_loss, entropy, ratio, log_ratio};
+    return fn::add(fn::sub(pg_loss, fn::mul_scalar(entropy, config.ent_coef)),
+                   fn::mul_scalar(v_loss, config.vf_coef));
+  };
+}
+
+}  // namespace
+
+void validate(const PpoConfig& c) {
+  auto positive = [](const char* key, int64_t v) {
+    HG_CHECK(v > 0, "ppo: {} must be positive, got {}", key, v);
+  };
+  positive("num_envs", c.num_envs);
+  positive("num_steps", c.num_steps);
+  positive("num_minibatches", c.num_minibatches);
+  positive("update_epochs", c.update_epochs);
+  positive("hidden", c.hidden);
+  HG_CHECK((c.num_envs * c.num_steps) % c.num_minibatches == 0,
+           "ppo: num_minibatches ({}) must divide num_envs * num_steps ({})", c.num_minibatches,
+           c.num_envs * c.num_steps);
+  HG_CHECK(c.total_steps >= c.num_envs * c.num_steps,
+           "ppo: total_steps ({}) is less than one iteration (num_envs * num_steps = {})",
+           c.total_steps, c.num_envs * c.num_steps);
+  HG_CHECK(std::isfinite(c.learning_rate) && c.learning_rate > 0,
+           "ppo: learning_rate must be positive, got {}", c.learning_rate);
+  HG_CHECK(c.gamma >= 0 && c.gamma <= 1, "ppo: gamma must be in [0, 1], got {}", c.gamma);
+  HG_CHECK(c.gae_lambda >= 0 && c.gae_lambda <= 1, "ppo: gae_lambda must be in [0, 1], got {}",
+           c.gae_lambda);
+  HG_CHECK(c.clip_coef > 0 && c.clip_coef < 1, "ppo: clip_coef must be in (0, 1), got {}",
+           c.clip_coef);
+  HG_CHECK(c.ent_coef >= 0 && c.vf_coef >= 0, "ppo: ent_coef and vf_coef must not be negative");
+  HG_CHECK(std::isfinite(c.max_grad_norm) && c.max_grad_norm > 0,
+           "ppo: max_grad_norm must be positive, got {}", c.max_grad_norm);
+}
+
+ActorCritic::ActorCritic(int64_t observation_size, int64_t actions, int64_t hidden)
+    : Module("ActorCritic") {
+  actor_ = register_module("actor", mlp(observation_size, hidden, actions));
+  critic_ = register_module("critic", mlp(observation_size, hidden, 1));
+}
+
+Tensor ActorCritic::forward(const Tensor& x) { return (*actor_)(x); }
+
+Tensor ActorCritic::value(const Tensor& x) { return fn::reshape((*critic_)(x), {x.size(0)}); }
+
+void ActorCritic::initialize(uint64_t seed) {
+  uint64_t index = 0;
+  for (auto* net : {actor_.get(), critic_.get()}) {
+    const bool is_actor = net == actor_.get();
+    for (size_t i = 0; i < net->size(); ++i) {
+      auto* linear = dynamic_cast<nn::Linear*>(&net->at(i));
+      if (linear == nullptr) continue;
+      const bool last = i + 1 == net->size();
+      const double gain = last ? (is_actor ? 0.01 : 1.0) : std::sqrt(2.0);
+      RandomStream rng(seed, mix_stream(kInitStreams, index++));
+      nn::orthogonal_(linear->weight, gain, rng);
+      linear->bias.copy_(Tensor::zeros(linear->bias.shape()));
+    }
+  }
+}
+
+PpoResult train_ppo(const PpoConfig& config, ActorCritic& agent,
+                    const std::function<void(const PpoIteration&)>& on_iteration) {
+  validate(config);
+  auto env = make_vector_env(config.env, config.num_envs);
+  HG_CHECK(env->spec().action_kind == ActionKind::Discrete,
+           "ppo: {} has continuous actions; this PPO takes discrete ones", config.env);
+  const int64_t n = config.num_envs, t_steps = config.num_steps;
+  const int64_t obs_size = env->spec().observation_size, actions = env->spec().action_count;
+  const int64_t batch = n * t_steps, minibatch = batch / config.num_minibatches;
+  const int64_t iterations = config.total_steps / batch;
+
+  FlatParameters flat = nn::build_parameter_arena(agent, nn::DecayScope::All);
+  optim::AdamW optimizer(flat, {config.learning_rate, 0.9, 0.999, 1e-5, 0.0});
+  LossParts parts;
+  train::StepOptions step_options;
+  step_options.loss = ppo_loss(config, parts);
+  step_options.clip_grad_norm = config.max_grad_norm;
+  step_options.micro_batch = minibatch;
+  train::ExecutionContext context;
+  context.seed = config.seed;
+  train::TrainStep step(agent, optimizer, context, step_options);
+  env->reset(config.seed);
+
+  // The rollout, [T, N, ...] row-major.
+  std::vector<float> obs(static_cast<size_t>(batch * obs_size)),
+      log_probs(static_cast<size_t>(batch)), values(static_cast<size_t>(batch)),
+      rewards(static_cast<size_t>(batch)), dones(static_cast<size_t>(batch));
+  std::vector<int64_t> taken(static_cast<size_t>(batch));
+  std::vector<float> advantages(static_cast<size_t>(batch)), returns(static_cast<size_t>(batch));
+  std::vector<int32_t> step_actions(static_cast<size_t>(n));
+
+  PpoResult result;
+  int64_t global_step = 0;
+  for (int64_t it = 1; it <= iterations; ++it) {
+    PpoIteration record;
+    record.iteration = it;
+    const double lr = config.anneal_lr
+                          ? (1.0 - double(it - 1) / double(iterations)) * config.learning_rate
+                          : config.learning_rate;
+    optimizer.set_lr(lr);
+    record.learning_rate = lr;
+
+    {
+      autograd::NoGradGuard no_grad;
+      for (int64_t t = 0; t < t_steps; ++t) {
+        float* o = obs.data() + t * n * obs_size;
+        std::copy(env->observations().begin(), env->observations().end(), o);
+        const Tensor x =
+            Tensor::from_vector(std::vector<float>(o, o + n * obs_size), {n, obs_size});
+        const Tensor lp = ops::log_softmax(agent(x));
+        const Tensor v = agent.value(x);
+        const float* lpv = lp.data<float>();
+        const float* vv = v.data<float>();
+        RandomStream rng(config.seed, mix_stream(kActionStreams, uint64_t(it), uint64_t(t)));
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t a = sample_row(lpv + i * actions, actions, uniform_double(rng, 0.0, 1.0));
+          const size_t k = size_t(t * n + i);
+          taken[k] = a;
+          step_actions[size_t(i)] = int32_t(a);
+          log_probs[k] = lpv[i * actions + a];
+          values[k] = vv[i];
+        }
+        env->step(std::span<const int32_t>(step_actions));
+        global_step += n;
+        for (int64_t i = 0; i < n; ++i) {
+          const size_t k = size_t(t * n + i);
+          rewards[k] = env->rewards()[size_t(i)];
+          const bool done = env->terminated()[size_t(i)] || env->truncated()[size_t(i)];
+          dones[k] = done ? 1.0f : 0.0f;
+          if (done) {
+            record.episode_returns.push_back(env->episode_returns()[size_t(i)]);
+            record.episode_lengths.push_back(env->episode_lengths()[size_t(i)]);
+          }
+        }
+      }
+      // Generalised advantage estimation, bootstrapped from the value of the next observation.
+      const Tensor next_x = Tensor::from_vector(
+          std::vector<float>(env->observations().begin(), env->observations().end()),
+          {n, obs_size});
+      const Tensor next_v = agent.value(next_x);
+      const float* next_values = next_v.data<float>();
+      std::vector<double> last_gae(static_cast<size_t>(n), 0.0);
+      for (int64_t t = t_steps - 1; t >= 0; --t)
+        for (int64_t i = 0; i < n; ++i) {
+          const size_t k = size_t(t * n + i);
+          const double next_value = t == t_steps - 1 ? next_values[i] : values[k + size_t(n)];
+          const double nonterminal = 1.0 - dones[k];
+          const double delta =
+              rewards[k] + config.gamma * next_value * nonterminal - double(values[k]);
+          last_gae[size_t(i)] =
+              delta + config.gamma * config.gae_lambda * nonterminal * last_gae[size_t(i)];
+          advantages[k] = float(last_gae[size_t(i)]);
+          returns[k] = float(last_gae[size_t(i)] + double(values[k]));
+        }
+    }
+
+    // Epochs of shuffled minibatches.
+    std::vector<float> mb_obs(static_cast<size_t>(minibatch * obs_size)),
+        mb_targets(static_cast<size_t>(minibatch * kColumns));
+    for (int64_t epoch = 0; epoch < config.update_epochs; ++epoch) {
+      RandomStream shuffle(config.seed, mix_stream(kShuffleStreams, uint64_t(it), uint64_t(epoch)));
+      const std::vector<int64_t> order = permutation(batch, shuffle);
+      for (int64_t start = 0; start < batch; start += minibatch) {
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < minibatch; ++j)
+          mean += advantages[size_t(order[size_t(start + j)])];
+        mean /= double(minibatch);
+        for (int64_t j = 0; j < minibatch; ++j) {
+          const double d = advantages[size_t(order[size_t(start + j)])] - mean;
+          var += d * d;
+        }
+        // Normalised per minibatch with the unbiased deviation, as torch's std().
+        const double std = minibatch > 1 ? std::sqrt(var / double(minibatch - 1)) : 0.0;
+        const bool normalise = config.norm_adv && minibatch > 1;
+        for (int64_t j = 0; j < minibatch; ++j) {
+          const size_t k = size_t(order[size_t(start + j)]);
+          std::copy_n(obs.begin() + int64_t(k) * obs_size, obs_size, mb_obs.begin() + j * obs_size);
+          float* t = mb_targets.data() + j * kColumns;
+          t[kAction] = float(taken[k]);
+          t[kOldLogProb] = log_probs[k];
+          t[kAdvantage] = normalise ? float((advantages[k] - mean) / (std + 1e-8)) : advantages[k];
+          t[kReturn] = returns[k];
+          t[kOldValue] = values[k];
+        }
+        step.run(Tensor::from_vector(mb_obs, {minibatch, obs_size}),
+                 Tensor::from_vector(mb_targets, {minibatch, int64_t(kColumns)}));
+      }
+    }
+    // CleanRL's diagnostics, of the last minibatch: approx KL = mean((r - 1) - log r).
+    {
+      const float* r = parts.ratio.data<float>();
+      const float* log_r = parts.log_ratio.data<float>();
+      double kl = 0, clipped = 0;
+      for (int64_t j = 0; j < minibatch; ++j) {
+        kl += (double(r[j]) - 1.0) - double(log_r[j]);
+        clipped += std::fabs(double(r[j]) - 1.0) > config.clip_coef ? 1.0 : 0.0;
+      }
+      record.approx_kl = kl / double(minibatch);
+      record.clip_fraction = clipped / double(minibatch);
+      record.policy_loss = parts.policy_loss.item();
+      record.value_loss = parts.value_loss.item();
+      record.entropy = parts.entropy.item();
+    }
+    record.global_step = global_step;
+    if (on_iteration) on_iteration(record);
+    result.history.push_back(std::move(record));
+  }
+  result.iterations = iterations;
+  result.global_step = global_step;
+  return result;
+}
+
+PolicyEvaluation evaluate_policy(ActorCritic& agent, const std::string& env_id, int64_t episodes,
+                                 uint64_t seed) {
+  HG_CHECK(episodes > 0, "evaluate_policy: episodes must be positive, got {}", episodes);
+  autograd::NoGradGuard no_grad;
+  const int64_t copies = std::min<int64_t>(episodes, 16);
+  auto env = make_vector_env(env_id, copies);
+  env->reset(seed);
+  const int64_t obs_size = env->spec().observation_size, actions = env->spec().action_count;
+  PolicyEvaluation out;
+  std::vector<int32_t> act(static_cast<size_t>(copies));
+  // Each copy contributes its finished episodes in order until `episodes` are in: the first
+  // episodes of the copies, then the second ones, and so on, so the set does not depend on
+  // which copy finishes first.
+  std::vector<std::vector<double>> per_copy(static_cast<size_t>(copies));
+  const int64_t per = (episodes + copies - 1) / copies;
+  auto enough = [&] {
+    for (const auto& p : per_copy)
+      if (int64_t(p.size()) < per) return false;
+    return true;
+  };
+  while (!enough()) {
+    const Tensor x = Tensor::from_vector(
+        std::vector<float>(env->observations().begin(), env->observations().end()),
+        {copies, obs_size});
+    const Tensor scores = agent(x);
+    const float* s = scores.data<float>();
+    for (int64_t i = 0; i < copies; ++i)
+      act[size_t(i)] =
+          int32_t(std::max_element(s + i * actions, s + (i + 1) * actions) - (s + i * actions));
+    env->step(std::span<const int32_t>(act));
+    for (int64_t i = 0; i < copies; ++i)
+      if (env->terminated()[size_t(i)] || env->truncated()[size_t(i)])
+        per_copy[size_t(i)].push_back(env->episode_returns()[size_t(i)]);
+  }
+  for (int64_t round = 0; round < per && int64_t(out.returns.size()) < episodes; ++round)
+    for (int64_t i = 0; i < copies && int64_t(out.returns.size()) < episodes; ++i)
+      out.returns.push_back(per_copy[size_t(i)][size_t(round)]);
+  double sum = 0, sq = 0;
+  for (double r : out.returns) sum += r;
+  out.mean = sum / double(out.returns.size());
+  for (double r : out.returns) sq += (r - out.mean) * (r - out.mean);
+  out.std = std::sqrt(sq / double(out.returns.size()));
+  return out;
+}
+
+}  // namespace hg::rl
