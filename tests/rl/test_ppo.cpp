@@ -1,6 +1,7 @@
 // PPO on CartPole-v1 with CleanRL's hyperparameters (rl/ppo.h): a short run learns (the greedy
 // policy balances far longer than a random one), the same seed gives the same run, the
 // orthogonal initialisation, and bad settings refused by name.
+#include "hourglass/rl/policy_evaluation.h"
 #include "hourglass/rl/ppo.h"
 
 #include <gtest/gtest.h>

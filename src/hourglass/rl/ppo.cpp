@@ -14,14 +14,12 @@
 #include "hourglass/nn/parameter_arena.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/optim/adamw.h"
+#include "hourglass/rl/stream_families.h"
 #include "hourglass/train/step/train_step.h"
 
 namespace hg::rl {
 
 namespace {
-
-// Stream families of the seed (the second coordinate of mix_stream).
-constexpr uint64_t kInitStreams = 1, kActionStreams = 2, kShuffleStreams = 3;
 
 // clamp(x, lo, hi) = lo + relu(x - lo) - relu(x - hi): differentiable through the ops there
 // are (gradient 1 inside the interval, 0 outside).
@@ -161,7 +159,7 @@ void ActorCritic::initialize(uint64_t seed) {
       if (linear == nullptr) continue;
       const bool last = i + 1 == net->size();
       const double gain = last ? (is_actor ? 0.01 : 1.0) : std::sqrt(2.0);
-      RandomStream rng(seed, mix_stream(kInitStreams, index++));
+      RandomStream rng(seed, mix_stream(kPpoInit, index++));
       nn::orthogonal_(linear->weight, gain, rng);
       linear->bias.copy_(Tensor::zeros(linear->bias.shape()));
     }
@@ -221,7 +219,7 @@ PpoResult train_ppo(const PpoConfig& config, ActorCritic& agent,
         const Tensor v = agent.value(x);
         const float* lpv = lp.data<float>();
         const float* vv = v.data<float>();
-        RandomStream rng(config.seed, mix_stream(kActionStreams, uint64_t(it), uint64_t(t)));
+        RandomStream rng(config.seed, mix_stream(kPpoActions, uint64_t(it), uint64_t(t)));
         for (int64_t i = 0; i < n; ++i) {
           const int64_t a = sample_row(lpv + i * actions, actions, uniform_double(rng, 0.0, 1.0));
           const size_t k = size_t(t * n + i);
@@ -268,7 +266,7 @@ PpoResult train_ppo(const PpoConfig& config, ActorCritic& agent,
     std::vector<float> mb_obs(static_cast<size_t>(minibatch * obs_size)),
         mb_targets(static_cast<size_t>(minibatch * kColumns));
     for (int64_t epoch = 0; epoch < config.update_epochs; ++epoch) {
-      RandomStream shuffle(config.seed, mix_stream(kShuffleStreams, uint64_t(it), uint64_t(epoch)));
+      RandomStream shuffle(config.seed, mix_stream(kPpoShuffle, uint64_t(it), uint64_t(epoch)));
       const std::vector<int64_t> order = permutation(batch, shuffle);
       for (int64_t start = 0; start < batch; start += minibatch) {
         double mean = 0, var = 0;
@@ -318,51 +316,6 @@ PpoResult train_ppo(const PpoConfig& config, ActorCritic& agent,
   result.iterations = iterations;
   result.global_step = global_step;
   return result;
-}
-
-PolicyEvaluation evaluate_policy(ActorCritic& agent, const std::string& env_id, int64_t episodes,
-                                 uint64_t seed) {
-  HG_CHECK(episodes > 0, "evaluate_policy: episodes must be positive, got {}", episodes);
-  autograd::NoGradGuard no_grad;
-  const int64_t copies = std::min<int64_t>(episodes, 16);
-  auto env = make_vector_env(env_id, copies);
-  env->reset(seed);
-  const int64_t obs_size = env->spec().observation_size, actions = env->spec().action_count;
-  PolicyEvaluation out;
-  std::vector<int32_t> act(static_cast<size_t>(copies));
-  // Each copy contributes its finished episodes in order until `episodes` are in: the first
-  // episodes of the copies, then the second ones, and so on, so the set does not depend on
-  // which copy finishes first.
-  std::vector<std::vector<double>> per_copy(static_cast<size_t>(copies));
-  const int64_t per = (episodes + copies - 1) / copies;
-  auto enough = [&] {
-    for (const auto& p : per_copy)
-      if (int64_t(p.size()) < per) return false;
-    return true;
-  };
-  while (!enough()) {
-    const Tensor x = Tensor::from_vector(
-        std::vector<float>(env->observations().begin(), env->observations().end()),
-        {copies, obs_size});
-    const Tensor scores = agent(x);
-    const float* s = scores.data<float>();
-    for (int64_t i = 0; i < copies; ++i)
-      act[size_t(i)] =
-          int32_t(std::max_element(s + i * actions, s + (i + 1) * actions) - (s + i * actions));
-    env->step(std::span<const int32_t>(act));
-    for (int64_t i = 0; i < copies; ++i)
-      if (env->terminated()[size_t(i)] || env->truncated()[size_t(i)])
-        per_copy[size_t(i)].push_back(env->episode_returns()[size_t(i)]);
-  }
-  for (int64_t round = 0; round < per && int64_t(out.returns.size()) < episodes; ++round)
-    for (int64_t i = 0; i < copies && int64_t(out.returns.size()) < episodes; ++i)
-      out.returns.push_back(per_copy[size_t(i)][size_t(round)]);
-  double sum = 0, sq = 0;
-  for (double r : out.returns) sum += r;
-  out.mean = sum / double(out.returns.size());
-  for (double r : out.returns) sq += (r - out.mean) * (r - out.mean);
-  out.std = std::sqrt(sq / double(out.returns.size()));
-  return out;
 }
 
 }  // namespace hg::rl

@@ -86,13 +86,4 @@ struct PpoResult {
 PpoResult train_ppo(const PpoConfig& config, ActorCritic& agent,
                     const std::function<void(const PpoIteration&)>& on_iteration = {});
 
-// The mean return of `episodes` episodes of `agent` acting greedily (the highest score) on
-// `env_id`, from the seed's resets, and each episode's return.
-struct PolicyEvaluation {
-  double mean = 0, std = 0;
-  std::vector<double> returns;
-};
-PolicyEvaluation evaluate_policy(ActorCritic& agent, const std::string& env_id, int64_t episodes,
-                                 uint64_t seed);
-
 }  // namespace hg::rl
