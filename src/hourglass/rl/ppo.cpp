@@ -19,6 +19,11 @@
 
 namespace hg::rl {
 
+// What the last minibatch's loss computed, for the iteration's record.
+struct PpoLossParts {
+  Tensor policy_loss, value_loss, entropy, ratio, log_ratio;
+};
+
 namespace {
 
 // clamp(x, lo, hi) = lo + relu(x - lo) - relu(x - hi): differentiable through the ops there
@@ -64,14 +69,10 @@ std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
 // training step can take them as it takes labels.
 enum TargetColumn : int64_t { kAction, kOldLogProb, kAdvantage, kReturn, kOldValue, kColumns };
 
-// What the last minibatch's loss computed, for the iteration's record.
-struct LossParts {
-  Tensor policy_loss, value_loss, entropy, ratio, log_ratio;
-};
 
 // CleanRL's PPO loss over a minibatch: the clipped policy objective, minus the entropy bonus,
 // plus the (clipped) value loss; every term a mean over the rows.
-train::StepLoss ppo_loss(const PpoConfig& config, LossParts& parts) {
+train::StepLoss ppo_loss(const PpoConfig& config, PpoLossParts& parts) {
   return [&config, &parts](nn::Module& model, const Tensor& x, const Tensor& targets) {
     auto& agent = static_cast<ActorCritic&>(model);
     const int64_t rows = x.size(0);
@@ -166,155 +167,209 @@ void ActorCritic::initialize(uint64_t seed) {
   }
 }
 
+struct PpoRun::Impl {
+  PpoConfig config;
+  ActorCritic& agent;
+  std::unique_ptr<VectorEnv> env;
+  int64_t n, t_steps, obs_size, actions, batch, minibatch, iterations;
+  FlatParameters flat;
+  std::unique_ptr<optim::AdamW> optimizer;
+  PpoLossParts parts;
+  std::unique_ptr<train::TrainStep> step;
+  int64_t iteration = 0;
+  // The rollout, [T, N, ...] row-major.
+  std::vector<float> obs, log_probs, values, rewards, dones, advantages, returns;
+  std::vector<int64_t> taken;
+  std::vector<int32_t> step_actions;
+
+  Impl(const PpoConfig& c, ActorCritic& a) : config(c), agent(a) {
+    validate(config);
+    env = make_vector_env(config.env, config.num_envs);
+    HG_CHECK(env->spec().action_kind == ActionKind::Discrete,
+             "ppo: {} has continuous actions; this PPO takes discrete ones", config.env);
+    n = config.num_envs;
+    t_steps = config.num_steps;
+    obs_size = env->spec().observation_size;
+    actions = env->spec().action_count;
+    batch = n * t_steps;
+    minibatch = batch / config.num_minibatches;
+    iterations = config.total_steps / batch;
+    flat = nn::build_parameter_arena(agent, nn::DecayScope::All);
+    optimizer = std::make_unique<optim::AdamW>(
+        flat, AdamWOptions{config.learning_rate, 0.9, 0.999, 1e-5, 0.0});
+    train::StepOptions step_options;
+    step_options.loss = ppo_loss(config, parts);
+    step_options.clip_grad_norm = config.max_grad_norm;
+    step_options.micro_batch = minibatch;
+    train::ExecutionContext context;
+    context.seed = config.seed;
+    step = std::make_unique<train::TrainStep>(agent, *optimizer, context, step_options);
+    env->reset(config.seed);
+    for (auto* v : {&obs, &log_probs, &values, &rewards, &dones, &advantages, &returns})
+      v->assign(static_cast<size_t>(batch * (v == &obs ? obs_size : 1)), 0.0f);
+    taken.assign(static_cast<size_t>(batch), 0);
+    step_actions.assign(static_cast<size_t>(n), 0);
+  }
+
+  void rollout(int64_t it, PpoIteration& record);
+  void update(int64_t it, PpoIteration& record);
+};
+
+PpoRun::PpoRun(const PpoConfig& config, ActorCritic& agent)
+    : impl_(std::make_unique<Impl>(config, agent)) {}
+PpoRun::~PpoRun() = default;
+
+int64_t PpoRun::iterations() const { return impl_->iterations; }
+int64_t PpoRun::iteration() const { return impl_->iteration; }
+int64_t PpoRun::global_step() const { return impl_->iteration * impl_->batch; }
+int64_t PpoRun::updates_per_iteration() const {
+  return impl_->config.update_epochs * impl_->config.num_minibatches;
+}
+int64_t PpoRun::minibatch_rows() const { return impl_->minibatch; }
+VectorEnv& PpoRun::env() { return *impl_->env; }
+optim::Optimizer& PpoRun::optimizer() { return *impl_->optimizer; }
+train::TrainStep& PpoRun::step() { return *impl_->step; }
+
+void PpoRun::restore(int64_t iteration, const VectorEnvState& env_state) {
+  HG_CHECK(iteration >= 0 && iteration <= impl_->iterations,
+           "ppo: a saved run at iteration {} does not fit this run's {} iterations", iteration,
+           impl_->iterations);
+  impl_->env->restore(env_state);
+  impl_->iteration = iteration;
+}
+
+PpoIteration PpoRun::next() {
+  HG_CHECK(impl_->iteration < impl_->iterations, "ppo: the run's {} iterations are done",
+           impl_->iterations);
+  const int64_t it = impl_->iteration + 1;
+  PpoIteration record;
+  record.iteration = it;
+  const PpoConfig& config = impl_->config;
+  const double lr = config.anneal_lr
+                        ? (1.0 - double(it - 1) / double(impl_->iterations)) * config.learning_rate
+                        : config.learning_rate;
+  impl_->optimizer->set_lr(lr);
+  record.learning_rate = lr;
+  impl_->rollout(it, record);
+  impl_->update(it, record);
+  impl_->iteration = it;
+  record.global_step = global_step();
+  return record;
+}
+
+void PpoRun::Impl::rollout(int64_t it, PpoIteration& record) {
+  autograd::NoGradGuard no_grad;
+  {
+    for (int64_t t = 0; t < t_steps; ++t) {
+      float* o = obs.data() + t * n * obs_size;
+      std::copy(env->observations().begin(), env->observations().end(), o);
+      const Tensor x = Tensor::from_vector(std::vector<float>(o, o + n * obs_size), {n, obs_size});
+      const Tensor lp = ops::log_softmax(agent(x));
+      const Tensor v = agent.value(x);
+      const float* lpv = lp.data<float>();
+      const float* vv = v.data<float>();
+      RandomStream rng(config.seed, mix_stream(kPpoActions, uint64_t(it), uint64_t(t)));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t a = sample_row(lpv + i * actions, actions, uniform_double(rng, 0.0, 1.0));
+        const size_t k = size_t(t * n + i);
+        taken[k] = a;
+        step_actions[size_t(i)] = int32_t(a);
+        log_probs[k] = lpv[i * actions + a];
+        values[k] = vv[i];
+      }
+      env->step(std::span<const int32_t>(step_actions));
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t k = size_t(t * n + i);
+        rewards[k] = env->rewards()[size_t(i)];
+        const bool done = env->terminated()[size_t(i)] || env->truncated()[size_t(i)];
+        dones[k] = done ? 1.0f : 0.0f;
+        if (done) {
+          record.episode_returns.push_back(env->episode_returns()[size_t(i)]);
+          record.episode_lengths.push_back(env->episode_lengths()[size_t(i)]);
+        }
+      }
+    }
+    // Generalised advantage estimation, bootstrapped from the value of the next observation.
+    const Tensor next_x = Tensor::from_vector(
+        std::vector<float>(env->observations().begin(), env->observations().end()), {n, obs_size});
+    const Tensor next_v = agent.value(next_x);
+    const float* next_values = next_v.data<float>();
+    std::vector<double> last_gae(static_cast<size_t>(n), 0.0);
+    for (int64_t t = t_steps - 1; t >= 0; --t)
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t k = size_t(t * n + i);
+        const double next_value = t == t_steps - 1 ? next_values[i] : values[k + size_t(n)];
+        const double nonterminal = 1.0 - dones[k];
+        const double delta =
+            rewards[k] + config.gamma * next_value * nonterminal - double(values[k]);
+        last_gae[size_t(i)] =
+            delta + config.gamma * config.gae_lambda * nonterminal * last_gae[size_t(i)];
+        advantages[k] = float(last_gae[size_t(i)]);
+        returns[k] = float(last_gae[size_t(i)] + double(values[k]));
+      }
+  }
+}
+
+void PpoRun::Impl::update(int64_t it, PpoIteration& record) {
+  // Epochs of shuffled minibatches.
+  std::vector<float> mb_obs(static_cast<size_t>(minibatch * obs_size)),
+      mb_targets(static_cast<size_t>(minibatch * kColumns));
+  for (int64_t epoch = 0; epoch < config.update_epochs; ++epoch) {
+    RandomStream shuffle(config.seed, mix_stream(kPpoShuffle, uint64_t(it), uint64_t(epoch)));
+    const std::vector<int64_t> order = permutation(batch, shuffle);
+    for (int64_t start = 0; start < batch; start += minibatch) {
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < minibatch; ++j) mean += advantages[size_t(order[size_t(start + j)])];
+      mean /= double(minibatch);
+      for (int64_t j = 0; j < minibatch; ++j) {
+        const double d = advantages[size_t(order[size_t(start + j)])] - mean;
+        var += d * d;
+      }
+      // Normalised per minibatch with the unbiased deviation, as torch's std().
+      const double std = minibatch > 1 ? std::sqrt(var / double(minibatch - 1)) : 0.0;
+      const bool normalise = config.norm_adv && minibatch > 1;
+      for (int64_t j = 0; j < minibatch; ++j) {
+        const size_t k = size_t(order[size_t(start + j)]);
+        std::copy_n(obs.begin() + int64_t(k) * obs_size, obs_size, mb_obs.begin() + j * obs_size);
+        float* t = mb_targets.data() + j * kColumns;
+        t[kAction] = float(taken[k]);
+        t[kOldLogProb] = log_probs[k];
+        t[kAdvantage] = normalise ? float((advantages[k] - mean) / (std + 1e-8)) : advantages[k];
+        t[kReturn] = returns[k];
+        t[kOldValue] = values[k];
+      }
+      step->run(Tensor::from_vector(mb_obs, {minibatch, obs_size}),
+                Tensor::from_vector(mb_targets, {minibatch, int64_t(kColumns)}));
+    }
+  }
+  // CleanRL's diagnostics, of the last minibatch: approx KL = mean((r - 1) - log r).
+  {
+    const float* r = parts.ratio.data<float>();
+    const float* log_r = parts.log_ratio.data<float>();
+    double kl = 0, clipped = 0;
+    for (int64_t j = 0; j < minibatch; ++j) {
+      kl += (double(r[j]) - 1.0) - double(log_r[j]);
+      clipped += std::fabs(double(r[j]) - 1.0) > config.clip_coef ? 1.0 : 0.0;
+    }
+    record.approx_kl = kl / double(minibatch);
+    record.clip_fraction = clipped / double(minibatch);
+    record.policy_loss = parts.policy_loss.item();
+    record.value_loss = parts.value_loss.item();
+    record.entropy = parts.entropy.item();
+  }
+}
+
 PpoResult train_ppo(const PpoConfig& config, ActorCritic& agent,
                     const std::function<void(const PpoIteration&)>& on_iteration) {
-  validate(config);
-  auto env = make_vector_env(config.env, config.num_envs);
-  HG_CHECK(env->spec().action_kind == ActionKind::Discrete,
-           "ppo: {} has continuous actions; this PPO takes discrete ones", config.env);
-  const int64_t n = config.num_envs, t_steps = config.num_steps;
-  const int64_t obs_size = env->spec().observation_size, actions = env->spec().action_count;
-  const int64_t batch = n * t_steps, minibatch = batch / config.num_minibatches;
-  const int64_t iterations = config.total_steps / batch;
-
-  FlatParameters flat = nn::build_parameter_arena(agent, nn::DecayScope::All);
-  optim::AdamW optimizer(flat, {config.learning_rate, 0.9, 0.999, 1e-5, 0.0});
-  LossParts parts;
-  train::StepOptions step_options;
-  step_options.loss = ppo_loss(config, parts);
-  step_options.clip_grad_norm = config.max_grad_norm;
-  step_options.micro_batch = minibatch;
-  train::ExecutionContext context;
-  context.seed = config.seed;
-  train::TrainStep step(agent, optimizer, context, step_options);
-  env->reset(config.seed);
-
-  // The rollout, [T, N, ...] row-major.
-  std::vector<float> obs(static_cast<size_t>(batch * obs_size)),
-      log_probs(static_cast<size_t>(batch)), values(static_cast<size_t>(batch)),
-      rewards(static_cast<size_t>(batch)), dones(static_cast<size_t>(batch));
-  std::vector<int64_t> taken(static_cast<size_t>(batch));
-  std::vector<float> advantages(static_cast<size_t>(batch)), returns(static_cast<size_t>(batch));
-  std::vector<int32_t> step_actions(static_cast<size_t>(n));
-
+  PpoRun run(config, agent);
   PpoResult result;
-  int64_t global_step = 0;
-  for (int64_t it = 1; it <= iterations; ++it) {
-    PpoIteration record;
-    record.iteration = it;
-    const double lr = config.anneal_lr
-                          ? (1.0 - double(it - 1) / double(iterations)) * config.learning_rate
-                          : config.learning_rate;
-    optimizer.set_lr(lr);
-    record.learning_rate = lr;
-
-    {
-      autograd::NoGradGuard no_grad;
-      for (int64_t t = 0; t < t_steps; ++t) {
-        float* o = obs.data() + t * n * obs_size;
-        std::copy(env->observations().begin(), env->observations().end(), o);
-        const Tensor x =
-            Tensor::from_vector(std::vector<float>(o, o + n * obs_size), {n, obs_size});
-        const Tensor lp = ops::log_softmax(agent(x));
-        const Tensor v = agent.value(x);
-        const float* lpv = lp.data<float>();
-        const float* vv = v.data<float>();
-        RandomStream rng(config.seed, mix_stream(kPpoActions, uint64_t(it), uint64_t(t)));
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t a = sample_row(lpv + i * actions, actions, uniform_double(rng, 0.0, 1.0));
-          const size_t k = size_t(t * n + i);
-          taken[k] = a;
-          step_actions[size_t(i)] = int32_t(a);
-          log_probs[k] = lpv[i * actions + a];
-          values[k] = vv[i];
-        }
-        env->step(std::span<const int32_t>(step_actions));
-        global_step += n;
-        for (int64_t i = 0; i < n; ++i) {
-          const size_t k = size_t(t * n + i);
-          rewards[k] = env->rewards()[size_t(i)];
-          const bool done = env->terminated()[size_t(i)] || env->truncated()[size_t(i)];
-          dones[k] = done ? 1.0f : 0.0f;
-          if (done) {
-            record.episode_returns.push_back(env->episode_returns()[size_t(i)]);
-            record.episode_lengths.push_back(env->episode_lengths()[size_t(i)]);
-          }
-        }
-      }
-      // Generalised advantage estimation, bootstrapped from the value of the next observation.
-      const Tensor next_x = Tensor::from_vector(
-          std::vector<float>(env->observations().begin(), env->observations().end()),
-          {n, obs_size});
-      const Tensor next_v = agent.value(next_x);
-      const float* next_values = next_v.data<float>();
-      std::vector<double> last_gae(static_cast<size_t>(n), 0.0);
-      for (int64_t t = t_steps - 1; t >= 0; --t)
-        for (int64_t i = 0; i < n; ++i) {
-          const size_t k = size_t(t * n + i);
-          const double next_value = t == t_steps - 1 ? next_values[i] : values[k + size_t(n)];
-          const double nonterminal = 1.0 - dones[k];
-          const double delta =
-              rewards[k] + config.gamma * next_value * nonterminal - double(values[k]);
-          last_gae[size_t(i)] =
-              delta + config.gamma * config.gae_lambda * nonterminal * last_gae[size_t(i)];
-          advantages[k] = float(last_gae[size_t(i)]);
-          returns[k] = float(last_gae[size_t(i)] + double(values[k]));
-        }
-    }
-
-    // Epochs of shuffled minibatches.
-    std::vector<float> mb_obs(static_cast<size_t>(minibatch * obs_size)),
-        mb_targets(static_cast<size_t>(minibatch * kColumns));
-    for (int64_t epoch = 0; epoch < config.update_epochs; ++epoch) {
-      RandomStream shuffle(config.seed, mix_stream(kPpoShuffle, uint64_t(it), uint64_t(epoch)));
-      const std::vector<int64_t> order = permutation(batch, shuffle);
-      for (int64_t start = 0; start < batch; start += minibatch) {
-        double mean = 0, var = 0;
-        for (int64_t j = 0; j < minibatch; ++j)
-          mean += advantages[size_t(order[size_t(start + j)])];
-        mean /= double(minibatch);
-        for (int64_t j = 0; j < minibatch; ++j) {
-          const double d = advantages[size_t(order[size_t(start + j)])] - mean;
-          var += d * d;
-        }
-        // Normalised per minibatch with the unbiased deviation, as torch's std().
-        const double std = minibatch > 1 ? std::sqrt(var / double(minibatch - 1)) : 0.0;
-        const bool normalise = config.norm_adv && minibatch > 1;
-        for (int64_t j = 0; j < minibatch; ++j) {
-          const size_t k = size_t(order[size_t(start + j)]);
-          std::copy_n(obs.begin() + int64_t(k) * obs_size, obs_size, mb_obs.begin() + j * obs_size);
-          float* t = mb_targets.data() + j * kColumns;
-          t[kAction] = float(taken[k]);
-          t[kOldLogProb] = log_probs[k];
-          t[kAdvantage] = normalise ? float((advantages[k] - mean) / (std + 1e-8)) : advantages[k];
-          t[kReturn] = returns[k];
-          t[kOldValue] = values[k];
-        }
-        step.run(Tensor::from_vector(mb_obs, {minibatch, obs_size}),
-                 Tensor::from_vector(mb_targets, {minibatch, int64_t(kColumns)}));
-      }
-    }
-    // CleanRL's diagnostics, of the last minibatch: approx KL = mean((r - 1) - log r).
-    {
-      const float* r = parts.ratio.data<float>();
-      const float* log_r = parts.log_ratio.data<float>();
-      double kl = 0, clipped = 0;
-      for (int64_t j = 0; j < minibatch; ++j) {
-        kl += (double(r[j]) - 1.0) - double(log_r[j]);
-        clipped += std::fabs(double(r[j]) - 1.0) > config.clip_coef ? 1.0 : 0.0;
-      }
-      record.approx_kl = kl / double(minibatch);
-      record.clip_fraction = clipped / double(minibatch);
-      record.policy_loss = parts.policy_loss.item();
-      record.value_loss = parts.value_loss.item();
-      record.entropy = parts.entropy.item();
-    }
-    record.global_step = global_step;
+  while (run.iteration() < run.iterations()) {
+    PpoIteration record = run.next();
     if (on_iteration) on_iteration(record);
     result.history.push_back(std::move(record));
   }
-  result.iterations = iterations;
-  result.global_step = global_step;
+  result.iterations = run.iterations();
+  result.global_step = run.global_step();
   return result;
 }
 

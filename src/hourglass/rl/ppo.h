@@ -19,7 +19,12 @@
 
 #include "hourglass/nn/layers.h"
 #include "hourglass/nn/module.h"
+#include "hourglass/optim/optimizer.h"
 #include "hourglass/rl/env/vector_env.h"
+
+namespace hg::train {
+class TrainStep;
+}
 
 namespace hg::rl {
 
@@ -78,6 +83,40 @@ struct PpoResult {
   int64_t iterations = 0;
   int64_t global_step = 0;
   std::vector<PpoIteration> history;
+};
+
+// One PPO run in progress: its environments, optimizer and training step, advanced an
+// iteration (a rollout and its update epochs) at a time. A checkpoint sits between iterations:
+// the agent, the optimizer, the iteration count and the environments' state are all a run needs
+// to continue bit-identically (the draws are functions of the seed and the iteration).
+class PpoRun {
+ public:
+  // Validates `config`, builds the environments (reset from config.seed) and puts `agent`'s
+  // parameters into the optimizer's arena.
+  PpoRun(const PpoConfig& config, ActorCritic& agent);
+  ~PpoRun();
+  PpoRun(const PpoRun&) = delete;
+  PpoRun& operator=(const PpoRun&) = delete;
+
+  int64_t iterations() const;   // of the whole run: total_steps / (num_envs * num_steps)
+  int64_t iteration() const;    // completed
+  int64_t global_step() const;  // environment steps so far
+  // Optimizer steps per iteration (update_epochs * num_minibatches) and rows per minibatch.
+  int64_t updates_per_iteration() const;
+  int64_t minibatch_rows() const;
+  // Runs the next iteration and returns what it measured.
+  PpoIteration next();
+  // Continues after `iteration` completed iterations with the environments in `env_state` (the
+  // agent and the optimizer restored by the caller).
+  void restore(int64_t iteration, const VectorEnvState& env_state);
+
+  VectorEnv& env();
+  optim::Optimizer& optimizer();
+  train::TrainStep& step();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Trains an agent on config.env; `on_iteration` (optional) sees each iteration as it ends.

@@ -14,15 +14,12 @@
 
 #include "hourglass/base/duration.h"
 #include "hourglass/data/image_split.h"
+#include "hourglass/train/config/config_keys.h"
 #include "hourglass/train/config/engine_config.h"
 
 namespace hg::train {
 
 namespace {
-
-void check_range(bool ok, const Config& c, const char* key, const std::string& what) {
-  if (!ok) throw_invalid(fmt::format("config key '{}' {} {}", key, c.origin(key), what));
-}
 
 // Bounds that keep every product of counts in int64: epochs x steps per epoch (at most one
 // step per sample, and a reader holds at most 2^40 samples) stays below 2^60, and so do the
@@ -34,36 +31,10 @@ constexpr int64_t kMaxSyntheticSide = 4096;
 constexpr int64_t kMaxSyntheticChannels = 64;
 constexpr int64_t kMaxLoaderWorkers = 64;  // DataLoader's own limit
 
-// An integer key within [lo, hi], checked on the int64 before any narrowing (so 2^32 + 1 is
-// refused, not read as 1). `rule` says the range in words for the message.
-int64_t int_in(const Config& c, const char* key, int64_t default_value, int64_t lo, int64_t hi,
-               const std::string& rule) {
-  const int64_t v = c.get_int(key, default_value);
-  if (v < lo || v > hi)
-    throw_invalid(fmt::format("config key '{}' {} {}, found {}", key, c.origin(key), rule, v),
-                  fmt::format("set {} to a value in [{}, {}]", key, lo, hi));
-  return v;
-}
-
-enum class Upper { Closed, Open };
-
-// A float key within [lo, hi] or [lo, hi); Config's getter has refused NaN and inf already.
-// `rule` is the range in words ("in [0, 1)", "non-negative").
-double double_in(const Config& c, const char* key, double default_value, double lo, double hi,
-                 Upper upper, const std::string& rule) {
-  const double v = c.get_double(key, default_value);
-  if (v < lo || v > hi || (upper == Upper::Open && v == hi))
-    throw_invalid(
-        fmt::format("config key '{}' {} must be {}, found {}", key, c.origin(key), rule, v),
-        fmt::format("change {}: it must be {}", key, rule));
-  return v;
-}
-
 constexpr double kUnbounded = std::numeric_limits<double>::max();
 
 std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
-// checkpoint.every: a duration string ("10m", "90s") or a number of seconds.
 }  // namespace
 
 int auto_loader_workers(Device device, int hardware_threads) {
@@ -72,27 +43,6 @@ int auto_loader_workers(Device device, int hardware_threads) {
 }
 
 namespace {
-
-double read_every_seconds(const Config& c) {
-  const char* key = "checkpoint.every";
-  if (!c.has(key)) return CheckpointConfig{}.every_seconds;
-  std::optional<std::string> text;
-  try {
-    text = c.get_string(key, "");
-  } catch (const Error&) {
-    // Not a string: a plain number of seconds (the getter reports any other type).
-  }
-  if (!text) {
-    const double seconds = c.get_double(key, 0.0);
-    check_range(seconds >= 0 && std::isfinite(seconds), c, key, "must be a non-negative duration");
-    return seconds;
-  }
-  try {
-    return parse_duration_seconds(*text);
-  } catch (const Error& e) {
-    throw_invalid(fmt::format("{}: {}: {}", c.source(), key, e.message()), e.remedy());
-  }
-}
 
 template <typename T>
 std::string list_text(const std::vector<T>& v) {
@@ -376,19 +326,8 @@ RunConfig parse_run_config(const Config& c) {
                     c.origin("train.eval_every"), t.early_stop_patience, t.eval_every),
         "set train.eval_every = 1, or turn early stopping off");
 
-  // [checkpoint]
-  CheckpointConfig& k = r.checkpoint;
-  k.every_seconds = read_every_seconds(c);
-  k.every_steps = int_in(c, "checkpoint.every_steps", 0, 0, std::numeric_limits<int64_t>::max(),
-                         "must be non-negative (0 = off)");
-  k.keep_last = int_in(c, "checkpoint.keep_last", 3, 1, 1 << 20, "must be in [1, 1048576]");
-
-  // [metrics]
-  r.metrics.every_steps =
-      int_in(c, "metrics.every_steps", r.metrics.every_steps, 0,
-             std::numeric_limits<int64_t>::max(), "must be non-negative (0 = no per-step records)");
-  r.metrics.csv = c.get_bool("metrics.csv", r.metrics.csv);
-  r.metrics.tensorboard = c.get_bool("metrics.tensorboard", r.metrics.tensorboard);
+  r.checkpoint = parse_checkpoint_config(c);
+  r.metrics = parse_metrics_config(c);
 
   // [distributed]
   r.distributed.bucket_bytes =
