@@ -30,8 +30,10 @@
 #include "hourglass/device/device.h"
 #include "hourglass/dist/comm.h"
 #include "hourglass/dist/launch_env.h"
+#include "hourglass/rl/rl_config.h"
 #include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/trainer.h"
+#include "train_rl.h"
 
 namespace hg::cli {
 
@@ -156,7 +158,8 @@ Runner add_train(CLI::App& app) {
     }
     Config config = Config::load(args->config);
     for (const auto& o : args->overrides) config.set_override(o);
-    const std::unique_ptr<Communicator> comm = join_ranks(config);
+    const bool rl_run = rl::is_rl_config(config);
+    const std::unique_ptr<Communicator> comm = rl_run ? nullptr : join_ranks(config);
     if (!args->checkpoint_every.empty()) {
       try {
         parse_duration_seconds(args->checkpoint_every);
@@ -168,6 +171,16 @@ Runner add_train(CLI::App& app) {
     if (args->checkpoint_every_steps)
       config.set_override(fmt::format("checkpoint.every_steps={}", *args->checkpoint_every_steps));
     HG_CHECK(args->stop_after >= 0, "--stop-after must be non-negative, got {}", args->stop_after);
+    if (rl_run) {  // an [rl] table: the reinforcement-learning trainer (train_rl.h)
+      HG_CHECK(args->memory_limit.empty(),
+               "--memory-limit: a reinforcement-learning run holds no device memory to limit");
+      TrainRlArgs a{args->config,     args->overrides,    "",         args->resume,
+                    args->stop_after, args->print_config, args->json, args->budget};
+      if (!args->print_config)
+        a.run_dir =
+            choose_run_dir(args->run_dir, args->resume, rl::parse_rl_run_config(config).name);
+      return train_rl(config, a);
+    }
     if (args->print_config) {
       const train::RunConfig run = train::parse_run_config(config);
       train::resolve_budget_settings(config, args->budget);

@@ -69,7 +69,6 @@ std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
 // training step can take them as it takes labels.
 enum TargetColumn : int64_t { kAction, kOldLogProb, kAdvantage, kReturn, kOldValue, kColumns };
 
-
 // CleanRL's PPO loss over a minibatch: the clipped policy objective, minus the entropy bonus,
 // plus the (clipped) value loss; every term a mean over the rows.
 train::StepLoss ppo_loss(const PpoConfig& config, PpoLossParts& parts) {
@@ -182,7 +181,8 @@ struct PpoRun::Impl {
   std::vector<int64_t> taken;
   std::vector<int32_t> step_actions;
 
-  Impl(const PpoConfig& c, ActorCritic& a) : config(c), agent(a) {
+  Impl(const PpoConfig& c, ActorCritic& a, const ops::EngineSettings& engine)
+      : config(c), agent(a) {
     validate(config);
     env = make_vector_env(config.env, config.num_envs);
     HG_CHECK(env->spec().action_kind == ActionKind::Discrete,
@@ -203,6 +203,7 @@ struct PpoRun::Impl {
     step_options.micro_batch = minibatch;
     train::ExecutionContext context;
     context.seed = config.seed;
+    context.engine = engine;
     step = std::make_unique<train::TrainStep>(agent, *optimizer, context, step_options);
     env->reset(config.seed);
     for (auto* v : {&obs, &log_probs, &values, &rewards, &dones, &advantages, &returns})
@@ -215,8 +216,8 @@ struct PpoRun::Impl {
   void update(int64_t it, PpoIteration& record);
 };
 
-PpoRun::PpoRun(const PpoConfig& config, ActorCritic& agent)
-    : impl_(std::make_unique<Impl>(config, agent)) {}
+PpoRun::PpoRun(const PpoConfig& config, ActorCritic& agent, const ops::EngineSettings& engine)
+    : impl_(std::make_unique<Impl>(config, agent, engine)) {}
 PpoRun::~PpoRun() = default;
 
 int64_t PpoRun::iterations() const { return impl_->iterations; }

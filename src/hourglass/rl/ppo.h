@@ -19,6 +19,7 @@
 
 #include "hourglass/nn/layers.h"
 #include "hourglass/nn/module.h"
+#include "hourglass/ops/math_settings.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/rl/env/vector_env.h"
 
@@ -92,8 +93,9 @@ struct PpoResult {
 class PpoRun {
  public:
   // Validates `config`, builds the environments (reset from config.seed) and puts `agent`'s
-  // parameters into the optimizer's arena.
-  PpoRun(const PpoConfig& config, ActorCritic& agent);
+  // parameters into the optimizer's arena; the training step runs under `engine` (a run's
+  // [engine] table).
+  PpoRun(const PpoConfig& config, ActorCritic& agent, const ops::EngineSettings& engine = {});
   ~PpoRun();
   PpoRun(const PpoRun&) = delete;
   PpoRun& operator=(const PpoRun&) = delete;

@@ -93,9 +93,13 @@ std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) 
 }
 
 std::string epoch_record_json(const EpochMetrics& m) {
+  return metrics_record_json(epoch_record(m));
+}
+
+std::string metrics_record_json(const std::vector<std::pair<std::string, double>>& values) {
   // The same encoding as obs::MetricsJsonl: integral values as integers, non-finite as null.
   ordered_json record = ordered_json::object();
-  for (const auto& [name, value] : epoch_record(m)) {
+  for (const auto& [name, value] : values) {
     if (!std::isfinite(value))
       record[name] = nullptr;
     else if (value == std::trunc(value) && std::fabs(value) < 9007199254740992.0)

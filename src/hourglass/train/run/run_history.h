@@ -57,6 +57,9 @@ int64_t epochs_without_improvement(const std::vector<EpochMetrics>& history, dou
 std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m);
 // The same record as one line of JSON text (no newline), for storing in a checkpoint.
 std::string epoch_record_json(const EpochMetrics& m);
+// Any record (name, value pairs) as one line of JSON text, encoded as obs::MetricsJsonl writes
+// it: what a checkpoint stores as its last metrics line.
+std::string metrics_record_json(const std::vector<std::pair<std::string, double>>& values);
 
 // Rewrites `path` (when it exists and something changes; atomically) so that it holds the
 // lines of epochs 1..completed_epochs once each, in file order: lines of later epochs (work
