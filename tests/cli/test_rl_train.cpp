@@ -93,6 +93,21 @@ TEST(CliRlTrain, KillNineAtPointsOfProgressThenResumeAutoIsBitIdentical) {
   for (const char* file : {"config.toml", "metrics.jsonl", "final.safetensors", "train.log"})
     EXPECT_TRUE(fs::exists(dir + "/ref/" + file)) << file;
   EXPECT_EQ(metrics_without_timings(dir + "/ref").size(), 60u);
+  // hourglass eval plays the agent of final.safetensors and of a checkpoint.
+  for (const std::string& weights :
+       {dir + "/ref/final.safetensors", dir + "/ref/checkpoints/step-000000480.safetensors"}) {
+    std::vector<std::string> argv = {kBinary, "eval", weights, "--episodes", "12", "--json"};
+    const pid_t pid = test::spawn_logged(argv, dir + "/eval.txt", {});
+    const std::optional<int> status = test::wait_status(pid, 120);
+    ASSERT_TRUE(status.has_value());
+    const std::string out = read_file(dir + "/eval.txt");
+    ASSERT_EQ(test::exit_code(*status), 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind("{\"checkpoint\"")));
+    EXPECT_EQ(j["episodes"], 12) << out;
+    EXPECT_EQ(j["env"], "CartPole-v1");
+    EXPECT_GE(j["min"].get<double>(), 8.0) << out;  // an episode lasts at least 8 steps
+    EXPECT_LE(j["max"].get<double>(), 500.0) << out;
+  }
 
   // Each life is killed at a point of its own progress: once its next checkpoint (1 to 4
   // iterations on) is in place, or at once.

@@ -229,6 +229,35 @@ TEST(RunReport, MissingOptionalFilesLeaveTheirSectionsOutWithANote) {
   EXPECT_NE(page.html.find("Throughput: no step records"), std::string::npos);
 }
 
+// A reinforcement-learning run's metrics.jsonl (a line per iteration, "epoch" its number):
+// its own charts against the environment steps, its iterations counted against config.toml's
+// rl sizes, no loss-and-accuracy charts.
+TEST(RunReport, AReinforcementLearningRunChartsItsEpisodesAndLosses) {
+  const std::string d = test::fresh_temp_dir("run_report_rl");
+  {
+    std::ofstream config(d + "/config.toml");
+    config << "name = \"rl\"\n[rl]\nenv = \"CartPole-v1\"\ntotal_steps = 5120\nnum_envs = 4\n"
+              "num_steps = 128\n";
+    std::ofstream metrics(d + "/metrics.jsonl");
+    for (int i = 1; i <= 3; ++i)
+      metrics << "{\"epoch\":" << i << ",\"global_step\":" << 512 * i
+              << ",\"episodes\":4,\"episodic_return\":" << 20 * i
+              << ",\"episode_length\":" << 20 * i
+              << ",\"policy_loss\":-0.01,\"value_loss\":30,\"entropy\":0.69,"
+                 "\"approx_kl\":0.001,\"clip_fraction\":0.02,\"lr\":0.00025,"
+                 "\"steps_per_s\":90000,\"iteration_seconds\":0.006}\n";
+  }
+  const obs::RunReport r = obs::read_run_report(d);
+  EXPECT_EQ(r.planned_epochs, 10);
+  const obs::ReportHtml page = obs::render_report_html(r);
+  EXPECT_EQ(page.charts, 6);  // the run's six (no ledger, steps or monitor files here)
+  for (const char* id : {"return", "episode_length", "rl_losses", "entropy", "kl", "env_rate"})
+    EXPECT_NE(page.html.find(std::string("data-chart=\"") + id + "\""), std::string::npos) << id;
+  EXPECT_EQ(page.html.find("data-chart=\"accuracy\""), std::string::npos);
+  EXPECT_NE(page.html.find("3 of 10"), std::string::npos);
+  EXPECT_NE(page.html.find("best mean episodic return"), std::string::npos);
+}
+
 TEST(RunReport, AGpuRunShowsUtilisationAndMemoryOfTheGpu) {
   // monitor.csv as a GPU run writes it (obs/monitor.h's columns), over the real run's files.
   const std::string d = copy_of_run("run_report_gpu");

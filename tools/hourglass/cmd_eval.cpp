@@ -1,10 +1,17 @@
 // hourglass eval CHECKPOINT [--set key=value ...] [--split test|train|val] [--device DEV] [--json]
+// An agent's checkpoint (a config with an [rl] table): [--episodes N] [--seed S] [--json]
+#include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "engine_json.h"
 #include "hourglass/base/log.h"
 #include "hourglass/optim/mixed_precision.h"
+#include "hourglass/rl/policy_evaluation.h"
+#include "hourglass/rl/rl_config.h"
+#include "hourglass/rl/rl_trainer.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/evaluate.h"
@@ -12,6 +19,42 @@
 #include "hourglass/train/training_setup.h"
 
 namespace hg::cli {
+
+namespace {
+
+// An agent's checkpoint or final weights: its greedy policy for `episodes` episodes.
+template <typename Args>
+int eval_agent(const SafetensorsFile& file, const Config& config, const Args& args) {
+  HG_CHECK(args.episodes > 0, "--episodes must be positive, got {}", args.episodes);
+  HG_CHECK(args.split == "test", "--split {}: an agent is evaluated on episodes, not a split",
+           args.split);
+  const rl::RlRunConfig run = rl::parse_rl_run_config(config);
+  const std::unique_ptr<rl::ActorCritic> agent = rl::load_agent(run, file);
+  const uint64_t seed = args.seed ? *args.seed : run.seed + 1000;
+  const auto start = std::chrono::steady_clock::now();
+  const rl::PolicyEvaluation e = rl::evaluate_policy(*agent, run.ppo.env, args.episodes, seed);
+  const double seconds = seconds_since(start);
+  const auto [lo, hi] = std::minmax_element(e.returns.begin(), e.returns.end());
+  if (args.json) {
+    const nlohmann::ordered_json out = {{"checkpoint", args.checkpoint},
+                                        {"env", run.ppo.env},
+                                        {"episodes", e.returns.size()},
+                                        {"seed", seed},
+                                        {"mean", e.mean},
+                                        {"std", e.std},
+                                        {"min", *lo},
+                                        {"max", *hi},
+                                        {"seconds", seconds}};
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf(
+      "%s: mean return %.2f +- %.2f over %zu greedy episodes (min %.1f, max %.1f; %.2f s)\n",
+      run.ppo.env.c_str(), e.mean, e.std, e.returns.size(), *lo, *hi, seconds);
+  return 0;
+}
+
+}  // namespace
 
 Runner add_eval(CLI::App& app) {
   struct Args {
@@ -21,6 +64,8 @@ Runner add_eval(CLI::App& app) {
     std::string device;
     bool allow_unverified = false;
     bool json = false;
+    int64_t episodes = 100;
+    std::optional<uint64_t> seed;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -41,7 +86,14 @@ Runner add_eval(CLI::App& app) {
                 "also read a checkpoint written before checkpoint-v3, which has no whole-file "
                 "checksum (a warning says so)");
   sub->add_flag("--json", args->json,
-                "print the result as one JSON object (split, accuracy, loss, images, seconds)");
+                "print the result as one JSON object (split, accuracy, loss, images, seconds; "
+                "for an agent: episodes, mean, std, min, max of the return)");
+  sub->add_option("--episodes", args->episodes,
+                  "an agent (a config with an [rl] table): greedy episodes to play")
+      ->capture_default_str();
+  sub->add_option("--seed", args->seed,
+                  "an agent: the seed of the episodes' starts (default: the run's seed + 1000, "
+                  "the episodes the run's own evaluation played)");
   return [args] {
     SafetensorsFile file = train::read_checkpoint(
         args->checkpoint, args->allow_unverified ? train::CheckpointTrust::AllowUnverified
@@ -52,6 +104,7 @@ Runner add_eval(CLI::App& app) {
                                 args->checkpoint, train::kConfigMetadataKey));
     Config config = Config::parse(it->second, args->checkpoint + " (stored config)");
     for (const auto& o : args->overrides) config.set_override(o);
+    if (rl::is_rl_config(config)) return eval_agent(file, config, *args);
     if (!args->device.empty()) config.set_override("device=\"" + args->device + "\"");
     // Checkpoints are portable: a GPU run's low-precision weights are f32 masters, which the
     // cpu evaluates in f32.

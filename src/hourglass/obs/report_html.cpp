@@ -6,6 +6,8 @@
 #include <cmath>
 #include <ctime>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "hourglass/obs/report_check_script.h"
 #include "hourglass/obs/svg_chart.h"
@@ -135,6 +137,10 @@ double max_field(const std::vector<Record>& records, const std::string& name) {
   return top;
 }
 
+// A reinforcement-learning run (metrics.jsonl lines with "episodic_return", one per iteration):
+// charted against its environment steps.
+bool is_rl_run(const RunReport& r) { return any_field(r.epochs, "episodic_return"); }
+
 void summary_section(const RunReport& r, Page& p) {
   const Record* last = r.epochs.empty() ? nullptr : &r.epochs.back();
   double wall = 0, best = std::nan("");
@@ -150,10 +156,23 @@ void summary_section(const RunReport& r, Page& p) {
   };
   p.add("<table>\n");
   row("run directory", r.run_dir);
-  row("epochs", r.planned_epochs > 0 ? fmt::format("{} of {}", r.epochs.size(), r.planned_epochs)
-                                     : fmt::format("{}", r.epochs.size()));
+  row(is_rl_run(r) ? "iterations" : "epochs",
+      r.planned_epochs > 0 ? fmt::format("{} of {}", r.epochs.size(), r.planned_epochs)
+                           : fmt::format("{}", r.epochs.size()));
   if (!r.steps.empty()) row("last step record", fixed(field_of(r.steps.back(), "step"), 0));
-  if (last) {
+  if (last && is_rl_run(r)) {
+    row("environment steps", fixed(field_of(*last, "global_step"), 0));
+    double best_return = std::nan("");
+    for (const Record& e : r.epochs)
+      if (const double v = field_of(e, "episodic_return"); finite(v) && !(v <= best_return))
+        best_return = v;
+    const Record* with_episodes = nullptr;
+    for (const Record& e : r.epochs)
+      if (finite(field_of(e, "episodic_return"))) with_episodes = &e;
+    if (with_episodes)
+      row("last mean episodic return", fixed(field_of(*with_episodes, "episodic_return"), 1));
+    row("best mean episodic return", fixed(best_return, 1));
+  } else if (last) {
     row("last train loss", fixed(field_of(*last, "train_loss"), 4));
     if (finite(field_of(*last, "val_acc")))
       row("last validation accuracy", fixed(100 * field_of(*last, "val_acc"), 2) + "%");
@@ -191,6 +210,32 @@ void curves_section(const RunReport& r, Page& p) {
   ChartSpec lr{"lr", "Learning rate", "optimizer step", "learning rate", {}, true, AxisKind::Count};
   lr.series.push_back({"lr", kPurple, SeriesStyle::Line, series_of(r.steps, "step", "lr")});
   p.chart(lr, "no step records (steps.jsonl)");
+  p.add("</div>\n");
+}
+
+void rl_section(const RunReport& r, Page& p) {
+  p.add("<h2>Episodes and losses</h2>\n<div class=\"charts\">\n");
+  const std::string x = "environment steps";
+  const char* missing = "no iteration records in metrics.jsonl yet";
+  auto chart = [&](const char* id, const char* title, const char* y_label, bool from_zero,
+                   std::vector<std::tuple<const char*, const char*, const char*>> fields) {
+    ChartSpec c{id, title, x, y_label, {}, from_zero, AxisKind::Count};
+    for (const auto& [label, color, field] : fields)
+      c.series.push_back(
+          {label, color, SeriesStyle::Line, series_of(r.epochs, "global_step", field)});
+    p.chart(c, missing);
+  };
+  chart("return", "Episodic return (episodes ended in each iteration)", "return", false,
+        {{"mean return", kBlue, "episodic_return"}});
+  chart("episode_length", "Episode length", "steps", true,
+        {{"mean length", kGreen, "episode_length"}});
+  chart("rl_losses", "Losses (the iteration's last minibatch)", "loss", false,
+        {{"policy loss", kBlue, "policy_loss"}, {"value loss", kOrange, "value_loss"}});
+  chart("entropy", "Policy entropy", "nats", true, {{"entropy", kPurple, "entropy"}});
+  chart("kl", "Approximate KL and clip fraction", "value", true,
+        {{"approx KL", kBlue, "approx_kl"}, {"clip fraction", kOrange, "clip_fraction"}});
+  chart("env_rate", "Environment steps per second", "steps/s", true,
+        {{"steps/s", kGreen, "steps_per_s"}});
   p.add("</div>\n");
 }
 
@@ -289,8 +334,9 @@ void budget_section(const RunReport& r, double t0, const AxisUnit& tu, Page& p) 
   const int64_t left = r.planned_epochs - int64_t(r.epochs.size());
   double epoch_seconds = 0;
   int counted = 0;
+  const char* seconds_key = is_rl_run(r) ? "iteration_seconds" : "epoch_seconds";
   for (size_t i = r.epochs.size(); i-- > 0 && counted < 3;) {
-    const double s = field_of(r.epochs[i], "epoch_seconds");
+    const double s = field_of(r.epochs[i], seconds_key);
     if (finite(s) && s > 0) {
       epoch_seconds += s;
       ++counted;
@@ -458,7 +504,10 @@ ReportHtml render_report_html(const RunReport& r) {
     for (const std::string& n : r.notes) p.add("<li class=\"note\">" + html_escape(n) + "</li>\n");
     p.add("</ul>\n");
   }
-  curves_section(r, p);
+  if (is_rl_run(r))
+    rl_section(r, p);
+  else
+    curves_section(r, p);
   const AxisUnit tu = run_time_unit(r, t0);
   throughput_section(r, t0, tu, p);
   budget_section(r, t0, tu, p);

@@ -149,6 +149,15 @@ void read_config(const std::string& path, RunReport& r) {
     const Config c = Config::parse(r.config_text, path);
     r.name = c.get_string("name", "");
     r.planned_epochs = c.get_int("train.epochs", 1);
+    // A reinforcement-learning run's records are its iterations: known when config.toml names
+    // the three sizes (their defaults live with the trainer, which this layer does not see).
+    if (c.has("rl.total_steps") || c.has("rl.env")) {
+      r.planned_epochs = 0;
+      if (c.has("rl.total_steps") && c.has("rl.num_envs") && c.has("rl.num_steps")) {
+        const int64_t per = c.get_int("rl.num_envs", 0) * c.get_int("rl.num_steps", 0);
+        if (per > 0) r.planned_epochs = c.get_int("rl.total_steps", 0) / per;
+      }
+    }
     for (const std::string& line : lines) {
       if (line.empty() || line[0] != '#') break;
       r.config_resolved += line + "\n";

@@ -67,7 +67,8 @@ struct RunReport {
   // shortest exact form even where an older hourglass wrote 0.10000000000000001. "" when the
   // file is missing or is not TOML.
   std::string config_resolved;
-  int64_t planned_epochs = 0;                // train.epochs of config.toml; 0 when unknown
+  int64_t planned_epochs =
+      0;  // train.epochs of config.toml (an RL run's iterations); 0 when unknown
   std::vector<Record> epochs;                // metrics.jsonl
   std::vector<Record> steps;                 // steps.jsonl
   std::vector<Record> monitor;               // monitor.csv

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
@@ -70,6 +71,25 @@ class PpoCheckpointModel : public nn::Module {
  private:
   Tensor physics_, steps_, episodes_, returns_;
 };
+
+std::unique_ptr<ActorCritic> load_agent(const RlRunConfig& run, const SafetensorsFile& file) {
+  const auto probe = make_vector_env(run.ppo.env, 1);
+  auto agent = std::make_unique<ActorCritic>(probe->spec().observation_size,
+                                             probe->spec().action_count, run.ppo.hidden);
+  // final.safetensors names the agent's tensors as they are; a checkpoint puts them under
+  // "agent." beside the environments' state.
+  const bool in_checkpoint = file.find("agent.actor.0.weight") != nullptr;
+  std::map<std::string, Tensor> state;
+  for (const NamedTensor& t : file.tensors) {
+    if (!in_checkpoint) {
+      state.emplace(t.name, t.tensor);
+    } else if (t.name.rfind("agent.", 0) == 0) {
+      state.emplace(t.name.substr(6), t.tensor);
+    }
+  }
+  agent->load_state_dict(state, file.path);
+  return agent;
+}
 
 RlTrainer::RlTrainer(const Config& config, RlTrainerOptions options)
     : run_(parse_rl_run_config(config)), options_(std::move(options)) {

@@ -18,6 +18,7 @@
 
 #include "hourglass/base/config.h"
 #include "hourglass/rl/rl_config.h"
+#include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/run/budget.h"
 
 namespace hg::train {
@@ -49,6 +50,11 @@ struct RlRunSummary {
 };
 
 class PpoCheckpointModel;
+
+// The agent a run's final.safetensors or one of its checkpoints holds (the checkpoint's tensors
+// under "agent."), built for the config's environment and sizes. Throws InvalidInput naming the
+// file and a missing or mis-shaped tensor.
+std::unique_ptr<ActorCritic> load_agent(const RlRunConfig& run, const SafetensorsFile& file);
 
 class RlTrainer {
  public:
