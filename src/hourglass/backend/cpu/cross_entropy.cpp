@@ -10,28 +10,21 @@
 
 #include "hourglass/backend/cpu/cpu_backend.h"
 #include "hourglass/backend/cpu/dispatch.h"
+#include "hourglass/backend/cpu/row_loops.h"
 #include "hourglass/base/parallel.h"
 
 namespace hg {
 
 using cpu::dispatch_float;
 
+using cpu::row_grain;
+
 namespace {
 
-// Rows per chunk so that a chunk holds ~16k logits: exp dominates, so threads pay off early.
-int64_t row_grain(int64_t classes) {
-  return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(classes, 1));
-}
-
-// Labels are checked up front, serially: an exception must not escape an OpenMP region, and a
-// bad label would otherwise index outside the row.
+// A label outside the logits' classes.
 void check_labels(const char* op, const Tensor& labels, int64_t classes) {
-  const int64_t* lab = labels.data<int64_t>();
-  for (int64_t i = 0; i < labels.numel(); ++i)
-    if (lab[i] < 0 || lab[i] >= classes) [[unlikely]]
-      throw_invalid(
-          fmt::format("{}: label {} in row {} is outside [0, {})", op, lab[i], i, classes),
-          "check the dataset's labels and the model's number of classes");
+  cpu::check_column_indices(op, "label", labels, classes,
+                            "check the dataset's labels and the model's number of classes");
 }
 
 }  // namespace

@@ -6,27 +6,21 @@
 
 #include "hourglass/backend/cpu/cpu_backend.h"
 #include "hourglass/backend/cpu/dispatch.h"
+#include "hourglass/backend/cpu/row_loops.h"
 #include "hourglass/base/parallel.h"
 
 namespace hg {
 
 using cpu::dispatch_float;
 
+using cpu::row_grain;
+
 namespace {
 
-// Rows per chunk so that a chunk holds ~16k elements.
-int64_t row_grain(int64_t columns) {
-  return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(columns, 1));
-}
-
-// Indices are checked up front, serially (an exception must not escape an OpenMP region).
 void check_index(const char* op, const Tensor& index, int64_t columns) {
-  const int64_t* idx = index.data<int64_t>();
-  for (int64_t r = 0; r < index.numel(); ++r)
-    if (idx[r] < 0 || idx[r] >= columns) [[unlikely]]
-      throw_invalid(
-          fmt::format("{}: index {} in row {} is outside [0, {})", op, idx[r], r, columns),
-          "an index must name one of the columns (an action of the action space)");
+  cpu::check_column_indices(
+      op, "index", index, columns,
+      "an index must name one of the columns (an action of the action space)");
 }
 
 }  // namespace
