@@ -9,6 +9,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/obs/tensorboard.h"
 #include "hourglass/rl/policy_evaluation.h"
 #include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/run/checkpoint.h"
@@ -174,6 +175,7 @@ RlRunSummary RlTrainer::run() {
   }
   int64_t steps_this_run = 0;
   double checkpoint_seconds = 0;
+  const Clock::time_point run_start = Clock::now();
   while (ppo_->iteration() < ppo_->iterations()) {
     const Clock::time_point start = Clock::now();
     const PpoIteration it = ppo_->next();
@@ -201,6 +203,20 @@ RlRunSummary RlTrainer::run() {
         {"checkpoint_seconds", checkpoint_seconds}};
     session_->append_metrics(record, ppo_->optimizer().step_count());
     last_record_ = train::metrics_record_json(record);
+    // metrics.every_steps: a per-step record when the iteration's optimizer steps passed a
+    // multiple of it (steps.jsonl, steps.csv, TensorBoard's "step/").
+    const int64_t every = run_.metrics.every_steps, step = ppo_->optimizer().step_count();
+    if (every > 0 && step / every > (step - ppo_->updates_per_iteration()) / every)
+      session_->append_step_metrics(
+          step, {{"epoch", double(it.iteration)},
+                 {"time", obs::unix_time_now()},
+                 {"elapsed_s", seconds_since(run_start)},
+                 {"global_step", double(it.global_step)},
+                 {"loss", it.policy_loss - run_.ppo.ent_coef * it.entropy +
+                              run_.ppo.vf_coef * it.value_loss},
+                 {"lr", it.learning_rate},
+                 {"episodic_return", episodes > 0 ? return_sum / episodes : nan},
+                 {"steps_per_s", double(run_.ppo.num_envs * run_.ppo.num_steps) / seconds}});
     checkpoint_seconds = 0;
     const bool last = ppo_->iteration() == ppo_->iterations();
     if (options_.log_every > 0 &&
