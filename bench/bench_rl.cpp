@@ -32,30 +32,34 @@ int main(int argc, char** argv) {
   const int64_t obs = probe->spec().observation_size, actions = probe->spec().action_count;
   for (uint64_t seed = first; seed < first + uint64_t(seeds); ++seed) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::unique_ptr<nn::Module> agent;
+    auto since = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
     int64_t global_step = 0;
+    double seconds = 0;
+    rl::PolicyEvaluation eval;
     if (algorithm == "ppo") {
-      rl::PpoConfig config;
+      // CleanRL's defaults for the environment's kind of actions.
+      rl::PpoConfig config = rl::ppo_defaults(probe->spec().action_kind);
       config.env = env_id;
       config.total_steps = steps;
       config.seed = seed;
-      auto a = std::make_unique<rl::ActorCritic>(obs, actions, config.hidden);
-      a->initialize(seed);
-      global_step = rl::train_ppo(config, *a).global_step;
-      agent = std::move(a);
+      std::unique_ptr<rl::ActorCritic> agent = rl::make_agent(config);
+      agent->initialize(seed);
+      global_step = rl::train_ppo(config, *agent).global_step;
+      seconds = since();
+      eval = rl::evaluate_agent(*agent, config, 100, 1000 + seed);
     } else {
       rl::DqnConfig config;
       config.env = env_id;
       config.total_steps = steps;
       config.seed = seed;
-      auto q = std::make_unique<rl::QNetwork>(obs, actions, config.hidden);
-      q->initialize(seed);
-      global_step = rl::train_dqn(config, *q).global_step;
-      agent = std::move(q);
+      rl::QNetwork q(obs, actions, config.hidden);
+      q.initialize(seed);
+      global_step = rl::train_dqn(config, q).global_step;
+      seconds = since();
+      eval = rl::evaluate_policy(q, env_id, 100, 1000 + seed);
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const rl::PolicyEvaluation eval = rl::evaluate_policy(*agent, env_id, 100, 1000 + seed);
     fmt::print("| hourglass | {} | {} | {} | {} | {:.2f} | {:.0f} | {:.1f} +- {:.1f} |\n",
                algorithm, env_id, seed, global_step, seconds, double(global_step) / seconds,
                eval.mean, eval.std);

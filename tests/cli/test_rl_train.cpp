@@ -173,6 +173,36 @@ TEST(CliRlTrain, StopAfterExits75ThenResumeCompletesIdentically) {
   test::expect_same_final_tensors(dir + "/ref", dir + "/run");
 }
 
+// A continuous-action run: the Gaussian policy, and the observation and reward normalisers'
+// statistics (the agent's and the run's) carried through a checkpoint.
+TEST(CliRlTrain, ContinuousRunWithNormalisersResumesIdentically) {
+  const std::string dir = test::fresh_temp_dir("hourglass_cli_rl_pendulum");
+  const std::string config = dir + "/pendulum.toml";
+  std::ofstream(config) << R"(
+name = "rl-pendulum"
+seed = 4
+threads = 1
+[rl]
+env = "Pendulum-v1"
+total_steps = 1280
+num_envs = 2
+num_steps = 64
+num_minibatches = 4
+update_epochs = 2
+[checkpoint]
+every_steps = 8
+)";
+  const Result ref = run(dir, {config, "--run-dir", dir + "/ref"});
+  ASSERT_EQ(ref.code, 0) << ref.log;
+  const Result stopped = run(dir, {config, "--run-dir", dir + "/run", "--stop-after", "24"});
+  ASSERT_EQ(stopped.code, 75) << stopped.log;
+  const Result resumed = run(dir, {config, "--run-dir", dir + "/run", "--resume", "auto"});
+  ASSERT_EQ(resumed.code, 0) << resumed.log;
+  test::expect_same_final_tensors(dir + "/ref", dir + "/run");
+  EXPECT_EQ(metrics_without_timings(dir + "/ref"), metrics_without_timings(dir + "/run"));
+  EXPECT_NE(ref.log.find("mean return"), std::string::npos) << ref.log;
+}
+
 TEST(CliRlTrain, PrintConfigAndBadKeys) {
   const std::string dir = test::fresh_temp_dir("hourglass_cli_rl_keys");
   const Result shown = run(dir, {write_config(dir), "--print-config"});

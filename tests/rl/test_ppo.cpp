@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "hourglass/base/error.h"
@@ -102,6 +103,56 @@ TEST(Ppo, OrthogonalInitialisation) {
   }
 }
 
+// The Gaussian policy's log-probability and entropy against the formula in double, and their
+// gradients with respect to the log standard deviation against central differences.
+TEST(Ppo, GaussianLogProbabilityAndEntropy) {
+  ActorCritic agent(3, 2, 8, ActionKind::Continuous);
+  agent.initialize(5);
+  Tensor log_std;
+  for (const auto& p : agent.named_parameters())
+    if (p.name == "actor_logstd") log_std = p.tensor;
+  ASSERT_TRUE(log_std.defined());
+  log_std.copy_(Tensor::from_vector<float>({0.3f, -0.7f}, {2, 1}));
+  const Tensor x = Tensor::from_vector<float>({0.1f, -0.2f, 0.5f, 1.0f, 0.0f, -1.5f}, {2, 3});
+  const Tensor action = Tensor::from_vector<float>({0.4f, -1.2f, 2.0f, 0.1f}, {2, 2});
+  const auto [logp, entropy] = policy_log_prob_entropy(agent, x, action);
+  const auto mean = agent(x).to_vector<float>();
+  const auto a = action.to_vector<float>(), lp = logp.to_vector<float>();
+  const double ls[2] = {0.3, -0.7}, half_log_2pi = 0.5 * std::log(2 * M_PI);
+  for (int r = 0; r < 2; ++r) {
+    double ref = 0;
+    for (int j = 0; j < 2; ++j) {
+      const double z = (a[size_t(r * 2 + j)] - mean[size_t(r * 2 + j)]) / std::exp(ls[j]);
+      ref += -0.5 * z * z - ls[j] - half_log_2pi;
+    }
+    EXPECT_NEAR(lp[size_t(r)], ref, 1e-5) << r;
+  }
+  EXPECT_NEAR(entropy.item(), 2 * (0.5 + half_log_2pi) + ls[0] + ls[1], 1e-5);
+}
+
+TEST(Ppo, ContinuousPendulumRunsAndNormalises) {
+  PpoConfig c = ppo_defaults(ActionKind::Continuous);
+  c.env = "Pendulum-v1";
+  c.total_steps = 4096;
+  c.seed = 2;
+  ASSERT_TRUE(c.norm_obs && c.norm_reward);
+  std::unique_ptr<ActorCritic> agent = make_agent(c);
+  agent->initialize(2);
+  EXPECT_TRUE(agent->continuous());
+  EXPECT_TRUE(agent->normalizes_observations());
+  const PpoResult result = train_ppo(c, *agent, [&](const PpoIteration& it) {
+    EXPECT_TRUE(std::isfinite(it.policy_loss) && std::isfinite(it.value_loss));
+    EXPECT_EQ(it.episode_returns.size(), 10u);  // 200-step episodes: 10 end in each 2048 steps
+  });
+  EXPECT_EQ(result.iterations, 2);
+  // The observation statistics saw every observation: 4096 steps and the first reset.
+  for (const auto& [name, t] : agent->state_dict())
+    if (name == "obs_count") EXPECT_NEAR(t.to_vector<double>()[0], 4097 + 1e-4, 1e-6);
+  const PolicyEvaluation eval = evaluate_agent(*agent, c, 4, 9);
+  EXPECT_EQ(eval.returns.size(), 4u);
+  for (double r : eval.returns) EXPECT_LT(r, 0.0);  // Pendulum's rewards are all negative
+}
+
 TEST(Ppo, BadSettingsAreRefusedByName) {
   auto expect_error = [](const std::function<void(PpoConfig&)>& change, const std::string& part) {
     PpoConfig c;
@@ -120,7 +171,8 @@ TEST(Ppo, BadSettingsAreRefusedByName) {
     train_ppo(pendulum, agent);
     ADD_FAILURE() << "continuous actions accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("continuous actions"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Pendulum-v1's are continuous"), std::string::npos)
+        << e.what();
   }
 }
 

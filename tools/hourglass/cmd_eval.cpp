@@ -32,7 +32,7 @@ int eval_agent(const SafetensorsFile& file, const Config& config, const Args& ar
   const std::unique_ptr<rl::ActorCritic> agent = rl::load_agent(run, file);
   const uint64_t seed = args.seed ? *args.seed : run.seed + 1000;
   const auto start = std::chrono::steady_clock::now();
-  const rl::PolicyEvaluation e = rl::evaluate_policy(*agent, run.ppo.env, args.episodes, seed);
+  const rl::PolicyEvaluation e = rl::evaluate_agent(*agent, run.ppo, args.episodes, seed);
   const double seconds = seconds_since(start);
   const auto [lo, hi] = std::minmax_element(e.returns.begin(), e.returns.end());
   if (args.json) {

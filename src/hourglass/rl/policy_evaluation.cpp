@@ -11,13 +11,14 @@
 namespace hg::rl {
 
 PolicyEvaluation evaluate_policy(nn::Module& agent, const std::string& env_id, int64_t episodes,
-                                 uint64_t seed) {
+                                 uint64_t seed, const ObservationTransform& prepare) {
   HG_CHECK(episodes > 0, "evaluate_policy: episodes must be positive, got {}", episodes);
   autograd::NoGradGuard no_grad;
   const int64_t copies = std::min<int64_t>(episodes, 16);
   auto env = make_vector_env(env_id, copies);
   env->reset(seed);
   const int64_t obs_size = env->spec().observation_size, actions = env->spec().action_count;
+  const bool continuous = env->spec().action_kind == ActionKind::Continuous;
   PolicyEvaluation out;
   std::vector<int32_t> act(static_cast<size_t>(copies));
   // Each copy contributes its finished episodes in order until `episodes` are in: the first
@@ -31,15 +32,18 @@ PolicyEvaluation evaluate_policy(nn::Module& agent, const std::string& env_id, i
     return true;
   };
   while (!enough()) {
-    const Tensor x = Tensor::from_vector(
-        std::vector<float>(env->observations().begin(), env->observations().end()),
-        {copies, obs_size});
-    const Tensor scores = agent(x);
+    std::vector<float> o(env->observations().begin(), env->observations().end());
+    if (prepare) prepare(o.data(), copies);
+    const Tensor scores = agent(Tensor::from_vector(o, {copies, obs_size}));
     const float* s = scores.data<float>();
-    for (int64_t i = 0; i < copies; ++i)
-      act[size_t(i)] =
-          int32_t(std::max_element(s + i * actions, s + (i + 1) * actions) - (s + i * actions));
-    env->step(std::span<const int32_t>(act));
+    if (continuous) {
+      env->step(std::span<const float>(s, size_t(copies * actions)));
+    } else {
+      for (int64_t i = 0; i < copies; ++i)
+        act[size_t(i)] =
+            int32_t(std::max_element(s + i * actions, s + (i + 1) * actions) - (s + i * actions));
+      env->step(std::span<const int32_t>(act));
+    }
     for (int64_t i = 0; i < copies; ++i)
       if (env->terminated()[size_t(i)] || env->truncated()[size_t(i)])
         per_copy[size_t(i)].push_back(env->episode_returns()[size_t(i)]);

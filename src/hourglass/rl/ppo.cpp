@@ -65,28 +65,34 @@ std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
   return net;
 }
 
-// The minibatch's per-row targets, packed as the columns of one f32 [B, 5] tensor so that the
-// training step can take them as it takes labels.
-enum TargetColumn : int64_t { kAction, kOldLogProb, kAdvantage, kReturn, kOldValue, kColumns };
+// The minibatch's per-row targets, packed as the columns of one f32 [B, A + 4] tensor so that
+// the training step can take them as it takes labels: the action (A = 1 column, its index, for
+// discrete actions; A = the action's dimensions for continuous ones), then the old
+// log-probability, the advantage, the return and the old value.
+struct TargetColumns {
+  int64_t action_columns;
+  int64_t old_log_prob() const { return action_columns; }
+  int64_t advantage() const { return action_columns + 1; }
+  int64_t ret() const { return action_columns + 2; }
+  int64_t old_value() const { return action_columns + 3; }
+  int64_t count() const { return action_columns + 4; }
+};
+
+constexpr double kLogSqrtTwoPi = 0.91893853320467274178;  // log(sqrt(2 pi))
 
 // CleanRL's PPO loss over a minibatch: the clipped policy objective, minus the entropy bonus,
 // plus the (clipped) value loss; every term a mean over the rows.
-train::StepLoss ppo_loss(const PpoConfig& config, PpoLossParts& parts) {
-  return [&config, &parts](nn::Module& model, const Tensor& x, const Tensor& targets) {
+train::StepLoss ppo_loss(const PpoConfig& config, TargetColumns columns, PpoLossParts& parts) {
+  return [&config, columns, &parts](nn::Module& model, const Tensor& x, const Tensor& targets) {
     auto& agent = static_cast<ActorCritic&>(model);
     const int64_t rows = x.size(0);
-    auto column = [&](TargetColumn c) {
-      return targets.narrow(1, c, 1).contiguous().reshape({rows});
-    };
-    const Tensor action = column(kAction).to(DType::I64);
-    const Tensor old_logp = column(kOldLogProb),
-                 minus_adv = ops::mul_scalar(column(kAdvantage), -1);
-    const Tensor ret = column(kReturn), old_v = column(kOldValue);
+    auto column = [&](int64_t c) { return targets.narrow(1, c, 1).contiguous().reshape({rows}); };
+    const Tensor action = targets.narrow(1, 0, columns.action_columns).contiguous();
+    const Tensor old_logp = column(columns.old_log_prob()),
+                 minus_adv = ops::mul_scalar(column(columns.advantage()), -1);
+    const Tensor ret = column(columns.ret()), old_v = column(columns.old_value());
 
-    const Tensor log_all = fn::log_softmax(agent(x));
-    const Tensor new_logp = fn::gather_columns(log_all, action);
-    const Tensor entropy =
-        fn::mul_scalar(fn::sum(fn::mul(fn::exp(log_all), log_all)), -1.0 / double(rows));
+    const auto [new_logp, entropy] = policy_log_prob_entropy(agent, x, action);
     const Tensor log_ratio = fn::sub(new_logp, old_logp);
     const Tensor ratio = fn::exp(log_ratio);
     const Tensor pg1 = fn::mul(minus_adv, ratio);
@@ -113,6 +119,30 @@ train::StepLoss ppo_loss(const PpoConfig& config, PpoLossParts& parts) {
 
 }  // namespace
 
+std::pair<Tensor, Tensor> policy_log_prob_entropy(ActorCritic& agent, const Tensor& x,
+                                                  const Tensor& action) {
+  const int64_t rows = x.size(0);
+  if (!agent.continuous()) {
+    const Tensor log_all = fn::log_softmax(agent(x));
+    const Tensor new_logp = fn::gather_columns(log_all, action.reshape({rows}).to(DType::I64));
+    const Tensor entropy =
+        fn::mul_scalar(fn::sum(fn::mul(fn::exp(log_all), log_all)), -1.0 / double(rows));
+    return {new_logp, entropy};
+  }
+  // log N(a; mu, sigma) = -z^2 / 2 - log sigma - log sqrt(2 pi), z = (a - mu) / sigma, summed
+  // over the dimensions (by a product with ones); the entropy 1/2 + log sqrt(2 pi) + log sigma.
+  const Tensor mean = agent(x);
+  const Tensor log_std = agent.log_std_rows(rows);
+  const Tensor z = fn::mul(fn::sub(action, mean), fn::exp(fn::mul_scalar(log_std, -1.0)));
+  const Tensor per_dim =
+      fn::add_scalar(fn::sub(fn::mul_scalar(fn::mul(z, z), -0.5), log_std), -kLogSqrtTwoPi);
+  const Tensor ones = Tensor::full({1, agent.actions()}, 1.0);
+  const Tensor new_logp = fn::reshape(fn::linear(per_dim, ones, Tensor()), {rows});
+  const Tensor entropy =
+      fn::mul_scalar(fn::sum(fn::add_scalar(log_std, 0.5 + kLogSqrtTwoPi)), 1.0 / double(rows));
+  return {new_logp, entropy};
+}
+
 void validate(const PpoConfig& c) {
   auto positive = [](const char* key, int64_t v) {
     HG_CHECK(v > 0, "ppo: {} must be positive, got {}", key, v);
@@ -138,17 +168,78 @@ void validate(const PpoConfig& c) {
   HG_CHECK(c.ent_coef >= 0 && c.vf_coef >= 0, "ppo: ent_coef and vf_coef must not be negative");
   HG_CHECK(std::isfinite(c.max_grad_norm) && c.max_grad_norm > 0,
            "ppo: max_grad_norm must be positive, got {}", c.max_grad_norm);
+  HG_CHECK(c.clip_obs > 0 && c.clip_reward > 0, "ppo: clip_obs and clip_reward must be positive");
 }
 
-ActorCritic::ActorCritic(int64_t observation_size, int64_t actions, int64_t hidden)
-    : Module("ActorCritic") {
+PpoConfig ppo_defaults(ActionKind kind) {
+  PpoConfig c;
+  if (kind == ActionKind::Continuous) {
+    c.total_steps = 1000000;
+    c.num_envs = 1;
+    c.num_steps = 2048;
+    c.learning_rate = 3e-4;
+    c.num_minibatches = 32;
+    c.update_epochs = 10;
+    c.ent_coef = 0.0;
+    c.norm_obs = true;
+    c.norm_reward = true;
+  }
+  return c;
+}
+
+std::unique_ptr<ActorCritic> make_agent(const PpoConfig& config) {
+  const auto probe = make_vector_env(config.env, 1);
+  return std::make_unique<ActorCritic>(probe->spec().observation_size, probe->spec().action_count,
+                                       config.hidden, probe->spec().action_kind, config.norm_obs);
+}
+
+PolicyEvaluation evaluate_agent(ActorCritic& agent, const PpoConfig& config, int64_t episodes,
+                                uint64_t seed) {
+  return evaluate_policy(agent, config.env, episodes, seed, [&](float* o, int64_t rows) {
+    agent.normalize_observations(o, rows, /*update=*/false, config.clip_obs);
+  });
+}
+
+ActorCritic::ActorCritic(int64_t observation_size, int64_t actions, int64_t hidden, ActionKind kind,
+                         bool normalize_observations)
+    : Module("ActorCritic"), kind_(kind), actions_(actions) {
   actor_ = register_module("actor", mlp(observation_size, hidden, actions));
   critic_ = register_module("critic", mlp(observation_size, hidden, 1));
+  if (kind == ActionKind::Continuous)
+    log_std_ = register_parameter("actor_logstd", Tensor::zeros({actions, 1}), nn::Decay::Exempt);
+  if (normalize_observations) {
+    obs_mean_ = register_buffer("obs_mean", Tensor::zeros({observation_size}, DType::F64));
+    obs_var_ = register_buffer("obs_var", Tensor::full({observation_size}, 1.0, DType::F64));
+    obs_count_ = register_buffer("obs_count", Tensor::full({1}, 1e-4, DType::F64));
+  }
 }
 
 Tensor ActorCritic::forward(const Tensor& x) { return (*actor_)(x); }
 
 Tensor ActorCritic::value(const Tensor& x) { return fn::reshape((*critic_)(x), {x.size(0)}); }
+
+Tensor ActorCritic::log_std_rows(int64_t rows) {
+  HG_ASSERT(continuous(), "log_std_rows of a discrete policy");
+  // ones [rows, 1] times actor_logstd^T: every row the log standard deviations.
+  return fn::linear(Tensor::full({rows, 1}, 1.0), log_std_, Tensor());
+}
+
+void ActorCritic::normalize_observations(float* observations, int64_t rows, bool update,
+                                         double clip) {
+  if (!normalizes_observations()) return;
+  const int64_t dims = obs_mean_.numel();
+  RunningMeanStd stats(dims);
+  std::copy_n(obs_mean_.data<double>(), dims, stats.mean.begin());
+  std::copy_n(obs_var_.data<double>(), dims, stats.var.begin());
+  stats.count = obs_count_.data<double>()[0];
+  if (update) {
+    stats.update(observations, rows);
+    std::copy(stats.mean.begin(), stats.mean.end(), obs_mean_.data<double>());
+    std::copy(stats.var.begin(), stats.var.end(), obs_var_.data<double>());
+    obs_count_.data<double>()[0] = stats.count;
+  }
+  normalize_rows(stats, observations, rows, clip);
+}
 
 void ActorCritic::initialize(uint64_t seed) {
   uint64_t index = 0;
@@ -164,29 +255,43 @@ void ActorCritic::initialize(uint64_t seed) {
       linear->bias.copy_(Tensor::zeros(linear->bias.shape()));
     }
   }
+  if (continuous()) log_std_.copy_(Tensor::zeros(log_std_.shape()));
 }
 
 struct PpoRun::Impl {
   PpoConfig config;
   ActorCritic& agent;
   std::unique_ptr<VectorEnv> env;
+  bool continuous;
   int64_t n, t_steps, obs_size, actions, batch, minibatch, iterations;
+  TargetColumns columns;
   FlatParameters flat;
   std::unique_ptr<optim::AdamW> optimizer;
   PpoLossParts parts;
   std::unique_ptr<train::TrainStep> step;
+  std::unique_ptr<RewardNormalizer> reward_normalizer;
   int64_t iteration = 0;
-  // The rollout, [T, N, ...] row-major.
-  std::vector<float> obs, log_probs, values, rewards, dones, advantages, returns;
-  std::vector<int64_t> taken;
+  // The observation the agent acts on next, normalised when the agent normalises (then with the
+  // statistics as they stood after that observation was merged in).
+  std::vector<float> next_obs;
+  // The rollout, [T, N, ...] row-major; `taken` holds each action's columns (an index, or the
+  // continuous action's values as drawn, before the environment clips them).
+  std::vector<float> obs, taken, log_probs, values, rewards, dones, advantages, returns;
   std::vector<int32_t> step_actions;
+  std::vector<float> step_values;
 
   Impl(const PpoConfig& c, ActorCritic& a, const ops::EngineSettings& engine)
       : config(c), agent(a) {
     validate(config);
     env = make_vector_env(config.env, config.num_envs);
-    HG_CHECK(env->spec().action_kind == ActionKind::Discrete,
-             "ppo: {} has continuous actions; this PPO takes discrete ones", config.env);
+    continuous = env->spec().action_kind == ActionKind::Continuous;
+    HG_CHECK(agent.continuous() == continuous,
+             "ppo: the agent's policy is for {} actions, {}'s are {}",
+             agent.continuous() ? "continuous" : "discrete", config.env,
+             continuous ? "continuous" : "discrete");
+    HG_CHECK(agent.normalizes_observations() == config.norm_obs,
+             "ppo: norm_obs is {} but the agent {} observations", config.norm_obs,
+             agent.normalizes_observations() ? "normalises" : "does not normalise");
     n = config.num_envs;
     t_steps = config.num_steps;
     obs_size = env->spec().observation_size;
@@ -194,25 +299,33 @@ struct PpoRun::Impl {
     batch = n * t_steps;
     minibatch = batch / config.num_minibatches;
     iterations = config.total_steps / batch;
+    columns = {continuous ? actions : 1};
     flat = nn::build_parameter_arena(agent, nn::DecayScope::All);
     optimizer = std::make_unique<optim::AdamW>(
         flat, AdamWOptions{config.learning_rate, 0.9, 0.999, 1e-5, 0.0});
     train::StepOptions step_options;
-    step_options.loss = ppo_loss(config, parts);
+    step_options.loss = ppo_loss(config, columns, parts);
     step_options.clip_grad_norm = config.max_grad_norm;
     step_options.micro_batch = minibatch;
     train::ExecutionContext context;
     context.seed = config.seed;
     context.engine = engine;
     step = std::make_unique<train::TrainStep>(agent, *optimizer, context, step_options);
+    if (config.norm_reward)
+      reward_normalizer = std::make_unique<RewardNormalizer>(n, config.gamma, config.clip_reward);
     env->reset(config.seed);
-    for (auto* v : {&obs, &log_probs, &values, &rewards, &dones, &advantages, &returns})
-      v->assign(static_cast<size_t>(batch * (v == &obs ? obs_size : 1)), 0.0f);
-    taken.assign(static_cast<size_t>(batch), 0);
+    next_obs.assign(env->observations().begin(), env->observations().end());
+    agent.normalize_observations(next_obs.data(), n, /*update=*/true, config.clip_obs);
+    obs.assign(static_cast<size_t>(batch * obs_size), 0.0f);
+    taken.assign(static_cast<size_t>(batch * columns.action_columns), 0.0f);
+    for (auto* v : {&log_probs, &values, &rewards, &dones, &advantages, &returns})
+      v->assign(static_cast<size_t>(batch), 0.0f);
     step_actions.assign(static_cast<size_t>(n), 0);
+    step_values.assign(static_cast<size_t>(n * actions), 0.0f);
   }
 
   void rollout(int64_t it, PpoIteration& record);
+  void act(int64_t it, int64_t t, const Tensor& x);
   void update(int64_t it, PpoIteration& record);
 };
 
@@ -237,7 +350,13 @@ void PpoRun::restore(int64_t iteration, const VectorEnvState& env_state) {
            impl_->iterations);
   impl_->env->restore(env_state);
   impl_->iteration = iteration;
+  // The statistics (restored with the agent) already hold this observation: no update.
+  impl_->next_obs.assign(impl_->env->observations().begin(), impl_->env->observations().end());
+  impl_->agent.normalize_observations(impl_->next_obs.data(), impl_->n, /*update=*/false,
+                                      impl_->config.clip_obs);
 }
+
+RewardNormalizer* PpoRun::reward_normalizer() { return impl_->reward_normalizer.get(); }
 
 PpoIteration PpoRun::next() {
   HG_CHECK(impl_->iteration < impl_->iterations, "ppo: the run's {} iterations are done",
@@ -258,63 +377,92 @@ PpoIteration PpoRun::next() {
   return record;
 }
 
+// Draws step t's actions for every copy from the policy at `x` and records them with their
+// log-probabilities and the values.
+void PpoRun::Impl::act(int64_t it, int64_t t, const Tensor& x) {
+  const Tensor v = agent.value(x);
+  const float* vv = v.data<float>();
+  RandomStream rng(config.seed, mix_stream(kPpoActions, uint64_t(it), uint64_t(t)));
+  if (!continuous) {
+    const Tensor lp = ops::log_softmax(agent(x));
+    const float* lpv = lp.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t a = sample_row(lpv + i * actions, actions, uniform_double(rng, 0.0, 1.0));
+      const size_t k = size_t(t * n + i);
+      taken[k] = float(a);
+      step_actions[size_t(i)] = int32_t(a);
+      log_probs[k] = lpv[i * actions + a];
+      values[k] = vv[i];
+    }
+    return;
+  }
+  const Tensor mean = agent(x);
+  const Tensor log_std = agent.log_std_rows(1);
+  const float* mu = mean.data<float>();
+  const float* ls = log_std.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = size_t(t * n + i);
+    double logp = 0;
+    for (int64_t j = 0; j < actions; ++j) {
+      const float std = std::exp(ls[j]);
+      const float a = mu[i * actions + j] + std * rng.normal();
+      taken[k * size_t(actions) + size_t(j)] = a;
+      step_values[size_t(i * actions + j)] = a;
+      const double z = (double(a) - double(mu[i * actions + j])) / double(std);
+      logp += -0.5 * z * z - double(ls[j]) - kLogSqrtTwoPi;
+    }
+    log_probs[k] = float(logp);
+    values[k] = vv[i];
+  }
+}
+
 void PpoRun::Impl::rollout(int64_t it, PpoIteration& record) {
   autograd::NoGradGuard no_grad;
-  {
-    for (int64_t t = 0; t < t_steps; ++t) {
-      float* o = obs.data() + t * n * obs_size;
-      std::copy(env->observations().begin(), env->observations().end(), o);
-      const Tensor x = Tensor::from_vector(std::vector<float>(o, o + n * obs_size), {n, obs_size});
-      const Tensor lp = ops::log_softmax(agent(x));
-      const Tensor v = agent.value(x);
-      const float* lpv = lp.data<float>();
-      const float* vv = v.data<float>();
-      RandomStream rng(config.seed, mix_stream(kPpoActions, uint64_t(it), uint64_t(t)));
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t a = sample_row(lpv + i * actions, actions, uniform_double(rng, 0.0, 1.0));
-        const size_t k = size_t(t * n + i);
-        taken[k] = a;
-        step_actions[size_t(i)] = int32_t(a);
-        log_probs[k] = lpv[i * actions + a];
-        values[k] = vv[i];
-      }
+  for (int64_t t = 0; t < t_steps; ++t) {
+    float* o = obs.data() + t * n * obs_size;
+    std::copy(next_obs.begin(), next_obs.end(), o);
+    act(it, t, Tensor::from_vector(next_obs, {n, obs_size}));
+    if (continuous)
+      env->step(std::span<const float>(step_values));
+    else
       env->step(std::span<const int32_t>(step_actions));
-      for (int64_t i = 0; i < n; ++i) {
-        const size_t k = size_t(t * n + i);
-        rewards[k] = env->rewards()[size_t(i)];
-        const bool done = env->terminated()[size_t(i)] || env->truncated()[size_t(i)];
-        dones[k] = done ? 1.0f : 0.0f;
-        if (done) {
-          record.episode_returns.push_back(env->episode_returns()[size_t(i)]);
-          record.episode_lengths.push_back(env->episode_lengths()[size_t(i)]);
-        }
+    float* r = rewards.data() + t * n;
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = size_t(t * n + i);
+      r[i] = env->rewards()[size_t(i)];
+      const bool done = env->terminated()[size_t(i)] || env->truncated()[size_t(i)];
+      dones[k] = done ? 1.0f : 0.0f;
+      if (done) {
+        record.episode_returns.push_back(env->episode_returns()[size_t(i)]);
+        record.episode_lengths.push_back(env->episode_lengths()[size_t(i)]);
       }
     }
-    // Generalised advantage estimation, bootstrapped from the value of the next observation.
-    const Tensor next_x = Tensor::from_vector(
-        std::vector<float>(env->observations().begin(), env->observations().end()), {n, obs_size});
-    const Tensor next_v = agent.value(next_x);
-    const float* next_values = next_v.data<float>();
-    std::vector<double> last_gae(static_cast<size_t>(n), 0.0);
-    for (int64_t t = t_steps - 1; t >= 0; --t)
-      for (int64_t i = 0; i < n; ++i) {
-        const size_t k = size_t(t * n + i);
-        const double next_value = t == t_steps - 1 ? next_values[i] : values[k + size_t(n)];
-        const double nonterminal = 1.0 - dones[k];
-        const double delta =
-            rewards[k] + config.gamma * next_value * nonterminal - double(values[k]);
-        last_gae[size_t(i)] =
-            delta + config.gamma * config.gae_lambda * nonterminal * last_gae[size_t(i)];
-        advantages[k] = float(last_gae[size_t(i)]);
-        returns[k] = float(last_gae[size_t(i)] + double(values[k]));
-      }
+    if (reward_normalizer) reward_normalizer->apply(r, env->terminated());
+    next_obs.assign(env->observations().begin(), env->observations().end());
+    agent.normalize_observations(next_obs.data(), n, /*update=*/true, config.clip_obs);
   }
+  // Generalised advantage estimation, bootstrapped from the value of the next observation.
+  const Tensor next_v = agent.value(Tensor::from_vector(next_obs, {n, obs_size}));
+  const float* next_values = next_v.data<float>();
+  std::vector<double> last_gae(static_cast<size_t>(n), 0.0);
+  for (int64_t t = t_steps - 1; t >= 0; --t)
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = size_t(t * n + i);
+      const double next_value = t == t_steps - 1 ? next_values[i] : values[k + size_t(n)];
+      const double nonterminal = 1.0 - dones[k];
+      const double delta = rewards[k] + config.gamma * next_value * nonterminal - double(values[k]);
+      last_gae[size_t(i)] =
+          delta + config.gamma * config.gae_lambda * nonterminal * last_gae[size_t(i)];
+      advantages[k] = float(last_gae[size_t(i)]);
+      returns[k] = float(last_gae[size_t(i)] + double(values[k]));
+    }
 }
 
 void PpoRun::Impl::update(int64_t it, PpoIteration& record) {
   // Epochs of shuffled minibatches.
+  const int64_t width = columns.count(), action_columns = columns.action_columns;
   std::vector<float> mb_obs(static_cast<size_t>(minibatch * obs_size)),
-      mb_targets(static_cast<size_t>(minibatch * kColumns));
+      mb_targets(static_cast<size_t>(minibatch * width));
   for (int64_t epoch = 0; epoch < config.update_epochs; ++epoch) {
     RandomStream shuffle(config.seed, mix_stream(kPpoShuffle, uint64_t(it), uint64_t(epoch)));
     const std::vector<int64_t> order = permutation(batch, shuffle);
@@ -332,15 +480,16 @@ void PpoRun::Impl::update(int64_t it, PpoIteration& record) {
       for (int64_t j = 0; j < minibatch; ++j) {
         const size_t k = size_t(order[size_t(start + j)]);
         std::copy_n(obs.begin() + int64_t(k) * obs_size, obs_size, mb_obs.begin() + j * obs_size);
-        float* t = mb_targets.data() + j * kColumns;
-        t[kAction] = float(taken[k]);
-        t[kOldLogProb] = log_probs[k];
-        t[kAdvantage] = normalise ? float((advantages[k] - mean) / (std + 1e-8)) : advantages[k];
-        t[kReturn] = returns[k];
-        t[kOldValue] = values[k];
+        float* t = mb_targets.data() + j * width;
+        std::copy_n(taken.begin() + int64_t(k) * action_columns, action_columns, t);
+        t[columns.old_log_prob()] = log_probs[k];
+        t[columns.advantage()] =
+            normalise ? float((advantages[k] - mean) / (std + 1e-8)) : advantages[k];
+        t[columns.ret()] = returns[k];
+        t[columns.old_value()] = values[k];
       }
       step->run(Tensor::from_vector(mb_obs, {minibatch, obs_size}),
-                Tensor::from_vector(mb_targets, {minibatch, int64_t(kColumns)}));
+                Tensor::from_vector(mb_targets, {minibatch, width}));
     }
   }
   // CleanRL's diagnostics, of the last minibatch: approx KL = mean((r - 1) - log r).

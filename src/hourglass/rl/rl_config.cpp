@@ -57,11 +57,14 @@ RlRunConfig parse_rl_run_config(const Config& c) {
                                  "runs in bench_rl), found \"{}\"",
                                  r.algorithm));
 
-  PpoConfig& p = r.ppo;
-  p.env = c.get_string("rl.env", p.env);
+  const std::string env = c.get_string("rl.env", PpoConfig{}.env);
   const std::vector<std::string> ids = vector_env_ids();
-  train::check_range(std::find(ids.begin(), ids.end(), p.env) != ids.end(), c, "rl.env",
-                     fmt::format("must be one of {}, found \"{}\"", fmt::join(ids, ", "), p.env));
+  train::check_range(std::find(ids.begin(), ids.end(), env) != ids.end(), c, "rl.env",
+                     fmt::format("must be one of {}, found \"{}\"", fmt::join(ids, ", "), env));
+  // CleanRL's defaults for the environment's kind of actions, then the keys given.
+  PpoConfig& p = r.ppo;
+  p = ppo_defaults(make_vector_env(env, 1)->spec().action_kind);
+  p.env = env;
   p.total_steps = int_in(c, "rl.total_steps", p.total_steps, 1, kMaxSteps, "must be in [1, 2^40]");
   p.num_envs = int_in(c, "rl.num_envs", p.num_envs, 1, 1 << 20, "must be in [1, 1048576]");
   p.num_steps = int_in(c, "rl.num_steps", p.num_steps, 1, 1 << 20, "must be in [1, 1048576]");
@@ -81,6 +84,10 @@ RlRunConfig parse_rl_run_config(const Config& c) {
   p.vf_coef = double_in(c, "rl.vf_coef", p.vf_coef, 0, kUnbounded, Upper::Closed, "non-negative");
   p.max_grad_norm = positive(c, "rl.max_grad_norm", p.max_grad_norm, kUnbounded);
   p.hidden = int_in(c, "rl.hidden", p.hidden, 1, 1 << 16, "must be in [1, 65536]");
+  p.norm_obs = c.get_bool("rl.norm_obs", p.norm_obs);
+  p.norm_reward = c.get_bool("rl.norm_reward", p.norm_reward);
+  p.clip_obs = positive(c, "rl.clip_obs", p.clip_obs, kUnbounded);
+  p.clip_reward = positive(c, "rl.clip_reward", p.clip_reward, kUnbounded);
   p.seed = r.seed;
   const int64_t batch = p.num_envs * p.num_steps;
   train::check_range(batch % p.num_minibatches == 0, c, "rl.num_minibatches",
@@ -123,6 +130,10 @@ std::string rl_trajectory_text(const RlRunConfig& r) {
   line("rl.vf_coef", p.vf_coef);
   line("rl.max_grad_norm", p.max_grad_norm);
   line("rl.hidden", p.hidden);
+  line("rl.norm_obs", p.norm_obs);
+  line("rl.norm_reward", p.norm_reward);
+  line("rl.clip_obs", p.clip_obs);
+  line("rl.clip_reward", p.clip_reward);
   return t;
 }
 

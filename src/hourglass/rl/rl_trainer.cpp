@@ -35,7 +35,8 @@ constexpr int64_t kEvaluationEpisodes = 100;
 // model tensor), copied in from the environments before each checkpoint and out after a restore.
 class PpoCheckpointModel : public nn::Module {
  public:
-  PpoCheckpointModel(std::shared_ptr<ActorCritic> agent, const VectorEnvState& shape)
+  PpoCheckpointModel(std::shared_ptr<ActorCritic> agent, const VectorEnvState& shape,
+                     const RewardNormalizer* rewards)
       : Module("PpoRunState") {
     register_module("agent", std::move(agent));
     const auto copies = int64_t(shape.steps.size());
@@ -44,17 +45,29 @@ class PpoCheckpointModel : public nn::Module {
     steps_ = register_buffer("env_steps", Tensor::zeros({copies}, DType::I64));
     episodes_ = register_buffer("env_episodes", Tensor::zeros({copies}, DType::I64));
     returns_ = register_buffer("env_returns", Tensor::zeros({copies}, DType::F64));
+    if (rewards != nullptr) {  // the reward normaliser: [mean, var, count] and each copy's return
+      reward_stats_ = register_buffer("reward_stats", Tensor::zeros({3}, DType::F64));
+      reward_returns_ = register_buffer("reward_returns", Tensor::zeros({copies}, DType::F64));
+    }
   }
   Tensor forward(const Tensor& x) override { return x; }  // never called: a container
 
-  void store(const VectorEnvState& s) {
+  void store(const VectorEnvState& s, const RewardNormalizer* rewards) {
     std::copy(s.physics.begin(), s.physics.end(), physics_.data<double>());
     std::copy(s.steps.begin(), s.steps.end(), steps_.data<int64_t>());
     for (size_t i = 0; i < s.episodes.size(); ++i)
       episodes_.data<int64_t>()[i] = int64_t(s.episodes[i]);
     std::copy(s.returns.begin(), s.returns.end(), returns_.data<double>());
+    if (rewards != nullptr) {
+      double* stats = reward_stats_.data<double>();
+      stats[0] = rewards->stats.mean[0];
+      stats[1] = rewards->stats.var[0];
+      stats[2] = rewards->stats.count;
+      std::copy(rewards->discounted.begin(), rewards->discounted.end(),
+                reward_returns_.data<double>());
+    }
   }
-  VectorEnvState load(const std::string& id, uint64_t seed) const {
+  VectorEnvState load(const std::string& id, uint64_t seed, RewardNormalizer* rewards) const {
     VectorEnvState s;
     s.id = id;
     s.seed = seed;
@@ -66,17 +79,23 @@ class PpoCheckpointModel : public nn::Module {
     for (int64_t i = 0; i < episodes_.numel(); ++i) s.episodes.push_back(uint64_t(ep[i]));
     const double* r = returns_.data<double>();
     s.returns.assign(r, r + returns_.numel());
+    if (rewards != nullptr) {
+      const double* stats = reward_stats_.data<double>();
+      rewards->stats.mean[0] = stats[0];
+      rewards->stats.var[0] = stats[1];
+      rewards->stats.count = stats[2];
+      const double* g = reward_returns_.data<double>();
+      rewards->discounted.assign(g, g + reward_returns_.numel());
+    }
     return s;
   }
 
  private:
-  Tensor physics_, steps_, episodes_, returns_;
+  Tensor physics_, steps_, episodes_, returns_, reward_stats_, reward_returns_;
 };
 
 std::unique_ptr<ActorCritic> load_agent(const RlRunConfig& run, const SafetensorsFile& file) {
-  const auto probe = make_vector_env(run.ppo.env, 1);
-  auto agent = std::make_unique<ActorCritic>(probe->spec().observation_size,
-                                             probe->spec().action_count, run.ppo.hidden);
+  std::unique_ptr<ActorCritic> agent = make_agent(run.ppo);
   // final.safetensors names the agent's tensors as they are; a checkpoint puts them under
   // "agent." beside the environments' state.
   const bool in_checkpoint = file.find("agent.actor.0.weight") != nullptr;
@@ -96,12 +115,11 @@ RlTrainer::RlTrainer(const Config& config, RlTrainerOptions options)
     : run_(parse_rl_run_config(config)), options_(std::move(options)) {
   if (run_.threads > 0) set_num_threads(run_.threads);
   trajectory_ = rl_trajectory_text(run_);
-  const auto probe = make_vector_env(run_.ppo.env, 1);
-  agent_ = std::make_shared<ActorCritic>(probe->spec().observation_size, probe->spec().action_count,
-                                         run_.ppo.hidden);
+  agent_ = make_agent(run_.ppo);
   agent_->initialize(run_.seed);
   ppo_ = std::make_unique<PpoRun>(run_.ppo, *agent_, run_.engine);
-  model_ = std::make_unique<PpoCheckpointModel>(agent_, ppo_->env().state());
+  model_ =
+      std::make_unique<PpoCheckpointModel>(agent_, ppo_->env().state(), ppo_->reward_normalizer());
   train::SessionOptions so;
   so.run_dir = options_.run_dir;
   so.progress = false;  // an info line per log_every iterations instead
@@ -117,7 +135,8 @@ RlTrainer::RlTrainer(const Config& config, RlTrainerOptions options)
   };
   if (std::optional<train::LoadedCheckpoint> ckpt = session_->find_resume_point(validate)) {
     train::restore_training_checkpoint(*ckpt, *model_, ppo_->optimizer());
-    ppo_->restore(ckpt->state.epoch, model_->load(run_.ppo.env, run_.seed));
+    ppo_->restore(ckpt->state.epoch,
+                  model_->load(run_.ppo.env, run_.seed, ppo_->reward_normalizer()));
     last_record_ = ckpt->state.last_epoch_record;
     checkpointed_step_ = ckpt->state.step;
     session_->adopt(*ckpt);
@@ -134,7 +153,7 @@ RlTrainer::~RlTrainer() = default;
 const std::string& RlTrainer::run_dir() const { return session_->run_dir(); }
 
 double RlTrainer::write_checkpoint() {
-  model_->store(ppo_->env().state());
+  model_->store(ppo_->env().state(), ppo_->reward_normalizer());
   train::TrainingState s;
   s.epoch = ppo_->iteration();
   s.batch = 0;
@@ -249,7 +268,7 @@ RlRunSummary RlTrainer::run() {
     return summary();
   }
   const PolicyEvaluation eval =
-      evaluate_policy(*agent_, run_.ppo.env, kEvaluationEpisodes, run_.seed + 1000);
+      evaluate_agent(*agent_, run_.ppo, kEvaluationEpisodes, run_.seed + 1000);
   eval_mean_ = eval.mean;
   eval_std_ = eval.std;
   HG_LOG_INFO("evaluation: mean return {:.1f} +- {:.1f} over {} greedy episodes", eval.mean,
