@@ -30,11 +30,12 @@ test_packages=(
   clang libclang-rt-14-dev libomp-dev       # the sanitizer and fuzzer build; hip-check.sh's host files
   openmpi-bin libopenmpi-dev                # the MPI communicator (CPU ranks) and its mpiexec tests
   chromium                                  # headless: renders `hourglass report`'s page in a test
+  python3-torchvision                       # `hourglass export --format torch` loaded by torchvision
 )
 case "${1:-}" in
   "") ;;
   --test) packages+=("${test_packages[@]}") ;;
-  --bench) packages+=("${test_packages[@]}" python3-torch) ;;
+  --bench) packages+=("${test_packages[@]}") ;;  # python3-torch comes with torchvision
   *) echo "install-deps: unknown option '$1' (use --test or --bench, or nothing)" >&2; exit 2 ;;
 esac
 export DEBIAN_FRONTEND=noninteractive

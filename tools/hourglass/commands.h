@@ -35,6 +35,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 Runner add_train(CLI::App& app);
 Runner add_eval(CLI::App& app);
+// A model's weights for another framework (cmd_export.cpp).
+Runner add_export(CLI::App& app);
 Runner add_info(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);

@@ -1,5 +1,7 @@
 #include "hourglass/train/training_setup.h"
 
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <exception>
 #include <future>
@@ -10,6 +12,7 @@
 #include "hourglass/data/holdout.h"
 #include "hourglass/data/image_split.h"
 #include "hourglass/nn/parameter_arena.h"
+#include "hourglass/nn/torch_layout.h"
 #include "hourglass/ops/backend.h"
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/adamw.h"
@@ -142,6 +145,15 @@ std::shared_ptr<nn::Module> build_model(const RunConfig& run, const data::Datase
   spec.num_classes = shape.num_classes;
   std::shared_ptr<nn::Module> model = nn::make_model(spec);
   nn::initialize(*model, run.seed);
+  if (!run.init.from.empty()) {
+    nn::check_torch_layout_model(run.model.name);
+    const int64_t copied =
+        nn::init_from_file(*model, run.model.name, run.init.from, run.init.exclude);
+    HG_LOG_INFO("model.init_from {}: {} tensors copied{}", run.init.from, copied,
+                run.init.exclude.empty() ? ""
+                                         : fmt::format(", {} kept at the seed's values",
+                                                       fmt::join(run.init.exclude, ", ")));
+  }
   if (device_ready.valid()) device_ready.get();  // its error, if any, is the run's
   model->to(run.device);
   return model;

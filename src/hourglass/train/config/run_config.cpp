@@ -84,6 +84,10 @@ RunConfig parse_run_config(const Config& c) {
   // [model]
   r.model.name = c.get_string("model.name", "small_cnn");
   r.model.stem = c.get_string("model.stem", "cifar");
+  r.init.from = c.get_string("model.init_from", "");
+  r.init.exclude = c.get_string_list("model.init_exclude", {});
+  check_range(r.init.exclude.empty() || !r.init.from.empty(), c, "model.init_exclude",
+              "needs model.init_from (the file whose other tensors the run starts from)");
   r.model.dropout = double_in(c, "model.dropout", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
   r.model.hidden = c.get_int_list("model.hidden", {512, 512});
   for (const int64_t width : r.model.hidden)
@@ -385,6 +389,11 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("model.dropout", r.model.dropout);
   line("model.hidden", list_text(r.model.hidden));
   if (r.model.base_channels > 0) line("model.channels", r.model.base_channels);
+  // Only when set, so that runs from the seed's initialisation keep the text (and hash) they had.
+  if (!r.init.from.empty()) {
+    line("model.init_from", quoted(r.init.from));
+    line("model.init_exclude", fmt::format("[{}]", fmt::join(r.init.exclude, ", ")));
+  }
   const DataConfig& d = r.data;
   line("data.dataset", quoted(d.dataset));
   line("data.train_limit", d.train_limit);

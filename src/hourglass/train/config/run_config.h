@@ -165,6 +165,13 @@ struct TuneConfig {
   std::string cache_dir;
 };
 
+// model.init_from / model.init_exclude: the weights a new run starts from instead of its seed's
+// (nn/torch_layout.h: an hourglass file or one in PyTorch's layout), but for the tensors named.
+struct InitConfig {
+  std::string from;                  // "" : the seed's initialisation
+  std::vector<std::string> exclude;  // tensor names or prefixes ("fc") kept at their own values
+};
+
 struct RunConfig {
   std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
@@ -174,6 +181,7 @@ struct RunConfig {
   bool deterministic = false;  // GPU: only deterministic library algorithms (bit-exact resume)
   int threads = 0;             // 0: OpenMP's default
   nn::ModelSpec model;         // in_channels, size and classes come from the dataset
+  InitConfig init;             // model.init_from, model.init_exclude
   DataConfig data;
   OptimConfig optim;
   ScheduleConfig schedule;
