@@ -57,11 +57,11 @@ nn::ModelSpec resnet18_spec(int64_t classes) {
   return spec;
 }
 
-// One trained ResNet-18 with the ImageNet stem on synthetic 32x32 RGB images, shared by the
-// tests (one epoch of two steps).
-const std::string& trained_dir() {
-  static const std::string dir = [] {
-    const std::string d = test::fresh_temp_dir("hourglass_cli_export");
+// A trained ResNet-18 with the ImageNet stem on synthetic 32x32 RGB images (one epoch of two
+// steps), in a directory of the test's own (CTest runs the tests as processes side by side).
+std::string trained_dir(const std::string& name) {
+  const std::string dir = [&] {
+    const std::string d = test::fresh_temp_dir("hourglass_cli_export_" + name);
     std::ofstream(d + "/r18.toml") << R"(
 name = "r18"
 seed = 3
@@ -86,7 +86,7 @@ every_steps = 0
 }
 
 TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
-  const std::string d = trained_dir();
+  const std::string d = trained_dir("logits");
   const std::string out = d + "/r18.torch.safetensors";
   const Result e =
       run(d, {"export", d + "/run/final.safetensors", "--format", "torch", "--out", out});
@@ -149,7 +149,7 @@ TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
 }
 
 TEST(CliExport, InitFromReadsBothLayoutsBitForBit) {
-  const std::string d = trained_dir();
+  const std::string d = trained_dir("init");
   const std::string torch_file = d + "/roundtrip.torch.safetensors";
   ASSERT_EQ(
       run(d, {"export", d + "/run/final.safetensors", "--format", "torch", "--out", torch_file})
@@ -181,7 +181,7 @@ TEST(CliExport, InitFromReadsBothLayoutsBitForBit) {
 }
 
 TEST(CliExport, TrainingStartsFromInitFromAndRecordsIt) {
-  const std::string d = trained_dir();
+  const std::string d = trained_dir("train");
   std::string config = read_file(d + "/r18.toml");
   config.insert(config.find("[data]"), "init_from = \"" + d + "/run/final.safetensors\"\n");
   std::ofstream(d + "/from.toml") << config;

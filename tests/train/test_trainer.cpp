@@ -334,7 +334,10 @@ TEST(Trainer, ShippedResNet18ConfigTrainsAndItsLossFalls) {
   for (const auto& m : history) EXPECT_TRUE(std::isfinite(m.train_loss));
   SafetensorsFile f = load_safetensors(dir + "/final.safetensors");
   EXPECT_EQ(f.at("stem.conv.weight").shape(), (Shape{64, 3, 3, 1}));
-  EXPECT_NE(f.find("optim.momentum"), nullptr);
+  // The weights only: the optimizer's state stays in the checkpoints, its step in the metadata.
+  EXPECT_EQ(f.find("optim.momentum"), nullptr);
+  EXPECT_EQ(f.metadata.at("hourglass.optim.step"), std::to_string(t.global_step()));
+  EXPECT_NE(load_safetensors(t.last_checkpoint()).find("optim.momentum"), nullptr);
 }
 
 TEST(Trainer, BadValuesFailBeforeTrainingNamingTheKey) {

@@ -375,7 +375,11 @@ void RunSession::save_final(const nn::Module& model, const optim::Optimizer& opt
   require_checkpoint_written();
   if (!writes()) return;
   metadata.emplace(kConfigMetadataKey, config_.to_toml());
-  save_checkpoint(options_.run_dir + "/final.safetensors", model, &optimizer, std::move(metadata));
+  // The weights only: the optimizer's state stays in the checkpoints (a final model is
+  // evaluated, exported or fine-tuned, not resumed); its name and step count are recorded.
+  metadata.emplace("hourglass.optim.name", optimizer.name());
+  metadata.emplace("hourglass.optim.step", std::to_string(optimizer.step_count()));
+  save_checkpoint(options_.run_dir + "/final.safetensors", model, nullptr, std::move(metadata));
 }
 
 std::string RunSession::start_steps() {

@@ -149,7 +149,8 @@ class RunSession {
   // (metrics.tensorboard); safe to call from the monitor's thread.
   void append_monitor_record(int64_t step,
                              const std::vector<std::pair<std::string, double>>& values);
-  // final.safetensors: the weights (and optimizer state) with `metadata` plus the config.
+  // final.safetensors: the model's weights and buffers (not the optimizer's state, which the
+  // checkpoints keep) with `metadata`, the config, and the optimizer's name and step count.
   void save_final(const nn::Module& model, const optim::Optimizer& optimizer,
                   std::map<std::string, std::string> metadata);
   // Waits for the last checkpoint and closes the ledger, recording `stop_reason` ("" for a
