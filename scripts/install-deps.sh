@@ -16,6 +16,7 @@ packages=(
   libarchive-dev                            # CIFAR-10 read in place from its .tar.gz
   libjpeg62-turbo-dev libpng-dev          # decoding JPEG and PNG images of folder datasets
   dataset-fashion-mnist                     # /usr/share/datasets/fashion-mnist
+  libonnx-dev libprotobuf-dev               # hourglass export --format onnx (ONNX's protobuf classes)
 )
 test_packages=(
   git ccache                                # ccache: scripts/build.sh's compiler launcher
@@ -31,6 +32,7 @@ test_packages=(
   openmpi-bin libopenmpi-dev                # the MPI communicator (CPU ranks) and its mpiexec tests
   chromium                                  # headless: renders `hourglass report`'s page in a test
   python3-torchvision                       # `hourglass export --format torch` loaded by torchvision
+  python3-onnx                              # `hourglass export --format onnx` checked by onnx.checker
 )
 case "${1:-}" in
   "") ;;

@@ -1,8 +1,10 @@
-// hourglass export --format torch and model.init_from: a trained ResNet-18 (ImageNet stem) in
-// PyTorch's layout loads strictly into torchvision's resnet18 (Debian's python3-torchvision) and
-// gives hourglass's logits; read back by model.init_from it is the same weights bit for bit;
-// init_exclude keeps a classifier of another size; the errors name every missing or mis-shaped
-// tensor, the refused formats and models, and an existing output file, which is left as it is.
+// hourglass export --format torch and onnx, and model.init_from: a trained ResNet-18 (ImageNet
+// stem) in PyTorch's layout loads strictly into torchvision's resnet18 (Debian's
+// python3-torchvision) and gives hourglass's logits; as ONNX it passes onnx.checker and, run by an
+// independent NumPy interpreter, gives them too; read back by model.init_from it is the same
+// weights bit for bit; init_exclude keeps a classifier of another size; the errors name every
+// missing or mis-shaped tensor, the refused formats and models, and an existing output file, which
+// is left as it is.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,22 +87,9 @@ every_steps = 0
   return dir;
 }
 
-TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
-  const std::string d = trained_dir("logits");
-  const std::string out = d + "/r18.torch.safetensors";
-  const Result e =
-      run(d, {"export", d + "/run/final.safetensors", "--format", "torch", "--out", out});
-  ASSERT_EQ(e.code, 0) << e.log;
-  EXPECT_NE(e.log.find("tensors of resnet18 in PyTorch's layout"), std::string::npos) << e.log;
-  const SafetensorsFile file = load_safetensors(out);
-  EXPECT_EQ(file.at("conv1.weight").shape(), Shape({64, 3, 7, 7}));
-  EXPECT_EQ(file.at("layer2.0.downsample.0.weight").shape(), Shape({128, 64, 1, 1}));
-  EXPECT_EQ(file.at("fc.weight").shape(), Shape({10, 512}));
-  EXPECT_EQ(file.at("bn1.num_batches_tracked").dtype(), DType::I64);
-  for (const NamedTensor& t : file.tensors)
-    EXPECT_EQ(t.name.rfind("optim.", 0), std::string::npos) << t.name;
-
-  // hourglass's logits for two fixed images (NHWC), and the same images NCHW for torchvision.
+// hourglass's logits of the trained model in `d` for two fixed 32x32 RGB images, which are
+// written NCHW to d/input.f32 for the other frameworks.
+std::vector<float> hourglass_logits(const std::string& d) {
   const int64_t n = 2, h = 32, w = 32, c = 3;
   std::vector<float> nhwc(static_cast<size_t>(n * h * w * c)), nchw(nhwc.size());
   RandomStream rng(11, 0);
@@ -116,9 +105,35 @@ TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
   train::load_model_state(*model, train::read_checkpoint(d + "/run/final.safetensors"));
   model->eval();
   autograd::NoGradGuard no_grad;
-  const std::vector<float> ours =
-      model->forward(Tensor::from_vector(nhwc, {n, h, w, c})).to_vector<float>();
+  return model->forward(Tensor::from_vector(nhwc, {n, h, w, c})).to_vector<float>();
+}
 
+// `theirs` (JSON logits [2][10]) equal to hourglass's within f32 rounding of the sums.
+void expect_same_logits(const nlohmann::json& theirs, const std::vector<float>& ours) {
+  double scale = 0;
+  for (float v : ours) scale = std::max(scale, double(std::fabs(v)));
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t k = 0; k < 10; ++k)
+      EXPECT_NEAR(theirs[i][k].get<double>(), ours[i * 10 + k], 1e-4 * (1 + scale))
+          << "image " << i << " class " << k;
+}
+
+TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
+  const std::string d = trained_dir("logits");
+  const std::string out = d + "/r18.torch.safetensors";
+  const Result e =
+      run(d, {"export", d + "/run/final.safetensors", "--format", "torch", "--out", out});
+  ASSERT_EQ(e.code, 0) << e.log;
+  EXPECT_NE(e.log.find("tensors of resnet18 in PyTorch's layout"), std::string::npos) << e.log;
+  const SafetensorsFile file = load_safetensors(out);
+  EXPECT_EQ(file.at("conv1.weight").shape(), Shape({64, 3, 7, 7}));
+  EXPECT_EQ(file.at("layer2.0.downsample.0.weight").shape(), Shape({128, 64, 1, 1}));
+  EXPECT_EQ(file.at("fc.weight").shape(), Shape({10, 512}));
+  EXPECT_EQ(file.at("bn1.num_batches_tracked").dtype(), DType::I64);
+  for (const NamedTensor& t : file.tensors)
+    EXPECT_EQ(t.name.rfind("optim.", 0), std::string::npos) << t.name;
+
+  const std::vector<float> ours = hourglass_logits(d);
   const std::string cmd = "/usr/bin/python3 " HG_SOURCE_DIR "/tests/tools/torch_load_export.py " +
                           out + " resnet18 10 --input " + d + "/input.f32 --shape 2,3,32,32 > " +
                           d + "/torch.json 2> " + d + "/torch.err";
@@ -128,13 +143,7 @@ TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
   const nlohmann::json j = nlohmann::json::parse(read_file(d + "/torch.json"));
   EXPECT_EQ(j["missing"].size(), 0u) << j.dump();
   EXPECT_EQ(j["unexpected"].size(), 0u) << j.dump();
-  double scale = 0;
-  for (float v : ours) scale = std::max(scale, double(std::fabs(v)));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t k = 0; k < 10; ++k)
-      EXPECT_NEAR(j["logits"][size_t(i)][size_t(k)].get<double>(), ours[size_t(i * 10 + k)],
-                  1e-4 * (1 + scale))
-          << "image " << i << " class " << k;
+  expect_same_logits(j["logits"], ours);
 
   // An existing file is refused and left as it is.
   const std::string before = read_file(out);
@@ -143,9 +152,32 @@ TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
   EXPECT_EQ(again.code, 2) << again.log;
   EXPECT_NE(again.log.find("exists already"), std::string::npos) << again.log;
   EXPECT_EQ(read_file(out), before);
-  const Result onnx = run(d, {"export", d + "/run/final.safetensors", "--format", "onnx"});
-  EXPECT_EQ(onnx.code, 2) << onnx.log;
-  EXPECT_NE(onnx.log.find("--format onnx"), std::string::npos) << onnx.log;
+  const Result other = run(d, {"export", d + "/run/final.safetensors", "--format", "tflite"});
+  EXPECT_EQ(other.code, 2) << other.log;
+  EXPECT_NE(other.log.find("--format tflite"), std::string::npos) << other.log;
+}
+
+// The ONNX model passes onnx.checker (full check, strict shape inference; Debian's
+// python3-onnx) and, evaluated by an independent NumPy interpreter, gives hourglass's logits.
+TEST(CliExport, OnnxModelPassesTheCheckerAndGivesTheSameLogits) {
+  const std::string d = trained_dir("onnx");
+  const std::string out = d + "/r18.onnx";
+  const Result e =
+      run(d, {"export", d + "/run/final.safetensors", "--format", "onnx", "--out", out});
+  ASSERT_EQ(e.code, 0) << e.log;
+  EXPECT_NE(e.log.find("input [batch, 3, height, width]"), std::string::npos) << e.log;
+  const std::vector<float> ours = hourglass_logits(d);
+  const std::string cmd = "/usr/bin/python3 " HG_SOURCE_DIR "/tests/tools/onnx_numpy_eval.py " +
+                          out + " " + d + "/input.f32 2,3,32,32 > " + d + "/onnx.json 2> " + d +
+                          "/onnx.err";
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << read_file(d + "/onnx.err")
+      << "\n(the test needs Debian's python3-onnx: scripts/install-deps.sh --test)";
+  const nlohmann::json j = nlohmann::json::parse(read_file(d + "/onnx.json"));
+  EXPECT_EQ(j["opset"], 17);
+  EXPECT_EQ(j["input"], "input");
+  EXPECT_EQ(j["output"], "logits");
+  expect_same_logits(j["logits"], ours);
 }
 
 TEST(CliExport, InitFromReadsBothLayoutsBitForBit) {

@@ -1,18 +1,24 @@
-// hourglass export MODEL --format torch [--out PATH] [--allow-unverified-checkpoint]
+// hourglass export MODEL --format torch|onnx [--out PATH] [--allow-unverified-checkpoint]
 //
-// A trained model's weights in PyTorch's layout under torchvision's names
-// (nn/torch_layout.h): safetensors that torchvision.models.resnet50().load_state_dict takes
-// (via safetensors.torch.load_file), with the ImageNet stem. Writes <MODEL's stem>.torch
-// .safetensors beside MODEL unless --out names the file; an existing file is never replaced.
+// torch: a trained model's weights in PyTorch's layout under torchvision's names
+// (nn/torch_layout.h): safetensors that torchvision.models.resnet50().load_state_dict takes,
+// with the ImageNet stem. onnx: a ResNet as an ONNX model, opset 17 (onnx_export.h). Writes
+// <MODEL's stem>.torch.safetensors or .onnx beside MODEL unless --out names the file; an
+// existing file is never replaced.
 #include <filesystem>
 
 #include "commands.h"
+#include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/nn/torch_layout.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/config/run_config.h"
 #include "hourglass/train/run/checkpoint.h"
+
+#ifdef HOURGLASS_HAS_ONNX
+#include "onnx_export.h"
+#endif
 
 namespace hg::cli {
 
@@ -26,19 +32,26 @@ Runner add_export(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "export",
-      "Write a trained model's weights for another framework: --format torch, PyTorch's "
-      "layout under torchvision's names (resnet18/34/50, mlp), without the optimizer state.");
+      "Write a trained model for another framework: --format torch, its weights in PyTorch's "
+      "layout under torchvision's names (resnet18/34/50, mlp); --format onnx, a ResNet as an "
+      "ONNX model (NCHW input of any size, logits out).");
   sub->add_option("model", args->model, "final.safetensors or a checkpoint of a run")->required();
-  sub->add_option("--format", args->format, "torch")->required();
+  sub->add_option("--format", args->format, "torch (PyTorch's layout) or onnx (ResNets, opset 17)")
+      ->required();
   sub->add_option("--out", args->out,
-                  "the file to write (default: MODEL's name with .torch.safetensors); an "
-                  "existing file is refused");
+                  "the file to write (default: MODEL's name with .torch.safetensors or .onnx); "
+                  "an existing file is refused");
   sub->add_flag("--allow-unverified-checkpoint", args->allow_unverified,
                 "also read a checkpoint written before checkpoint-v3 (no whole-file checksum)");
   return [args] {
+#ifdef HOURGLASS_HAS_ONNX
+    HG_CHECK(args->format == "torch" || args->format == "onnx",
+             "--format {}: the formats export writes are torch and onnx", args->format);
+#else
     HG_CHECK(args->format == "torch",
-             "--format {}: the formats export writes are: torch (ONNX is not written yet)",
+             "--format {}: this build writes torch only (onnx needs libonnx-dev when it is built)",
              args->format);
+#endif
     const SafetensorsFile file = train::read_checkpoint(
         args->model, args->allow_unverified ? train::CheckpointTrust::AllowUnverified
                                             : train::CheckpointTrust::VerifiedOnly);
@@ -51,21 +64,41 @@ Runner add_export(CLI::App& app) {
              "{}: an agent of a reinforcement-learning run; export writes classifiers",
              args->model);
     const std::string model_name = config.get_string("model.name", "small_cnn");
-    nn::check_torch_layout_model(model_name);
     std::vector<NamedTensor> state;
     for (const NamedTensor& t : file.tensors)
       if (t.name.rfind(train::kOptimPrefix, 0) != 0) state.push_back(t);
+    const bool onnx = args->format == "onnx";
+    std::string out = args->out;
+    if (out.empty()) {
+      std::filesystem::path p(args->model);
+      out = (p.parent_path() / (p.stem().string() + (onnx ? ".onnx" : ".torch.safetensors")))
+                .string();
+    }
+    HG_CHECK(!std::filesystem::exists(out),
+             "export: {} exists already; it is left as it is (pass --out to write elsewhere)", out);
+#ifdef HOURGLASS_HAS_ONNX
+    if (onnx) {
+      OnnxExportOptions o;
+      o.model_name = model_name;
+      o.stem = config.get_string("model.stem", "cifar");
+      const Tensor* stem = nullptr;
+      for (const NamedTensor& t : state)
+        if (t.name == "stem.conv.weight") stem = &t.tensor;
+      HG_CHECK(stem != nullptr || model_name.rfind("resnet", 0) != 0,
+               "{}: no stem.conv.weight: not a ResNet's weights", args->model);
+      o.in_channels = stem != nullptr ? stem->size(3) : 0;
+      o.producer_version = HOURGLASS_VERSION;
+      write_file_atomic(out, resnet_onnx_model(state, o));
+      std::printf("%s: %s as ONNX (opset 17), input [batch, %lld, height, width]\n", out.c_str(),
+                  model_name.c_str(), static_cast<long long>(o.in_channels));
+      return 0;
+    }
+#endif
+    nn::check_torch_layout_model(model_name);
     int64_t steps = 0;
     if (auto s = file.metadata.find("hourglass.optim.step"); s != file.metadata.end())
       steps = std::stoll(s->second);
     const std::vector<NamedTensor> torch = nn::to_torch_layout(model_name, state, steps);
-    std::string out = args->out;
-    if (out.empty()) {
-      std::filesystem::path p(args->model);
-      out = (p.parent_path() / (p.stem().string() + ".torch.safetensors")).string();
-    }
-    HG_CHECK(!std::filesystem::exists(out),
-             "export: {} exists already; it is left as it is (pass --out to write elsewhere)", out);
     save_safetensors(out, torch,
                      {{"format", "pt"},
                       {"hourglass.source", args->model},

@@ -1,0 +1,173 @@
+#include "onnx_export.h"
+
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include <map>
+
+#include "hourglass/base/error.h"
+
+namespace hg::cli {
+
+namespace {
+
+constexpr int64_t kOpset = 17;
+constexpr float kBatchNormEps = 1e-5f;  // nn::BatchNorm2d's
+
+class GraphBuilder {
+ public:
+  GraphBuilder(onnx::GraphProto& graph, const std::map<std::string, Tensor>& state)
+      : graph_(graph), state_(state) {}
+
+  // The tensor `name` of the state as an initializer (4-D weights turned OIHW); its name.
+  std::string initializer(const std::string& name) {
+    auto it = state_.find(name);
+    HG_CHECK(it != state_.end(), "export --format onnx: the model has no tensor '{}'", name);
+    Tensor t = it->second.to(Device::cpu()).to(DType::F32);
+    if (t.dim() == 4) t = t.permute({0, 3, 1, 2});
+    t = t.contiguous();
+    onnx::TensorProto* p = graph_.add_initializer();
+    p->set_name(name);
+    p->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : t.shape()) p->add_dims(d);
+    p->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()), size_t(t.numel()) * 4));
+    return name;
+  }
+
+  std::string node(const std::string& op, const std::vector<std::string>& inputs,
+                   const std::vector<onnx::AttributeProto>& attributes = {}) {
+    onnx::NodeProto* n = graph_.add_node();
+    n->set_op_type(op);
+    n->set_name(fmt::format("{}_{}", op, ++count_));
+    for (const std::string& in : inputs) n->add_input(in);
+    const std::string out = fmt::format("t{}", count_);
+    n->add_output(out);
+    for (const onnx::AttributeProto& a : attributes) *n->add_attribute() = a;
+    return out;
+  }
+
+  // Conv over `x` with the weight `prefix`.weight, stride `stride`, padding kernel / 2.
+  std::string conv(const std::string& x, const std::string& prefix, int64_t stride) {
+    const std::string w = initializer(prefix + ".weight");
+    const int64_t k = state_.at(prefix + ".weight").size(1);  // [O, KH, KW, I]
+    const int64_t pad = k / 2;
+    return node("Conv", {x, w},
+                {ints("kernel_shape", {k, k}), ints("strides", {stride, stride}),
+                 ints("pads", {pad, pad, pad, pad}), ints("dilations", {1, 1})});
+  }
+
+  std::string batch_norm(const std::string& x, const std::string& prefix) {
+    return node("BatchNormalization",
+                {x, initializer(prefix + ".weight"), initializer(prefix + ".bias"),
+                 initializer(prefix + ".running_mean"), initializer(prefix + ".running_var")},
+                {real("epsilon", kBatchNormEps)});
+  }
+
+  std::string relu(const std::string& x) { return node("Relu", {x}); }
+
+  bool has(const std::string& name) const { return state_.count(name) > 0; }
+
+  static onnx::AttributeProto ints(const std::string& name, const std::vector<int64_t>& values) {
+    onnx::AttributeProto a;
+    a.set_name(name);
+    a.set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values) a.add_ints(v);
+    return a;
+  }
+  static onnx::AttributeProto integer(const std::string& name, int64_t value) {
+    onnx::AttributeProto a;
+    a.set_name(name);
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(value);
+    return a;
+  }
+  static onnx::AttributeProto real(const std::string& name, float value) {
+    onnx::AttributeProto a;
+    a.set_name(name);
+    a.set_type(onnx::AttributeProto::FLOAT);
+    a.set_f(value);
+    return a;
+  }
+
+ private:
+  onnx::GraphProto& graph_;
+  const std::map<std::string, Tensor>& state_;
+  int count_ = 0;
+};
+
+void input_value(onnx::ValueInfoProto* v, int64_t channels) {
+  v->set_name("input");
+  onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  onnx::TensorShapeProto* shape = t->mutable_shape();
+  shape->add_dim()->set_dim_param("batch");
+  shape->add_dim()->set_dim_value(channels);
+  shape->add_dim()->set_dim_param("height");
+  shape->add_dim()->set_dim_param("width");
+}
+
+}  // namespace
+
+std::string resnet_onnx_model(const std::vector<NamedTensor>& tensors, const OnnxExportOptions& o) {
+  HG_CHECK(o.model_name == "resnet18" || o.model_name == "resnet34" || o.model_name == "resnet50",
+           "export --format onnx: model '{}' has no ONNX graph here: resnet18, resnet34 and "
+           "resnet50 do",
+           o.model_name);
+  std::map<std::string, Tensor> state;
+  for (const NamedTensor& t : tensors) state.emplace(t.name, t.tensor);
+
+  onnx::ModelProto model;
+  model.set_ir_version(onnx::IR_VERSION);
+  model.set_producer_name("hourglass");
+  model.set_producer_version(o.producer_version);
+  onnx::OperatorSetIdProto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOpset);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  graph.set_name(o.model_name);
+  GraphBuilder g(graph, state);
+  // Any image size: the ResNets end in a global average pool.
+  input_value(graph.add_input(), o.in_channels);
+
+  const bool imagenet = o.stem == "imagenet";
+  std::string y = g.relu(g.batch_norm(g.conv("input", "stem.conv", imagenet ? 2 : 1), "stem.bn"));
+  if (imagenet)
+    y = g.node("MaxPool", {y},
+               {GraphBuilder::ints("kernel_shape", {3, 3}), GraphBuilder::ints("strides", {2, 2}),
+                GraphBuilder::ints("pads", {1, 1, 1, 1})});
+  for (int s = 1; g.has(fmt::format("layer{}.0.conv1.weight", s)); ++s) {
+    for (int b = 0; g.has(fmt::format("layer{}.{}.conv1.weight", s, b)); ++b) {
+      const std::string p = fmt::format("layer{}.{}", s, b);
+      const int64_t stride = s > 1 && b == 0 ? 2 : 1;
+      const bool bottleneck = g.has(p + ".conv3.weight");
+      // Basic: the stride on conv1; Bottleneck: on conv2 (nn/resnet.cpp).
+      std::string z =
+          g.relu(g.batch_norm(g.conv(y, p + ".conv1", bottleneck ? 1 : stride), p + ".bn1"));
+      z = g.batch_norm(g.conv(z, p + ".conv2", bottleneck ? stride : 1), p + ".bn2");
+      if (bottleneck) z = g.batch_norm(g.conv(g.relu(z), p + ".conv3", 1), p + ".bn3");
+      const std::string shortcut =
+          g.has(p + ".shortcut.conv.weight")
+              ? g.batch_norm(g.conv(y, p + ".shortcut.conv", stride), p + ".shortcut.bn")
+              : y;
+      y = g.relu(g.node("Add", {z, shortcut}));
+    }
+  }
+  y = g.node("Flatten", {g.node("GlobalAveragePool", {y})}, {GraphBuilder::integer("axis", 1)});
+  const std::string logits =
+      g.node("Gemm", {y, g.initializer("fc.weight"), g.initializer("fc.bias")},
+             {GraphBuilder::integer("transB", 1)});
+  // The last node's output is the graph's: renamed "logits".
+  graph.mutable_node(graph.node_size() - 1)->set_output(0, "logits");
+  (void)logits;
+  onnx::ValueInfoProto* out = graph.add_output();
+  out->set_name("logits");
+  onnx::TypeProto_Tensor* t = out->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("batch");
+  t->mutable_shape()->add_dim()->set_dim_value(state.at("fc.weight").size(0));
+  std::string bytes;
+  HG_CHECK(model.SerializeToString(&bytes), "export --format onnx: the model did not serialise");
+  return bytes;
+}
+
+}  // namespace hg::cli
