@@ -87,6 +87,21 @@ every_steps = 0
   return dir;
 }
 
+// Runs tests/tools/`script` with `args` under Debian's python3 and reads the JSON it prints
+// into `out`; a failure (the tool's stderr, and the package it needs) is a test failure.
+testing::AssertionResult run_python_tool(const std::string& d, const std::string& script,
+                                         const std::string& args, const std::string& package,
+                                         nlohmann::json& out) {
+  const std::string cmd = "/usr/bin/python3 " HG_SOURCE_DIR "/tests/tools/" + script + " " + args +
+                          " > " + d + "/tool.json 2> " + d + "/tool.err";
+  if (std::system(cmd.c_str()) != 0)
+    return testing::AssertionFailure()
+           << script << " failed: " << read_file(d + "/tool.err") << "\n(the test needs Debian's "
+           << package << ": scripts/install-deps.sh --test)";
+  out = nlohmann::json::parse(read_file(d + "/tool.json"));
+  return testing::AssertionSuccess();
+}
+
 // hourglass's logits of the trained model in `d` for two fixed 32x32 RGB images, which are
 // written NCHW to d/input.f32 for the other frameworks.
 std::vector<float> hourglass_logits(const std::string& d) {
@@ -134,13 +149,10 @@ TEST(CliExport, TorchLayoutLoadsIntoTorchvisionWithTheSameLogits) {
     EXPECT_EQ(t.name.rfind("optim.", 0), std::string::npos) << t.name;
 
   const std::vector<float> ours = hourglass_logits(d);
-  const std::string cmd = "/usr/bin/python3 " HG_SOURCE_DIR "/tests/tools/torch_load_export.py " +
-                          out + " resnet18 10 --input " + d + "/input.f32 --shape 2,3,32,32 > " +
-                          d + "/torch.json 2> " + d + "/torch.err";
-  ASSERT_EQ(std::system(cmd.c_str()), 0)
-      << read_file(d + "/torch.err")
-      << "\n(the test needs Debian's python3-torchvision: scripts/install-deps.sh --test)";
-  const nlohmann::json j = nlohmann::json::parse(read_file(d + "/torch.json"));
+  nlohmann::json j;
+  ASSERT_TRUE(run_python_tool(d, "torch_load_export.py",
+                              out + " resnet18 10 --input " + d + "/input.f32 --shape 2,3,32,32",
+                              "python3-torchvision", j));
   EXPECT_EQ(j["missing"].size(), 0u) << j.dump();
   EXPECT_EQ(j["unexpected"].size(), 0u) << j.dump();
   expect_same_logits(j["logits"], ours);
@@ -167,13 +179,9 @@ TEST(CliExport, OnnxModelPassesTheCheckerAndGivesTheSameLogits) {
   ASSERT_EQ(e.code, 0) << e.log;
   EXPECT_NE(e.log.find("input [batch, 3, height, width]"), std::string::npos) << e.log;
   const std::vector<float> ours = hourglass_logits(d);
-  const std::string cmd = "/usr/bin/python3 " HG_SOURCE_DIR "/tests/tools/onnx_numpy_eval.py " +
-                          out + " " + d + "/input.f32 2,3,32,32 > " + d + "/onnx.json 2> " + d +
-                          "/onnx.err";
-  ASSERT_EQ(std::system(cmd.c_str()), 0)
-      << read_file(d + "/onnx.err")
-      << "\n(the test needs Debian's python3-onnx: scripts/install-deps.sh --test)";
-  const nlohmann::json j = nlohmann::json::parse(read_file(d + "/onnx.json"));
+  nlohmann::json j;
+  ASSERT_TRUE(run_python_tool(d, "onnx_numpy_eval.py", out + " " + d + "/input.f32 2,3,32,32",
+                              "python3-onnx", j));
   EXPECT_EQ(j["opset"], 17);
   EXPECT_EQ(j["input"], "input");
   EXPECT_EQ(j["output"], "logits");

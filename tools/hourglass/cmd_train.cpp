@@ -33,6 +33,7 @@
 #include "hourglass/rl/rl_config.h"
 #include "hourglass/train/config/engine_config.h"
 #include "hourglass/train/trainer.h"
+#include "print_config.h"
 #include "train_rl.h"
 
 namespace hg::cli {
@@ -185,26 +186,9 @@ Runner add_train(CLI::App& app) {
       const train::RunConfig run = train::parse_run_config(config);
       train::resolve_budget_settings(config, args->budget);
       config.reject_unused_keys();
-      const std::string resolved = train::trajectory_config_text(run);
       // The [engine] table with every key resolved, as config.toml will hold it.
-      const Config shown = train::with_engine_keys(config, run.engine);
-      if (args->json) {
-        const nlohmann::json out = {{"config", shown.to_toml()},
-                                    {"resolved", resolved},
-                                    {"config_hash", train::config_hash(resolved)}};
-        std::printf("%s\n", out.dump(2).c_str());
-        return 0;
-      }
-      // Still TOML: the resolved settings are comments.
-      std::printf("%s\n# Resolved (defaults filled in; what decides the trajectory, hash %s):\n",
-                  shown.to_toml().c_str(), train::config_hash(resolved).c_str());
-      size_t start = 0;
-      while (start < resolved.size()) {
-        const size_t end = resolved.find('\n', start);
-        std::printf("# %s\n", resolved.substr(start, end - start).c_str());
-        if (end == std::string::npos) break;
-        start = end + 1;
-      }
+      print_config(train::with_engine_keys(config, run.engine), train::trajectory_config_text(run),
+                   args->json);
       return 0;
     }
     train::TrainerOptions options;

@@ -9,6 +9,7 @@
 #include "hourglass/rl/rl_config.h"
 #include "hourglass/rl/rl_trainer.h"
 #include "hourglass/train/config/engine_config.h"
+#include "print_config.h"
 
 namespace hg::cli {
 
@@ -18,24 +19,8 @@ int train_rl(const Config& config, const TrainRlArgs& args) {
   train::resolve_budget_settings(config, args.budget);
   config.reject_unused_keys();
   if (args.print_config) {
-    const std::string resolved = rl::rl_trajectory_text(run);
-    const Config shown = train::with_engine_keys(config, run.engine);
-    if (args.json) {
-      const nlohmann::json out = {{"config", shown.to_toml()},
-                                  {"resolved", resolved},
-                                  {"config_hash", train::config_hash(resolved)}};
-      std::printf("%s\n", out.dump(2).c_str());
-    } else {
-      std::printf("%s\n# Resolved (defaults filled in; what decides the trajectory, hash %s):\n",
-                  shown.to_toml().c_str(), train::config_hash(resolved).c_str());
-      size_t start = 0;
-      while (start < resolved.size()) {
-        const size_t end = resolved.find('\n', start);
-        if (end != start) std::printf("# %s\n", resolved.substr(start, end - start).c_str());
-        if (end == std::string::npos) break;
-        start = end + 1;
-      }
-    }
+    print_config(train::with_engine_keys(config, run.engine), rl::rl_trajectory_text(run),
+                 args.json);
     return 0;
   }
   rl::RlTrainerOptions options;

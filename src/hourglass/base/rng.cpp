@@ -1,6 +1,9 @@
 #include "hourglass/base/rng.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <utility>
 
 namespace hg {
 
@@ -20,6 +23,14 @@ static uint64_t splitmix64(uint64_t x) {
 
 uint64_t mix_stream(uint64_t a, uint64_t b, uint64_t c) {
   return splitmix64(splitmix64(splitmix64(a) ^ b) ^ c);
+}
+
+std::vector<int64_t> random_permutation(int64_t n, RandomStream& stream) {
+  std::vector<int64_t> order(size_t(std::max<int64_t>(n, 0)));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(order[size_t(i)], order[size_t(stream.below(uint64_t(i + 1)))]);
+  return order;
 }
 
 }  // namespace hg

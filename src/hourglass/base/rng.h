@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace hg {
 
@@ -88,5 +89,9 @@ class RandomStream {
 
 // Mixes several coordinates into one 64-bit stream id (splitmix64 steps).
 uint64_t mix_stream(uint64_t a, uint64_t b, uint64_t c = 0);
+
+// A uniformly random permutation of 0..n-1: Fisher-Yates from the last place down, place i
+// swapped with stream.below(i + 1) (an epoch's sample order, a minibatch order).
+std::vector<int64_t> random_permutation(int64_t n, RandomStream& stream);
 
 }  // namespace hg

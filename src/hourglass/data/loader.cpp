@@ -30,15 +30,13 @@ ImageTransform make_transform(const std::shared_ptr<const SampleSource>& source,
 }  // namespace
 
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
-  std::vector<int64_t> order(size_t(std::max<int64_t>(n, 0)));
-  std::iota(order.begin(), order.end(), int64_t(0));
-  if (!shuffle) return order;
-  RandomStream rs(seed, mix_stream(uint64_t(epoch), kShuffleTag));
-  for (int64_t i = n - 1; i > 0; --i) {
-    const auto j = int64_t(rs.below(uint64_t(i + 1)));
-    std::swap(order[size_t(i)], order[size_t(j)]);
+  if (!shuffle) {
+    std::vector<int64_t> order(size_t(std::max<int64_t>(n, 0)));
+    std::iota(order.begin(), order.end(), int64_t(0));
+    return order;
   }
-  return order;
+  RandomStream rs(seed, mix_stream(uint64_t(epoch), kShuffleTag));
+  return random_permutation(n, rs);
 }
 
 DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options)

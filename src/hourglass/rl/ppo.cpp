@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "hourglass/autograd/functions.h"
 #include "hourglass/autograd/tape.h"
@@ -22,6 +21,19 @@ namespace hg::rl {
 // What the last minibatch's loss computed, for the iteration's record.
 struct PpoLossParts {
   Tensor policy_loss, value_loss, entropy, ratio, log_ratio;
+};
+
+// The minibatch's per-row targets, packed as the columns of one f32 [B, A + 4] tensor so that
+// the training step can take them as it takes labels: the action (A = 1 column, its index, for
+// discrete actions; A = the action's dimensions for continuous ones), then the old
+// log-probability, the advantage, the return and the old value.
+struct PpoTargetColumns {
+  int64_t action_columns;
+  int64_t old_log_prob() const { return action_columns; }
+  int64_t advantage() const { return action_columns + 1; }
+  int64_t ret() const { return action_columns + 2; }
+  int64_t old_value() const { return action_columns + 3; }
+  int64_t count() const { return action_columns + 4; }
 };
 
 namespace {
@@ -47,14 +59,6 @@ int64_t sample_row(const float* log_probs, int64_t actions, double u) {
   return actions - 1;
 }
 
-// A permutation of [0, n) by Fisher-Yates over `rng`.
-std::vector<int64_t> permutation(int64_t n, RandomStream& rng) {
-  std::vector<int64_t> p(static_cast<size_t>(n));
-  std::iota(p.begin(), p.end(), int64_t(0));
-  for (int64_t i = n - 1; i > 0; --i) std::swap(p[size_t(i)], p[rng.below(uint64_t(i + 1))]);
-  return p;
-}
-
 std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
   auto net = std::make_shared<nn::Sequential>();
   net->add(std::make_shared<nn::Linear>(in, hidden));
@@ -65,24 +69,11 @@ std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
   return net;
 }
 
-// The minibatch's per-row targets, packed as the columns of one f32 [B, A + 4] tensor so that
-// the training step can take them as it takes labels: the action (A = 1 column, its index, for
-// discrete actions; A = the action's dimensions for continuous ones), then the old
-// log-probability, the advantage, the return and the old value.
-struct TargetColumns {
-  int64_t action_columns;
-  int64_t old_log_prob() const { return action_columns; }
-  int64_t advantage() const { return action_columns + 1; }
-  int64_t ret() const { return action_columns + 2; }
-  int64_t old_value() const { return action_columns + 3; }
-  int64_t count() const { return action_columns + 4; }
-};
-
 constexpr double kLogSqrtTwoPi = 0.91893853320467274178;  // log(sqrt(2 pi))
 
 // CleanRL's PPO loss over a minibatch: the clipped policy objective, minus the entropy bonus,
 // plus the (clipped) value loss; every term a mean over the rows.
-train::StepLoss ppo_loss(const PpoConfig& config, TargetColumns columns, PpoLossParts& parts) {
+train::StepLoss ppo_loss(const PpoConfig& config, PpoTargetColumns columns, PpoLossParts& parts) {
   return [&config, columns, &parts](nn::Module& model, const Tensor& x, const Tensor& targets) {
     auto& agent = static_cast<ActorCritic&>(model);
     const int64_t rows = x.size(0);
@@ -264,7 +255,7 @@ struct PpoRun::Impl {
   std::unique_ptr<VectorEnv> env;
   bool continuous;
   int64_t n, t_steps, obs_size, actions, batch, minibatch, iterations;
-  TargetColumns columns;
+  PpoTargetColumns columns;
   FlatParameters flat;
   std::unique_ptr<optim::AdamW> optimizer;
   PpoLossParts parts;
@@ -465,7 +456,7 @@ void PpoRun::Impl::update(int64_t it, PpoIteration& record) {
       mb_targets(static_cast<size_t>(minibatch * width));
   for (int64_t epoch = 0; epoch < config.update_epochs; ++epoch) {
     RandomStream shuffle(config.seed, mix_stream(kPpoShuffle, uint64_t(it), uint64_t(epoch)));
-    const std::vector<int64_t> order = permutation(batch, shuffle);
+    const std::vector<int64_t> order = random_permutation(batch, shuffle);
     for (int64_t start = 0; start < batch; start += minibatch) {
       double mean = 0, var = 0;
       for (int64_t j = 0; j < minibatch; ++j) mean += advantages[size_t(order[size_t(start + j)])];

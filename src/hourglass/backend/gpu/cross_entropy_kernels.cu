@@ -134,13 +134,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Blocks for one warp per row on the current device (its warp width: the host's compile knows
-// none).
-unsigned row_blocks(int64_t rows) {
-  const int64_t rows_per_block = kThreads / current_warp_width();
-  return unsigned((rows + rows_per_block - 1) / rows_per_block);
-}
-
 }  // namespace
 
 void launch_cross_entropy(const void* logits, const int64_t* labels, int64_t rows, int64_t classes,
@@ -148,7 +141,7 @@ void launch_cross_entropy(const void* logits, const int64_t* labels, int64_t row
                           float* loss, gpuStream_t stream) {
   if (rows <= 0 || classes <= 0) return;  // the host side refuses both
   dispatch_float("cross_entropy", dtype, [&]<typename T>() {
-    softmax_loss_rows<T><<<row_blocks(rows), kThreads, 0, stream>>>(
+    softmax_loss_rows<T><<<warp_per_row_blocks(rows, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(logits), labels, rows, classes, on, uniform, static_cast<T*>(probs),
         row_loss);
   });
@@ -174,8 +167,8 @@ void launch_count_correct(const void* logits, const int64_t* labels, int64_t row
                           DType dtype, float* row_hit, float* out, gpuStream_t stream) {
   if (rows > 0 && classes > 0) {
     dispatch_float("count_correct", dtype, [&]<typename T>() {
-      argmax_hits<T><<<row_blocks(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits),
-                                                                labels, rows, classes, row_hit);
+      argmax_hits<T><<<warp_per_row_blocks(rows, kThreads), kThreads, 0, stream>>>(
+          static_cast<const T*>(logits), labels, rows, classes, row_hit);
     });
     HG_GPU_CHECK_LAUNCH();
   } else {

@@ -58,6 +58,13 @@ __device__ inline float shfl_down(float v, int delta) {
 // Sizes block_sum's scratch, which must be a constant in every compile pass.
 inline constexpr int kMaxWarpsPerBlock = 1024 / 32;
 
+// Blocks of `threads` threads for one warp per row over `rows` rows, on the current device (its
+// warp width, which the host's compile does not know): for kernels whose warps take a row each.
+inline unsigned warp_per_row_blocks(int64_t rows, int threads) {
+  const int64_t rows_per_block = threads / current_warp_width();
+  return unsigned((rows + rows_per_block - 1) / rows_per_block);
+}
+
 // Sum over the lanes of a warp; every lane gets the total.
 __device__ inline float warp_sum(float v) {
   for (int m = kWarp / 2; m > 0; m >>= 1) v += shfl_xor(v, m);

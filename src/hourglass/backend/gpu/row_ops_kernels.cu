@@ -76,20 +76,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Blocks for one warp per row on the current device (its warp width).
-unsigned row_blocks(int64_t rows) {
-  const int64_t rows_per_block = kThreads / current_warp_width();
-  return unsigned((rows + rows_per_block - 1) / rows_per_block);
-}
-
 }  // namespace
 
 void launch_log_softmax(const void* x, int64_t rows, int64_t columns, DType dtype, void* y,
                         gpuStream_t stream) {
   if (rows <= 0 || columns <= 0) return;
   dispatch_float("log_softmax", dtype, [&]<typename T>() {
-    log_softmax_rows<T><<<row_blocks(rows), kThreads, 0, stream>>>(static_cast<const T*>(x), rows,
-                                                                   columns, static_cast<T*>(y));
+    log_softmax_rows<T><<<warp_per_row_blocks(rows, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), rows, columns, static_cast<T*>(y));
   });
   HG_GPU_CHECK_LAUNCH();
 }
@@ -98,7 +92,7 @@ void launch_log_softmax_backward(const void* dy, const void* y, int64_t rows, in
                                  DType dtype, void* dx, gpuStream_t stream) {
   if (rows <= 0 || columns <= 0) return;
   dispatch_float("log_softmax_backward", dtype, [&]<typename T>() {
-    log_softmax_grad_rows<T><<<row_blocks(rows), kThreads, 0, stream>>>(
+    log_softmax_grad_rows<T><<<warp_per_row_blocks(rows, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(y), rows, columns, static_cast<T*>(dx));
   });
   HG_GPU_CHECK_LAUNCH();
