@@ -9,7 +9,8 @@ Side-by-side reference for hourglass. Run with Debian's interpreter:
         --in-channels 1 --size 28 [--json]
 
 Training step = zero_grad + forward + CrossEntropy + backward + SGD step
-(lr 0.1, momentum 0.9, Nesterov, weight decay 5e-4), float32, train mode.
+(lr 0.1, momentum 0.9, Nesterov, weight decay 5e-4), float32 (or, with --bf16,
+bf16 autocast over float32 weights), train mode.
 Eval step = forward only under torch.no_grad() in eval mode. Both report the
 median wall time over --steps timed iterations after --warmup untimed ones,
 on one fixed random batch (inputs and labels drawn once from a fixed seed).
@@ -176,15 +177,19 @@ def run(args):
 
     last_loss = [float("nan")]
 
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
+
     def train_step():
         opt.zero_grad(set_to_none=True)
-        loss = criterion(model(x), y)
+        with autocast():
+            loss = criterion(model(x), y)
         loss.backward()
         opt.step()
         last_loss[0] = loss.item()  # also a sync point
 
     def eval_step():
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             model(x).sum().item()
 
     load_before = os.getloadavg()[0]
@@ -205,6 +210,7 @@ def run(args):
         "eval_step_ms": round(evals["median_ms"], 3),
         "threads": args.threads,
         "channels_last": bool(args.channels_last),
+        "precision": "bf16" if args.bf16 else "fp32",
         "in_channels": args.in_channels,
         "size": args.size,
         "num_classes": args.num_classes,
@@ -236,6 +242,8 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--channels-last", action="store_true",
                     help="use torch.channels_last (NHWC) memory format for model and input")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 autocast (torch.autocast('cpu', torch.bfloat16)), fp32 weights")
     ap.add_argument("--json", action="store_true", help="also print a JSON object")
     args = ap.parse_args(argv)
     small = args.model == "small-cnn"

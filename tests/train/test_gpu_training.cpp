@@ -345,11 +345,14 @@ TEST(GpuTraining, DevicePlacementTrainsTheHostPlacementsWeights) {
   ops::set_deterministic(false);
 }
 
-TEST(GpuTrainingConfig, LowPrecisionNeedsAGpuDevice) {
-  Config c = gpu_config("bf16");
+TEST(GpuTrainingConfig, Fp16AndTf32NeedAGpuDevice) {
+  Config c = gpu_config("fp16");
   c.set_override("device=\"cpu\"");
   test::expect_invalid([&] { train::parse_run_config(c); },
-                       {"gpu.toml", "precision", "bf16", "needs a GPU"});
+                       {"gpu.toml", "precision", "fp16", "no f16 kernels"});
+  Config tf32 = gpu_config("tf32");
+  tf32.set_override("device=\"cpu\"");
+  test::expect_invalid([&] { train::parse_run_config(tf32); }, {"gpu.toml", "tf32", "GPU"});
   Config bad = gpu_config("fp8");
   test::expect_invalid([&] { train::parse_run_config(bad); }, {"precision", "fp8"});
 }

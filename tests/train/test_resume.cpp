@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "hourglass/ops/algorithm_choices.h"
+#include "hourglass/ops/backend.h"
 #include "hourglass/ops/op_profile.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/run/checkpoint.h"
@@ -160,6 +161,16 @@ void resume_from_every_checkpoint(const Config& c, const std::string& name) {
 
 TEST(Resume, FromEveryStepAndEpochBoundaryIsBitIdentical) {
   resume_from_every_checkpoint(resnet_config(), "resnet");
+}
+
+// bf16 on the CPU: the autocast copies of the weights are made again from the restored f32
+// weights, so a resumed run computes what the uninterrupted one did.
+TEST(Resume, Bf16OnTheCpuFromEveryStepIsBitIdentical) {
+  const std::string problem = backend_for(Device::cpu()).compute_dtype_problem(DType::BF16);
+  if (!problem.empty()) GTEST_SKIP() << problem;
+  Config c = resnet_config();
+  c.set_override("precision=\"bf16\"");
+  resume_from_every_checkpoint(c, "bf16");
 }
 
 TEST(Resume, AdamWFromEveryStepIsBitIdentical) {

@@ -44,6 +44,11 @@ template <>
 struct dtype_of<uint8_t> {
   static constexpr DType value = DType::U8;
 };
+struct Bf16;  // base/half.h
+template <>
+struct dtype_of<Bf16> {
+  static constexpr DType value = DType::BF16;
+};
 template <typename T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 

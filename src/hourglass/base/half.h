@@ -17,13 +17,22 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
+// Written as a select rather than a branch on NaN, so that loops over it vectorise.
 inline uint16_t float_to_bf16(float f) {
-  uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
+  const uint32_t u = float_bits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 inline float bf16_to_float(uint16_t h) { return bits_float(uint32_t(h) << 16); }
+
+// A bfloat16 element in host memory (a tensor of dtype bf16 on the CPU is an array of these):
+// the upper half of an IEEE float. Only storage; arithmetic widens it to float.
+struct Bf16 {
+  uint16_t bits;
+};
+inline float widen(Bf16 v) { return bf16_to_float(v.bits); }
+inline Bf16 round_to_bf16(float f) { return Bf16{float_to_bf16(f)}; }
 
 inline uint16_t float_to_f16(float f) {
   const uint32_t u = float_bits(f);

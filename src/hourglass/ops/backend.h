@@ -16,6 +16,12 @@ class Backend {
   // runtime's context and stream, the dnn and blas libraries' handles), so that a caller can
   // overlap that start-up with other work on another thread. Thread-safe; idempotent.
   virtual void prepare(Device device) { (void)device; }
+  // Why a model cannot compute in `dtype` (autocast's bf16 or f16) on this backend's devices,
+  // naming what is missing; empty when it can.
+  virtual std::string compute_dtype_problem(DType dtype) const {
+    (void)dtype;
+    return {};
+  }
 
   // One method per HG_OP of the list (op_list.h).
 #define HG_OP(ret, name, params, ...) virtual ret name params = 0;

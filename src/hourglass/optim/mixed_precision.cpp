@@ -1,6 +1,7 @@
 #include "hourglass/optim/mixed_precision.h"
 
 #include "hourglass/base/untrusted_text.h"
+#include "hourglass/ops/backend.h"
 #include "hourglass/ops/ops.h"
 
 namespace hg::optim {
@@ -33,10 +34,15 @@ autograd::AutocastPolicy autocast_policy(Precision p) {
 }
 
 void require_device_for(Precision p, Device device) {
-  if (device.is_cpu() && p != Precision::FP32)
-    throw_invalid(fmt::format("precision = \"{}\" needs a GPU, but the device is {}",
-                              precision_name(p), device.str()),
-                  "use precision = \"fp32\" on the cpu, or device = \"gpu:0\"");
+  if (!device.is_cpu() || p == Precision::FP32) return;
+  const std::string problem =
+      p == Precision::TF32 ? std::string("tf32 is a mode of GPU tensor cores")
+                           : backend_for(device).compute_dtype_problem(autocast_policy(p).compute);
+  if (!problem.empty())
+    throw_invalid(
+        fmt::format("precision = \"{}\" on {}: {}", precision_name(p), device.str(), problem),
+        p == Precision::FP16 ? "use precision = \"bf16\" or \"fp32\" on the cpu"
+                             : "use precision = \"fp32\" on this cpu, or a GPU");
 }
 
 autograd::AutocastPolicy apply_precision(Precision p, Device device) {

@@ -1,6 +1,8 @@
 // Batch normalisation over channels-last inputs ([N,H,W,C] or [N,C], viewed as [rows, C]) with
-// hand-written loops on the OpenMP pool. Channels are the contiguous dimension, so every loop
-// runs over rows outside and vectorises over channels inside without reassociating sums.
+// hand-written loops on the OpenMP pool. Activations and their gradients are f32 or bf16 (read
+// widened, each output rounded once); parameters, statistics and their gradients are f32. Channels
+// are the contiguous dimension, so every loop runs over rows outside and vectorises over channels
+// inside without reassociating sums.
 //
 // Per-channel sums are accumulated in double over fixed blocks of rows whose partition depends
 // only on the shape, then combined in block order: results are bit-identical run to run and
@@ -11,87 +13,116 @@
 #include <vector>
 
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/backend/cpu/dispatch.h"
 #include "hourglass/backend/cpu/dnnl_util.h"
 #include "hourglass/base/parallel.h"
 
 namespace hg {
 namespace {
 
-// ---- loop bodies, compiled for the baseline ISA and for AVX-512 ----
+using cpu::narrow;
+using cpu::widen;
+
+// ---- loop bodies over storage type S (float or Bf16), compiled for the baseline ISA and for
+// AVX-512 ----
 
 // s[c] += x[c], q[c] += x[c]^2 over `rows` rows.
-[[gnu::always_inline]] inline void sums_body(const float* x, int64_t rows, int64_t c, double* s,
+template <typename S>
+[[gnu::always_inline]] inline void sums_body(const S* x, int64_t rows, int64_t c, double* s,
                                              double* q) {
   for (int64_t i = 0; i < rows; ++i, x += c)
     for (int64_t j = 0; j < c; ++j) {
-      const double v = x[j];
+      const double v = widen(x[j]);
       s[j] += v;
       q[j] += v * v;
     }
 }
 
 // s[c] += dy[c], q[c] += dy[c] * x[c].
-[[gnu::always_inline]] inline void grad_sums_body(const float* dy, const float* x, int64_t rows,
-                                                  int64_t c, double* s, double* q) {
+template <typename S>
+[[gnu::always_inline]] inline void grad_sums_body(const S* dy, const S* x, int64_t rows, int64_t c,
+                                                  double* s, double* q) {
   for (int64_t i = 0; i < rows; ++i, x += c, dy += c)
     for (int64_t j = 0; j < c; ++j) {
-      const double g = dy[j];
+      const double g = widen(dy[j]);
       s[j] += g;
-      q[j] += g * double(x[j]);
+      q[j] += g * double(widen(x[j]));
     }
 }
 
 // y = (x - mean) * scale + shift.
-[[gnu::always_inline]] inline void normalize_body(const float* x, int64_t rows, int64_t c,
+template <typename S>
+[[gnu::always_inline]] inline void normalize_body(const S* x, int64_t rows, int64_t c,
                                                   const float* mean, const float* scale,
-                                                  const float* shift, float* y) {
+                                                  const float* shift, S* y) {
   for (int64_t i = 0; i < rows; ++i, x += c, y += c)
-    for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - mean[j]) * scale[j] + shift[j];
+    for (int64_t j = 0; j < c; ++j) y[j] = narrow<S>((widen(x[j]) - mean[j]) * scale[j] + shift[j]);
 }
 
 // dx = a * dy - k * (x - mean) + d.
-[[gnu::always_inline]] inline void input_grad_body(const float* dy, const float* x, int64_t rows,
-                                                   int64_t c, const float* a, const float* k,
-                                                   const float* mean, const float* d, float* dx) {
+template <typename S>
+[[gnu::always_inline]] inline void input_grad_body(const S* dy, const S* x, int64_t rows, int64_t c,
+                                                   const float* a, const float* k,
+                                                   const float* mean, const float* d, S* dx) {
   for (int64_t i = 0; i < rows; ++i, x += c, dy += c, dx += c)
-    for (int64_t j = 0; j < c; ++j) dx[j] = a[j] * dy[j] - k[j] * (x[j] - mean[j]) + d[j];
+    for (int64_t j = 0; j < c; ++j)
+      dx[j] = narrow<S>(a[j] * widen(dy[j]) - k[j] * (widen(x[j]) - mean[j]) + d[j]);
 }
 
-#define HG_BN_KERNELS(SUFFIX, ATTR)                                                                \
-  ATTR void sums_##SUFFIX(const float* x, int64_t rows, int64_t c, double* s, double* q) {         \
-    sums_body(x, rows, c, s, q);                                                                   \
-  }                                                                                                \
-  ATTR void grad_sums_##SUFFIX(const float* dy, const float* x, int64_t rows, int64_t c,           \
-                               double* s, double* q) {                                             \
-    grad_sums_body(dy, x, rows, c, s, q);                                                          \
-  }                                                                                                \
-  ATTR void normalize_##SUFFIX(const float* x, int64_t rows, int64_t c, const float* mean,         \
-                               const float* scale, const float* shift, float* y) {                 \
-    normalize_body(x, rows, c, mean, scale, shift, y);                                             \
-  }                                                                                                \
-  ATTR void input_grad_##SUFFIX(const float* dy, const float* x, int64_t rows, int64_t c,          \
-                                const float* a, const float* k, const float* mean, const float* d, \
-                                float* dx) {                                                       \
-    input_grad_body(dy, x, rows, c, a, k, mean, d, dx);                                            \
+#define HG_BN_KERNELS(SUFFIX, ATTR)                                                               \
+  template <typename S>                                                                           \
+  ATTR void sums_##SUFFIX(const S* x, int64_t rows, int64_t c, double* s, double* q) {            \
+    sums_body(x, rows, c, s, q);                                                                  \
+  }                                                                                               \
+  template <typename S>                                                                           \
+  ATTR void grad_sums_##SUFFIX(const S* dy, const S* x, int64_t rows, int64_t c, double* s,       \
+                               double* q) {                                                       \
+    grad_sums_body(dy, x, rows, c, s, q);                                                         \
+  }                                                                                               \
+  template <typename S>                                                                           \
+  ATTR void normalize_##SUFFIX(const S* x, int64_t rows, int64_t c, const float* mean,            \
+                               const float* scale, const float* shift, S* y) {                    \
+    normalize_body(x, rows, c, mean, scale, shift, y);                                            \
+  }                                                                                               \
+  template <typename S>                                                                           \
+  ATTR void input_grad_##SUFFIX(const S* dy, const S* x, int64_t rows, int64_t c, const float* a, \
+                                const float* k, const float* mean, const float* d, S* dx) {       \
+    input_grad_body(dy, x, rows, c, a, k, mean, d, dx);                                           \
   }
 
 HG_BN_KERNELS(base, )
 HG_BN_KERNELS(avx512, HG_TARGET_AVX512)
 #undef HG_BN_KERNELS
 
+template <typename S>
 struct Kernels {
-  decltype(&sums_base) sums;
-  decltype(&grad_sums_base) grad_sums;
-  decltype(&normalize_base) normalize;
-  decltype(&input_grad_base) input_grad;
+  decltype(&sums_base<S>) sums;
+  decltype(&grad_sums_base<S>) grad_sums;
+  decltype(&normalize_base<S>) normalize;
+  decltype(&input_grad_base<S>) input_grad;
 };
 
-const Kernels& kernels() {
-  static const Kernels k =
+template <typename S>
+const Kernels<S>& kernels() {
+  static const Kernels<S> k =
       cpu::has_avx512()
-          ? Kernels{sums_avx512, grad_sums_avx512, normalize_avx512, input_grad_avx512}
-          : Kernels{sums_base, grad_sums_base, normalize_base, input_grad_base};
+          ? Kernels<S>{sums_avx512<S>, grad_sums_avx512<S>, normalize_avx512<S>,
+                       input_grad_avx512<S>}
+          : Kernels<S>{sums_base<S>, grad_sums_base<S>, normalize_base<S>, input_grad_base<S>};
   return k;
+}
+
+// Calls body.template operator()<S>() with S = float or Bf16, x's dtype.
+template <typename Body>
+void dispatch_activation(const char* op, const Tensor& x, Body&& body) {
+  switch (x.dtype()) {
+    case DType::F32: return body.template operator()<float>();
+    case DType::BF16: return body.template operator()<Bf16>();
+    default:
+      throw_invalid(
+          fmt::format("cpu {}: supports f32 and bf16 activations, got {}", op, x.describe()),
+          "convert the tensor with .to(DType::F32) first");
+  }
 }
 
 // ---- drivers ----
@@ -129,16 +160,18 @@ void channel_sums(int64_t rows, int64_t c, std::vector<double>& sum_a, std::vect
   }
 }
 
-// y = (x - mean) * scale + shift over [rows, c].
+// y = (x - mean) * scale + shift over [rows, c], in x's dtype.
 Tensor normalize(const Tensor& x, const std::vector<float>& mean, const std::vector<float>& scale,
                  const std::vector<float>& shift) {
   const int64_t c = x.size(-1), rows = x.numel() / c;
-  Tensor y = Tensor::empty(x.shape());
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  const auto fn = kernels().normalize;
-  parallel_for_inline(rows, elementwise_grain(c), [&](int64_t r0, int64_t r1) {
-    fn(xp + r0 * c, r1 - r0, c, mean.data(), scale.data(), shift.data(), yp + r0 * c);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  dispatch_activation("batch_norm", x, [&]<typename S>() {
+    const S* xp = x.data<S>();
+    S* yp = y.data<S>();
+    const auto fn = kernels<S>().normalize;
+    parallel_for_inline(rows, elementwise_grain(c), [&](int64_t r0, int64_t r1) {
+      fn(xp + r0 * c, r1 - r0, c, mean.data(), scale.data(), shift.data(), yp + r0 * c);
+    });
   });
   return y;
 }
@@ -146,7 +179,8 @@ Tensor normalize(const Tensor& x, const std::vector<float>& mean, const std::vec
 std::vector<float> host_floats(const Tensor& t) { return t.to_vector<float>(); }
 
 void check_params(const char* op, const Tensor& x, std::initializer_list<const Tensor*> params) {
-  cpu::check_f32(op, "input", x);
+  HG_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::BF16,
+           "{}: the cpu backend takes f32 or bf16 activations, the input is {}", op, x.describe());
   for (const Tensor* t : params) {
     cpu::check_f32(op, "parameter", *t);
     HG_CHECK(t->dim() == 1 && t->size(0) == x.size(-1), "{}: parameter {} must have shape [{}]", op,
@@ -165,11 +199,13 @@ ops::BatchNormForward CpuBackend::batch_norm_train(const Tensor& x, const Tensor
   HG_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(),
            "{}: running statistics must be contiguous (they are updated in place)", op);
   const int64_t c = x.size(-1), rows = x.numel() / c;
-  const float* xp = x.data<float>();
-  const auto sums = kernels().sums;
   std::vector<double> sum, sum_sq;
-  channel_sums(rows, c, sum, sum_sq, [&](int64_t first, int64_t n, double* s, double* q) {
-    sums(xp + first * c, n, c, s, q);
+  dispatch_activation(op, x, [&]<typename S>() {
+    const S* xp = x.data<S>();
+    const auto sums = kernels<S>().sums;
+    channel_sums(rows, c, sum, sum_sq, [&](int64_t first, int64_t n, double* s, double* q) {
+      sums(xp + first * c, n, c, s, q);
+    });
   });
 
   const std::vector<float> w = host_floats(weight), b = host_floats(bias);
@@ -215,14 +251,17 @@ ops::BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy, const Tens
                                                     const Tensor& invstd) {
   const char* op = "batch_norm_backward";
   check_params(op, x, {&weight, &mean, &invstd});
-  cpu::check_f32(op, "grad output", dy);
+  HG_CHECK(dy.dtype() == x.dtype(), "{}: grad output {} and input {} differ in dtype", op,
+           dy.describe(), x.describe());
   const int64_t c = x.size(-1), rows = x.numel() / c;
-  const float* xp = x.data<float>();
-  const float* dyp = dy.data<float>();
-  const auto grad_sums = kernels().grad_sums;
   std::vector<double> sum_dy, sum_dy_x;
-  channel_sums(rows, c, sum_dy, sum_dy_x, [&](int64_t first, int64_t n, double* s, double* q) {
-    grad_sums(dyp + first * c, xp + first * c, n, c, s, q);
+  dispatch_activation(op, x, [&]<typename S>() {
+    const S* xp = x.data<S>();
+    const S* dyp = dy.data<S>();
+    const auto grad_sums = kernels<S>().grad_sums;
+    channel_sums(rows, c, sum_dy, sum_dy_x, [&](int64_t first, int64_t n, double* s, double* q) {
+      grad_sums(dyp + first * c, xp + first * c, n, c, s, q);
+    });
   });
 
   // With xhat = (x - mean) * invstd:
@@ -247,12 +286,16 @@ ops::BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy, const Tens
     grads.dweight.data<float>()[j] = float(dweight);
     grads.dbias.data<float>()[j] = float(dbias);
   }
-  grads.dx = Tensor::empty(x.shape());
-  float* dxp = grads.dx.data<float>();
-  const auto input_grad = kernels().input_grad;
-  parallel_for_inline(rows, elementwise_grain(c), [&](int64_t r0, int64_t r1) {
-    input_grad(dyp + r0 * c, xp + r0 * c, r1 - r0, c, a.data(), k.data(), mu.data(), d.data(),
-               dxp + r0 * c);
+  grads.dx = Tensor::empty(x.shape(), x.dtype());
+  dispatch_activation(op, x, [&]<typename S>() {
+    const S* xp = x.data<S>();
+    const S* dyp = dy.data<S>();
+    S* dxp = grads.dx.data<S>();
+    const auto input_grad = kernels<S>().input_grad;
+    parallel_for_inline(rows, elementwise_grain(c), [&](int64_t r0, int64_t r1) {
+      input_grad(dyp + r0 * c, xp + r0 * c, r1 - r0, c, a.data(), k.data(), mu.data(), d.data(),
+                 dxp + r0 * c);
+    });
   });
   return grads;
 }

@@ -9,6 +9,9 @@ namespace hg {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  // bf16 needs the CPU's own bf16 instructions (AVX-512 BF16 or AMX, as oneDNN detects them);
+  // the backend has no f16 kernels.
+  std::string compute_dtype_problem(DType dtype) const override;
 
   // One override per HG_OP of the list (op_list.h).
 #define HG_OP(ret, name, params, ...) ret name params override;

@@ -1,4 +1,5 @@
-// Softmax cross-entropy with label smoothing on the CPU (f32 or f64 logits).
+// Softmax cross-entropy with label smoothing on the CPU (f32, f64 or bf16 logits; bf16 is read
+// widened to float and the probabilities rounded to bf16 once, as on GPUs).
 //
 // Per row, with lse = max + log(sum_j exp(x_j - max)) (subtracting the max keeps exp finite):
 //   log p_j = x_j - lse
@@ -15,7 +16,10 @@
 
 namespace hg {
 
-using cpu::dispatch_float;
+using cpu::compute_t;
+using cpu::dispatch_storage;
+using cpu::narrow;
+using cpu::widen;
 
 using cpu::row_grain;
 
@@ -40,29 +44,30 @@ ops::CrossEntropyForward CpuBackend::cross_entropy(const Tensor& logits, const T
   const int64_t* lab = labels.data<int64_t>();
   const double on = 1.0 - label_smoothing, uniform = label_smoothing / double(classes);
 
-  dispatch_float("cross_entropy", logits, [&]<typename T>() {
+  dispatch_storage("cross_entropy", logits, [&]<typename T>() {
+    using C = compute_t<T>;
     const T* x = logits.data<T>();
     T* probs = out.probs.data<T>();
     parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
+      std::vector<C> e(static_cast<size_t>(classes));
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * classes;
         T* pr = probs + r * classes;
-        T mx = xr[0];
-        for (int64_t j = 1; j < classes; ++j) mx = xr[j] > mx ? xr[j] : mx;
+        C mx = widen(xr[0]);
+        for (int64_t j = 1; j < classes; ++j) mx = widen(xr[j]) > mx ? widen(xr[j]) : mx;
         // Shifted logits sum: sum_j (x_j - max), for the smoothing term.
         double sum_exp = 0, sum_shifted = 0;
         for (int64_t j = 0; j < classes; ++j) {
-          const T shifted = xr[j] - mx;
-          const T e = std::exp(shifted);
-          pr[j] = e;
-          sum_exp += double(e);
+          const C shifted = widen(xr[j]) - mx;
+          e[size_t(j)] = std::exp(shifted);
+          sum_exp += double(e[size_t(j)]);
           sum_shifted += double(shifted);
         }
         const double log_sum = std::log(sum_exp);  // lse - max
-        const T inv = T(1.0 / sum_exp);
-        for (int64_t j = 0; j < classes; ++j) pr[j] *= inv;
+        const C inv = C(1.0 / sum_exp);
+        for (int64_t j = 0; j < classes; ++j) pr[j] = narrow<T>(e[size_t(j)] * inv);
         // log p_j = (x_j - max) - log_sum
-        const double logp_label = double(xr[lab[r]] - mx) - log_sum;
+        const double logp_label = double(widen(xr[lab[r]]) - mx) - log_sum;
         const double sum_logp = sum_shifted - double(classes) * log_sum;
         row_loss[size_t(r)] = -(on * logp_label + uniform * sum_logp);
       }
@@ -89,16 +94,17 @@ Tensor CpuBackend::cross_entropy_backward(const Tensor& dloss, const Tensor& pro
   const double scale = dloss.item() / double(rows);
   const double on = 1.0 - label_smoothing, uniform = label_smoothing / double(classes);
 
-  dispatch_float("cross_entropy_backward", probs, [&]<typename T>() {
+  dispatch_storage("cross_entropy_backward", probs, [&]<typename T>() {
+    using C = compute_t<T>;
     const T* p = probs.data<T>();
     T* g = dx.data<T>();
-    const T s = T(scale), t_off = T(uniform), t_on = T(on + uniform);
+    const C s = C(scale), t_off = C(uniform), t_on = C(on + uniform);
     parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* pr = p + r * classes;
         T* gr = g + r * classes;
-        for (int64_t j = 0; j < classes; ++j) gr[j] = s * (pr[j] - t_off);
-        gr[lab[r]] = s * (pr[lab[r]] - t_on);
+        for (int64_t j = 0; j < classes; ++j) gr[j] = narrow<T>(s * (widen(pr[j]) - t_off));
+        gr[lab[r]] = narrow<T>(s * (widen(pr[lab[r]]) - t_on));
       }
     });
   });
@@ -113,14 +119,14 @@ Tensor CpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
   }
   const int64_t* lab = labels.data<int64_t>();
   std::vector<uint8_t> hit(size_t(rows), 0);
-  dispatch_float("count_correct", logits, [&]<typename T>() {
+  cpu::dispatch_storage("count_correct", logits, [&]<typename T>() {
     const T* x = logits.data<T>();
     parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * classes;
         int64_t best = 0;  // first maximum wins ties, as torch.argmax does
         for (int64_t j = 1; j < classes; ++j)
-          if (xr[j] > xr[best]) best = j;
+          if (cpu::widen(xr[j]) > cpu::widen(xr[best])) best = j;
         hit[size_t(r)] = best == lab[r];
       }
     });

@@ -2,9 +2,14 @@
 
 namespace hg::cpu {
 
-MemoryDesc nhwc_desc(int64_t n, int64_t h, int64_t w, int64_t c) {
-  return MemoryDesc(dims({n, c, h, w}), dnnl::memory::data_type::f32,
-                    dnnl::memory::format_tag::nhwc);
+MemoryDesc nhwc_desc(int64_t n, int64_t h, int64_t w, int64_t c, dnnl::memory::data_type dt) {
+  return MemoryDesc(dims({n, c, h, w}), dt, dnnl::memory::format_tag::nhwc);
+}
+
+dnnl::memory::data_type f32_or_bf16(const char* op, const char* what, const Tensor& t) {
+  HG_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16,
+           "{}: the cpu backend computes in f32 or bf16, {} is {}", op, what, t.describe());
+  return t.dtype() == DType::F32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
 }
 
 void check_f32(const char* op, const char* what, const Tensor& t) {
@@ -65,6 +70,15 @@ bool has_avx512() {
   static const bool value =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return value;
+}
+
+bool has_amx() {
+  static const bool value = [] {
+    const unsigned isa = unsigned(dnnl::get_effective_cpu_isa());
+    const unsigned amx = unsigned(dnnl::cpu_isa::avx512_core_amx);
+    return (isa & amx) == amx;
+  }();
   return value;
 }
 

@@ -14,10 +14,15 @@ namespace hg::cpu {
 using MemoryDesc = dnnl::memory::desc;
 
 // Activations [N,H,W,C]: oneDNN's logical dims are always {N,C,H,W}; the tag gives the layout.
-MemoryDesc nhwc_desc(int64_t n, int64_t h, int64_t w, int64_t c);
+MemoryDesc nhwc_desc(int64_t n, int64_t h, int64_t w, int64_t c,
+                     dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 
 // The CPU kernels compute in f32 only; anything else is the caller's mistake.
 void check_f32(const char* op, const char* what, const Tensor& t);
+
+// The oneDNN kernels that also take bf16 (convolution, pooling, matrix products): checks that
+// `t` is f32 or bf16 and returns oneDNN's name for its type.
+dnnl::memory::data_type f32_or_bf16(const char* op, const char* what, const Tensor& t);
 
 // A short text naming a descriptor's dims, type and layout, for cache keys.
 std::string desc_key(const MemoryDesc& md);
@@ -50,4 +55,6 @@ void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::me
 
 namespace hg::cpu {
 bool has_avx512();
+// Whether oneDNN dispatches to AMX (its tile instructions for bf16 and int8 matrix products).
+bool has_amx();
 }  // namespace hg::cpu

@@ -12,7 +12,10 @@
 
 namespace hg {
 
-using cpu::dispatch_float;
+using cpu::compute_t;
+using cpu::dispatch_storage;
+using cpu::narrow;
+using cpu::widen;
 
 namespace {
 
@@ -37,10 +40,11 @@ ops::DropoutForward CpuBackend::dropout(const Tensor& x, double p, uint64_t seed
   }
   const Philox philox(seed);
   const uint32_t threshold = keep_threshold(p);
-  dispatch_float("dropout", x, [&]<typename T>() {
+  dispatch_storage("dropout", x, [&]<typename T>() {
+    using C = compute_t<T>;
     const T* src = x.data<T>();
     T* dst = out.y.data<T>();
-    const T scale = T(1.0 / (1.0 - p));
+    const C scale = C(1.0 / (1.0 - p));
     parallel_for_inline(n, kGrain, [&](int64_t begin, int64_t end) {
       // Masks first, one Philox block per four consecutive global indices...
       Philox::Block block{};
@@ -50,7 +54,8 @@ ops::DropoutForward CpuBackend::dropout(const Tensor& x, double p, uint64_t seed
         mask[i] = uint8_t((block[k % 4] >> 8) >= threshold);
       }
       // ...then the scaling as a separate, vectorisable pass.
-      for (int64_t i = begin; i < end; ++i) dst[i] = src[i] * (T(mask[i]) * scale);
+      for (int64_t i = begin; i < end; ++i)
+        dst[i] = narrow<T>(widen(src[i]) * (C(mask[i]) * scale));
     });
   });
   return out;
@@ -62,13 +67,14 @@ Tensor CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask0, doubl
   HG_CHECK(p >= 0.0 && p < 1.0, "dropout_backward: p must be in [0, 1), got {}", p);
   const Tensor mask = mask0.contiguous();
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
-  dispatch_float("dropout_backward", dy, [&]<typename T>() {
+  dispatch_storage("dropout_backward", dy, [&]<typename T>() {
+    using C = compute_t<T>;
     const T* g = dy.data<T>();
     const uint8_t* m = mask.data<uint8_t>();
     T* out = dx.data<T>();
-    const T scale = T(1.0 / (1.0 - p));
+    const C scale = C(1.0 / (1.0 - p));
     parallel_for_inline(dy.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = g[i] * (T(m[i]) * scale);
+      for (int64_t i = begin; i < end; ++i) out[i] = narrow<T>(widen(g[i]) * (C(m[i]) * scale));
     });
   });
   return dx;

@@ -70,10 +70,13 @@ RunConfig parse_run_config(const Config& c) {
   r.precision = optim::parse_precision(c.get_string("precision", default_precision(r.device)),
                                        fmt::format("{}: precision", c.source()));
   r.deterministic = c.get_bool("deterministic", false);
-  if (r.device.is_cpu() && r.precision != optim::Precision::FP32)
-    throw_invalid(fmt::format("{}: precision = \"{}\" needs a GPU, but device = \"cpu\"",
-                              c.source(), optim::precision_name(r.precision)),
-                  "set device = \"gpu:0\", or precision = \"fp32\" on the cpu");
+  if (r.device.is_cpu()) {
+    try {
+      optim::require_device_for(r.precision, r.device);
+    } catch (const Error& e) {
+      throw_invalid(fmt::format("{}: {}", c.source(), e.message()), e.remedy());
+    }
+  }
   // Four threads per hardware thread is already far past any gain; more only thrashes.
   const int64_t max_threads = 4 * int64_t(std::max(1u, std::thread::hardware_concurrency()));
   r.threads = int(int_in(c, "threads", 0, 0, max_threads,
