@@ -15,6 +15,8 @@ namespace {
 using test::run_hourglass;
 
 const char* const kCheckNames[] = {
+    "cpu matrix units",
+    "cpu bf16 conv2d runs",
     "build has a GPU backend",
     "runtime loads and the driver is new enough",
     "a GPU is visible",
@@ -68,7 +70,10 @@ TEST(Doctor, WithAGpuEveryCheckPasses) {
   const test::RunResult r = run_hourglass("doctor");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("SKIP"), std::string::npos) << r.output;
+  // Every GPU check runs; the CPU's bf16 check skips only on a CPU without bf16 instructions.
+  const size_t skip = r.output.find("SKIP");
+  if (skip != std::string::npos)
+    EXPECT_EQ(r.output.substr(skip, 21), "SKIP  cpu bf16 conv2d") << r.output;
   EXPECT_NE(r.output.find("checks passed"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("PASS  gpu:0 dnn library"), std::string::npos) << r.output;
 }
@@ -103,6 +108,10 @@ TEST(Info, JsonHasTheCpuAndAGpusArray) {
   ASSERT_TRUE(info["devices"].is_array());
   EXPECT_EQ(info["devices"][0]["device"], "cpu");
   EXPECT_TRUE(info.contains("onednn"));
+  ASSERT_TRUE(info.contains("cpu"));
+  EXPECT_FALSE(info["cpu"]["matrix_units"].empty()) << info["cpu"].dump();
+  EXPECT_FALSE(info["cpu"]["onednn_isa"].get<std::string>().empty());
+  EXPECT_EQ(info["cpu"]["fast_precisions"][0], "fp32");
   EXPECT_TRUE(info.contains("gpu_backend"));
   if (!test::gpu_available()) {
     EXPECT_TRUE(info["gpus"].empty());

@@ -16,11 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "hourglass/backend/cpu/cpu_features.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/device/amdgpu_probe.h"
 #include "hourglass/dist/comm.h"
+#include "hourglass/ops/backend.h"
 #include "hourglass/ops/ops.h"
 #include "hourglass/tensor/tensor.h"
 #ifdef HOURGLASS_HAS_GPU
@@ -229,6 +231,57 @@ std::string check_conv_bf16(int index) {
 
 #endif
 
+// The CPU's matrix units, and its bf16 convolution where they run bf16: the CPU backend in bf16
+// against the same convolution in f32 on the bf16-rounded inputs (one rounding of the output:
+// relative error ~4e-3; 2e-2 of the output scale).
+void check_cpu(Checklist& checks) {
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  checks.run("cpu matrix units", [&] {
+    return fmt::format("{}: {}; oneDNN dispatches to {}; fast precisions: {}",
+                       f.model.empty() ? "unknown CPU" : f.model,
+                       fmt::join(cpu::matrix_units(f), ", "), f.onednn_isa,
+                       cpu::fast_precisions(f));
+  });
+  const char* const name = "cpu bf16 conv2d runs and is close to f32";
+  const std::string problem = backend_for(Device::cpu()).compute_dtype_problem(DType::BF16);
+  if (!problem.empty()) {
+    checks.skip(name, problem + "; precision = \"bf16\" is refused on this CPU");
+    return;
+  }
+  checks.run(name, [] {
+    RandomStream rng(20240601, 9);
+    auto random = [&](const Shape& shape) {
+      std::vector<float> v(size_t(shape_numel(shape)));
+      for (float& x : v) x = 2.0f * rng.uniform() - 1.0f;
+      return Tensor::from_vector(v, shape).to(DType::BF16);
+    };
+    const Tensor x = random({2, 8, 8, 8}), w = random({16, 3, 3, 8});
+    Conv2dParams p;
+    p.pad_h = p.pad_w = 1;
+    const std::vector<double> ref =
+        ops::conv2d(x.to(DType::F32), w.to(DType::F32), Tensor(), p).to_vector<double>();
+    const Tensor got = ops::conv2d(x, w, Tensor(), p);
+    if (got.dtype() != DType::BF16)
+      throw_runtime(fmt::format("bf16 conv2d returned {}", got.describe()),
+                    "a backend bug: report it");
+    const std::vector<double> g = got.to_vector<double>();
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (!std::isfinite(g[i]))
+        throw_runtime(fmt::format("element {} of the bf16 result is {}", i, g[i]),
+                      "oneDNN's bf16 kernels are broken on this CPU: use precision = \"fp32\"");
+      err = std::max(err, std::abs(g[i] - ref[i]));
+      scale = std::max(scale, std::abs(ref[i]));
+    }
+    const double rel = err / std::max(scale, 1e-30);
+    if (rel > 2e-2)
+      throw_runtime(
+          fmt::format("bf16 conv2d is off by {:.2g} of the output scale (at most 2e-2)", rel),
+          "oneDNN's bf16 kernels are broken on this CPU: use precision = \"fp32\"");
+    return fmt::format("relative error {:.2g}", rel);
+  });
+}
+
 // The GPU communicator's library (NCCL / RCCL), checked once per machine.
 constexpr const char* kCommunicatorCheck = "communicator library (NCCL on NVIDIA, RCCL on AMD)";
 
@@ -239,7 +292,8 @@ constexpr const char* kNoGpuNote =
 
 int run_doctor(bool json) {
   Checklist checks(json);
-  checks.note("hourglass doctor: checking the GPU stack");
+  checks.note("hourglass doctor: checking the CPU and the GPU stack");
+  check_cpu(checks);
   // No GPU at all is not a failure: the device checks are skipped and training runs on the CPU.
   // A GPU that is there (a driver offers its device file) but cannot be used fails.
   const std::vector<std::string> device_files = gpu::gpu_device_files();

@@ -2,10 +2,12 @@
 // visible GPU with its architecture, memory, caches and clocks, the runtime and driver versions
 // and the vendor libraries' versions; or why no GPU can be used.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <dnnl.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "hourglass/backend/cpu/cpu_features.h"
 #include "hourglass/base/byte_size.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/parallel.h"
@@ -148,6 +150,12 @@ Runner add_info(CLI::App& app) {
         "this hourglass was built without a GPU backend (HOURGLASS_GPU=off, or no CUDA/ROCm "
         "toolkit was found); rebuild with -DHOURGLASS_GPU=cuda or -DHOURGLASS_GPU=hip";
 #endif
+    const cpu::CpuFeatures& features = cpu::cpu_features();
+    info["cpu"] = {{"model", features.model},
+                   {"matrix_units", cpu::matrix_units(features)},
+                   {"onednn_isa", features.onednn_isa},
+                   {"fast_precisions", features.bf16_fast ? nlohmann::json::array({"fp32", "bf16"})
+                                                          : nlohmann::json::array({"fp32"})}};
     // Where a run without tune.cache_dir keeps its tuning cache (ops/tuning_cache.h).
     const std::string cache_dir = ops::resolve_tuning_cache_dir("");
     info["tuning_cache_dir"] = cache_dir;
@@ -162,6 +170,10 @@ Runner add_info(CLI::App& app) {
     std::printf("device cpu: %s (OpenMP pool shared with oneDNN %s%s)\n",
                 plural(num_threads(), "thread").c_str(), info["onednn"].get<std::string>().c_str(),
                 wait.c_str());
+    std::printf("cpu: %s; matrix units: %s; oneDNN dispatches to %s; fast precisions: %s\n",
+                features.model.empty() ? "unknown model" : features.model.c_str(),
+                fmt::format("{}", fmt::join(cpu::matrix_units(features), ", ")).c_str(),
+                features.onednn_isa.c_str(), cpu::fast_precisions(features).c_str());
 #ifdef HOURGLASS_HAS_GPU
     print_gpu_info(info);
 #else

@@ -1,6 +1,7 @@
 #include "hourglass/backend/cpu/dnnl_context.h"
 
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/backend/cpu/cpu_features.h"
 
 namespace hg::cpu {
 
@@ -45,13 +46,13 @@ namespace hg {
 std::string CpuBackend::compute_dtype_problem(DType dtype) const {
   if (dtype == DType::F16) return "the cpu backend has no f16 kernels";
   if (dtype != DType::BF16) return {};
-  // The ISA oneDNN dispatches to (capped by ONEDNN_MAX_CPU_ISA when set); avx512_core_bf16's
-  // feature bits are a subset of AMX's.
-  const unsigned isa = unsigned(dnnl::get_effective_cpu_isa());
-  const unsigned bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
-  if ((isa & bf16) == bf16) return {};
-  return "this CPU has neither AVX-512 BF16 nor AMX (oneDNN dispatches to the ISA it detects), "
-         "and emulated bf16 would train slower than f32";
+  // The ISA oneDNN dispatches to (capped by ONEDNN_MAX_CPU_ISA when set).
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  if (f.bf16_fast) return {};
+  return fmt::format(
+      "this CPU has neither AVX-512 BF16 nor AMX (oneDNN dispatches to {}), and emulated bf16 "
+      "would train slower than f32",
+      f.onednn_isa);
 }
 
 }  // namespace hg

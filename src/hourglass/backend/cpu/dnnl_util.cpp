@@ -1,5 +1,7 @@
 #include "hourglass/backend/cpu/dnnl_util.h"
 
+#include "hourglass/backend/cpu/cpu_features.h"
+
 namespace hg::cpu {
 
 MemoryDesc nhwc_desc(int64_t n, int64_t h, int64_t w, int64_t c, dnnl::memory::data_type dt) {
@@ -73,13 +75,6 @@ bool has_avx512() {
   return value;
 }
 
-bool has_amx() {
-  static const bool value = [] {
-    const unsigned isa = unsigned(dnnl::get_effective_cpu_isa());
-    const unsigned amx = unsigned(dnnl::cpu_isa::avx512_core_amx);
-    return (isa & amx) == amx;
-  }();
-  return value;
-}
+bool has_amx() { return cpu_features().onednn_isa == "avx512_core_amx"; }
 
 }  // namespace hg::cpu
