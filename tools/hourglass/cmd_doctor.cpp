@@ -450,9 +450,10 @@ Runner add_doctor(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   CLI::App* sub =
       app.add_subcommand("doctor",
-                         "Check the GPU stack end to end (backend, driver, devices, allocator, "
-                         "kernels, dnn and blas libraries); exit code 1 when any check fails, 0 "
-                         "on a machine without a GPU (training runs on the CPU).");
+                         "Check the CPU (its matrix units, a bf16 convolution where it has "
+                         "them) and the GPU stack end to end (backend, driver, devices, "
+                         "allocator, kernels, dnn and blas libraries); exit code 1 when any "
+                         "check fails, 0 on a machine without a GPU (training runs on the CPU).");
   sub->add_flag("--json", *json,
                 "print one JSON object (checks: name, outcome PASS/FAIL/SKIP, detail, remedy; "
                 "passed, failed, skipped; no_gpu: true on a machine without a GPU)");

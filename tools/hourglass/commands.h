@@ -52,5 +52,7 @@ Runner add_tune(CLI::App& app);
 Runner add_launch(CLI::App& app);
 // Hidden: prints the launch environment, for the tests of launch (cmd_rank_info.cpp).
 Runner add_rank_info(CLI::App& app);
+// A bash completion script for the subcommands registered before it (cmd_completion.cpp).
+Runner add_completion(CLI::App& app);
 
 }  // namespace hg::cli

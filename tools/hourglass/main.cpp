@@ -61,13 +61,22 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "always", "never"}));
   const std::map<std::string, hg::cli::Runner> runners = {
-      {"train", hg::cli::add_train(app)},     {"eval", hg::cli::add_eval(app)},
-      {"export", hg::cli::add_export(app)},   {"info", hg::cli::add_info(app)},
-      {"bench", hg::cli::add_bench(app)},     {"plan", hg::cli::add_plan(app)},
-      {"doctor", hg::cli::add_doctor(app)},   {"pack", hg::cli::add_pack(app)},
-      {"launch", hg::cli::add_launch(app)},   {"monitor", hg::cli::add_monitor(app)},
-      {"profile", hg::cli::add_profile(app)}, {"report", hg::cli::add_report(app)},
-      {"tune", hg::cli::add_tune(app)},       {"rank-info", hg::cli::add_rank_info(app)},
+      {"train", hg::cli::add_train(app)},
+      {"eval", hg::cli::add_eval(app)},
+      {"export", hg::cli::add_export(app)},
+      {"info", hg::cli::add_info(app)},
+      {"bench", hg::cli::add_bench(app)},
+      {"plan", hg::cli::add_plan(app)},
+      {"doctor", hg::cli::add_doctor(app)},
+      {"pack", hg::cli::add_pack(app)},
+      {"launch", hg::cli::add_launch(app)},
+      {"monitor", hg::cli::add_monitor(app)},
+      {"profile", hg::cli::add_profile(app)},
+      {"report", hg::cli::add_report(app)},
+      {"tune", hg::cli::add_tune(app)},
+      {"rank-info", hg::cli::add_rank_info(app)},
+      // Last: its script lists the subcommands registered above.
+      {"completion", hg::cli::add_completion(app)},
   };
   try {
     app.parse(argc, argv);

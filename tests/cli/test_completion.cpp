@@ -1,0 +1,84 @@
+// `hourglass completion bash`: the script parses, and bash completes with it as a user's shell
+// would (COMP_WORDS / COMP_CWORD set, the completion function called): subcommands, each
+// subcommand's own flags, the global flags' values; hidden subcommands are left out, and every
+// subcommand `hourglass --help` lists is offered.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "support/run_binary.h"
+#include "support/temp_dir.h"
+
+namespace hg {
+namespace {
+
+class Completion : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // CTest runs each test in a process of its own, several at once: a folder per process.
+    script_ = test::fresh_temp_dir("completion_" + std::to_string(getpid())) + "/hourglass.bash";
+    const test::RunResult r = test::run_hourglass("completion bash > " + script_);
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+
+  // COMPREPLY, space-separated, for the command line `words` with the cursor on word `cword`.
+  static std::string complete(const std::string& words, int cword) {
+    const std::string cmd = "bash -c 'source " + script_ + "; COMP_WORDS=(" + words +
+                            "); COMP_CWORD=" + std::to_string(cword) +
+                            "; _hourglass; echo \"${COMPREPLY[*]}\"' 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) return "popen failed";
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+    pclose(pipe);
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
+  static std::string script_;
+};
+std::string Completion::script_;
+
+TEST_F(Completion, ScriptParses) { EXPECT_EQ(std::system(("bash -n " + script_).c_str()), 0); }
+
+TEST_F(Completion, CompletesSubcommandsAndTheirOwnFlags) {
+  EXPECT_EQ(complete("hourglass tr", 1), "train");
+  EXPECT_EQ(complete("hourglass train --run", 2), "--run-dir");
+  EXPECT_EQ(complete("hourglass eval --spl", 2), "--split");
+  // A flag of another subcommand is not offered.
+  EXPECT_EQ(complete("hourglass eval --run", 2), "");
+  // Global flags before the subcommand, with their values skipped.
+  EXPECT_EQ(complete("hourglass --log-level debug bench --prec", 4), "--precision");
+  EXPECT_EQ(complete("hourglass eval --color \"\"", 3), "auto always never");
+  EXPECT_EQ(complete("hourglass train --log", 2), "--log-level");
+  // Hidden subcommands (rank-info, for the tests) are not offered.
+  EXPECT_EQ(complete("hourglass ra", 1), "");
+}
+
+TEST_F(Completion, OffersEverySubcommandTheHelpLists) {
+  const test::RunResult help = test::run_hourglass("--help");
+  const std::string all = " " + complete("hourglass \"\"", 1) + " ";
+  const size_t heading = help.output.find("Subcommands:");
+  ASSERT_NE(heading, std::string::npos) << help.output;
+  std::istringstream lines(help.output.substr(heading));
+  std::string line;
+  int listed = 0;
+  std::getline(lines, line);  // the heading
+  while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+    if (line.size() < 3 || line[2] == ' ') continue;  // a description's continuation
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    ++listed;
+    EXPECT_NE(all.find(" " + name + " "), std::string::npos) << name << " not offered: " << all;
+  }
+  EXPECT_GE(listed, 10) << help.output;
+}
+
+}  // namespace
+}  // namespace hg

@@ -1,0 +1,94 @@
+// hourglass completion bash: a bash completion script written from the command line's own
+// definition (the subcommands registered in main.cpp and each one's options), so it lists
+// exactly the flags this build accepts. Hidden subcommands (no group) are left out.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+
+namespace hg::cli {
+namespace {
+
+// "--name" and "-n" forms of every non-positional option of `app`, --help included.
+std::vector<std::string> option_words(const CLI::App& app) {
+  std::vector<std::string> words;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& name : opt->get_lnames()) words.push_back("--" + name);
+    for (const std::string& name : opt->get_snames()) words.push_back("-" + name);
+  }
+  return words;
+}
+
+std::string bash_script(const CLI::App& app) {
+  std::vector<std::string> commands;
+  std::string cases;
+  for (const CLI::App* sub :
+       app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
+    commands.push_back(sub->get_name());
+    cases += fmt::format("    {}) opts=\"{}\" ;;\n", sub->get_name(),
+                         fmt::join(option_words(*sub), " "));
+  }
+  // The global options (--log-level, --color, --version) may come before or after the
+  // subcommand; their values are skipped when looking for it. After a subcommand, its own
+  // --help stands for the app's.
+  const std::vector<std::string> top = option_words(app);
+  std::vector<std::string> global;
+  for (const std::string& w : top)
+    if (w != "--help" && w != "-h" && w != "--version") global.push_back(w);
+  return fmt::format(
+      R"(# bash completion for hourglass, written by `hourglass completion bash` (hourglass {version}).
+# Install: hourglass completion bash > ~/.local/share/bash-completion/completions/hourglass
+_hourglass() {{
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+  local cmd="" i skip=0
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    if ((skip)); then skip=0; continue; fi
+    case "${{COMP_WORDS[i]}}" in
+      --log-level|--color) skip=1 ;;
+      -*) ;;
+      *) cmd="${{COMP_WORDS[i]}}"; break ;;
+    esac
+  done
+  case "$prev" in
+    --log-level) COMPREPLY=($(compgen -W "debug info warn error off" -- "$cur")); return ;;
+    --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
+  esac
+  local global="{global}" opts=""
+  case "$cmd" in
+    "") COMPREPLY=($(compgen -W "{commands} {top}" -- "$cur")); return ;;
+{cases}  esac
+  if [[ "$cur" == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts $global" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -f -- "$cur"))  # configs, checkpoints, run directories
+  fi
+}}
+complete -o filenames -F _hourglass hourglass
+)",
+      fmt::arg("version", HOURGLASS_VERSION), fmt::arg("top", fmt::join(top, " ")),
+      fmt::arg("global", fmt::join(global, " ")), fmt::arg("commands", fmt::join(commands, " ")),
+      fmt::arg("cases", cases));
+}
+
+}  // namespace
+
+Runner add_completion(CLI::App& app) {
+  auto shell = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "completion",
+      "Print a shell completion script: `source <(hourglass completion bash)`, or save it as "
+      "~/.local/share/bash-completion/completions/hourglass (an installed hourglass has it in "
+      "/usr/share/bash-completion/completions)");
+  sub->add_option("shell", *shell, "the shell (bash)")->required()->check(CLI::IsMember({"bash"}));
+  return [&app] {
+    const std::string script = bash_script(app);
+    std::fwrite(script.data(), 1, script.size(), stdout);
+    return 0;
+  };
+}
+
+}  // namespace hg::cli
