@@ -48,6 +48,20 @@ TEST(Schedule, StepDecay) {
   EXPECT_DOUBLE_EQ(s.lr(60), 0.001);
 }
 
+TEST(Schedule, MultiStepMatchesPyTorch) {
+  // torch.optim.lr_scheduler.MultiStepLR(SGD(lr=0.2), milestones=[3, 5, 5, 9], gamma=0.5),
+  // its rate before each of 12 optimizer steps (PyTorch 1.13): the repeated milestone counts
+  // twice.
+  const MultiStepSchedule s(0.2, {3, 5, 5, 9}, 0.5);
+  const double torch[] = {0.2,   0.2,   0.2,   0.1,    0.1,    0.025,
+                          0.025, 0.025, 0.025, 0.0125, 0.0125, 0.0125};
+  for (int64_t step = 0; step < 12; ++step)
+    EXPECT_DOUBLE_EQ(s.lr(step), torch[step]) << "step " << step;
+  EXPECT_THROW(MultiStepSchedule(0.2, {}, 0.5), Error);
+  EXPECT_THROW(MultiStepSchedule(0.2, {5, 3}, 0.5), Error);
+  EXPECT_THROW(MultiStepSchedule(0.2, {0, 3}, 0.5), Error);
+}
+
 TEST(Schedule, OneCycleMatchesPyTorch) {
   // torch.optim.lr_scheduler.OneCycleLR(max_lr=0.1, total_steps=100) defaults: pct_start 0.3,
   // div_factor 25, final_div_factor 1e4, cosine; values from its get_lr() formula.
@@ -74,6 +88,8 @@ TEST(Schedule, FactoryBuildsEachName) {
   EXPECT_DOUBLE_EQ(make_schedule("constant", p)->lr(7), 0.2);
   EXPECT_DOUBLE_EQ(make_schedule("cosine", p)->lr(0), 0.04);
   EXPECT_DOUBLE_EQ(make_schedule("step", p)->lr(10), 0.02);
+  p.milestones = {20, 40};
+  EXPECT_DOUBLE_EQ(make_schedule("multi_step", p)->lr(20), 0.02);
   EXPECT_DOUBLE_EQ(make_schedule("one_cycle", p)->lr(0), 0.2 / 25);
   for (const auto& name : schedule_names())
     EXPECT_FALSE(make_schedule(name, p)->describe().empty()) << name;

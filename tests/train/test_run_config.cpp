@@ -89,6 +89,28 @@ TEST(RunConfigBounds, CountsCannotOverflowTheirProducts) {
   EXPECT_EQ(parsed_with("schedule.warmup_epochs=2").schedule.warmup_epochs, 2.0);
 }
 
+// multi_step: its milestones in epochs, increasing, within the run; turned into optimizer steps
+// (the base config's 16 samples in batches of 8: two steps an epoch).
+TEST(RunConfigBounds, MultiStepMilestonesAreIncreasingEpochsOfTheRun) {
+  auto with = [](const std::string& milestones) {
+    Config c = base_config();
+    c.set_override("schedule.name=\"multi_step\"");
+    if (!milestones.empty()) c.set_override("schedule.milestone_epochs=" + milestones);
+    return c;
+  };
+  for (const std::string bad : {"", "[]", "[1.5, 1]", "[0, 1]", "[1, 3]", "[1, nan]"}) {
+    SCOPED_TRACE(bad);
+    const Config c = with(bad);
+    expect_invalid([&] { train::parse_run_config(c); }, {"schedule.milestone_epochs"});
+  }
+  const train::RunConfig r = train::parse_run_config(with("[0.5, 1.5]"));
+  EXPECT_EQ(r.schedule.milestone_epochs, (std::vector<double>{0.5, 1.5}));
+  const auto schedule = train::make_run_schedule(r, 2, 4);
+  EXPECT_DOUBLE_EQ(schedule->lr(0), r.optim.sgd.lr);
+  EXPECT_DOUBLE_EQ(schedule->lr(1), r.optim.sgd.lr * 0.1);
+  EXPECT_DOUBLE_EQ(schedule->lr(3), r.optim.sgd.lr * 0.01);
+}
+
 TEST(RunConfigBounds, EmptySyntheticSplitsAreRefusedByKey) {
   expect_refused("data.synthetic.test_size=0");
   expect_refused("data.synthetic.train_size=0");

@@ -92,6 +92,30 @@ std::string StepDecaySchedule::describe() const {
   return fmt::format("step(base_lr={}, step_size={}, gamma={})", base_lr_, step_size_, gamma_);
 }
 
+// ---------------------------------------------------------------- multi-step
+
+MultiStepSchedule::MultiStepSchedule(double base_lr, std::vector<int64_t> milestones, double gamma)
+    : base_lr_(base_lr), gamma_(gamma), milestones_(std::move(milestones)) {
+  check_base_lr("multi_step", base_lr);
+  HG_CHECK(!milestones_.empty(), "lr schedule multi_step: needs at least one milestone");
+  for (size_t i = 0; i < milestones_.size(); ++i)
+    HG_CHECK(milestones_[i] > 0 && (i == 0 || milestones_[i] >= milestones_[i - 1]),
+             "lr schedule multi_step: milestones must be positive and in order, got {}",
+             fmt::join(milestones_, ", "));
+  HG_CHECK(std::isfinite(gamma) && gamma > 0,
+           "lr schedule multi_step: gamma must be positive, got {}", gamma);
+}
+
+double MultiStepSchedule::lr(int64_t step) const {
+  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), step);
+  return base_lr_ * std::pow(gamma_, double(passed - milestones_.begin()));
+}
+
+std::string MultiStepSchedule::describe() const {
+  return fmt::format("multi_step(base_lr={}, milestones=[{}], gamma={})", base_lr_,
+                     fmt::join(milestones_, ", "), gamma_);
+}
+
 // ---------------------------------------------------------------- one-cycle
 
 OneCycleSchedule::OneCycleSchedule(double max_lr, int64_t total_steps, double pct_start,
@@ -129,7 +153,8 @@ std::string OneCycleSchedule::describe() const {
 // ---------------------------------------------------------------- factory
 
 const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names{"constant", "cosine", "step", "one_cycle"};
+  static const std::vector<std::string> names{"constant", "cosine", "step", "multi_step",
+                                              "one_cycle"};
   return names;
 }
 
@@ -139,6 +164,8 @@ std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const Schedul
     return std::make_unique<WarmupCosineSchedule>(p.base_lr, p.total_steps, p.warmup_steps,
                                                   p.min_lr);
   if (name == "step") return std::make_unique<StepDecaySchedule>(p.base_lr, p.step_size, p.gamma);
+  if (name == "multi_step")
+    return std::make_unique<MultiStepSchedule>(p.base_lr, p.milestones, p.gamma);
   if (name == "one_cycle")
     return std::make_unique<OneCycleSchedule>(p.base_lr, p.total_steps, p.pct_start, p.div_factor,
                                               p.final_div_factor, p.cosine_anneal);

@@ -22,16 +22,17 @@ class LrSchedule {
 
 // Every parameter a schedule may use; each schedule reads the ones it documents.
 struct ScheduleParams {
-  double base_lr = 0.1;           // the peak rate (one_cycle: max_lr)
-  int64_t total_steps = 0;        // optimizer steps in the whole run (all but constant need it)
-  int64_t warmup_steps = 0;       // cosine: linear warm-up length
-  double min_lr = 0.0;            // cosine: final rate
-  int64_t step_size = 0;          // step: multiply by gamma every step_size steps
-  double gamma = 0.1;             // step
-  double pct_start = 0.3;         // one_cycle: fraction of the run spent rising
-  double div_factor = 25.0;       // one_cycle: initial rate = base_lr / div_factor
-  double final_div_factor = 1e4;  // one_cycle: final rate = initial rate / final_div_factor
-  bool cosine_anneal = true;      // one_cycle: cosine (PyTorch default) or linear ramps
+  double base_lr = 0.1;             // the peak rate (one_cycle: max_lr)
+  int64_t total_steps = 0;          // optimizer steps in the whole run (all but constant need it)
+  int64_t warmup_steps = 0;         // cosine: linear warm-up length
+  double min_lr = 0.0;              // cosine: final rate
+  int64_t step_size = 0;            // step: multiply by gamma every step_size steps
+  double gamma = 0.1;               // step, multi_step
+  std::vector<int64_t> milestones;  // multi_step: steps at which the rate is multiplied by gamma
+  double pct_start = 0.3;           // one_cycle: fraction of the run spent rising
+  double div_factor = 25.0;         // one_cycle: initial rate = base_lr / div_factor
+  double final_div_factor = 1e4;    // one_cycle: final rate = initial rate / final_div_factor
+  bool cosine_anneal = true;        // one_cycle: cosine (PyTorch default) or linear ramps
 };
 
 // lr = base_lr.
@@ -71,6 +72,19 @@ class StepDecaySchedule final : public LrSchedule {
   int64_t step_size_;
 };
 
+// lr = base_lr * gamma^(number of milestones <= step) (PyTorch MultiStepLR, its milestones in
+// optimizer steps); milestones positive and in order, a repeated one counting once per entry.
+class MultiStepSchedule final : public LrSchedule {
+ public:
+  MultiStepSchedule(double base_lr, std::vector<int64_t> milestones, double gamma);
+  double lr(int64_t step) const override;
+  std::string describe() const override;
+
+ private:
+  double base_lr_, gamma_;
+  std::vector<int64_t> milestones_;
+};
+
 // PyTorch OneCycleLR (two phases): from max_lr/div_factor up to max_lr by step
 // pct_start*total_steps - 1, then down to (max_lr/div_factor)/final_div_factor at step
 // total_steps - 1, each ramp cosine or linear.
@@ -88,7 +102,8 @@ class OneCycleSchedule final : public LrSchedule {
   bool cosine_;
 };
 
-// The schedule names make_schedule accepts: "constant", "cosine", "step", "one_cycle".
+// The schedule names make_schedule accepts: "constant", "cosine", "step", "multi_step",
+// "one_cycle".
 const std::vector<std::string>& schedule_names();
 
 // Builds a schedule by name. Throws InvalidInput naming an unknown name (and listing the valid

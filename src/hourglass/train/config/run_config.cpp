@@ -257,7 +257,7 @@ RunConfig parse_run_config(const Config& c) {
   if (std::find(names.begin(), names.end(), s.name) == names.end())
     throw_invalid(fmt::format("{}: schedule.name: unknown schedule '{}'", c.source(),
                               untrusted_excerpt(s.name)),
-                  "use one of constant, cosine, step, one_cycle");
+                  "use one of constant, cosine, step, multi_step, one_cycle");
   // [train] counts, read before the schedule's lengths in epochs, which train.epochs bounds
   TrainConfig& t = r.train;
   t.epochs =
@@ -275,6 +275,19 @@ RunConfig parse_run_config(const Config& c) {
       double_in(c, "schedule.step_epochs", 0.0, 0.0, epochs, Upper::Closed, epochs_rule);
   s.gamma = c.get_double("schedule.gamma", 0.1);
   check_range(s.gamma > 0, c, "schedule.gamma", fmt::format("must be positive, found {}", s.gamma));
+  s.milestone_epochs = c.get_double_list("schedule.milestone_epochs", {});
+  if (s.name == "multi_step") {
+    check_range(!s.milestone_epochs.empty(), c, "schedule.milestone_epochs",
+                "must list the epochs where multi_step multiplies the rate by schedule.gamma, "
+                "e.g. [30, 60, 80]");
+    for (size_t i = 0; i < s.milestone_epochs.size(); ++i) {
+      const double m = s.milestone_epochs[i];
+      check_range(m > 0 && m <= epochs && (i == 0 || m > s.milestone_epochs[i - 1]), c,
+                  "schedule.milestone_epochs",
+                  fmt::format("must be increasing epochs in (0, train.epochs ({})], found {}",
+                              t.epochs, fmt::join(s.milestone_epochs, ", ")));
+    }
+  }
   s.pct_start = c.get_double("schedule.pct_start", 0.3);
   check_range(s.pct_start > 0 && s.pct_start < 1, c, "schedule.pct_start",
               fmt::format("must be in (0, 1), found {}", s.pct_start));
@@ -446,6 +459,8 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("schedule.pct_start", s.pct_start);
   line("schedule.div_factor", s.div_factor);
   line("schedule.final_div_factor", s.final_div_factor);
+  if (s.name == "multi_step")
+    line("schedule.milestone_epochs", fmt::format("[{}]", fmt::join(s.milestone_epochs, ", ")));
   const TrainConfig& t = r.train;
   line("train.epochs", t.epochs);
   line("train.batch_size", t.batch_size);
@@ -481,6 +496,11 @@ std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64
   p.min_lr = s.min_lr;
   p.step_size = std::max<int64_t>(1, int64_t(s.step_epochs * double(steps_per_epoch)));
   p.gamma = s.gamma;
+  // A milestone at a fraction of an epoch falls on the step that fraction reaches; two that
+  // fall on one step (tiny epochs) count once each, as PyTorch's Counter of milestones does.
+  for (double m : s.milestone_epochs)
+    p.milestones.push_back(
+        std::max<int64_t>(1, int64_t(std::llround(m * double(steps_per_epoch)))));
   p.pct_start = s.pct_start;
   p.div_factor = s.div_factor;
   p.final_div_factor = s.final_div_factor;

@@ -66,14 +66,15 @@ struct OptimConfig {
 };
 
 struct ScheduleConfig {
-  std::string name = "constant";  // constant | cosine | step | one_cycle
-  double warmup_epochs = 0;       // cosine
-  double min_lr = 0;              // cosine
-  double step_epochs = 0;         // step: decay every this many epochs
-  double gamma = 0.1;             // step
-  double pct_start = 0.3;         // one_cycle
-  double div_factor = 25;         // one_cycle
-  double final_div_factor = 1e4;  // one_cycle
+  std::string name = "constant";         // constant | cosine | step | multi_step | one_cycle
+  double warmup_epochs = 0;              // cosine
+  double min_lr = 0;                     // cosine
+  double step_epochs = 0;                // step: decay every this many epochs
+  double gamma = 0.1;                    // step, multi_step
+  std::vector<double> milestone_epochs;  // multi_step: where the rate is multiplied by gamma
+  double pct_start = 0.3;                // one_cycle
+  double div_factor = 25;                // one_cycle
+  double final_div_factor = 1e4;         // one_cycle
 };
 
 struct TrainConfig {
