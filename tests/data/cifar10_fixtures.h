@@ -1,5 +1,5 @@
-// Writers for the CIFAR-10 python version and for .tar.gz archives, so the tests build their
-// inputs without Python or numpy.
+// Writers for the CIFAR-10 and CIFAR-100 python versions and for .tar.gz archives, so the tests
+// build their inputs without Python or numpy.
 //
 // cifar_pickle emits the opcode stream that Python 2's cPickle (protocol 2) writes for a
 // CIFAR-10 batch dict, as found in cifar-10-python.tar.gz:
@@ -32,8 +32,11 @@ struct PickleOptions {
   PickleStyle style = PickleStyle::Python2;
   std::string reconstruct = "numpy.core.multiarray._reconstruct";  // module.name
   std::string dtype = "u1";
-  int64_t columns = 3072;  // the array's second dimension (pixels must match it)
-  int64_t rows = -1;       // the array's first dimension; -1: the number of labels
+  int64_t columns = 3072;             // the array's second dimension (pixels must match it)
+  int64_t rows = -1;                  // the array's first dimension; -1: the number of labels
+  std::string labels_key = "labels";  // CIFAR-100: "fine_labels"
+  // Further label lists after the first (CIFAR-100: "coarse_labels").
+  std::vector<std::pair<std::string, std::vector<int>>> more_labels;
 };
 
 class PickleWriter {
@@ -179,16 +182,20 @@ inline Bytes cifar_pickle(const std::vector<int>& labels, const Bytes& pixels,
   w.bytes(std::string_view(reinterpret_cast<const char*>(pixels.data()), pixels.size()));
   w.op('t');
   w.op('b');
-  // 'labels': a list appended in runs of 1,000.
-  w.text("labels");
-  w.put();
-  w.op(']');
-  w.put();
-  for (size_t i = 0; i < labels.size(); i += 1000) {
-    w.op('(');
-    for (size_t j = i; j < std::min(labels.size(), i + 1000); ++j) w.integer(labels[j]);
-    w.op('e');
-  }
+  // 'labels' (and any further lists): each a list appended in runs of 1,000.
+  auto label_list = [&](const std::string& key, const std::vector<int>& values) {
+    w.text(key);
+    w.put();
+    w.op(']');
+    w.put();
+    for (size_t i = 0; i < values.size(); i += 1000) {
+      w.op('(');
+      for (size_t j = i; j < std::min(values.size(), i + 1000); ++j) w.integer(values[j]);
+      w.op('e');
+    }
+  };
+  label_list(options.labels_key, labels);
+  for (const auto& [key, values] : options.more_labels) label_list(key, values);
   w.text("batch_label");
   w.put();
   w.text("training batch 1 of 5");

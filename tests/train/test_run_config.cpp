@@ -74,6 +74,7 @@ TEST(RunConfigBounds, IntegersAreCheckedBeforeNarrowing) {
   expect_refused("data.crop_padding=-2");
   expect_refused("model.hidden=[8, 0]", {"0"});
   expect_refused("checkpoint.keep_last=0");
+  expect_refused("data.cifar100_labels=\"medium\"", {"coarse", "medium"});
 }
 
 TEST(RunConfigBounds, CountsCannotOverflowTheirProducts) {

@@ -4,6 +4,7 @@
 
 #include "support/temp_dir.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -136,6 +137,47 @@ TEST(Trainer, AValidationSplitIsHeldOutAndChoosesTheBestCheckpoint) {
 // metrics lines carry no test or validation fields, and `best` is one of the evaluated epochs.
 // The weights are those of the run that evaluates every epoch (evaluation changes nothing).
 // Early stopping needs every epoch evaluated, so it refuses the key.
+// CIFAR-100 by name, with its 20 coarse labels: the model is built for 20 classes, and the
+// choice is part of the run's recorded config.
+TEST(Trainer, Cifar100CoarseLabelsTrainATwentyClassModel) {
+  const std::string data = test::fresh_temp_dir("hourglass_trainer_cifar100_data");
+  auto records = [](int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i) {
+      out += char(i % 20);   // coarse
+      out += char(i % 100);  // fine
+      for (int p = 0; p < 3072; ++p) out += char((i * 13 + p * 7) % 251);
+    }
+    return out;
+  };
+  std::ofstream(data + "/train.bin", std::ios::binary) << records(40);
+  std::ofstream(data + "/test.bin", std::ios::binary) << records(10);
+  Config c = Config::parse(R"(
+    [model]
+    name = "mlp"
+    hidden = [8]
+    [data]
+    dataset = "cifar100"
+    cifar100_labels = "coarse"
+    workers = 0
+    [train]
+    epochs = 1
+    batch_size = 8
+  )",
+                           "cifar100.toml");
+  c.set_override("data.path=\"" + data + "\"");
+  train::TrainerOptions o{run_dir("cifar100")};
+  o.progress = false;
+  train::Trainer t(c, o);
+  const auto history = t.run();
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_TRUE(std::isfinite(history[0].test_loss));
+  EXPECT_EQ(t.parameters().params.numel(), 3072 * 8 + 8 + 8 * 20 + 20);
+  std::ifstream config(t.run_dir() + "/config.toml");
+  const std::string text((std::istreambuf_iterator<char>(config)), {});
+  EXPECT_NE(text.find("cifar100_labels = 'coarse'"), std::string::npos) << text;
+}
+
 TEST(Trainer, EvalEveryEvaluatesOnlyThoseEpochsAndTheLast) {
   Config every = synthetic_mlp_config();
   every.set_override("data.val_fraction=0.25");

@@ -10,9 +10,12 @@ namespace hg::data::cifar10 {
 
 namespace {
 
-constexpr const char* kPythonRemedy =
-    "the file is not a CIFAR-10 python batch (cifar-10-python.tar.gz) or is damaged; "
-    "re-download it";
+std::string python_remedy(const Kind& kind) {
+  return fmt::format(
+      "the file is not a {} python batch ({}-python.tar.gz) or is damaged; "
+      "re-download it",
+      kind.title, kind.classes == 10 ? "cifar-10" : "cifar-100");
+}
 
 // Appends `count` images given as planar R, G, B rows of kImageBytes each, `stride` bytes
 // apart, converted to HWC.
@@ -33,86 +36,90 @@ void append_planar(const uint8_t* rows, int64_t stride, int64_t count, ImageData
   });
 }
 
-const PickleValue& require_key(const PickleValue& dict, std::string_view key,
+const PickleValue& require_key(const Kind& kind, const PickleValue& dict, std::string_view key,
                                const std::string& where) {
   const PickleValue* v = dict.find(key);
   if (v == nullptr) {
-    throw_invalid(fmt::format("{}: the pickled dict has no '{}' entry", where, key), kPythonRemedy);
+    throw_invalid(fmt::format("{}: the pickled dict has no '{}' entry", where, key),
+                  python_remedy(kind));
   }
   return *v;
 }
 
 }  // namespace
 
-ImageDataset empty_dataset() {
+ImageDataset empty_dataset(const Kind& kind) {
   ImageDataset ds;
-  ds.name = "cifar10";
+  ds.name = kind.name;
   ds.height = kSide;
   ds.width = kSide;
   ds.channels = kChannels;
-  ds.num_classes = kClasses;
+  ds.num_classes = kind.classes;
   return ds;
 }
 
-void append_binary_batch(std::span<const uint8_t> bytes, const std::string& where, int64_t want,
-                         ImageDataset& ds, const std::string& note) {
+void append_binary_batch(const Kind& kind, std::span<const uint8_t> bytes, const std::string& where,
+                         int64_t want, ImageDataset& ds, const std::string& note) {
+  const int64_t record_bytes = kind.record_bytes();
   const int64_t size = int64_t(bytes.size());
   if (size == 0) {
-    throw_invalid(fmt::format("{}: empty file, expected records of {} bytes", where, kRecordBytes));
+    throw_invalid(fmt::format("{}: empty file, expected records of {} bytes", where, record_bytes));
   }
-  if (size % kRecordBytes != 0) {
-    throw_invalid(
-        fmt::format("{}: size {} bytes is not a multiple of the {}-byte CIFAR-10 record "
-                    "(last record has {} of {} bytes){}",
-                    where, size, kRecordBytes, size % kRecordBytes, kRecordBytes, note));
+  if (size % record_bytes != 0) {
+    throw_invalid(fmt::format(
+        "{}: size {} bytes is not a multiple of the {}-byte {} record "
+        "(last record has {} of {} bytes){}",
+        where, size, record_bytes, kind.title, size % record_bytes, record_bytes, note));
   }
-  const int64_t records = std::min(size / kRecordBytes, want);
+  const int64_t records = std::min(size / record_bytes, want);
   const size_t old = ds.labels.size();
   ds.labels.resize(old + size_t(records));
   for (int64_t r = 0; r < records; ++r) {
-    const uint8_t* rec = bytes.data() + r * kRecordBytes;
-    if (rec[0] >= kClasses) {
+    const uint8_t* rec = bytes.data() + r * record_bytes;
+    const uint8_t label = rec[kind.label_index];
+    if (label >= kind.classes) {
       throw_invalid(fmt::format("{}: label {} at index {} is out of range for {} classes", where,
-                                int(rec[0]), r, kClasses));
+                                int(label), r, kind.classes));
     }
-    ds.labels[old + size_t(r)] = rec[0];
+    ds.labels[old + size_t(r)] = label;
   }
-  append_planar(bytes.data() + 1, kRecordBytes, records, ds);
+  append_planar(bytes.data() + kind.label_bytes, record_bytes, records, ds);
 }
 
-void append_python_batch(std::span<const uint8_t> bytes, const std::string& where, int64_t want,
-                         ImageDataset& ds) {
+void append_python_batch(const Kind& kind, std::span<const uint8_t> bytes, const std::string& where,
+                         int64_t want, ImageDataset& ds) {
+  const std::string remedy = python_remedy(kind);
   const PickleRef root = read_pickle(bytes, where);
   if (root->kind != PickleKind::Dict) {
-    throw_invalid(fmt::format("{}: the pickle holds a {}, expected a dict with 'data' and 'labels'",
-                              where, root->kind_name()),
-                  kPythonRemedy);
+    throw_invalid(fmt::format("{}: the pickle holds a {}, expected a dict with 'data' and '{}'",
+                              where, root->kind_name(), kind.python_labels),
+                  remedy);
   }
-  const PickleValue& data = require_key(*root, "data", where);
-  const PickleValue& labels = require_key(*root, "labels", where);
+  const PickleValue& data = require_key(kind, *root, "data", where);
+  const PickleValue& labels = require_key(kind, *root, kind.python_labels, where);
   if (data.kind != PickleKind::Array || !data.built) {
     throw_invalid(fmt::format("{}: 'data' is a {}, expected a numpy array", where,
                               data.kind == PickleKind::Array ? "numpy array without its state"
                                                              : data.kind_name()),
-                  kPythonRemedy);
+                  remedy);
   }
   const PickleValue& dtype = *data.dtype;
   if (dtype.text != "u1" && dtype.text != "uint8") {
     throw_invalid(fmt::format("{}: 'data' has dtype '{}', expected uint8 ('u1')", where,
                               std::string(dtype.text.substr(0, 40))),
-                  kPythonRemedy);
+                  remedy);
   }
   if (data.shape.size() != 2 || data.shape[1] != kImageBytes) {
     std::string shape;
     for (int64_t d : data.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
     throw_invalid(
         fmt::format("{}: 'data' has shape ({}), expected (N, {})", where, shape, kImageBytes),
-        kPythonRemedy);
+        remedy);
   }
   if (data.fortran_order) {
     throw_invalid(
         fmt::format("{}: 'data' is in Fortran (column-major) order, expected C order", where),
-        kPythonRemedy);
+        remedy);
   }
   const int64_t n = data.shape[0];
   // Compared by division: n comes from the file and n * 3072 could overflow.
@@ -120,16 +127,16 @@ void append_python_batch(std::span<const uint8_t> bytes, const std::string& wher
       int64_t(data.text.size() / size_t(kImageBytes)) != n) {
     throw_invalid(fmt::format("{}: 'data' holds {} bytes, its shape ({}, {}) needs {} x {}", where,
                               data.text.size(), n, kImageBytes, n, kImageBytes),
-                  kPythonRemedy);
+                  remedy);
   }
   if (labels.kind != PickleKind::List) {
-    throw_invalid(
-        fmt::format("{}: 'labels' is a {}, expected a list of ints", where, labels.kind_name()),
-        kPythonRemedy);
+    throw_invalid(fmt::format("{}: '{}' is a {}, expected a list of ints", where,
+                              kind.python_labels, labels.kind_name()),
+                  remedy);
   }
   if (int64_t(labels.items.size()) != n) {
     throw_invalid(fmt::format("{}: {} labels for {} images", where, labels.items.size(), n),
-                  kPythonRemedy);
+                  remedy);
   }
   const int64_t count = std::min(n, want);
   const size_t old = ds.labels.size();
@@ -139,11 +146,11 @@ void append_python_batch(std::span<const uint8_t> bytes, const std::string& wher
     if (label.kind != PickleKind::Int) {
       throw_invalid(fmt::format("{}: label at index {} is a {}, expected an int", where, i,
                                 label.kind_name()),
-                    kPythonRemedy);
+                    remedy);
     }
-    if (label.integer < 0 || label.integer >= kClasses) {
+    if (label.integer < 0 || label.integer >= kind.classes) {
       throw_invalid(fmt::format("{}: label {} at index {} is out of range for {} classes", where,
-                                label.integer, i, kClasses));
+                                label.integer, i, kind.classes));
     }
     ds.labels[old + size_t(i)] = uint8_t(label.integer);
   }

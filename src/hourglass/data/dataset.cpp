@@ -39,8 +39,8 @@ void require_same_shape(const ImageDataset& train, const ImageDataset& test) {
 }
 
 const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> names = {"fashion-mnist", "mnist", "cifar10", "synthetic",
-                                                 "folder"};
+  static const std::vector<std::string> names = {"fashion-mnist", "mnist",     "cifar10",
+                                                 "cifar100",      "synthetic", "folder"};
   return names;
 }
 
@@ -64,6 +64,10 @@ ImageDataset load_dataset(const std::string& name, const std::string& path, Spli
     need_path();
     return load_cifar10(path, split, options.limit);
   }
+  if (name == "cifar100") {
+    need_path();
+    return load_cifar100(path, split, options.limit, options.cifar100_coarse);
+  }
   if (name == "synthetic") {
     int64_t n = split == Split::Train ? options.synthetic_train_size : options.synthetic_test_size;
     if (options.limit > 0) n = std::min(n, options.limit);
@@ -86,6 +90,8 @@ std::optional<DatasetShape> peek_dataset_shape(const std::string& name, const st
     return peek_idx_dir(name, path.empty() ? kFashionMnistDefaultDir : path, split, options.limit);
   if (name == "mnist" && !path.empty()) return peek_idx_dir(name, path, split, options.limit);
   if (name == "cifar10" && !path.empty()) return peek_cifar10(path, split, options.limit);
+  if (name == "cifar100" && !path.empty())
+    return peek_cifar100(path, split, options.limit, options.cifar100_coarse);
   if (name == "synthetic") {
     DatasetShape s;
     s.height = options.synthetic_height;

@@ -75,6 +75,15 @@ inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fash
 // samples are kept, and an archive is read only as far as they need.
 ImageDataset load_cifar10(const std::string& path, Split split, int64_t limit = 0);
 
+// CIFAR-100 as load_cifar10 reads CIFAR-10: the train split (train: 50,000 images) or the test
+// split (test: 10,000) of the binary version (train.bin / test.bin, in `path` or in
+// `path`/cifar-100-binary; records of a coarse and a fine label byte and the 3072 pixel bytes),
+// the python version (train / test, in `path` or in `path`/cifar-100-python; 'fine_labels' and
+// 'coarse_labels' lists) or their archives cifar-100-binary.tar.gz, cifar-100-python.tar.gz.
+// The labels are the 100 fine classes, or with `coarse` the 20 superclasses.
+ImageDataset load_cifar100(const std::string& path, Split split, int64_t limit = 0,
+                           bool coarse = false);
+
 // ---- synthetic ----
 
 // A deterministic, learnable dataset: each class has a smooth template (a few low-frequency
@@ -106,6 +115,8 @@ struct DatasetOptions {
   int64_t synthetic_channels = 3;
   int64_t synthetic_classes = 10;
   uint64_t synthetic_seed = 1234;
+  // CIFAR-100 only: its 20 coarse classes instead of the 100 fine ones.
+  bool cifar100_coarse = false;
 };
 
 // The shape of what load_dataset will return, told from headers and file sizes without reading
@@ -124,6 +135,8 @@ std::optional<DatasetShape> peek_dataset_shape(const std::string& name, const st
 std::optional<DatasetShape> peek_idx_dir(const std::string& dataset, const std::string& dir,
                                          Split split, int64_t limit);
 std::optional<DatasetShape> peek_cifar10(const std::string& path, Split split, int64_t limit);
+std::optional<DatasetShape> peek_cifar100(const std::string& path, Split split, int64_t limit,
+                                          bool coarse);
 
 // Names accepted by load_dataset, in the order they are listed in messages.
 const std::vector<std::string>& dataset_names();

@@ -40,6 +40,12 @@ TransformOptions default_transform(const std::string& dataset_name) {
     t.std = {0.2470f, 0.2435f, 0.2616f};
     t.crop_padding = 4;
     t.flip = true;
+  } else if (dataset_name == "cifar100") {
+    // The training set's channel means and standard deviations.
+    t.mean = {0.5071f, 0.4865f, 0.4409f};
+    t.std = {0.2673f, 0.2564f, 0.2762f};
+    t.crop_padding = 4;
+    t.flip = true;
   } else if (dataset_name == "folder") {
     // ImageNet's channel statistics, the usual choice for photos; crops come from the
     // RandomResizedCrop of image_files.h, not from padding.

@@ -250,7 +250,7 @@ int64_t standard_split_size(const std::string& dataset, bool train, int64_t limi
   int64_t n = 0;
   if (dataset == "fashion-mnist" || dataset == "mnist")
     n = train ? 60000 : 10000;
-  else if (dataset == "cifar10")
+  else if (dataset == "cifar10" || dataset == "cifar100")
     n = train ? 50000 : 10000;
   if (n > 0 && limit > 0) n = std::min(n, limit);
   return n;

@@ -66,8 +66,9 @@ PlatformPlan plan_platform(const PlanInput& input, const PricedPlatform& platfor
 // budget, fits budget ("-" in the last two without a budget). Ends with a newline.
 std::string format_plan_table(const std::vector<PlatformPlan>& plans, bool has_budget);
 
-// Training and test images of a standard dataset ("fashion-mnist", "mnist", "cifar10") with
-// `limit` (> 0) applied, or 0 for a dataset whose size is only known by loading it.
+// Training and test images of a standard dataset ("fashion-mnist", "mnist", "cifar10",
+// "cifar100") with `limit` (> 0) applied, or 0 for a dataset whose size is only known by
+// loading it.
 int64_t standard_split_size(const std::string& dataset, bool train, int64_t limit);
 
 }  // namespace hg::train

@@ -127,6 +127,12 @@ RunConfig parse_run_config(const Config& c) {
   d.val_path = c.get_string("data.val_path", "");
   d.val_fraction = double_in(c, "data.val_fraction", 0.0, 0.0, 0.5, Upper::Closed,
                              "in [0, 0.5] (the share of each class held out for validation)");
+  const std::string labels = c.get_string("data.cifar100_labels", "fine");
+  check_range(labels == "fine" || labels == "coarse", c, "data.cifar100_labels",
+              fmt::format("must be \"fine\" (100 classes) or \"coarse\" (20 superclasses), "
+                          "found \"{}\"",
+                          untrusted_excerpt(labels)));
+  d.synthetic.cifar100_coarse = labels == "coarse";
   d.transform = data::default_transform(d.dataset);
   d.augment = c.get_bool("data.augment", false);
   d.transform.crop_padding =
@@ -424,6 +430,8 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("data.mean", list_text(d.transform.mean));
   line("data.std", list_text(d.transform.std));
   if (d.dataset == data::kImageFolderDataset) line("data.image_size", d.image_size);
+  if (d.dataset == "cifar100")
+    line("data.cifar100_labels", quoted(d.synthetic.cifar100_coarse ? "coarse" : "fine"));
   if (d.dataset == "synthetic") {
     const data::DatasetOptions& s = d.synthetic;
     line("data.synthetic.train_size", s.synthetic_train_size);
