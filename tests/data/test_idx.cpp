@@ -375,8 +375,9 @@ TEST(DatasetChecks, SplitsOfDifferentShapesNameBothFiles) {
 }
 
 TEST(DatasetFactory, FactoryRejectsUnknownNamesAndListsValidOnes) {
-  EXPECT_TRUE(fails_with([] { load_dataset("imagenet", "", Split::Train); },
-                         {"imagenet", "fashion-mnist, mnist, cifar10, cifar100, synthetic, folder"}));
+  EXPECT_TRUE(
+      fails_with([] { load_dataset("imagenet", "", Split::Train); },
+                 {"imagenet", "fashion-mnist, mnist, cifar10, cifar100, synthetic, folder"}));
   EXPECT_TRUE(fails_with([] { load_dataset("mnist", "", Split::Train); }, {"mnist", "path"}));
   EXPECT_TRUE(fails_with([] { load_dataset("cifar10", "", Split::Train); }, {"cifar10", "path"}));
   EXPECT_TRUE(

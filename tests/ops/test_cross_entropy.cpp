@@ -2,6 +2,7 @@
 // reference; the reference gradient against finite differences; label validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "hourglass/ops/ops.h"
@@ -165,6 +166,39 @@ TEST(CountCorrect, MatchesReferenceOnRandomData) {
   }
   EXPECT_EQ(ops::count_correct(test::f32_tensor(logits, {n, c}), label_tensor(labels)).item(),
             double(expected));
+}
+
+// Top-k against a float64 reference that sorts each row's classes (key descending, index
+// ascending: a NaN first at index 0, last elsewhere) and finds the label's place; on rounded
+// values with many ties, NaN at both positions, and k from 1 to past the classes. k = 1 is
+// the arg-max count above.
+TEST(CountCorrect, TopKMatchesASortingReference) {
+  const int64_t n = 3000, c = 12;
+  std::vector<double> logits = random_values(n * c, 21);
+  for (double& v : logits) v = std::round(v * 4.0) / 4.0;  // about nine values: many ties
+  for (int64_t i = 0; i < n; i += 97) logits[size_t(i * c)] = NAN;
+  for (int64_t i = 5; i < n; i += 89) logits[size_t(i * c + 7)] = NAN;
+  const auto labels = random_labels(n, c, 22);
+  auto key = [](double v, int64_t j) {
+    return std::isnan(v) ? (j == 0 ? HUGE_VAL : -HUGE_VAL) : v;
+  };
+  for (int64_t k : {1, 2, 5, 12, 20}) {
+    int64_t expected = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> order(static_cast<size_t>(c));
+      for (int64_t j = 0; j < c; ++j) order[size_t(j)] = j;
+      const double* row = logits.data() + i * c;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return key(row[a], a) > key(row[b], b); });
+      const auto at = std::find(order.begin(), order.end(), labels[size_t(i)]) - order.begin();
+      expected += at < k;
+    }
+    EXPECT_EQ(ops::count_correct(test::f32_tensor(logits, {n, c}), label_tensor(labels), k).item(),
+              double(expected))
+        << "k = " << k;
+  }
+  EXPECT_THROW(ops::count_correct(test::f32_tensor(logits, {n, c}), label_tensor(labels), 0),
+               Error);
 }
 
 }  // namespace

@@ -312,6 +312,10 @@ TEST(GpuCountCorrect, MatchesCpuOnRandomData) {
       EXPECT_EQ(got.dtype(), DType::F32);
       EXPECT_EQ(got.device(), gpu0());
       EXPECT_EQ(got.item(), ops::count_correct(x.cpu, labels_on(labels, Device::cpu())).item());
+      for (int64_t top : {2, 5})  // top-k ranks ties as the CPU does
+        EXPECT_EQ(ops::count_correct(x.gpu, labels_on(labels, gpu0()), top).item(),
+                  ops::count_correct(x.cpu, labels_on(labels, Device::cpu()), top).item())
+            << "k = " << top;
     }
 }
 

@@ -172,6 +172,12 @@ TEST(Trainer, Cifar100CoarseLabelsTrainATwentyClassModel) {
   const auto history = t.run();
   ASSERT_EQ(history.size(), 1u);
   EXPECT_TRUE(std::isfinite(history[0].test_loss));
+  // 20 classes: the top-5 accuracy is reported, and is at least the top-1.
+  EXPECT_GE(history[0].test_top5, history[0].test_acc);
+  EXPECT_LE(history[0].test_top5, 1.0);
+  std::ifstream metrics(t.run_dir() + "/metrics.jsonl");
+  const std::string lines((std::istreambuf_iterator<char>(metrics)), {});
+  EXPECT_NE(lines.find("\"test_top5\":"), std::string::npos) << lines;
   EXPECT_EQ(t.parameters().params.numel(), 3072 * 8 + 8 + 8 * 20 + 20);
   std::ifstream config(t.run_dir() + "/config.toml");
   const std::string text((std::istreambuf_iterator<char>(config)), {});

@@ -86,7 +86,8 @@ Runner add_eval(CLI::App& app) {
                 "also read a checkpoint written before checkpoint-v3, which has no whole-file "
                 "checksum (a warning says so)");
   sub->add_flag("--json", args->json,
-                "print the result as one JSON object (split, accuracy, loss, images, seconds; "
+                "print the result as one JSON object (split, accuracy, top5 with more than 5 "
+                "classes, loss, images, seconds; "
                 "for an agent: episodes, mean, std, min, max of the return)");
   sub->add_option("--episodes", args->episodes,
                   "an agent (a config with an [rl] table): greedy episodes to play")
@@ -131,18 +132,20 @@ Runner add_eval(CLI::App& app) {
     train::EvalResult r =
         train::evaluate(*parts.model, *loader, train::ExecutionContext::from_run(run));
     if (args->json) {
-      const nlohmann::ordered_json out = {{"checkpoint", args->checkpoint},
-                                          {"engine", engine_json(run.engine)},
-                                          {"split", args->split},
-                                          {"accuracy", r.accuracy},
-                                          {"loss", r.loss},
-                                          {"images", r.samples},
-                                          {"seconds", r.seconds}};
+      nlohmann::ordered_json out = {{"checkpoint", args->checkpoint},
+                                    {"engine", engine_json(run.engine)},
+                                    {"split", args->split},
+                                    {"accuracy", r.accuracy}};
+      if (r.top5 >= 0) out["top5"] = r.top5;
+      out["loss"] = r.loss;
+      out["images"] = r.samples;
+      out["seconds"] = r.seconds;
       std::printf("%s\n", out.dump().c_str());
       return 0;
     }
-    std::printf("%s accuracy %.4f loss %.4f (%lld images, %.1f s)\n", args->split.c_str(),
-                r.accuracy, r.loss, static_cast<long long>(r.samples), r.seconds);
+    const std::string top5 = r.top5 >= 0 ? fmt::format(" top-5 {:.4f}", r.top5) : std::string();
+    std::printf("%s accuracy %.4f%s loss %.4f (%lld images, %.1f s)\n", args->split.c_str(),
+                r.accuracy, top5.c_str(), r.loss, static_cast<long long>(r.samples), r.seconds);
     return 0;
   };
 }

@@ -469,10 +469,16 @@ HG_OP(Tensor, cross_entropy_backward, (const Tensor& dloss, const Tensor& probs,
       .cross_entropy_backward(dloss, probs, labels.contiguous(), label_smoothing);
 })
 
-// Number of rows whose arg-max equals the label, as a scalar f32 (stays on the device).
-HG_OP(Tensor, count_correct, (const Tensor& logits, const Tensor& labels), {
+// Number of rows whose label is among the k highest logits, as a scalar f32 (stays on the
+// device): with k = 1, the rows whose arg-max is the label. A row's label ranks after every
+// logit above its own and every equal one at a lower index (so with k = 1 the first maximum
+// wins ties, as torch.argmax); a NaN logit ranks first at index 0 and last elsewhere.
+HG_OP(Tensor, count_correct, (const Tensor& logits, const Tensor& labels,
+                              int64_t k HG_OP_DEFAULT(1)), {
   check_logits_labels(op, logits, labels);
-  return backend_for(logits.device()).count_correct(logits.contiguous(), labels.contiguous());
+  HG_CHECK(k >= 1, "{}: k must be at least 1, got {}", op, k);
+  return backend_for(logits.device())
+      .count_correct(logits.contiguous(), labels.contiguous(), k);
 })
 
 // ---- per-row ops of a matrix [N,C] (a policy's action scores) ----

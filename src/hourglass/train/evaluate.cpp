@@ -17,7 +17,8 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
   autograd::NoGradGuard no_grad;
   Tensor loss_sum = Tensor::zeros({}, DType::F32, device);
   Tensor correct = Tensor::zeros({}, DType::F32, device);
-  int64_t samples = 0, batches = 0;
+  Tensor correct5 = Tensor::zeros({}, DType::F32, device);
+  int64_t samples = 0, batches = 0, classes = 0;
   loader.start_epoch(0);
   while (auto batch = loader.next()) {
     ++batches;
@@ -34,6 +35,8 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
     Tensor loss = ops::cross_entropy(logits, labels, 0.0).loss;
     ops::add_(loss_sum, loss, double(n));
     ops::add_(correct, ops::count_correct(logits, labels));
+    classes = logits.size(1);
+    if (classes > 5) ops::add_(correct5, ops::count_correct(logits, labels, 5));
     samples += n;
   }
   model.train(was_training);
@@ -42,6 +45,7 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
   if (samples > 0) {
     r.loss = loss_sum.item() / double(samples);
     r.accuracy = correct.item() / double(samples);
+    if (classes > 5) r.top5 = correct5.item() / double(samples);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

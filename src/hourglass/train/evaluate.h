@@ -13,6 +13,9 @@ namespace hg::train {
 struct EvalResult {
   double loss = 0;      // mean cross-entropy (no label smoothing)
   double accuracy = 0;  // fraction in [0, 1]
+  // The fraction whose label is among the 5 highest logits; -1 for 5 classes or fewer (where
+  // it would always be 1).
+  double top5 = -1;
   int64_t samples = 0;
   double seconds = 0;
 };

@@ -262,11 +262,12 @@ EvalResult Trainer::evaluate_all(data::DataLoader& loader) {
   EvalResult r = evaluate(model(), loader, setup_.step->context(), setup_.mover.get());
   if (!dp_) return r;
   std::vector<double> sums{r.loss * double(r.samples), r.accuracy * double(r.samples),
-                           double(r.samples)};
+                           double(r.samples), r.top5 * double(r.samples)};
   dp_->sum(sums);
   r.samples = int64_t(sums[2]);
   r.loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
   r.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0;
+  if (r.top5 >= 0) r.top5 = sums[2] > 0 ? sums[3] / sums[2] : 0;
   return r;
 }
 
@@ -276,12 +277,14 @@ void Trainer::evaluate_epoch(EpochMetrics& m, double& seconds) {
     m.has_validation = true;
     m.val_loss = val.loss;
     m.val_acc = val.accuracy;
+    m.val_top5 = val.top5;
     seconds += val.seconds;
   }
   const EvalResult eval = evaluate_all(*setup_.test_loader);
   seconds += eval.seconds;
   m.test_loss = eval.loss;
   m.test_acc = eval.accuracy;
+  m.test_top5 = eval.top5;
 }
 
 void Trainer::write_step_record(int64_t epoch) {
@@ -566,8 +569,9 @@ void Trainer::report_epoch(const EpochMetrics& m, obs::ProgressBar& progress) {
     std::string scores;
     if (m.evaluated)
       scores = fmt::format(
-          "{}test_acc {:.4f} ",
-          m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc);
+          "{}test_acc {:.4f} {}",
+          m.has_validation ? fmt::format("val_acc {:.4f} ", m.val_acc) : std::string(), m.test_acc,
+          m.test_top5 >= 0 ? fmt::format("test_top5 {:.4f} ", m.test_top5) : std::string());
     const std::string summary = fmt::format(
         "loss {:.4f} train_acc {:.4f} {}{:.0f} img/s {:.1f}s (checkpoints {:.2f}s, data wait "
         "{:.2f}s{})",

@@ -111,7 +111,7 @@ Tensor CpuBackend::cross_entropy_backward(const Tensor& dloss, const Tensor& pro
   return dx;
 }
 
-Tensor CpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
+Tensor CpuBackend::count_correct(const Tensor& logits, const Tensor& labels, int64_t k) {
   const int64_t rows = logits.size(0), classes = logits.size(1);
   if (rows > 0) {
     HG_CHECK(classes > 0, "count_correct: logits {} have no classes", logits.describe());
@@ -121,13 +121,22 @@ Tensor CpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
   std::vector<uint8_t> hit(size_t(rows), 0);
   cpu::dispatch_storage("count_correct", logits, [&]<typename T>() {
     const T* x = logits.data<T>();
+    // A NaN ranks first at index 0 and last elsewhere (what a scan keeping the first strict
+    // maximum does with it: nothing compares greater than x[0], and a NaN is never greater).
+    auto key = [](double v, int64_t j) {
+      return std::isnan(v) ? (j == 0 ? HUGE_VAL : -HUGE_VAL) : v;
+    };
     parallel_for_inline(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * classes;
-        int64_t best = 0;  // first maximum wins ties, as torch.argmax does
-        for (int64_t j = 1; j < classes; ++j)
-          if (cpu::widen(xr[j]) > cpu::widen(xr[best])) best = j;
-        hit[size_t(r)] = best == lab[r];
+        const int64_t label = lab[r];
+        const double own = key(double(cpu::widen(xr[label])), label);
+        int64_t ahead = 0;  // logits ranked before the label's
+        for (int64_t j = 0; j < classes; ++j) {
+          const double v = key(double(cpu::widen(xr[j])), j);
+          ahead += v > own || (v == own && j < label);
+        }
+        hit[size_t(r)] = ahead < k;
       }
     });
   });

@@ -66,7 +66,7 @@ Tensor GpuBackend::cross_entropy_backward(const Tensor& dloss, const Tensor& pro
   return dx;
 }
 
-Tensor GpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
+Tensor GpuBackend::count_correct(const Tensor& logits, const Tensor& labels, int64_t k) {
   const char* op = "count_correct";
   gpu::check_float(op, logits);
   check_labels(op, labels, logits);
@@ -80,7 +80,7 @@ Tensor GpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
   if (rows > 0) row_hit = Tensor::empty({rows}, DType::F32, logits.device());
   gpu::launch_count_correct(rows > 0 ? logits.data_ptr() : nullptr,
                             rows > 0 ? static_cast<const int64_t*>(labels.data_ptr()) : nullptr,
-                            rows, classes, logits.dtype(),
+                            rows, classes, k, logits.dtype(),
                             rows > 0 ? static_cast<float*>(row_hit.data_ptr()) : nullptr,
                             static_cast<float*>(out.data_ptr()), stream);
   return out;

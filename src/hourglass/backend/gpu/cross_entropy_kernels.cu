@@ -99,38 +99,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// A logit's key for ranking, as the CPU ranks: a NaN first at index 0, last elsewhere.
+__device__ inline float rank_key(float v, int64_t j) {
+  return isnan(v) ? (j == 0 ? INFINITY : -INFINITY) : v;
+}
+
+// row_hit[r] = 1 when fewer than k logits of row r rank before its label's (a greater key, or
+// an equal one at a lower index), else 0; NaN for a label out of range. One warp per row:
+// each lane counts its columns, the warp sums the counts (exact in f32 below 2^24).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    argmax_hits(const T* __restrict__ logits, const int64_t* __restrict__ labels, int64_t rows,
-                int64_t classes, float* __restrict__ row_hit) {
+    top_k_hits(const T* __restrict__ logits, const int64_t* __restrict__ labels, int64_t rows,
+               int64_t classes, int64_t k, float* __restrict__ row_hit) {
   const int lane = threadIdx.x % kWarp;
   const int64_t rows_per_block = kThreads / kWarp;
   for (int64_t r = int64_t(blockIdx.x) * rows_per_block + threadIdx.x / kWarp; r < rows;
        r += int64_t(gridDim.x) * rows_per_block) {
     const T* x = logits + r * classes;
-    // The CPU keeps the first strict maximum scanning from x[0]. Keys reproduce that, NaN
-    // included: a NaN at 0 wins (nothing compares greater), a NaN elsewhere never wins (-inf,
-    // and among equal keys the lowest index wins). Indices travel as floats (exact below 2^24).
-    float best = -INFINITY, best_j = 16777216.0f;  // a lane with no class loses every tie
-    for (int64_t j = lane; j < classes; j += kWarp) {
-      const float v = to_float(x[j]);
-      const float key = isnan(v) ? (j == 0 ? INFINITY : -INFINITY) : v;
-      if (key > best || (key == best && float(j) < best_j)) {
-        best = key;
-        best_j = float(j);
-      }
+    const int64_t label = labels[r];
+    const bool valid = label_in_range(label, classes);
+    const float own = valid ? rank_key(to_float(x[label]), label) : 0.0f;
+    float ahead = 0;
+    for (int64_t j = lane; j < classes && valid; j += kWarp) {
+      const float v = rank_key(to_float(x[j]), j);
+      ahead += (v > own || (v == own && j < label)) ? 1.0f : 0.0f;
     }
-    for (int m = kWarp / 2; m > 0; m >>= 1) {
-      const float other = shfl_xor(best, m), other_j = shfl_xor(best_j, m);
-      if (other > best || (other == best && other_j < best_j)) {
-        best = other;
-        best_j = other_j;
-      }
-    }
-    if (lane == 0) {
-      const int64_t label = labels[r];
-      row_hit[r] = label_in_range(label, classes) ? (best_j == float(label) ? 1.0f : 0.0f) : NAN;
-    }
+    for (int m = kWarp / 2; m > 0; m >>= 1) ahead += shfl_xor(ahead, m);
+    if (lane == 0) row_hit[r] = valid ? (ahead < float(k) ? 1.0f : 0.0f) : NAN;
   }
 }
 
@@ -164,11 +159,11 @@ void launch_cross_entropy_backward(const float* dloss, const void* probs, const 
 }
 
 void launch_count_correct(const void* logits, const int64_t* labels, int64_t rows, int64_t classes,
-                          DType dtype, float* row_hit, float* out, gpuStream_t stream) {
+                          int64_t k, DType dtype, float* row_hit, float* out, gpuStream_t stream) {
   if (rows > 0 && classes > 0) {
     dispatch_float("count_correct", dtype, [&]<typename T>() {
-      argmax_hits<T><<<warp_per_row_blocks(rows, kThreads), kThreads, 0, stream>>>(
-          static_cast<const T*>(logits), labels, rows, classes, row_hit);
+      top_k_hits<T><<<warp_per_row_blocks(rows, kThreads), kThreads, 0, stream>>>(
+          static_cast<const T*>(logits), labels, rows, classes, k, row_hit);
     });
     HG_GPU_CHECK_LAUNCH();
   } else {

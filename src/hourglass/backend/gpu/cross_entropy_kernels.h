@@ -27,9 +27,9 @@ void launch_cross_entropy_backward(const float* dloss, const void* probs, const 
                                    int64_t rows, int64_t classes, float t_off, float t_on,
                                    DType dtype, void* dlogits, gpuStream_t stream);
 
-// out[0] = number of rows whose arg-max (first maximum on ties, as the CPU) equals the label;
-// row_hit is f32 scratch [rows]. rows = 0 writes 0. classes < 2^24.
+// out[0] = number of rows whose label ranks among the k highest logits (ops::count_correct's
+// ranking, as the CPU); row_hit is f32 scratch [rows]. rows = 0 writes 0. classes < 2^24.
 void launch_count_correct(const void* logits, const int64_t* labels, int64_t rows, int64_t classes,
-                          DType dtype, float* row_hit, float* out, gpuStream_t stream);
+                          int64_t k, DType dtype, float* row_hit, float* out, gpuStream_t stream);
 
 }  // namespace hg::gpu

@@ -39,9 +39,11 @@ EpochMetrics from_json(const ordered_json& j) {
   m.evaluated = j.contains("test_acc");
   m.test_loss = number(j, "test_loss");
   m.test_acc = number(j, "test_acc");
+  m.test_top5 = j.contains("test_top5") ? number(j, "test_top5") : -1.0;
   m.has_validation = j.contains("val_acc");
   m.val_loss = number(j, "val_loss");
   m.val_acc = number(j, "val_acc");
+  m.val_top5 = j.contains("val_top5") ? number(j, "val_top5") : -1.0;
   m.images_per_s = number(j, "images_per_s");
   m.epoch_seconds = number(j, "epoch_seconds");
   m.lr = number(j, "lr");
@@ -78,8 +80,12 @@ std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) 
   if (m.evaluated && m.has_validation) {
     r.emplace_back("val_loss", m.val_loss);
     r.emplace_back("val_acc", m.val_acc);
+    if (m.val_top5 >= 0) r.emplace_back("val_top5", m.val_top5);
   }
-  if (m.evaluated) r.insert(r.end(), {{"test_loss", m.test_loss}, {"test_acc", m.test_acc}});
+  if (m.evaluated) {
+    r.insert(r.end(), {{"test_loss", m.test_loss}, {"test_acc", m.test_acc}});
+    if (m.test_top5 >= 0) r.emplace_back("test_top5", m.test_top5);
+  }
   r.insert(r.end(), {{"images_per_s", m.images_per_s},
                      {"epoch_seconds", m.epoch_seconds},
                      {"lr", m.lr},

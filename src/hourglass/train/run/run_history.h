@@ -22,9 +22,11 @@ struct EpochMetrics {
   bool evaluated = true;
   double test_loss = 0;
   double test_acc = 0;          // fraction
+  double test_top5 = -1;        // top-5 fraction; -1 (absent) with 5 classes or fewer
   bool has_validation = false;  // the run holds out a validation set (data.val_fraction)
   double val_loss = 0;
   double val_acc = 0;       // fraction; what `best` is chosen on when has_validation
+  double val_top5 = -1;     // as test_top5
   double images_per_s = 0;  // training throughput (excludes evaluation)
   double epoch_seconds = 0;
   double lr = 0;                  // at the end of the epoch
