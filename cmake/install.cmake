@@ -1,6 +1,7 @@
 # Installing hourglass: `cmake --install build [--prefix DIR] [--component cli|dev]`, or Debian
 # packages from `cpack -G DEB` in the build folder (cpack --config build/CPackConfig.cmake).
-#   cli  the hourglass command, its bash completion, the example configs, README, docs, LICENSE
+#   cli  the hourglass command, its bash and zsh completions, the example configs, README, docs,
+#        LICENSE
 #        (Debian package hourglass)
 #   dev  the static libraries of the layers, their headers and a CMake package: a C++ program
 #        uses `find_package(hourglass)` and links `hourglass::hourglass` (all layers), or one
@@ -15,15 +16,20 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT cli)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT cli)
 
-# The bash completion, written by the built command from its own option definitions.
+# The bash and zsh completions, written by the built command from its own option definitions.
 set(HOURGLASS_COMPLETION ${PROJECT_BINARY_DIR}/completions/hourglass)
-add_custom_command(OUTPUT ${HOURGLASS_COMPLETION}
+set(HOURGLASS_ZSH_COMPLETION ${PROJECT_BINARY_DIR}/completions/_hourglass)
+add_custom_command(OUTPUT ${HOURGLASS_COMPLETION} ${HOURGLASS_ZSH_COMPLETION}
                    COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/completions
                    COMMAND $<TARGET_FILE:hourglass> completion bash > ${HOURGLASS_COMPLETION}
+                   COMMAND $<TARGET_FILE:hourglass> completion zsh > ${HOURGLASS_ZSH_COMPLETION}
                    DEPENDS hourglass VERBATIM)
-add_custom_target(hourglass_completion ALL DEPENDS ${HOURGLASS_COMPLETION})
+add_custom_target(hourglass_completion ALL
+                  DEPENDS ${HOURGLASS_COMPLETION} ${HOURGLASS_ZSH_COMPLETION})
 install(FILES ${HOURGLASS_COMPLETION}
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions COMPONENT cli)
+install(FILES ${HOURGLASS_ZSH_COMPLETION}
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions COMPONENT cli)
 
 # The library: each layer exported as hourglass::<layer>, hourglass_all as hourglass::hourglass.
 foreach(target ${HOURGLASS_LAYER_TARGETS})

@@ -31,6 +31,7 @@ test_packages=(
   clang libclang-rt-14-dev libomp-dev       # the sanitizer and fuzzer build; hip-check.sh's host files
   openmpi-bin libopenmpi-dev                # the MPI communicator (CPU ranks) and its mpiexec tests
   chromium                                  # headless: renders `hourglass report`'s page in a test
+  zsh                                       # `hourglass completion zsh` run by zsh in a test
   python3-torchvision                       # `hourglass export --format torch` loaded by torchvision
   python3-onnx                              # `hourglass export --format onnx` checked by onnx.checker
 )

@@ -1,10 +1,12 @@
-// `hourglass completion bash`: the script parses, and bash completes with it as a user's shell
-// would (COMP_WORDS / COMP_CWORD set, the completion function called): subcommands, each
-// subcommand's own flags, the global flags' values; hidden subcommands are left out, and every
-// subcommand `hourglass --help` lists is offered.
+// `hourglass completion bash` and `zsh`: the scripts parse, and bash completes with its script
+// as a user's shell would (COMP_WORDS / COMP_CWORD set, the completion function called):
+// subcommands, each subcommand's own flags, the global flags' values; hidden subcommands are
+// left out, and every subcommand `hourglass --help` lists is offered. zsh's script offers the
+// same words.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -58,6 +60,43 @@ TEST_F(Completion, CompletesSubcommandsAndTheirOwnFlags) {
   EXPECT_EQ(complete("hourglass train --log", 2), "--log-level");
   // Hidden subcommands (rank-info, for the tests) are not offered.
   EXPECT_EQ(complete("hourglass ra", 1), "");
+}
+
+// zsh: the script as zsh's completion system runs it, with compadd and _files standing in (they
+// print what they are handed; zsh's compadd would filter by the typed prefix).
+std::string zsh_candidates(const std::string& script, const std::string& words, int current) {
+  const std::string cmd =
+      "zsh -f -c 'compadd() { shift; print -r -- \"$*\"; }; "
+      "_files() { print FILES; }; words=(" +
+      words + "); CURRENT=" + std::to_string(current) + "; source " + script + "' 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  pclose(pipe);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return " " + out + " ";
+}
+
+TEST(CompletionZsh, ScriptParsesAndOffersEachSubcommandsFlags) {
+  if (std::system("command -v zsh > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no zsh (scripts/install-deps.sh --test installs it)";
+  const std::string script =
+      test::fresh_temp_dir("completion_zsh_" + std::to_string(getpid())) + "/_hourglass";
+  const test::RunResult r = test::run_hourglass("completion zsh > " + script);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(std::system(("zsh -n " + script).c_str()), 0);
+  const std::string commands = zsh_candidates(script, "hourglass tr", 2);
+  EXPECT_NE(commands.find(" train "), std::string::npos) << commands;
+  EXPECT_NE(commands.find(" completion "), std::string::npos) << commands;
+  EXPECT_EQ(commands.find(" rank-info "), std::string::npos) << commands;
+  const std::string train = zsh_candidates(script, "hourglass --log-level debug train --r", 5);
+  EXPECT_NE(train.find(" --run-dir "), std::string::npos) << train;
+  EXPECT_NE(train.find(" --color "), std::string::npos) << train;
+  EXPECT_EQ(train.find(" --split "), std::string::npos) << train;
+  EXPECT_EQ(zsh_candidates(script, "hourglass eval --color a", 4), " auto always never ");
+  EXPECT_EQ(zsh_candidates(script, "hourglass eval run", 3), " FILES ");
 }
 
 TEST_F(Completion, OffersEverySubcommandTheHelpLists) {

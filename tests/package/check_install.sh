@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CTest package_install (tests/CMakeLists.txt): installs a build into a fresh prefix and checks
 # what a user gets; builds tests/package/consumer against the installed CMake package and runs
-# it; makes the Debian packages with CPack and reads their contents and dependencies.
+# it; makes the Debian packages with CPack, reads their contents and dependencies, unpacks the
+# command's package into a fresh root and trains the quickstart config with it.
 # Usage: check_install.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 build=$2 work=$3
@@ -15,6 +16,7 @@ version=$("$prefix/bin/hourglass" --version)
 [[ $version == "hourglass "* ]] || fail "installed hourglass --version printed '$version'"
 for f in share/hourglass/configs/quickstart.toml share/doc/hourglass/LICENSE \
          share/doc/hourglass/README.md share/bash-completion/completions/hourglass \
+         share/zsh/vendor-completions/_hourglass \
          include/hourglass/ops/ops.h lib/cmake/hourglass/hourglassConfig.cmake; do
   [ -f "$prefix/$f" ] || fail "$f not installed under $prefix"
 done
@@ -41,4 +43,21 @@ grep -q '\./usr/bin/hourglass$' "$work/cli.list" || fail "$cli has no /usr/bin/h
 grep -q 'bash-completion/completions/hourglass$' "$work/cli.list" || fail "$cli has no completion"
 grep -q 'cmake/hourglass/hourglassConfig.cmake$' "$work/dev.list" || fail "$dev has no CMake package"
 grep -q 'libhourglass_ops.a$' "$work/dev.list" || fail "$dev has no libraries"
-echo "check_install: installed, consumed ($out) and packaged ($(basename "$cli"), $(basename "$dev"))"
+# The package unpacked into a fresh root (as dpkg would install it, without the database): its
+# command runs and trains the installed quickstart config, cut short, on Debian's Fashion-MNIST.
+root=$work/root
+dpkg-deb -x "$cli" "$root"
+"$root/usr/bin/hourglass" --version > "$work/version.txt"
+grep -q "^hourglass " "$work/version.txt" ||
+  fail "the packaged hourglass --version printed: $(cat "$work/version.txt")"
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  "$root/usr/bin/hourglass" train "$root/usr/share/hourglass/configs/quickstart.toml" \
+    --set train.epochs=1 --set data.train_limit=512 --set data.test_limit=256 \
+    --run-dir "$work/quickstart" --no-progress > "$work/quickstart.log" 2>&1 ||
+    { cat "$work/quickstart.log"; fail "the packaged command did not train the quickstart config"; }
+  [ -f "$work/quickstart/final.safetensors" ] || fail "the quickstart run left no final.safetensors"
+  trained="trained the quickstart config"
+else
+  trained="the quickstart config not run (no /usr/share/datasets/fashion-mnist)"
+fi
+echo "check_install: installed, consumed ($out), packaged ($(basename "$cli"), $(basename "$dev")), unpacked; $trained"

@@ -1,4 +1,4 @@
-// hourglass completion bash: a bash completion script written from the command line's own
+// hourglass completion bash|zsh: a completion script written from the command line's own
 // definition (the subcommands registered in main.cpp and each one's options), so it lists
 // exactly the flags this build accepts. Hidden subcommands (no group) are left out.
 #include <cstdio>
@@ -74,6 +74,60 @@ complete -o filenames -F _hourglass hourglass
       fmt::arg("cases", cases));
 }
 
+// zsh: the same words through compadd, files where no flag is being typed; installed as
+// _hourglass in a folder of $fpath (Debian: /usr/share/zsh/vendor-completions).
+std::string zsh_script(const CLI::App& app) {
+  std::vector<std::string> commands;
+  std::string cases;
+  for (const CLI::App* sub :
+       app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
+    commands.push_back(sub->get_name());
+    cases +=
+        fmt::format("    {}) opts=({}) ;;\n", sub->get_name(), fmt::join(option_words(*sub), " "));
+  }
+  const std::vector<std::string> top = option_words(app);
+  std::vector<std::string> global;
+  for (const std::string& w : top)
+    if (w != "--help" && w != "-h" && w != "--version") global.push_back(w);
+  return fmt::format(
+      R"(#compdef hourglass
+# zsh completion for hourglass, written by `hourglass completion zsh` (hourglass {version}).
+# Install: hourglass completion zsh > "${{fpath[1]}}/_hourglass" (then compinit)
+_hourglass() {{
+  local cmd="" i skip=0
+  local -a opts global
+  global=({global})
+  for ((i = 2; i < CURRENT; i++)); do
+    if ((skip)); then skip=0; continue; fi
+    case "${{words[i]}}" in
+      --log-level|--color) skip=1 ;;
+      -*) ;;
+      *) cmd="${{words[i]}}"; break ;;
+    esac
+  done
+  case "${{words[CURRENT-1]}}" in
+    --log-level) compadd -- debug info warn error off; return ;;
+    --color) compadd -- auto always never; return ;;
+  esac
+  if [[ -z "$cmd" ]]; then
+    compadd -- {commands} {top}
+    return
+  fi
+  case "$cmd" in
+{cases}  esac
+  if [[ "${{words[CURRENT]}}" == -* ]]; then
+    compadd -- $opts $global
+  else
+    _files
+  fi
+}}
+_hourglass "$@"
+)",
+      fmt::arg("version", HOURGLASS_VERSION), fmt::arg("top", fmt::join(top, " ")),
+      fmt::arg("global", fmt::join(global, " ")), fmt::arg("commands", fmt::join(commands, " ")),
+      fmt::arg("cases", cases));
+}
+
 }  // namespace
 
 Runner add_completion(CLI::App& app) {
@@ -81,11 +135,14 @@ Runner add_completion(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "completion",
       "Print a shell completion script: `source <(hourglass completion bash)`, or save it as "
-      "~/.local/share/bash-completion/completions/hourglass (an installed hourglass has it in "
-      "/usr/share/bash-completion/completions)");
-  sub->add_option("shell", *shell, "the shell (bash)")->required()->check(CLI::IsMember({"bash"}));
-  return [&app] {
-    const std::string script = bash_script(app);
+      "~/.local/share/bash-completion/completions/hourglass; for zsh, `hourglass completion zsh` "
+      "saved as _hourglass in a folder of $fpath (an installed hourglass has both, in "
+      "/usr/share/bash-completion/completions and /usr/share/zsh/vendor-completions)");
+  sub->add_option("shell", *shell, "the shell: bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  return [&app, shell] {
+    const std::string script = *shell == "zsh" ? zsh_script(app) : bash_script(app);
     std::fwrite(script.data(), 1, script.size(), stdout);
     return 0;
   };
