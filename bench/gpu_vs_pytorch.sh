@@ -7,7 +7,9 @@
 #   momentum, both timed the same way (bench/torch_gpu.py's docstring). hourglass runs each
 #   workload with eager steps and, for bf16 and fp16, again with whole-step graph replay
 #   (--graph auto); ResNet-50 bf16 is also compared with torch.compile. Prints a Markdown table
-#   last. --quick: fewer steps; --fp32: only the two fp32 rows (TF32 off); --mixed: only the
+#   last. --quick: fewer steps; --defaults: hourglass with its defaults (graph auto) in every
+#   precision beside PyTorch eager only (no graph-off or torch.compile rows); --fp32: only the
+#   two fp32 rows (TF32 off); --mixed: only the
 #   bf16 and fp16 rows.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,9 +17,11 @@ hg=${1:?usage: gpu_vs_pytorch.sh HOURGLASS_BINARY [OUT_DIR] [--quick] [--fp32] [
 out=${2:-bench-out}
 shift $(( $# < 2 ? $# : 2 ))
 steps=20; rounds=3; warmup=10; precisions="fp32 tf32 bf16 fp16"; r50_precisions="bf16 fp32"
+defaults=0
 for flag in "$@"; do
   case $flag in
     --quick) steps=10; rounds=2; warmup=5 ;;
+    --defaults) defaults=1 ;;
     --fp32) precisions=fp32; r50_precisions=fp32 ;;
     --mixed) precisions="bf16 fp16"; r50_precisions=bf16 ;;
     "") ;;
@@ -38,6 +42,19 @@ run_pt() {
 }
 
 rm -f "$out"/*.json
+if [ $defaults = 1 ]; then
+  # hourglass with its defaults (graph = "auto" in every precision) beside PyTorch eager, no
+  # torch.compile: the memory and speed a user gets without flags.
+  for p in $precisions; do
+    run_hg "hgg-r18-$p" resnet18-cifar --batch 512 --precision $p --graph auto
+    run_pt "pt-r18-$p" --model resnet18-cifar --batch 512 --precision $p --channels-last
+  done
+  for p in $r50_precisions; do
+    run_hg "hgg-r50-$p" resnet50 --batch 256 --size 224 --precision $p --graph auto
+    run_pt "pt-r50-$p" --model resnet50 --batch 256 --size 224 --precision $p --channels-last
+  done
+  precisions=""; r50_precisions=""
+fi
 for p in $precisions; do
   run_hg "hg-r18-$p" resnet18-cifar --batch 512 --precision $p --graph off
   case $p in bf16|fp16) run_hg "hgg-r18-$p" resnet18-cifar --batch 512 --precision $p --graph auto ;; esac

@@ -19,6 +19,8 @@
 #   quick   bench/gpu_vs_pytorch.sh --quick
 #   fp32    bench/gpu_vs_pytorch.sh --fp32 (only the fp32 rows, TF32 off)
 #   mixed   bench/gpu_vs_pytorch.sh --mixed (only the bf16 and fp16 rows)
+#   peaks   bench/gpu_vs_pytorch.sh --quick --defaults: hourglass with its defaults (graph auto)
+#           beside PyTorch eager in every row, images/s and peak memory (no torch.compile)
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 #   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
@@ -176,8 +178,9 @@ for stage in "${stages[@]}"; do
       cat "$out/info.txt" "$out/doctor.txt" | head -60
       row doctor $rc "$(grep -c PASS "$out/doctor.txt") pass, $(grep -c FAIL "$out/doctor.txt") fail"
       ;;
-    bench|quick|fp32|mixed)
+    bench|quick|fp32|mixed|peaks)
       flag=""; [ "$stage" = quick ] && flag=--quick; [ "$stage" = fp32 ] && flag=--fp32; [ "$stage" = mixed ] && flag=--mixed
+      [ "$stage" = peaks ] && flag="--quick --defaults"
       # Printed as it comes, so a call cut off by its time limit still shows the rows done.
       bash bench/gpu_vs_pytorch.sh ./build-device/hourglass "$out/bench" $flag 2>&1 | tee "$out/bench.md"
       row "$stage" "${PIPESTATUS[0]}" "$(( $(date +%s) - t0 )) s"
