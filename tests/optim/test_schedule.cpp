@@ -62,6 +62,40 @@ TEST(Schedule, MultiStepMatchesPyTorch) {
   EXPECT_THROW(MultiStepSchedule(0.2, {0, 3}, 0.5), Error);
 }
 
+// torch.optim.lr_scheduler.ReduceLROnPlateau(SGD(lr=0.2), mode="min", factor=0.5, patience=2,
+// threshold=1e-4, cooldown=1, min_lr=0.03), fed these losses one per epoch (PyTorch 1.13): its
+// rate after each. Here each epoch is 10 steps; a cut applies from the step it was observed at.
+TEST(Schedule, PlateauMatchesPyTorch) {
+  const double losses[] = {1.0,  0.9,  0.95,    0.95, 0.95, 0.8, 0.85, 0.85, 0.85, 0.85, 0.85, 0.85,
+                           0.85, 0.85, 0.79995, 0.7,  0.7,  0.7, 0.7,  0.7,  0.7,  0.7,  0.7};
+  const double torch[] = {0.2,  0.2,  0.2,  0.2,  0.1,  0.1,  0.1,  0.1,  0.05, 0.05, 0.05, 0.05,
+                          0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03};
+  PlateauSchedule s(0.2, 0.5, 2, 1e-4, 1, 0.03);
+  std::string state_after_7;
+  for (size_t i = 0; i < std::size(losses); ++i) {
+    const int64_t step = 10 * int64_t(i + 1);
+    const double before = s.lr(step - 1);
+    s.observe(losses[i], step);
+    EXPECT_DOUBLE_EQ(s.lr(step), torch[i]) << "epoch " << i;
+    EXPECT_DOUBLE_EQ(s.lr(step - 1), before) << "a cut changed an earlier step's rate";
+    if (i == 7) state_after_7 = s.state();
+  }
+  // The state taken back continues as the original did, and gives every earlier step's rate.
+  PlateauSchedule resumed(0.2, 0.5, 2, 1e-4, 1, 0.03);
+  resumed.restore_state(state_after_7);
+  PlateauSchedule replay(0.2, 0.5, 2, 1e-4, 1, 0.03);
+  for (size_t i = 0; i < 8; ++i) replay.observe(losses[i], 10 * int64_t(i + 1));
+  for (size_t i = 8; i < std::size(losses); ++i) {
+    resumed.observe(losses[i], 10 * int64_t(i + 1));
+    replay.observe(losses[i], 10 * int64_t(i + 1));
+  }
+  EXPECT_EQ(resumed.state(), s.state());
+  for (int64_t step = 0; step < 260; ++step) EXPECT_DOUBLE_EQ(resumed.lr(step), s.lr(step));
+  for (const char* bad : {"", "x 0 0 -", "inf -1 0 -", "inf 0 0 20,10", "inf 0 0 5x", "1 2 3 4 5"})
+    EXPECT_THROW(resumed.restore_state(bad), Error) << bad;
+  EXPECT_THROW(PlateauSchedule(0.2, 1.0, 2, 1e-4, 1, 0.0), Error);
+}
+
 TEST(Schedule, OneCycleMatchesPyTorch) {
   // torch.optim.lr_scheduler.OneCycleLR(max_lr=0.1, total_steps=100) defaults: pct_start 0.3,
   // div_factor 25, final_div_factor 1e4, cosine; values from its get_lr() formula.

@@ -173,6 +173,18 @@ TEST(Resume, Bf16OnTheCpuFromEveryStepIsBitIdentical) {
   resume_from_every_checkpoint(c, "bf16");
 }
 
+// The plateau schedule with no patience on a held-out validation set: its cuts are decided at
+// epoch ends and kept in checkpoints, so a resumed run cuts where the uninterrupted one did.
+TEST(Resume, PlateauScheduleFromEveryStepIsBitIdentical) {
+  Config c = resnet_config();
+  c.set_override("schedule.name=\"plateau\"");
+  c.set_override("schedule.patience=0");
+  c.set_override("schedule.factor=0.5");
+  c.set_override("schedule.threshold=0.9");  // only a tenth of the loss is an improvement
+  c.set_override("data.val_fraction=0.25");
+  resume_from_every_checkpoint(c, "plateau");
+}
+
 TEST(Resume, AdamWFromEveryStepIsBitIdentical) {
   resume_from_every_checkpoint(adamw_config(), "adamw");
 }

@@ -112,6 +112,25 @@ TEST(RunConfigBounds, MultiStepMilestonesAreIncreasingEpochsOfTheRun) {
   EXPECT_DOUBLE_EQ(schedule->lr(3), r.optim.sgd.lr * 0.01);
 }
 
+// plateau decides on the validation loss after every epoch: without a validation set or with
+// epochs left unevaluated it is refused by key.
+TEST(RunConfigBounds, PlateauNeedsAValidationSetEvaluatedEveryEpoch) {
+  Config c = base_config();
+  c.set_override("schedule.name=\"plateau\"");
+  expect_invalid([&] { train::parse_run_config(c); }, {"schedule.name", "validation"});
+  c.set_override("data.val_fraction=0.25");
+  c.set_override("train.eval_every=2");
+  expect_invalid([&] { train::parse_run_config(c); }, {"train.eval_every", "plateau"});
+  c.set_override("train.eval_every=1");
+  c.set_override("schedule.patience=3");
+  EXPECT_EQ(train::parse_run_config(c).schedule.patience, 3);
+  expect_refused("schedule.factor=1", {"(0, 1)"});
+  expect_refused("schedule.factor=0", {"(0, 1)"});
+  expect_refused("schedule.patience=-1");
+  expect_refused("schedule.cooldown=-1");
+  expect_refused("schedule.threshold=1");
+}
+
 TEST(RunConfigBounds, EmptySyntheticSplitsAreRefusedByKey) {
   expect_refused("data.synthetic.test_size=0");
   expect_refused("data.synthetic.train_size=0");

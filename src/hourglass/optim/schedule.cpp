@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <sstream>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/untrusted_text.h"
@@ -116,6 +117,101 @@ std::string MultiStepSchedule::describe() const {
                      fmt::join(milestones_, ", "), gamma_);
 }
 
+// ---------------------------------------------------------------- plateau
+
+PlateauSchedule::PlateauSchedule(double base_lr, double factor, int64_t patience, double threshold,
+                                 int64_t cooldown, double min_lr)
+    : base_lr_(base_lr),
+      factor_(factor),
+      threshold_(threshold),
+      min_lr_(min_lr),
+      patience_(patience),
+      cooldown_(cooldown),
+      best_(HUGE_VAL),
+      rates_{base_lr} {
+  check_base_lr("plateau", base_lr);
+  HG_CHECK(factor > 0 && factor < 1, "lr schedule plateau: factor must be in (0, 1), got {}",
+           factor);
+  HG_CHECK(patience >= 0 && cooldown >= 0,
+           "lr schedule plateau: patience and cooldown must be non-negative, got {} and {}",
+           patience, cooldown);
+  HG_CHECK(threshold >= 0 && threshold < 1,
+           "lr schedule plateau: threshold must be in [0, 1), got {}", threshold);
+  HG_CHECK(min_lr >= 0, "lr schedule plateau: min_lr must be non-negative, got {}", min_lr);
+}
+
+double PlateauSchedule::lr(int64_t step) const {
+  const auto cuts = std::upper_bound(cuts_.begin(), cuts_.end(), step) - cuts_.begin();
+  return rates_[size_t(cuts)];
+}
+
+void PlateauSchedule::observe(double validation_loss, int64_t step) {
+  // PyTorch's step(metrics); a NaN loss is never an improvement.
+  if (validation_loss < best_ * (1.0 - threshold_)) {
+    best_ = validation_loss;
+    bad_ = 0;
+  } else {
+    ++bad_;
+  }
+  if (cooldown_left_ > 0) {
+    --cooldown_left_;
+    bad_ = 0;
+  }
+  if (bad_ > patience_) {
+    const double old = rates_.back(), cut = std::max(old * factor_, min_lr_);
+    if (old - cut > 1e-8) {
+      cuts_.push_back(cuts_.empty() ? step : std::max(step, cuts_.back()));
+      rates_.push_back(cut);
+    }
+    cooldown_left_ = cooldown_;
+    bad_ = 0;
+  }
+}
+
+std::string PlateauSchedule::state() const {
+  return fmt::format("{} {} {} {}", std::isfinite(best_) ? fmt::format("{}", best_) : "inf", bad_,
+                     cooldown_left_,
+                     cuts_.empty() ? std::string("-") : fmt::format("{}", fmt::join(cuts_, ",")));
+}
+
+void PlateauSchedule::restore_state(const std::string& text) {
+  auto malformed = [&] {
+    throw_invalid(
+        fmt::format("plateau schedule state '{}' is not 'best bad cooldown cuts' (cut "
+                    "steps non-negative and in order)",
+                    untrusted_excerpt(text)));
+  };
+  std::istringstream in(text);
+  std::string best, cuts, rest;
+  long long bad = -1, cooldown_left = -1;
+  if (!(in >> best >> bad >> cooldown_left >> cuts) || (in >> rest) || bad < 0 || cooldown_left < 0)
+    malformed();
+  char* end = nullptr;
+  const double b = best == "inf" ? HUGE_VAL : std::strtod(best.c_str(), &end);
+  if (best != "inf" && (end == best.c_str() || *end != '\0' || !std::isfinite(b))) malformed();
+  best_ = b;
+  bad_ = bad;
+  cooldown_left_ = cooldown_left;
+  cuts_.clear();
+  rates_.assign(1, base_lr_);
+  if (cuts == "-") return;
+  const char* p = cuts.c_str();
+  while (*p != '\0') {
+    const long long s = std::strtoll(p, &end, 10);
+    if (end == p || s < 0 || (!cuts_.empty() && s < cuts_.back()) || (*end != ',' && *end != '\0'))
+      malformed();
+    cuts_.push_back(s);
+    rates_.push_back(std::max(rates_.back() * factor_, min_lr_));
+    p = *end == ',' ? end + 1 : end;
+  }
+}
+
+std::string PlateauSchedule::describe() const {
+  return fmt::format(
+      "plateau(base_lr={}, factor={}, patience={}, threshold={}, cooldown={}, min_lr={})", base_lr_,
+      factor_, patience_, threshold_, cooldown_, min_lr_);
+}
+
 // ---------------------------------------------------------------- one-cycle
 
 OneCycleSchedule::OneCycleSchedule(double max_lr, int64_t total_steps, double pct_start,
@@ -153,8 +249,8 @@ std::string OneCycleSchedule::describe() const {
 // ---------------------------------------------------------------- factory
 
 const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names{"constant", "cosine", "step", "multi_step",
-                                              "one_cycle"};
+  static const std::vector<std::string> names{"constant",   "cosine",  "step",
+                                              "multi_step", "plateau", "one_cycle"};
   return names;
 }
 
@@ -166,6 +262,9 @@ std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const Schedul
   if (name == "step") return std::make_unique<StepDecaySchedule>(p.base_lr, p.step_size, p.gamma);
   if (name == "multi_step")
     return std::make_unique<MultiStepSchedule>(p.base_lr, p.milestones, p.gamma);
+  if (name == "plateau")
+    return std::make_unique<PlateauSchedule>(p.base_lr, p.factor, p.patience, p.threshold,
+                                             p.cooldown, p.min_lr);
   if (name == "one_cycle")
     return std::make_unique<OneCycleSchedule>(p.base_lr, p.total_steps, p.pct_start, p.div_factor,
                                               p.final_div_factor, p.cosine_anneal);

@@ -1,5 +1,8 @@
 // Learning-rate schedules: lr as a pure function of the global optimizer step, so a resumed run
-// gets the right value from the restored step count alone (no scheduler state to save).
+// gets the right value from the restored step count alone (no scheduler state to save). The
+// plateau schedule is the one exception: its rate is still a function of the step, given the
+// steps at which evaluations decided to cut it, and that record is its state (state() /
+// restore_state(), kept in checkpoints).
 //
 // `step` is 0-based: lr(step) is the rate for the update about to be applied when
 // optimizer.step_count() == step. Steps at or past total_steps keep the final value.
@@ -18,6 +21,18 @@ class LrSchedule {
   virtual double lr(int64_t step) const = 0;
   // "cosine(base_lr=0.1, warmup_steps=500, ...)", for logs.
   virtual std::string describe() const = 0;
+  // Whether observe() decides anything (the plateau schedule).
+  virtual bool observes_validation() const { return false; }
+  // A validation loss measured after `step` optimizer steps; a cut it decides applies from
+  // step `step` on. Ignored by the schedules that are functions of the step alone.
+  virtual void observe(double validation_loss, int64_t step) {
+    (void)validation_loss;
+    (void)step;
+  }
+  // What observe() has decided so far, as text ("" for the others); restore_state takes it back
+  // (throws InvalidInput naming what is malformed).
+  virtual std::string state() const { return {}; }
+  virtual void restore_state(const std::string& text) { (void)text; }
 };
 
 // Every parameter a schedule may use; each schedule reads the ones it documents.
@@ -33,6 +48,10 @@ struct ScheduleParams {
   double div_factor = 25.0;         // one_cycle: initial rate = base_lr / div_factor
   double final_div_factor = 1e4;    // one_cycle: final rate = initial rate / final_div_factor
   bool cosine_anneal = true;        // one_cycle: cosine (PyTorch default) or linear ramps
+  double factor = 0.1;              // plateau: the rate's multiplier at a cut
+  int64_t patience = 10;            // plateau: evaluations without improvement before a cut
+  double threshold = 1e-4;          // plateau: an improvement is below best * (1 - threshold)
+  int64_t cooldown = 0;             // plateau: evaluations after a cut before counting again
 };
 
 // lr = base_lr.
@@ -85,6 +104,33 @@ class MultiStepSchedule final : public LrSchedule {
   std::vector<int64_t> milestones_;
 };
 
+// PyTorch ReduceLROnPlateau (mode "min", threshold_mode "rel", eps 1e-8) on a validation loss:
+// after more than `patience` evaluations in a row without a loss below best * (1 - threshold),
+// the rate is multiplied by `factor` (not below min_lr; a cut smaller than 1e-8 is skipped),
+// then `cooldown` evaluations pass before bad ones count again. lr(step) is base_lr cut once
+// for each recorded cut at or before `step`.
+class PlateauSchedule final : public LrSchedule {
+ public:
+  PlateauSchedule(double base_lr, double factor, int64_t patience, double threshold,
+                  int64_t cooldown, double min_lr);
+  double lr(int64_t step) const override;
+  std::string describe() const override;
+  bool observes_validation() const override { return true; }
+  void observe(double validation_loss, int64_t step) override;
+  // "best bad cooldown_left cut_step,cut_step,..." (best "inf" before the first observation,
+  // "-" for no cuts).
+  std::string state() const override;
+  void restore_state(const std::string& text) override;
+
+ private:
+  double base_lr_, factor_, threshold_, min_lr_;
+  int64_t patience_, cooldown_;
+  double best_;
+  int64_t bad_ = 0, cooldown_left_ = 0;
+  std::vector<int64_t> cuts_;  // steps from which each cut applies, in order
+  std::vector<double> rates_;  // rates_[k]: the rate after k cuts
+};
+
 // PyTorch OneCycleLR (two phases): from max_lr/div_factor up to max_lr by step
 // pct_start*total_steps - 1, then down to (max_lr/div_factor)/final_div_factor at step
 // total_steps - 1, each ramp cosine or linear.
@@ -103,7 +149,7 @@ class OneCycleSchedule final : public LrSchedule {
 };
 
 // The schedule names make_schedule accepts: "constant", "cosine", "step", "multi_step",
-// "one_cycle".
+// "plateau", "one_cycle".
 const std::vector<std::string>& schedule_names();
 
 // Builds a schedule by name. Throws InvalidInput naming an unknown name (and listing the valid

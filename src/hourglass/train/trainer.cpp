@@ -201,6 +201,13 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
              ckpt.file.path, s.loss_scale);
     scaler->load_state(Tensor::from_vector<float>({float(scale), 0.0f, float(good)}, {3}));
   }
+  if (setup_.schedule->observes_validation()) {
+    try {
+      setup_.schedule->restore_state(s.schedule_state.empty() ? "inf 0 0 -" : s.schedule_state);
+    } catch (const Error& e) {
+      throw_invalid(fmt::format("bad checkpoint {}: {}", ckpt.file.path, e.message()));
+    }
+  }
   best_acc_ = s.best_acc;
   last_epoch_record_ = s.last_epoch_record;
   ops::adopt_algorithm_choices(s.algorithm_choices);
@@ -379,6 +386,7 @@ double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t 
     s.loss_scale = fmt::format("{} {}", st[0], st[2]);
   }
   s.algorithm_choices = ops::algorithm_choices();
+  s.schedule_state = setup_.schedule->state();
   return session_->write_checkpoint(s, model(), *setup_.optimizer, /*quiet=*/p != nullptr);
 }
 
@@ -541,6 +549,9 @@ EpochMetrics Trainer::end_epoch(EpochProgress& p) {
   if (m.evaluated) {
     evaluate_epoch(m, eval_seconds);
     last_eval_seconds_ = eval_seconds;
+    // schedule.name = "plateau": the validation loss may cut the rate from the next step on
+    // (before the epoch's checkpoint, which keeps the decision).
+    if (m.has_validation) setup_.schedule->observe(m.val_loss, global_step());
   }
   // The rate of the epoch's last step (from the schedule: a run resumed at the epoch's end
   // has not set it).

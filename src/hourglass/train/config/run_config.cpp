@@ -263,7 +263,7 @@ RunConfig parse_run_config(const Config& c) {
   if (std::find(names.begin(), names.end(), s.name) == names.end())
     throw_invalid(fmt::format("{}: schedule.name: unknown schedule '{}'", c.source(),
                               untrusted_excerpt(s.name)),
-                  "use one of constant, cosine, step, multi_step, one_cycle");
+                  "use one of constant, cosine, step, multi_step, plateau, one_cycle");
   // [train] counts, read before the schedule's lengths in epochs, which train.epochs bounds
   TrainConfig& t = r.train;
   t.epochs =
@@ -294,6 +294,11 @@ RunConfig parse_run_config(const Config& c) {
                               t.epochs, fmt::join(s.milestone_epochs, ", ")));
     }
   }
+  s.factor = double_in(c, "schedule.factor", 0.1, 0.0, 1.0, Upper::Open, "in (0, 1)");
+  check_range(s.factor > 0, c, "schedule.factor", "must be in (0, 1), found 0");
+  s.patience = int_in(c, "schedule.patience", 10, 0, kMaxEpochs, "must be non-negative");
+  s.threshold = double_in(c, "schedule.threshold", 1e-4, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  s.cooldown = int_in(c, "schedule.cooldown", 0, 0, kMaxEpochs, "must be non-negative");
   s.pct_start = c.get_double("schedule.pct_start", 0.3);
   check_range(s.pct_start > 0 && s.pct_start < 1, c, "schedule.pct_start",
               fmt::format("must be in (0, 1), found {}", s.pct_start));
@@ -351,6 +356,18 @@ RunConfig parse_run_config(const Config& c) {
                     "evaluated, but eval_every is {}",
                     c.origin("train.eval_every"), t.early_stop_patience, t.eval_every),
         "set train.eval_every = 1, or turn early stopping off");
+  if (s.name == "plateau" && r.data.val_fraction == 0 && r.data.val_path.empty())
+    throw_invalid(fmt::format("config key 'schedule.name' {}: the plateau schedule cuts the rate "
+                              "on the validation loss, and the run holds no validation set",
+                              c.origin("schedule.name")),
+                  "set data.val_fraction (e.g. 0.1) to hold one out of the training set, or "
+                  "data.val_path: the test set is never used for a decision");
+  if (s.name == "plateau" && t.eval_every != 1)
+    throw_invalid(fmt::format("config key 'train.eval_every' {}: the plateau schedule counts "
+                              "epochs by their validation, so every epoch must be evaluated, but "
+                              "eval_every is {}",
+                              c.origin("train.eval_every"), t.eval_every),
+                  "set train.eval_every = 1, or use another schedule");
 
   r.checkpoint = parse_checkpoint_config(c);
   r.metrics = parse_metrics_config(c);
@@ -469,6 +486,12 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("schedule.final_div_factor", s.final_div_factor);
   if (s.name == "multi_step")
     line("schedule.milestone_epochs", fmt::format("[{}]", fmt::join(s.milestone_epochs, ", ")));
+  if (s.name == "plateau") {
+    line("schedule.factor", s.factor);
+    line("schedule.patience", s.patience);
+    line("schedule.threshold", s.threshold);
+    line("schedule.cooldown", s.cooldown);
+  }
   const TrainConfig& t = r.train;
   line("train.epochs", t.epochs);
   line("train.batch_size", t.batch_size);
@@ -509,6 +532,10 @@ std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64
   for (double m : s.milestone_epochs)
     p.milestones.push_back(
         std::max<int64_t>(1, int64_t(std::llround(m * double(steps_per_epoch)))));
+  p.factor = s.factor;
+  p.patience = s.patience;
+  p.threshold = s.threshold;
+  p.cooldown = s.cooldown;
   p.pct_start = s.pct_start;
   p.div_factor = s.div_factor;
   p.final_div_factor = s.final_div_factor;

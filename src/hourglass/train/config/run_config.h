@@ -72,6 +72,10 @@ struct ScheduleConfig {
   double step_epochs = 0;                // step: decay every this many epochs
   double gamma = 0.1;                    // step, multi_step
   std::vector<double> milestone_epochs;  // multi_step: where the rate is multiplied by gamma
+  double factor = 0.1;                   // plateau: the rate's multiplier at a cut
+  int64_t patience = 10;                 // plateau: evaluations without improvement before a cut
+  double threshold = 1e-4;               // plateau: relative improvement that counts
+  int64_t cooldown = 0;                  // plateau: evaluations after a cut before counting
   double pct_start = 0.3;                // one_cycle
   double div_factor = 25;                // one_cycle
   double final_div_factor = 1e4;         // one_cycle

@@ -284,6 +284,7 @@ CheckpointImage training_checkpoint_image(const nn::Module& model,
   m[key("threads")] = std::to_string(s.threads);
   m[key("micro_batch")] = std::to_string(s.micro_batch);
   if (!s.loss_scale.empty()) m[key("loss_scale")] = s.loss_scale;
+  if (!s.schedule_state.empty()) m[key("schedule_state")] = s.schedule_state;
   m[key("trajectory_config")] = s.config_text;
   m[key("config_hash")] = s.config_hash;
   if (!s.algorithm_choices.empty())
@@ -311,6 +312,7 @@ LoadedCheckpoint read_training_checkpoint(const std::string& path, CheckpointTru
   s.threads = r.number<int>("threads");
   s.micro_batch = r.number<int64_t>("micro_batch");
   s.loss_scale = r.text_or_empty("loss_scale");
+  s.schedule_state = r.text_or_empty("schedule_state");
   s.config_text = r.text("trajectory_config");
   s.config_hash = r.text("config_hash");
   s.algorithm_choices = ops::decode_algorithm_choices(

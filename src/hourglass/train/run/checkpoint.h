@@ -77,6 +77,9 @@ struct TrainingState {
       0;  // rows per micro-batch in use (out-of-memory recovery may have halved it)
   // fp16 runs: the loss scaler's scale and clean-step count ("65536 12"); empty otherwise.
   std::string loss_scale;
+  // schedule.name = "plateau": what its evaluations decided (PlateauSchedule::state); empty
+  // otherwise.
+  std::string schedule_state;
   std::string config_text;  // trajectory_config_text of the run
   std::string config_hash;  // config_hash(config_text)
   // The GPU libraries' deterministic algorithm choices (ops/algorithm_choices.h), adopted on
