@@ -135,6 +135,8 @@ void expect_same_run(const Outcome& a, const Outcome& b, const std::string& what
     EXPECT_EQ(ma.test_loss, mb.test_loss) << what << " epoch " << mb.epoch;
     EXPECT_EQ(ma.test_acc, mb.test_acc) << what << " epoch " << mb.epoch;
     EXPECT_EQ(ma.lr, mb.lr) << what << " epoch " << mb.epoch;
+    EXPECT_EQ(ma.ema_test_loss, mb.ema_test_loss) << what << " epoch " << mb.epoch;
+    EXPECT_EQ(ma.ema_test_acc, mb.ema_test_acc) << what << " epoch " << mb.epoch;
   }
 }
 
@@ -183,6 +185,14 @@ TEST(Resume, PlateauScheduleFromEveryStepIsBitIdentical) {
   c.set_override("schedule.threshold=0.9");  // only a tenth of the loss is an improvement
   c.set_override("data.val_fraction=0.25");
   resume_from_every_checkpoint(c, "plateau");
+}
+
+// A moving average of the weights: checkpoints keep it, so the average a resumed run evaluates
+// (its loss to the last bit) is the uninterrupted run's.
+TEST(Resume, WeightAverageFromEveryStepIsBitIdentical) {
+  Config c = resnet_config();
+  c.set_override("train.ema_decay=0.9");
+  resume_from_every_checkpoint(c, "ema");
 }
 
 TEST(Resume, AdamWFromEveryStepIsBitIdentical) {

@@ -148,6 +148,8 @@ Trainer::Trainer(const Config& config, TrainerOptions options)
     check_resumable(c, trajectory, run_.engine, model(), *setup_.optimizer, setup_.steps_per_epoch,
                     run_.train.batch_size);
   };
+  if (run_.train.ema_decay > 0)
+    ema_ = std::make_unique<WeightAverage>(setup_.flat, run_.train.ema_decay);
   std::optional<LoadedCheckpoint> ckpt;
   if (session_->writes()) ckpt = session_->find_resume_point(validate);
   if (dp_) {  // every rank continues from the checkpoint rank 0 chose
@@ -208,6 +210,7 @@ void Trainer::adopt(const LoadedCheckpoint& ckpt) {
       throw_invalid(fmt::format("bad checkpoint {}: {}", ckpt.file.path, e.message()));
     }
   }
+  if (ema_) ema_->restore(ckpt.file);
   best_acc_ = s.best_acc;
   last_epoch_record_ = s.last_epoch_record;
   ops::adopt_algorithm_choices(s.algorithm_choices);
@@ -292,6 +295,22 @@ void Trainer::evaluate_epoch(EpochMetrics& m, double& seconds) {
   m.test_loss = eval.loss;
   m.test_acc = eval.accuracy;
   m.test_top5 = eval.top5;
+  if (ema_) {
+    // The moving average in the model's place; its batch-norm statistics are the ranks' mean,
+    // as the model's are at an epoch's end.
+    ema_->with_average(setup_.flat, [&] {
+      if (dp_) dp_->sync_buffers(setup_.flat.buffers);
+      if (setup_.validation_loader) {
+        const EvalResult val = evaluate_all(*setup_.validation_loader);
+        m.ema_val_acc = val.accuracy;
+        seconds += val.seconds;
+      }
+      const EvalResult test = evaluate_all(*setup_.test_loader);
+      m.ema_test_loss = test.loss;
+      m.ema_test_acc = test.accuracy;
+      seconds += test.seconds;
+    });
+  }
 }
 
 void Trainer::write_step_record(int64_t epoch) {
@@ -387,6 +406,7 @@ double Trainer::write_checkpoint(const EpochProgress* p, int64_t epoch, int64_t 
   }
   s.algorithm_choices = ops::algorithm_choices();
   s.schedule_state = setup_.schedule->state();
+  if (ema_) s.extra_tensors = ema_->named_tensors();
   return session_->write_checkpoint(s, model(), *setup_.optimizer, /*quiet=*/p != nullptr);
 }
 
@@ -439,6 +459,7 @@ void Trainer::train_batch(const data::Batch& batch, EpochProgress& p) {
     autograd::NoGradGuard no_grad;
     ops::add_(p.loss_sum, sums.loss);
     ops::add_(p.correct, sums.correct);
+    if (ema_) ema_->update(setup_.flat, global_step());
   } catch (const Error& e) {
     // Data-parallel: the other ranks wait in this step's reductions, so nothing can be
     // agreed with them; the run continues from its last checkpoint.
@@ -737,6 +758,17 @@ std::vector<EpochMetrics> Trainer::run() {
     final_metadata["hourglass.stopped_early_after_epoch"] = std::to_string(stopped_early_at_);
   monitor_.reset();
   session_->save_final(model(), *setup_.optimizer, final_metadata);
+  if (ema_) {
+    std::map<std::string, std::string> ema_metadata = {
+        {"hourglass.epochs", std::to_string(run_.train.epochs)},
+        {"hourglass.ema_decay", fmt::format("{}", ema_->decay())}};
+    if (!history.empty() && history.back().ema_test_acc >= 0)
+      ema_metadata["hourglass.test_acc"] = fmt::format("{:.6f}", history.back().ema_test_acc);
+    ema_->with_average(setup_.flat, [&] {
+      if (dp_) dp_->sync_buffers(setup_.flat.buffers);
+      session_->save_final(model(), *setup_.optimizer, ema_metadata, "final_ema.safetensors");
+    });
+  }
   session_->finish("");
   return history;
 }

@@ -25,6 +25,7 @@
 #include "hourglass/train/run/run_history.h"
 #include "hourglass/train/run/run_session.h"
 #include "hourglass/train/step/data_parallel.h"
+#include "hourglass/train/step/weight_average.h"
 #include "hourglass/train/training_setup.h"
 
 namespace hg::obs {
@@ -158,6 +159,7 @@ class Trainer {
   std::unique_ptr<obs::Monitor> monitor_;
   // The op profiler over a window of steps (profile.enabled; rank 0) during run().
   std::unique_ptr<RunProfiler> profiler_;
+  std::unique_ptr<WeightAverage> ema_;  // train.ema_decay > 0
   std::atomic<double> loop_wait_seconds_{0}, loop_seconds_{0};
   std::atomic<int64_t> monitor_step_{0};  // the global step, for its TensorBoard scalars
   // The step loop since the last per-step record: its time (evaluations excluded), the time it

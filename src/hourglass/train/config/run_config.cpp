@@ -332,6 +332,8 @@ RunConfig parse_run_config(const Config& c) {
                                  "must be in [0, train.epochs] (0 = off)");
   t.early_stop_min_delta = double_in(c, "train.early_stop_min_delta", 0.0, 0.0, 1.0, Upper::Closed,
                                      "an accuracy difference in [0, 1]");
+  t.ema_decay = double_in(c, "train.ema_decay", 0.0, 0.0, 1.0, Upper::Open,
+                          "in [0, 1) (0 = no moving average; 0.999 is usual)");
   if (!r.data.val_path.empty() && r.data.dataset == "synthetic")
     throw_invalid(fmt::format("config key 'data.val_path' {}: the synthetic dataset has no files "
                               "to read a validation set from",
@@ -505,6 +507,8 @@ std::string trajectory_config_text(const RunConfig& r) {
     line("train.early_stop_patience", t.early_stop_patience);
     line("train.early_stop_min_delta", t.early_stop_min_delta);
   }
+  // Only when set, so that runs without an average keep the text (and hash) they had.
+  if (t.ema_decay > 0) line("train.ema_decay", t.ema_decay);
   return out;
 }
 

@@ -101,6 +101,10 @@ struct TrainConfig {
   // validation fields in its metrics line and cannot become `best`.
   int64_t eval_every = 1;
   double early_stop_min_delta = 0;
+  // > 0: an exponential moving average of the weights and batch-norm statistics with this decay
+  // (step/weight_average.h), evaluated beside the model after each evaluated epoch and written
+  // as final_ema.safetensors.
+  double ema_decay = 0;
   // Rows per micro-batch: ceil(batch_size / grad_accum), train.micro_batch, or kAutoMicroBatch
   // ("auto": the trainer finds the largest that fits before training).
   int64_t micro_batch = 0;

@@ -131,7 +131,8 @@ void check_model_tensors(const SafetensorsFile& file, const nn::Module& model) {
              shape_str(stored->shape()), shape_str(t.shape()));
   }
   for (const auto& nt : file.tensors)
-    HG_CHECK(names.count(nt.name) || nt.name.starts_with(kOptimPrefix),
+    HG_CHECK(names.count(nt.name) || nt.name.starts_with(kOptimPrefix) ||
+                 nt.name.starts_with(kEmaPrefix),
              "checkpoint {} holds tensor '{}', which this {} model does not have", path,
              untrusted_excerpt(nt.name), model.type_name());
 }
@@ -254,7 +255,8 @@ void load_model_state(nn::Module& model, const SafetensorsFile& file) {
   check_model_tensors(file, model);
   std::map<std::string, Tensor> state;
   for (const auto& t : file.tensors)
-    if (t.name.rfind(kOptimPrefix, 0) != 0) state.emplace(t.name, t.tensor);
+    if (t.name.rfind(kOptimPrefix, 0) != 0 && t.name.rfind(kEmaPrefix, 0) != 0)
+      state.emplace(t.name, t.tensor);
   model.load_state_dict(state, file.path);
 }
 
@@ -289,7 +291,11 @@ CheckpointImage training_checkpoint_image(const nn::Module& model,
   m[key("config_hash")] = s.config_hash;
   if (!s.algorithm_choices.empty())
     m[key("algorithm_choices")] = ops::encode_algorithm_choices(s.algorithm_choices);
-  return checkpoint_image(model, &optimizer, std::move(m), true);
+  CheckpointImage image = checkpoint_image(model, &optimizer, std::move(m), true);
+  for (const NamedTensor& t : s.extra_tensors)
+    image.tensors.push_back({t.name, t.tensor.device().is_cpu() ? t.tensor.contiguous().clone()
+                                                                : t.tensor.to(Device::cpu())});
+  return image;
 }
 
 LoadedCheckpoint read_training_checkpoint(const std::string& path, CheckpointTrust trust) {

@@ -26,6 +26,8 @@ inline constexpr const char* kFormatMetadataKey = "hourglass.format";
 // The format written: checkpoint-v2 plus the mandatory whole-file checksum.
 inline constexpr const char* kCheckpointFormat = "checkpoint-v3";
 inline constexpr const char* kOptimPrefix = "optim.";
+// Tensors of the weights' moving average (train.ema_decay, step/weight_average.h).
+inline constexpr const char* kEmaPrefix = "ema.";
 
 // Whether a checkpoint without the whole-file checksum, written before checkpoint-v3, is read.
 enum class CheckpointTrust {
@@ -80,6 +82,9 @@ struct TrainingState {
   // schedule.name = "plateau": what its evaluations decided (PlateauSchedule::state); empty
   // otherwise.
   std::string schedule_state;
+  // Written beside the model's and the optimizer's tensors (the weights' moving average,
+  // "ema.*"); not read back into this struct: the caller finds them in the file.
+  std::vector<NamedTensor> extra_tensors;
   std::string config_text;  // trajectory_config_text of the run
   std::string config_hash;  // config_hash(config_text)
   // The GPU libraries' deterministic algorithm choices (ops/algorithm_choices.h), adopted on

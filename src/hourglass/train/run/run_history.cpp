@@ -44,6 +44,9 @@ EpochMetrics from_json(const ordered_json& j) {
   m.val_loss = number(j, "val_loss");
   m.val_acc = number(j, "val_acc");
   m.val_top5 = j.contains("val_top5") ? number(j, "val_top5") : -1.0;
+  m.ema_val_acc = j.contains("ema_val_acc") ? number(j, "ema_val_acc") : -1.0;
+  m.ema_test_loss = j.contains("ema_test_loss") ? number(j, "ema_test_loss") : -1.0;
+  m.ema_test_acc = j.contains("ema_test_acc") ? number(j, "ema_test_acc") : -1.0;
   m.images_per_s = number(j, "images_per_s");
   m.epoch_seconds = number(j, "epoch_seconds");
   m.lr = number(j, "lr");
@@ -85,6 +88,9 @@ std::vector<std::pair<std::string, double>> epoch_record(const EpochMetrics& m) 
   if (m.evaluated) {
     r.insert(r.end(), {{"test_loss", m.test_loss}, {"test_acc", m.test_acc}});
     if (m.test_top5 >= 0) r.emplace_back("test_top5", m.test_top5);
+    if (m.ema_val_acc >= 0) r.emplace_back("ema_val_acc", m.ema_val_acc);
+    if (m.ema_test_acc >= 0)
+      r.insert(r.end(), {{"ema_test_loss", m.ema_test_loss}, {"ema_test_acc", m.ema_test_acc}});
   }
   r.insert(r.end(), {{"images_per_s", m.images_per_s},
                      {"epoch_seconds", m.epoch_seconds},

@@ -25,8 +25,11 @@ struct EpochMetrics {
   double test_top5 = -1;        // top-5 fraction; -1 (absent) with 5 classes or fewer
   bool has_validation = false;  // the run holds out a validation set (data.val_fraction)
   double val_loss = 0;
-  double val_acc = 0;       // fraction; what `best` is chosen on when has_validation
-  double val_top5 = -1;     // as test_top5
+  double val_acc = 0;    // fraction; what `best` is chosen on when has_validation
+  double val_top5 = -1;  // as test_top5
+  // train.ema_decay > 0: the moving average's test loss and accuracy (and validation accuracy,
+  // with a validation set); -1 (absent) otherwise.
+  double ema_test_loss = -1, ema_test_acc = -1, ema_val_acc = -1;
   double images_per_s = 0;  // training throughput (excludes evaluation)
   double epoch_seconds = 0;
   double lr = 0;                  // at the end of the epoch

@@ -371,7 +371,8 @@ void RunSession::append_monitor_record(int64_t step,
 }
 
 void RunSession::save_final(const nn::Module& model, const optim::Optimizer& optimizer,
-                            std::map<std::string, std::string> metadata) {
+                            std::map<std::string, std::string> metadata,
+                            const std::string& file_name) {
   require_checkpoint_written();
   if (!writes()) return;
   metadata.emplace(kConfigMetadataKey, config_.to_toml());
@@ -379,7 +380,7 @@ void RunSession::save_final(const nn::Module& model, const optim::Optimizer& opt
   // evaluated, exported or fine-tuned, not resumed); its name and step count are recorded.
   metadata.emplace("hourglass.optim.name", optimizer.name());
   metadata.emplace("hourglass.optim.step", std::to_string(optimizer.step_count()));
-  save_checkpoint(options_.run_dir + "/final.safetensors", model, nullptr, std::move(metadata));
+  save_checkpoint(options_.run_dir + "/" + file_name, model, nullptr, std::move(metadata));
 }
 
 std::string RunSession::start_steps() {

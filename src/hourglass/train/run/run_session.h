@@ -149,10 +149,12 @@ class RunSession {
   // (metrics.tensorboard); safe to call from the monitor's thread.
   void append_monitor_record(int64_t step,
                              const std::vector<std::pair<std::string, double>>& values);
-  // final.safetensors: the model's weights and buffers (not the optimizer's state, which the
-  // checkpoints keep) with `metadata`, the config, and the optimizer's name and step count.
+  // final.safetensors (or `file_name` in the run directory: final_ema.safetensors): the model's
+  // weights and buffers (not the optimizer's state, which the checkpoints keep) with `metadata`,
+  // the config, and the optimizer's name and step count.
   void save_final(const nn::Module& model, const optim::Optimizer& optimizer,
-                  std::map<std::string, std::string> metadata);
+                  std::map<std::string, std::string> metadata,
+                  const std::string& file_name = "final.safetensors");
   // Waits for the last checkpoint and closes the ledger, recording `stop_reason` ("" for a
   // finished run). A ledger that cannot be written then is logged as an error naming it and the
   // unrecorded time, not thrown: the run's outputs are complete. A failed last checkpoint is
