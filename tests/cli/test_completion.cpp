@@ -18,6 +18,18 @@
 namespace hg {
 namespace {
 
+// What `cmd` prints (stdout and stderr), without the trailing newlines.
+std::string output_of(const std::string& cmd) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  pclose(pipe);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 class Completion : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -29,17 +41,8 @@ class Completion : public ::testing::Test {
 
   // COMPREPLY, space-separated, for the command line `words` with the cursor on word `cword`.
   static std::string complete(const std::string& words, int cword) {
-    const std::string cmd = "bash -c 'source " + script_ + "; COMP_WORDS=(" + words +
-                            "); COMP_CWORD=" + std::to_string(cword) +
-                            "; _hourglass; echo \"${COMPREPLY[*]}\"' 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) return "popen failed";
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-    pclose(pipe);
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
+    return output_of("bash -c 'source " + script_ + "; COMP_WORDS=(" + words + "); COMP_CWORD=" +
+                     std::to_string(cword) + "; _hourglass; echo \"${COMPREPLY[*]}\"'");
   }
 
   static std::string script_;
@@ -65,18 +68,12 @@ TEST_F(Completion, CompletesSubcommandsAndTheirOwnFlags) {
 // zsh: the script as zsh's completion system runs it, with compadd and _files standing in (they
 // print what they are handed; zsh's compadd would filter by the typed prefix).
 std::string zsh_candidates(const std::string& script, const std::string& words, int current) {
-  const std::string cmd =
-      "zsh -f -c 'compadd() { shift; print -r -- \"$*\"; }; "
-      "_files() { print FILES; }; words=(" +
-      words + "); CURRENT=" + std::to_string(current) + "; source " + script + "' 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return "popen failed";
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  pclose(pipe);
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return " " + out + " ";
+  return " " +
+         output_of(
+             "zsh -f -c 'compadd() { shift; print -r -- \"$*\"; }; "
+             "_files() { print FILES; }; words=(" +
+             words + "); CURRENT=" + std::to_string(current) + "; source " + script + "'") +
+         " ";
 }
 
 TEST(CompletionZsh, ScriptParsesAndOffersEachSubcommandsFlags) {

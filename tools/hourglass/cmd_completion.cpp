@@ -23,22 +23,41 @@ std::vector<std::string> option_words(const CLI::App& app) {
   return words;
 }
 
-std::string bash_script(const CLI::App& app) {
+// What both scripts offer: the visible subcommands with their flags, the app's own flags (top)
+// and those of them that may follow a subcommand (global: --log-level, --color; their values
+// are skipped when looking for the subcommand, and after one its own --help stands for the
+// app's).
+struct Words {
   std::vector<std::string> commands;
-  std::string cases;
+  std::vector<std::vector<std::string>> options;  // per command
+  std::vector<std::string> top, global;
+};
+
+Words words_of(const CLI::App& app) {
+  Words w;
   for (const CLI::App* sub :
        app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
-    commands.push_back(sub->get_name());
-    cases += fmt::format("    {}) opts=\"{}\" ;;\n", sub->get_name(),
-                         fmt::join(option_words(*sub), " "));
+    w.commands.push_back(sub->get_name());
+    w.options.push_back(option_words(*sub));
   }
-  // The global options (--log-level, --color, --version) may come before or after the
-  // subcommand; their values are skipped when looking for it. After a subcommand, its own
-  // --help stands for the app's.
-  const std::vector<std::string> top = option_words(app);
-  std::vector<std::string> global;
-  for (const std::string& w : top)
-    if (w != "--help" && w != "-h" && w != "--version") global.push_back(w);
+  w.top = option_words(app);
+  for (const std::string& word : w.top)
+    if (word != "--help" && word != "-h" && word != "--version") w.global.push_back(word);
+  return w;
+}
+
+// One case line per subcommand: `format` with the command's name and its flags.
+std::string cases_of(const Words& w, const char* format) {
+  std::string cases;
+  for (size_t i = 0; i < w.commands.size(); ++i)
+    cases += fmt::format(fmt::runtime(format), w.commands[i], fmt::join(w.options[i], " "));
+  return cases;
+}
+
+std::string bash_script(const CLI::App& app) {
+  const Words w = words_of(app);
+  const std::string cases = cases_of(w, "    {}) opts=\"{}\" ;;\n");
+  const std::vector<std::string>&top = w.top, &global = w.global, &commands = w.commands;
   return fmt::format(
       R"(# bash completion for hourglass, written by `hourglass completion bash` (hourglass {version}).
 # Install: hourglass completion bash > ~/.local/share/bash-completion/completions/hourglass
@@ -77,18 +96,9 @@ complete -o filenames -F _hourglass hourglass
 // zsh: the same words through compadd, files where no flag is being typed; installed as
 // _hourglass in a folder of $fpath (Debian: /usr/share/zsh/vendor-completions).
 std::string zsh_script(const CLI::App& app) {
-  std::vector<std::string> commands;
-  std::string cases;
-  for (const CLI::App* sub :
-       app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
-    commands.push_back(sub->get_name());
-    cases +=
-        fmt::format("    {}) opts=({}) ;;\n", sub->get_name(), fmt::join(option_words(*sub), " "));
-  }
-  const std::vector<std::string> top = option_words(app);
-  std::vector<std::string> global;
-  for (const std::string& w : top)
-    if (w != "--help" && w != "-h" && w != "--version") global.push_back(w);
+  const Words w = words_of(app);
+  const std::string cases = cases_of(w, "    {}) opts=({}) ;;\n");
+  const std::vector<std::string>&top = w.top, &global = w.global, &commands = w.commands;
   return fmt::format(
       R"(#compdef hourglass
 # zsh completion for hourglass, written by `hourglass completion zsh` (hourglass {version}).
