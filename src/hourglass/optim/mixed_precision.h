@@ -26,7 +26,9 @@ Precision parse_precision(const std::string& text, const std::string& what = "pr
 const char* precision_name(Precision p);
 // The autocast policy a precision trains and evaluates under.
 autograd::AutocastPolicy autocast_policy(Precision p);
-// Throws InvalidInput, naming both, when precision `p` needs a GPU and `device` is the CPU.
+// Throws InvalidInput, naming both and what is missing, when the CPU `device` cannot compute in
+// precision `p`: tf32 and fp16 (GPU-only), bf16 on a CPU without AVX-512 BF16 or AMX
+// (Backend::compute_dtype_problem).
 void require_device_for(Precision p, Device device);
 // Applies the process-wide parts of a precision (TF32 on or off) and returns the policy to
 // hold in an AutocastGuard around forward passes. Throws InvalidInput when the precision needs

@@ -17,7 +17,7 @@ using MemoryDesc = dnnl::memory::desc;
 MemoryDesc nhwc_desc(int64_t n, int64_t h, int64_t w, int64_t c,
                      dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 
-// The CPU kernels compute in f32 only; anything else is the caller's mistake.
+// For the kernels that compute in f32 only; anything else is the caller's mistake.
 void check_f32(const char* op, const char* what, const Tensor& t);
 
 // The oneDNN kernels that also take bf16 (convolution, pooling, matrix products): checks that

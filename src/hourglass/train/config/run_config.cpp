@@ -66,7 +66,7 @@ RunConfig parse_run_config(const Config& c) {
                   e.remedy());
   }
   // Without a precision key a GPU run uses TF32 tensor cores for f32 convolutions and matrix
-  // products, as PyTorch lets cuDNN do by default; the CPU computes in f32.
+  // products, as PyTorch lets cuDNN do by default; the CPU computes in f32 unless told bf16.
   r.precision = optim::parse_precision(c.get_string("precision", default_precision(r.device)),
                                        fmt::format("{}: precision", c.source()));
   r.deterministic = c.get_bool("deterministic", false);

@@ -24,8 +24,8 @@ struct ExecutionContext {
   uint64_t seed = 0;           // dropout masks: Philox(seed) at (step, layer, row)
   ops::EngineSettings engine;  // the run's [engine] table (train/config/engine_config.h)
 
-  // The context a run's config describes. Throws InvalidInput when the precision needs a GPU
-  // and the device is the CPU.
+  // The context a run's config describes. Throws InvalidInput when the device cannot compute in
+  // the precision (optim::require_device_for).
   static ExecutionContext from_run(const RunConfig& run);
   // Checks the precision against the device (InvalidInput naming both when they do not go
   // together); returns *this for chaining.
