@@ -111,8 +111,6 @@ const std::vector<std::string> kDeviceChecks = {
     "bf16 conv2d runs and is close to the CPU",
 };
 
-#ifdef HOURGLASS_HAS_GPU
-
 // Uniform values in [-1, 1) as a CPU f32 tensor.
 Tensor random_tensor(const Shape& shape, uint64_t stream) {
   RandomStream rng(20240601, stream);
@@ -121,21 +119,43 @@ Tensor random_tensor(const Shape& shape, uint64_t stream) {
   return Tensor::from_vector(v, shape);
 }
 
-// max |got - ref| / max |ref| over all elements; got and ref converted to f64 on the CPU.
-double relative_error(const Tensor& got, const Tensor& ref) {
+constexpr const char* kGpuNonFinite =
+    "the GPU computed a non-finite value the CPU did not: the library or driver is broken; "
+    "update the driver and the library";
+
+// max |got - ref| / max |ref| over all elements; got and ref converted to f64 on the CPU. A
+// non-finite element of `got` (the result of `source`) is an error with `remedy`.
+double relative_error(const Tensor& got, const Tensor& ref, const char* source = "GPU",
+                      const char* remedy = kGpuNonFinite) {
   const std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
   HG_ASSERT(g.size() == r.size(), "doctor: result sizes differ");
   double err = 0, scale = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     if (!std::isfinite(g[i]))
-      throw_runtime(fmt::format("element {} of the GPU result is {}", i, g[i]),
-                    "the GPU computed a non-finite value the CPU did not: the library or driver "
-                    "is broken; update the driver and the library");
+      throw_runtime(fmt::format("element {} of the {} result is {}", i, source, g[i]), remedy);
     err = std::max(err, std::abs(g[i] - r[i]));
     scale = std::max(scale, std::abs(r[i]));
   }
   return err / std::max(scale, 1e-30);
 }
+
+// A bf16 convolution on `device` against the CPU's f32 one on the same bf16-rounded inputs: the
+// relative error of its output (f32 accumulation and one rounding to bf16: ~4e-3).
+double conv_bf16_error(Device device, const char* source, const char* remedy) {
+  const Tensor x = random_tensor({2, 8, 8, 8}, 7).to(DType::BF16).to(DType::F32);
+  const Tensor w = random_tensor({16, 3, 3, 8}, 8).to(DType::BF16).to(DType::F32);
+  Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  const Tensor ref = ops::conv2d(x, w, Tensor(), p);
+  const Tensor got =
+      ops::conv2d(x.to(device).to(DType::BF16), w.to(device).to(DType::BF16), Tensor(), p);
+  if (got.dtype() != DType::BF16)
+    throw_runtime(fmt::format("bf16 conv2d returned {}", got.describe()),
+                  "a backend bug: report it");
+  return relative_error(got, ref, source, remedy);
+}
+
+#ifdef HOURGLASS_HAS_GPU
 
 void expect_close(const char* what, double rel, double bound) {
   if (!(rel <= bound))
@@ -212,19 +232,8 @@ std::string check_linear_f32(int index) {
 }
 
 std::string check_conv_bf16(int index) {
-  // The CPU reference sees the bf16-rounded inputs; the GPU accumulates in f32 and rounds the
-  // output to bf16 (relative error ~4e-3), so 2e-2 of the output scale.
-  const Tensor x = random_tensor({2, 8, 8, 8}, 7).to(DType::BF16).to(DType::F32);
-  const Tensor w = random_tensor({16, 3, 3, 8}, 8).to(DType::BF16).to(DType::F32);
-  Conv2dParams p;
-  p.pad_h = p.pad_w = 1;
-  const Device dev = Device::gpu(index);
-  const Tensor ref = ops::conv2d(x, w, Tensor(), p);
-  const Tensor got = ops::conv2d(x.to(dev).to(DType::BF16), w.to(dev).to(DType::BF16), Tensor(), p);
-  if (got.dtype() != DType::BF16)
-    throw_runtime(fmt::format("bf16 conv2d returned {}", got.describe()),
-                  "a backend bug: report it");
-  const double rel = relative_error(got, ref);
+  // 2e-2 of the output scale: one rounding of each output to bf16 is ~4e-3.
+  const double rel = conv_bf16_error(Device::gpu(index), "GPU", kGpuNonFinite);
   expect_close("bf16 conv2d", rel, 2e-2);
   return fmt::format("relative error {:.2g}", rel);
 }
@@ -249,35 +258,13 @@ void check_cpu(Checklist& checks) {
     return;
   }
   checks.run(name, [] {
-    RandomStream rng(20240601, 9);
-    auto random = [&](const Shape& shape) {
-      std::vector<float> v(size_t(shape_numel(shape)));
-      for (float& x : v) x = 2.0f * rng.uniform() - 1.0f;
-      return Tensor::from_vector(v, shape).to(DType::BF16);
-    };
-    const Tensor x = random({2, 8, 8, 8}), w = random({16, 3, 3, 8});
-    Conv2dParams p;
-    p.pad_h = p.pad_w = 1;
-    const std::vector<double> ref =
-        ops::conv2d(x.to(DType::F32), w.to(DType::F32), Tensor(), p).to_vector<double>();
-    const Tensor got = ops::conv2d(x, w, Tensor(), p);
-    if (got.dtype() != DType::BF16)
-      throw_runtime(fmt::format("bf16 conv2d returned {}", got.describe()),
-                    "a backend bug: report it");
-    const std::vector<double> g = got.to_vector<double>();
-    double err = 0, scale = 0;
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (!std::isfinite(g[i]))
-        throw_runtime(fmt::format("element {} of the bf16 result is {}", i, g[i]),
-                      "oneDNN's bf16 kernels are broken on this CPU: use precision = \"fp32\"");
-      err = std::max(err, std::abs(g[i] - ref[i]));
-      scale = std::max(scale, std::abs(ref[i]));
-    }
-    const double rel = err / std::max(scale, 1e-30);
+    constexpr const char* kRemedy =
+        "oneDNN's bf16 kernels are broken on this CPU: use precision = \"fp32\"";
+    const double rel = conv_bf16_error(Device::cpu(), "CPU bf16", kRemedy);
     if (rel > 2e-2)
       throw_runtime(
           fmt::format("bf16 conv2d is off by {:.2g} of the output scale (at most 2e-2)", rel),
-          "oneDNN's bf16 kernels are broken on this CPU: use precision = \"fp32\"");
+          kRemedy);
     return fmt::format("relative error {:.2g}", rel);
   });
 }
