@@ -211,6 +211,68 @@ HG_OP(ops::BatchNormPairGrads, batch_norm_pair_relu_backward,
                                      contig(dy2));
 })
 
+// ---- INT8 inference: s8 tensors scaled by a factor per tensor (zero point 0) ----
+
+// q = saturate(round_half_even(x * inv_scale)) to s8 [-128, 127], x * inv_scale computed in
+// float; NaN gives 0 (a quantised tensor has no NaN: check the input first where it matters).
+HG_OP(Tensor, quantize_int8, (const Tensor& x, double inv_scale), {
+  check_float(op, "input", x);
+  HG_CHECK(std::isfinite(inv_scale) && inv_scale > 0,
+           "{}: inv_scale must be positive and finite, got {}", op, inv_scale);
+  HG_OP_COST(elementwise_cost(x, 1, 1));
+  return backend_for(x.device()).quantize_int8(x.contiguous(), inv_scale);
+})
+
+// f32 x = q * scale for s8 q, the product rounded once.
+HG_OP(Tensor, dequantize_int8, (const Tensor& q, double scale), {
+  check_dtype(op, "input", q, DType::I8);
+  HG_CHECK(std::isfinite(scale) && scale > 0, "{}: scale must be positive and finite, got {}", op,
+           scale);
+  HG_OP_COST(elementwise_cost(q, 1, 1));
+  return backend_for(q.device()).dequantize_int8(q.contiguous(), scale);
+})
+
+// Convolution of s8 x [N,H,W,C] with s8 weights w [K,R,S,C] (groups 1), the products summed
+// exactly in int32, then the epilogue of Int8ConvParams (ops/params.h) with the f32 [K]
+// `multiplier` and `bias` and, when defined, the s8 `residual` of the output's shape: the
+// output is s8 [N,P,Q,K], or f32 with p.f32_output. A linear layer is the case R = S = H = W = 1.
+HG_OP(Tensor, conv2d_int8, (const Tensor& x, const Tensor& w, const Tensor& multiplier,
+                            const Tensor& bias, const Tensor& residual,
+                            const Int8ConvParams& p), {
+  check_dim(op, "input [N,H,W,C]", x, 4);
+  check_dim(op, "weight [K,R,S,C]", w, 4);
+  check_dtype(op, "input", x, DType::I8);
+  check_dtype(op, "weight", w, DType::I8);
+  check_same_device(op, x, w);
+  HG_CHECK(p.conv.groups == 1 && p.conv.dilation_h == 1 && p.conv.dilation_w == 1,
+           "{}: groups and dilation must be 1", op);
+  HG_CHECK(w.size(3) == x.size(3), "{}: weight {} expects {} input channels, input {} has {}", op,
+           w.describe(), w.size(3), x.describe(), x.size(3));
+  HG_CHECK(p.conv.stride_h > 0 && p.conv.stride_w > 0 && p.conv.pad_h >= 0 && p.conv.pad_w >= 0,
+           "{}: stride must be positive, padding non-negative", op);
+  const int64_t oh = conv_out_size(x.size(1), w.size(1), p.conv.stride_h, p.conv.pad_h);
+  const int64_t ow = conv_out_size(x.size(2), w.size(2), p.conv.stride_w, p.conv.pad_w);
+  HG_CHECK(oh > 0 && ow > 0, "{}: kernel {} does not fit input {}", op, w.describe(),
+           x.describe());
+  for (const Tensor* t : {&multiplier, &bias}) {
+    check_vector(op, t == &bias ? "bias" : "multiplier", *t, w.size(0));
+    check_dtype(op, "multiplier and bias", *t, DType::F32);
+    check_same_device(op, x, *t);
+  }
+  if (residual.defined()) {
+    check_dtype(op, "residual", residual, DType::I8);
+    check_same_device(op, x, residual);
+    HG_CHECK((residual.shape() == Shape{x.size(0), oh, ow, w.size(0)}),
+             "{}: residual {} must have the output's shape [{}, {}, {}, {}]", op,
+             residual.describe(), x.size(0), oh, ow, w.size(0));
+    HG_CHECK(!p.f32_output, "{}: a residual is added to s8 outputs only", op);
+  }
+  HG_CHECK(std::isfinite(p.residual_multiplier), "{}: residual_multiplier is not finite", op);
+  return backend_for(x.device())
+      .conv2d_int8(x.contiguous(), w.contiguous(), multiplier.contiguous(), bias.contiguous(),
+                   contig(residual), p);
+})
+
 // ---- pooling ----
 
 HG_OP(ops::MaxPoolForward, max_pool2d, (const Tensor& x, const Pool2dParams& p), {

@@ -26,6 +26,22 @@ enum class InputGrad : uint8_t { Skip, Compute };
 // (batch_norm_relu_backward): Compute when the forward had one.
 enum class ResidualGrad : uint8_t { Skip, Compute };
 
+// An INT8 convolution's epilogue (ops::conv2d_int8): how the int32 sums of products become the
+// output, per output channel k:
+//   y = (float(acc) + bias[k]) * multiplier[k]            bias and multiplier: f32 [K] tensors
+//   y = y + float(residual) * residual_multiplier          when a residual is given
+//   y = max(y, 0)                                          when relu
+// then s8 output: round half to even, saturated to [-128, 127]; f32 output: y as it is. With
+// x = x_q * sx, w[k] = w_q[k] * sw[k] and an s8 output of scale so, multiplier[k] =
+// sx * sw[k] / so and bias[k] = b[k] / (sx * sw[k]) give the real convolution b + x * w;
+// residual_multiplier = s_residual / so adds a residual of scale s_residual.
+struct Int8ConvParams {
+  Conv2dParams conv;
+  double residual_multiplier = 0.0;
+  bool relu = false;
+  bool f32_output = false;  // f32 y instead of s8 (a network's logits)
+};
+
 struct SgdOptions {
   double lr = 0.1;
   double momentum = 0.0;

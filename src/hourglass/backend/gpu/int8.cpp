@@ -1,0 +1,52 @@
+// INT8 inference on the GPU: the host side of int8_kernels.cu (outputs from the caching
+// allocator, pointers and sizes to the launchers). Same semantics as the CPU's
+// (backend/cpu/int8.cpp).
+#include "hourglass/backend/gpu/gpu_backend.h"
+#include "hourglass/backend/gpu/host_util.h"
+#include "hourglass/backend/gpu/int8_kernels.h"
+
+namespace hg {
+
+namespace {
+
+const int8_t* s8(const Tensor& t) {
+  return t.defined() ? static_cast<const int8_t*>(t.data_ptr()) : nullptr;
+}
+const float* f32(const Tensor& t) { return static_cast<const float*>(t.data_ptr()); }
+
+}  // namespace
+
+Tensor GpuBackend::quantize_int8(const Tensor& x, double inv_scale) {
+  gpu::check_float("quantize_int8", x);
+  Tensor q = Tensor::empty(x.shape(), DType::I8, x.device());
+  gpu::launch_quantize_int8(x.numel() > 0 ? x.data_ptr() : nullptr, x.dtype(), x.numel(),
+                            float(inv_scale), static_cast<int8_t*>(q.data_ptr()),
+                            gpu::stream_for(x));
+  return q;
+}
+
+Tensor GpuBackend::dequantize_int8(const Tensor& q, double scale) {
+  Tensor x = Tensor::empty(q.shape(), DType::F32, q.device());
+  gpu::launch_dequantize_int8(s8(q), q.numel(), float(scale), static_cast<float*>(x.data_ptr()),
+                              gpu::stream_for(q));
+  return x;
+}
+
+Tensor GpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& multiplier,
+                               const Tensor& bias, const Tensor& residual,
+                               const Int8ConvParams& p) {
+  gpu::Int8ConvShape g{};
+  g.n = x.size(0), g.h = x.size(1), g.w = x.size(2), g.c = x.size(3);
+  g.k = w.size(0), g.r = w.size(1), g.s = w.size(2);
+  g.stride_h = p.conv.stride_h, g.stride_w = p.conv.stride_w;
+  g.pad_h = p.conv.pad_h, g.pad_w = p.conv.pad_w;
+  g.p = conv_out_size(g.h, g.r, g.stride_h, g.pad_h);
+  g.q = conv_out_size(g.w, g.s, g.stride_w, g.pad_w);
+  Tensor y = Tensor::empty({g.n, g.p, g.q, g.k}, p.f32_output ? DType::F32 : DType::I8, x.device());
+  gpu::launch_conv2d_int8(g, s8(x), s8(w), f32(multiplier), f32(bias), s8(residual),
+                          float(p.residual_multiplier), p.relu, p.f32_output,
+                          y.numel() > 0 ? y.data_ptr() : nullptr, gpu::stream_for(x));
+  return y;
+}
+
+}  // namespace hg
