@@ -3,7 +3,7 @@
 # layer, never those of any other layer. HOURGLASS_LAYERS lists them so that each comes after the
 # layers it uses (the order the build makes them in). scripts/hip-check.sh reads these lines
 # too: keep each on one line.
-set(HOURGLASS_LAYERS base device dist tensor ops backend autograd nn optim data obs train rl)
+set(HOURGLASS_LAYERS base device dist tensor ops backend autograd nn optim data obs infer train rl)
 set(HOURGLASS_LAYER_USES_base "")
 set(HOURGLASS_LAYER_USES_device base)
 set(HOURGLASS_LAYER_USES_dist device)
@@ -15,6 +15,7 @@ set(HOURGLASS_LAYER_USES_nn autograd)
 set(HOURGLASS_LAYER_USES_optim nn)
 set(HOURGLASS_LAYER_USES_data ops)
 set(HOURGLASS_LAYER_USES_obs ops)
+set(HOURGLASS_LAYER_USES_infer ops)
 set(HOURGLASS_LAYER_USES_train optim data obs)
 set(HOURGLASS_LAYER_USES_rl train)
 

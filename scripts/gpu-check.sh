@@ -22,6 +22,9 @@
 #   peaks   bench/gpu_vs_pytorch.sh --quick --defaults: hourglass with its defaults (graph auto)
 #           beside PyTorch eager in every row, images/s and peak memory (no torch.compile)
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
+#   quant   hourglass quantize of the train stage's model (run `train` first) with each
+#           calibration method on the GPU, and with entropy on the CPU: float and INT8 test
+#           accuracy (QUANT_METHODS picks methods)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 #   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
 #           GPU and through the host loader, against hourglass bench's rate
@@ -258,6 +261,30 @@ for stage in "${stages[@]}"; do
         build-device > "$out/folder.md" 2>&1
       row folder $? "$(( $(date +%s) - t0 )) s"
       cat "$out/folder.md"
+      ;;
+    quant)
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      model=build-device/runs/fmnist-gpu/final.safetensors
+      rm -f build-device/runs/fmnist-gpu/*.int8.safetensors
+      : > "$out/quant.md"
+      rc=0
+      for m in ${QUANT_METHODS:-minmax percentile entropy mse}; do
+        ./build-device/hourglass quantize "$model" --method "$m" --set data.path="\"$data\"" \
+          --out "build-device/runs/fmnist-gpu/$m.int8.safetensors" --json >> "$out/quant.md" \
+          2>> "$out/quant.log" || rc=1
+      done
+      ./build-device/hourglass quantize "$model" --method entropy --device cpu \
+        --set data.path="\"$data\"" --out build-device/runs/fmnist-gpu/cpu.int8.safetensors \
+        --json >> "$out/quant.md" 2>> "$out/quant.log" || rc=1
+      ./build-device/hourglass eval build-device/runs/fmnist-gpu/cpu.int8.safetensors --device cpu \
+        --set data.path="\"$data\"" --json >> "$out/quant.md" 2>> "$out/quant.log" || rc=1
+      cat "$out/quant.md"; tail -5 "$out/quant.log"
+      row quant $rc "$(python3 -c "
+import json,sys
+for l in open('$out/quant.md'):
+    j=json.loads(l)
+    if 'int8_accuracy' in j: print(j['method'], round(100*j['float_accuracy'],2), round(100*j['int8_accuracy'],2), end='; ')
+")"
       ;;
     speedrun)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"

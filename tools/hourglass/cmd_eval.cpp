@@ -1,5 +1,6 @@
 // hourglass eval CHECKPOINT [--set key=value ...] [--split test|train|val] [--device DEV] [--json]
 // An agent's checkpoint (a config with an [rl] table): [--episodes N] [--seed S] [--json]
+// An INT8 model (hourglass quantize's .int8.safetensors): [--split test|train] [--device DEV]
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "commands.h"
 #include "engine_json.h"
 #include "hourglass/base/log.h"
+#include "hourglass/infer/int8_network.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/rl/policy_evaluation.h"
 #include "hourglass/rl/rl_config.h"
@@ -54,6 +56,57 @@ int eval_agent(const SafetensorsFile& file, const Config& config, const Args& ar
   return 0;
 }
 
+// An INT8 model written by hourglass quantize, on the split of its stored config's dataset.
+template <typename Args>
+int eval_int8(const Args& args) {
+  const SafetensorsFile file = load_safetensors(args.checkpoint);
+  HG_CHECK(file.integrity == Integrity::WholeFile,
+           "{}: an INT8 model must carry its whole-file checksum; it has {} (edited or damaged)",
+           args.checkpoint, integrity_name(file.integrity));
+  auto meta = [&](const char* key) {
+    auto it = file.metadata.find(key);
+    HG_CHECK(it != file.metadata.end(),
+             "{}: no '{}' metadata: not an INT8 model written by "
+             "hourglass quantize",
+             args.checkpoint, key);
+    return it->second;
+  };
+  Config config =
+      Config::parse(meta(train::kConfigMetadataKey), args.checkpoint + " (stored config)");
+  for (const auto& o : args.overrides) config.set_override(o);
+  if (!args.device.empty()) config.set_override("device=\"" + args.device + "\"");
+  config.set_override("precision=\"fp32\"");
+  train::RunConfig run = train::parse_run_config(config);
+  HG_CHECK(args.split == "test" || args.split == "train",
+           "--split {}: an INT8 model is evaluated on test or train", args.split);
+  const bool train_split = args.split == "train";
+  if (train_split) run.data.test_limit = run.data.train_limit;
+  train::RunParts parts = train::build_run_parts(run, train_split);
+  const infer::Int8Network net =
+      infer::Int8Network::load(file.tensors, meta(infer::kGraphMetadataKey), args.checkpoint)
+          .on(run.device);
+  auto loader = train::make_eval_loader(run, train_split ? parts.train_set : parts.test_set);
+  const train::EvalResult r =
+      train::evaluate_logits(*loader, run.device, [&](const Tensor& x) { return net.run(x); });
+  if (args.json) {
+    nlohmann::ordered_json out = {{"checkpoint", args.checkpoint},
+                                  {"format", infer::kInt8Format},
+                                  {"method", meta("hourglass.int8.method")},
+                                  {"split", args.split},
+                                  {"accuracy", r.accuracy}};
+    if (r.top5 >= 0) out["top5"] = r.top5;
+    out["loss"] = r.loss;
+    out["images"] = r.samples;
+    out["seconds"] = r.seconds;
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  const std::string top5 = r.top5 >= 0 ? fmt::format(" top-5 {:.4f}", r.top5) : std::string();
+  std::printf("%s accuracy %.4f%s loss %.4f (int8, %lld images, %.1f s)\n", args.split.c_str(),
+              r.accuracy, top5.c_str(), r.loss, static_cast<long long>(r.samples), r.seconds);
+  return 0;
+}
+
 }  // namespace
 
 Runner add_eval(CLI::App& app) {
@@ -70,8 +123,9 @@ Runner add_eval(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "eval",
-      "Evaluate a checkpoint (.safetensors written by train) on its dataset; the model "
-      "and data settings come from the config stored in the checkpoint.");
+      "Evaluate a checkpoint (.safetensors written by train) or an INT8 model (written by "
+      "quantize) on its dataset; the model and data settings come from the config stored in "
+      "the file.");
   sub->add_option("checkpoint", args->checkpoint, "a .safetensors checkpoint")->required();
   sub->add_option("--set", args->overrides,
                   "override a stored config key, e.g. --set data.path=/data/cifar (repeatable)");
@@ -96,6 +150,11 @@ Runner add_eval(CLI::App& app) {
                   "an agent: the seed of the episodes' starts (default: the run's seed + 1000, "
                   "the episodes the run's own evaluation played)");
   return [args] {
+    {
+      const auto meta = read_safetensors_metadata(args->checkpoint);
+      auto format = meta.find(infer::kFormatMetadataKey);
+      if (format != meta.end() && format->second == infer::kInt8Format) return eval_int8(*args);
+    }
     SafetensorsFile file = train::read_checkpoint(
         args->checkpoint, args->allow_unverified ? train::CheckpointTrust::AllowUnverified
                                                  : train::CheckpointTrust::VerifiedOnly);

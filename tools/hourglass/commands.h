@@ -37,6 +37,8 @@ Runner add_train(CLI::App& app);
 Runner add_eval(CLI::App& app);
 // A model's weights for another framework (cmd_export.cpp).
 Runner add_export(CLI::App& app);
+// A trained ResNet as an INT8 model (cmd_quantize.cpp).
+Runner add_quantize(CLI::App& app);
 Runner add_info(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);

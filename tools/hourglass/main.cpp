@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
       {"train", hg::cli::add_train(app)},
       {"eval", hg::cli::add_eval(app)},
       {"export", hg::cli::add_export(app)},
+      {"quantize", hg::cli::add_quantize(app)},
       {"info", hg::cli::add_info(app)},
       {"bench", hg::cli::add_bench(app)},
       {"plan", hg::cli::add_plan(app)},

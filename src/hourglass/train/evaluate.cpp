@@ -7,13 +7,10 @@
 
 namespace hg::train {
 
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
-                    BatchMover* mover, obs::ProgressBar* progress) {
-  ExecutionScope scope(context);
-  const Device device = context.device;
+EvalResult evaluate_logits(data::DataLoader& loader, Device device,
+                           const std::function<Tensor(const Tensor&)>& logits_of, BatchMover* mover,
+                           obs::ProgressBar* progress) {
   const auto start = std::chrono::steady_clock::now();
-  const bool was_training = model.is_training();
-  model.eval();
   autograd::NoGradGuard no_grad;
   Tensor loss_sum = Tensor::zeros({}, DType::F32, device);
   Tensor correct = Tensor::zeros({}, DType::F32, device);
@@ -23,14 +20,12 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
   while (auto batch = loader.next()) {
     ++batches;
     if (progress && progress->wants_update(batches)) progress->update(batches, {});
-    // A data-parallel rank's part of a last batch smaller than the number of ranks.
     if (batch->labels.size(0) == 0) continue;
-    // Each view is moved only after the work on the one before is issued (BatchMover's rule).
     auto to_device = [&](const Tensor& t) { return loader.model_images(t, device, mover); };
     Tensor labels = batch->labels.to(device);
-    Tensor logits = model.forward(to_device(batch->images));
+    Tensor logits = logits_of(to_device(batch->images));
     if (batch->mirrored.defined())  // test-time flip averaging: the mean of both views' logits
-      logits = ops::mul_scalar(ops::add(logits, model.forward(to_device(batch->mirrored))), 0.5);
+      logits = ops::mul_scalar(ops::add(logits, logits_of(to_device(batch->mirrored))), 0.5);
     const int64_t n = labels.size(0);
     Tensor loss = ops::cross_entropy(logits, labels, 0.0).loss;
     ops::add_(loss_sum, loss, double(n));
@@ -39,7 +34,6 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
     if (classes > 5) ops::add_(correct5, ops::count_correct(logits, labels, 5));
     samples += n;
   }
-  model.train(was_training);
   EvalResult r;
   r.samples = samples;
   if (samples > 0) {
@@ -48,6 +42,17 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Execution
     if (classes > 5) r.top5 = correct5.item() / double(samples);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
+                    BatchMover* mover, obs::ProgressBar* progress) {
+  ExecutionScope scope(context);
+  const bool was_training = model.is_training();
+  model.eval();
+  const EvalResult r = evaluate_logits(
+      loader, context.device, [&](const Tensor& x) { return model.forward(x); }, mover, progress);
+  model.train(was_training);
   return r;
 }
 

@@ -2,6 +2,8 @@
 // Loss and correct counts accumulate on the device and are read once at the end.
 #pragma once
 
+#include <functional>
+
 #include "hourglass/data/loader.h"
 #include "hourglass/nn/module.h"
 #include "hourglass/obs/progress.h"
@@ -29,5 +31,11 @@ struct EvalResult {
 // it makes no wait for the device.
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const ExecutionContext& context,
                     BatchMover* mover = nullptr, obs::ProgressBar* progress = nullptr);
+
+// The same over any function from a batch's images (on `device`) to its logits there: an INT8
+// network or a folded float graph (infer/), under the caller's settings.
+EvalResult evaluate_logits(data::DataLoader& loader, Device device,
+                           const std::function<Tensor(const Tensor&)>& logits_of,
+                           BatchMover* mover = nullptr, obs::ProgressBar* progress = nullptr);
 
 }  // namespace hg::train

@@ -1,0 +1,159 @@
+#include "hourglass/infer/calibration.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "hourglass/base/error.h"
+
+namespace hg::infer {
+
+std::string calibration_method_name(CalibrationMethod method) {
+  switch (method) {
+    case CalibrationMethod::MinMax: return "minmax";
+    case CalibrationMethod::Percentile: return "percentile";
+    case CalibrationMethod::Entropy: return "entropy";
+    case CalibrationMethod::Mse: return "mse";
+  }
+  return "?";
+}
+
+CalibrationMethod calibration_method_from_name(const std::string& name) {
+  for (CalibrationMethod m : {CalibrationMethod::MinMax, CalibrationMethod::Percentile,
+                              CalibrationMethod::Entropy, CalibrationMethod::Mse})
+    if (calibration_method_name(m) == name) return m;
+  throw_invalid(fmt::format("calibration method '{}' is unknown", name),
+                "use one of minmax, percentile, entropy, mse");
+}
+
+namespace {
+
+// |x| of a tensor as f32 on the CPU.
+Tensor host_f32(const Tensor& x) { return x.to(Device::cpu()).to(DType::F32).contiguous(); }
+
+constexpr int kLevels = 128;           // quantisation levels of |x| in s8
+constexpr double kPercentile = 99.99;  // the percentile method's
+constexpr int kFirstCandidate = kLevels;
+
+// KL(p || q) of two histograms given as counts, each normalised; q is zero only where p is.
+double kl_divergence(const std::vector<double>& p, const std::vector<double>& q) {
+  double ps = 0, qs = 0;
+  for (size_t i = 0; i < p.size(); ++i) ps += p[i], qs += q[i];
+  if (ps <= 0 || qs <= 0) return std::numeric_limits<double>::infinity();
+  double d = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] <= 0) continue;
+    if (q[i] <= 0) return std::numeric_limits<double>::infinity();
+    d += (p[i] / ps) * std::log((p[i] / ps) / (q[i] / qs));
+  }
+  return d;
+}
+
+// The first `i` bins with everything beyond folded into the last, against the same bins
+// quantised to kLevels levels (each level's count spread evenly over its non-empty bins).
+double entropy_for(const std::vector<double>& counts, int i) {
+  std::vector<double> p(counts.begin(), counts.begin() + i);
+  for (size_t j = size_t(i); j < counts.size(); ++j) p[size_t(i - 1)] += counts[j];
+  std::vector<double> q(size_t(i), 0.0);
+  const double per_level = double(i) / kLevels;
+  for (int level = 0; level < kLevels; ++level) {
+    const int begin = int(std::floor(level * per_level));
+    const int end = level == kLevels - 1 ? i : int(std::floor((level + 1) * per_level));
+    double total = 0;
+    int nonzero = 0;
+    for (int j = begin; j < end; ++j) {
+      total += counts[size_t(j)];
+      nonzero += counts[size_t(j)] > 0;
+    }
+    if (nonzero == 0) continue;
+    for (int j = begin; j < end; ++j)
+      if (counts[size_t(j)] > 0) q[size_t(j)] = total / nonzero;
+  }
+  // p's folded outliers make its last bin non-empty where q's may be empty: give q a floor
+  // there so that the divergence stays finite and counts the clipping.
+  if (q[size_t(i - 1)] <= 0 && p[size_t(i - 1)] > 0) q[size_t(i - 1)] = 1e-9;
+  return kl_divergence(p, q);
+}
+
+// Squared error of quantising bin centres with threshold t (127 steps of t / 127 each side),
+// weighted by the counts.
+double mse_for(const std::vector<double>& counts, double width, double t) {
+  const double step = t / 127.0;
+  double e = 0;
+  for (size_t j = 0; j < counts.size(); ++j) {
+    if (counts[j] <= 0) continue;
+    const double c = (double(j) + 0.5) * width;
+    const double q = c >= t ? t : step * std::nearbyint(c / step);
+    e += counts[j] * (c - q) * (c - q);
+  }
+  return e;
+}
+
+}  // namespace
+
+void ActivationHistogram::observe_range(const Tensor& x) {
+  const Tensor h = host_f32(x);
+  const float* p = h.data<float>();
+  float m = 0;
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    HG_CHECK(std::isfinite(p[i]),
+             "calibration: a non-finite activation ({}); the model does "
+             "not give finite values on the calibration images",
+             p[i]);
+    m = std::max(m, std::abs(p[i]));
+  }
+  amax_ = std::max(amax_, double(m));
+}
+
+void ActivationHistogram::observe_values(const Tensor& x) {
+  if (counts_.empty()) counts_.assign(kBins, 0.0);
+  if (amax_ <= 0) {
+    counts_[0] += double(x.numel());
+    return;
+  }
+  const Tensor h = host_f32(x);
+  const float* p = h.data<float>();
+  const double per = kBins / amax_;
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const int bin = std::min(kBins - 1, int(std::abs(double(p[i])) * per));
+    counts_[size_t(bin)] += 1;
+  }
+}
+
+double ActivationHistogram::threshold(CalibrationMethod method) const {
+  return threshold(method, counts_, amax_);
+}
+
+double ActivationHistogram::threshold(CalibrationMethod method, const std::vector<double>& counts,
+                                      double amax) {
+  if (amax <= 0) return 1.0;
+  if (method == CalibrationMethod::MinMax) return amax;
+  HG_CHECK(!counts.empty(), "calibration: no histogram for method {}",
+           calibration_method_name(method));
+  const int bins = int(counts.size());
+  const double width = amax / bins;
+  double total = 0;
+  for (double c : counts) total += c;
+  if (method == CalibrationMethod::Percentile) {
+    double seen = 0;
+    for (int j = 0; j < bins; ++j) {
+      seen += counts[size_t(j)];
+      if (seen >= total * (kPercentile / 100.0)) return (j + 1) * width;
+    }
+    return amax;
+  }
+  // Entropy and MSE: the best bin edge from kFirstCandidate bins up (fewer bins than levels
+  // would leave levels unused).
+  int best = bins;
+  double best_score = std::numeric_limits<double>::infinity();
+  for (int i = std::min(kFirstCandidate, bins); i <= bins; ++i) {
+    const double score = method == CalibrationMethod::Entropy ? entropy_for(counts, i)
+                                                              : mse_for(counts, width, i * width);
+    if (score < best_score) best_score = score, best = i;
+  }
+  return best * width;
+}
+
+}  // namespace hg::infer
