@@ -120,6 +120,21 @@ TEST(Calibration, MethodsOnKnownDistributions) {
   EXPECT_GT(ActivationHistogram::threshold(CalibrationMethod::Mse, uniform, 10.0), 9.8);
   EXPECT_GT(ActivationHistogram::threshold(CalibrationMethod::Percentile, uniform, 10.0), 9.99);
   EXPECT_GT(ActivationHistogram::threshold(CalibrationMethod::Entropy, uniform, 10.0), 9.0);
+  // Normalised image pixels: half of them one background value (a spike at 0.4 amax), the rest
+  // spread up to amax. Clipping at the spike would wipe out the bright pixels.
+  std::vector<double> pixels = histogram_of([](double) { return 0.05; }, 2.0);
+  pixels[size_t(0.4 * ActivationHistogram::kBins)] += 1e6;
+  EXPECT_GT(ActivationHistogram::threshold(CalibrationMethod::Entropy, pixels, 2.0), 1.8);
+  EXPECT_GT(ActivationHistogram::threshold(CalibrationMethod::Mse, pixels, 2.0), 1.5);
+  // Exact zeros (a ReLU's) stay out of the histogram.
+  ActivationHistogram relu;
+  const Tensor half_zero = Tensor::from_vector(std::vector<float>{0, 0, 0, 1.0f, 0.5f}, {5});
+  relu.observe_range(half_zero);
+  relu.observe_values(half_zero);
+  double counted = 0;
+  for (double c : relu.counts()) counted += c;
+  EXPECT_EQ(counted, 2.0);
+  EXPECT_EQ(relu.amax(), 1.0);
   // An all-zero tensor still has a usable scale.
   EXPECT_GT(ActivationHistogram::threshold(CalibrationMethod::Entropy, uniform, 0.0), 0.0);
   EXPECT_THROW(infer::calibration_method_from_name("kl"), Error);

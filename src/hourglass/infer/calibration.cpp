@@ -37,44 +37,50 @@ constexpr int kLevels = 128;           // quantisation levels of |x| in s8
 constexpr double kPercentile = 99.99;  // the percentile method's
 constexpr int kFirstCandidate = kLevels;
 
-// KL(p || q) of two histograms given as counts, each normalised; q is zero only where p is.
-double kl_divergence(const std::vector<double>& p, const std::vector<double>& q) {
-  double ps = 0, qs = 0;
-  for (size_t i = 0; i < p.size(); ++i) ps += p[i], qs += q[i];
-  if (ps <= 0 || qs <= 0) return std::numeric_limits<double>::infinity();
-  double d = 0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (p[i] <= 0) continue;
-    if (q[i] <= 0) return std::numeric_limits<double>::infinity();
-    d += (p[i] / ps) * std::log((p[i] / ps) / (q[i] / qs));
+// Normalises `d` to sum 1, then gives each empty bin kSmoothing of the mass, taken evenly from
+// the others, so that a divergence between two such distributions is finite. False when `d` is
+// empty or too concentrated to give that much.
+constexpr double kSmoothing = 1e-4;
+bool normalise_smoothed(std::vector<double>& d) {
+  double total = 0;
+  size_t zeros = 0;
+  for (double v : d) total += v, zeros += v <= 0;
+  if (total <= 0) return false;
+  const size_t nonzero = d.size() - zeros;
+  const double take = zeros > 0 ? kSmoothing * double(zeros) / double(nonzero) : 0.0;
+  for (double& v : d) {
+    v = v > 0 ? v / total - take : kSmoothing;
+    if (v <= 0) return false;
   }
-  return d;
+  return true;
 }
 
-// The first `i` bins with everything beyond folded into the last, against the same bins
-// quantised to kLevels levels (each level's count spread evenly over its non-empty bins).
+// The entropy method's score for a threshold at bin edge `i`: KL(p || q) with p the first i
+// bins, everything beyond folded into its last, and q the same bins quantised to kLevels
+// levels of i / kLevels bins each (the remainder joining the last level), each level's count
+// spread evenly over the bins where p is non-empty.
 double entropy_for(const std::vector<double>& counts, int i) {
   std::vector<double> p(counts.begin(), counts.begin() + i);
   for (size_t j = size_t(i); j < counts.size(); ++j) p[size_t(i - 1)] += counts[j];
+  const int per = i / kLevels;
   std::vector<double> q(size_t(i), 0.0);
-  const double per_level = double(i) / kLevels;
   for (int level = 0; level < kLevels; ++level) {
-    const int begin = int(std::floor(level * per_level));
-    const int end = level == kLevels - 1 ? i : int(std::floor((level + 1) * per_level));
+    const int begin = level * per, end = level == kLevels - 1 ? i : begin + per;
     double total = 0;
     int nonzero = 0;
     for (int j = begin; j < end; ++j) {
       total += counts[size_t(j)];
-      nonzero += counts[size_t(j)] > 0;
+      nonzero += p[size_t(j)] > 0;
     }
     if (nonzero == 0) continue;
     for (int j = begin; j < end; ++j)
-      if (counts[size_t(j)] > 0) q[size_t(j)] = total / nonzero;
+      if (p[size_t(j)] > 0) q[size_t(j)] = total / nonzero;
   }
-  // p's folded outliers make its last bin non-empty where q's may be empty: give q a floor
-  // there so that the divergence stays finite and counts the clipping.
-  if (q[size_t(i - 1)] <= 0 && p[size_t(i - 1)] > 0) q[size_t(i - 1)] = 1e-9;
-  return kl_divergence(p, q);
+  if (!normalise_smoothed(p) || !normalise_smoothed(q))
+    return std::numeric_limits<double>::infinity();
+  double d = 0;
+  for (size_t j = 0; j < p.size(); ++j) d += p[j] * std::log(p[j] / q[j]);
+  return d;
 }
 
 // Squared error of quantising bin centres with threshold t (127 steps of t / 127 each side),
@@ -109,14 +115,12 @@ void ActivationHistogram::observe_range(const Tensor& x) {
 
 void ActivationHistogram::observe_values(const Tensor& x) {
   if (counts_.empty()) counts_.assign(kBins, 0.0);
-  if (amax_ <= 0) {
-    counts_[0] += double(x.numel());
-    return;
-  }
+  if (amax_ <= 0) return;
   const Tensor h = host_f32(x);
   const float* p = h.data<float>();
   const double per = kBins / amax_;
   for (int64_t i = 0; i < h.numel(); ++i) {
+    if (p[i] == 0) continue;  // exact at every scale: no say in the choice (ReLU's zeros)
     const int bin = std::min(kBins - 1, int(std::abs(double(p[i])) * per));
     counts_[size_t(bin)] += 1;
   }

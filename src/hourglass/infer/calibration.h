@@ -1,7 +1,9 @@
 // Calibration: the range an activation is quantised over, chosen from the values a set of
 // calibration images gives it. Each value's |x| is gathered into a histogram of kBins bins over
 // [0, amax] (amax over the whole set, from a first pass); the methods pick a threshold t, and the
-// tensor's scale is t / 127 (symmetric, zero point 0).
+// tensor's scale is t / 127 (symmetric, zero point 0). Exact zeros (half of a ReLU's outputs,
+// represented exactly at every scale) stay out of the histogram, so the methods weigh the values
+// a threshold can get wrong.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +32,7 @@ class ActivationHistogram {
 
   // First pass: the largest |x| of every batch.
   void observe_range(const Tensor& x);
-  // Second pass (after every observe_range): the batch's |x| into the histogram.
+  // Second pass (after every observe_range): the batch's non-zero |x| into the histogram.
   void observe_values(const Tensor& x);
 
   double amax() const { return amax_; }
