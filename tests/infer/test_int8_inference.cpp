@@ -143,12 +143,8 @@ TEST(Calibration, MethodsOnKnownDistributions) {
 // Calibrated with `method` over `images`, as hourglass quantize does.
 infer::Int8Network quantized(const infer::InferenceGraph& g, const Tensor& images,
                              CalibrationMethod method) {
-  std::vector<ActivationHistogram> h(size_t(g.num_values));
-  infer::run_float(g, images, [&](int v, const Tensor& t) { h[size_t(v)].observe_range(t); });
-  infer::run_float(g, images, [&](int v, const Tensor& t) { h[size_t(v)].observe_values(t); });
-  std::vector<double> scales;
-  for (const ActivationHistogram& a : h) scales.push_back(a.threshold(method) / 127.0);
-  return infer::Int8Network::quantize(g, scales);
+  return infer::Int8Network::quantize(
+      g, infer::calibrate_thresholds(g, method, [&](const auto& use) { use(images); }));
 }
 
 TEST(Int8Network, FollowsTheFloatGraphAndRoundTrips) {

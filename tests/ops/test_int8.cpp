@@ -1,5 +1,6 @@
-// The INT8 inference ops: quantize_int8, dequantize_int8 and conv2d_int8 on the CPU (oneDNN)
-// against float64 references of the same quantised arithmetic, and the GPU against the CPU.
+// The INT8 inference ops: quantize_int8, dequantize_int8 and conv2d_int8 (s8 and u8) on the CPU
+// (oneDNN) against float64 references of the same quantised arithmetic, and the GPU against the
+// CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,27 +16,36 @@ namespace {
 
 using test::random_values;
 
-// round half to even, saturated to s8, NaN to 0.
-int reference_s8(double v) {
+// round half to even, saturated to s8 or u8, NaN to 0.
+int reference_q(double v, bool is_unsigned = false) {
   if (std::isnan(v)) return 0;
   const double r = std::nearbyint(v);
-  return int(std::clamp(r, -128.0, 127.0));
+  return is_unsigned ? int(std::clamp(r, 0.0, 255.0)) : int(std::clamp(r, -128.0, 127.0));
 }
 
-std::vector<int> s8_values(const Tensor& t) {
+std::vector<int> int8_values(const Tensor& t) {
   const Tensor c = t.to(Device::cpu());
-  const int8_t* p = c.data<int8_t>();
-  return std::vector<int>(p, p + c.numel());
+  if (c.dtype() == DType::U8)
+    return std::vector<int>(c.data<uint8_t>(), c.data<uint8_t>() + c.numel());
+  return std::vector<int>(c.data<int8_t>(), c.data<int8_t>() + c.numel());
 }
 
-Tensor random_s8(const Shape& shape, uint64_t seed, int lo = -128, int hi = 127) {
+// Uniform integers in [lo, hi] as s8, or as u8 (lo >= 0).
+Tensor random_int8(const Shape& shape, uint64_t seed, int lo = -128, int hi = 127,
+                   DType dtype = DType::I8) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   Philox rng(seed);
-  std::vector<int8_t> v(static_cast<size_t>(n));
+  std::vector<int> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    v[size_t(i)] = int8_t(lo + int(rng(uint64_t(i), 0)[0] % uint32_t(hi - lo + 1)));
-  return Tensor::from_vector(v, shape);
+    v[size_t(i)] = lo + int(rng(uint64_t(i), 0)[0] % uint32_t(hi - lo + 1));
+  if (dtype == DType::U8)
+    return Tensor::from_vector(std::vector<uint8_t>(v.begin(), v.end()), shape);
+  return Tensor::from_vector(std::vector<int8_t>(v.begin(), v.end()), shape);
+}
+
+Tensor random_u8(const Shape& shape, uint64_t seed) {
+  return random_int8(shape, seed, 0, 255, DType::U8);
 }
 
 TEST(QuantizeInt8, MatchesReferenceOnCpu) {
@@ -56,26 +66,33 @@ TEST(QuantizeInt8, MatchesReferenceOnCpu) {
                              -0.0};
   std::copy(std::begin(specials), std::end(specials), v.begin());
   const double inv_scale = 2.0;  // exact: x * 2 is exact, so the ties stay ties
-  for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
-    const Tensor x = Tensor::from_vector(v, {int64_t(v.size())}).to(dt);
-    const std::vector<double> held = test::to_doubles(x);
-    const std::vector<int> q = s8_values(ops::quantize_int8(x, inv_scale));
-    for (size_t i = 0; i < held.size(); ++i)
-      ASSERT_EQ(q[i], reference_s8(held[i] * inv_scale))
-          << dtype_name(dt) << " element " << i << " = " << held[i];
-  }
-  EXPECT_EQ(s8_values(ops::quantize_int8(
-                Tensor::from_vector(std::vector<float>{0.5f, 1.5f, 2.5f}, {3}), 1.0)),
-            (std::vector<int>{0, 2, 2}));
+  for (DType dt : {DType::F32, DType::F64, DType::BF16})
+    for (DType qt : {DType::I8, DType::U8}) {
+      const Tensor x = Tensor::from_vector(v, {int64_t(v.size())}).to(dt);
+      const std::vector<double> held = test::to_doubles(x);
+      const Tensor q = ops::quantize_int8(x, inv_scale, qt);
+      ASSERT_EQ(q.dtype(), qt);
+      const std::vector<int> got = int8_values(q);
+      for (size_t i = 0; i < held.size(); ++i)
+        ASSERT_EQ(got[i], reference_q(held[i] * inv_scale, qt == DType::U8))
+            << dtype_name(dt) << " to " << dtype_name(qt) << " element " << i << " = " << held[i];
+    }
+  const Tensor ties =
+      Tensor::from_vector(std::vector<float>{0.5f, 1.5f, 2.5f, 127.5f, 300.0f}, {5});
+  EXPECT_EQ(int8_values(ops::quantize_int8(ties, 1.0)), (std::vector<int>{0, 2, 2, 127, 127}));
+  EXPECT_EQ(int8_values(ops::quantize_int8(ties, 1.0, DType::U8)),
+            (std::vector<int>{0, 2, 2, 128, 255}));
 }
 
 TEST(DequantizeInt8, IsTheProduct) {
-  const Tensor q = random_s8({1000}, 2);
-  const std::vector<int> qs = s8_values(q);
-  const Tensor x = ops::dequantize_int8(q, 0.0125);
-  ASSERT_EQ(x.dtype(), DType::F32);
-  for (int64_t i = 0; i < 1000; ++i)
-    ASSERT_EQ(x.data<float>()[i], float(qs[size_t(i)]) * 0.0125f) << i;
+  for (const Tensor& q : {random_int8({1000}, 2), random_u8({1000}, 2)}) {
+    const std::vector<int> qs = int8_values(q);
+    const Tensor x = ops::dequantize_int8(q, 0.0125);
+    ASSERT_EQ(x.dtype(), DType::F32);
+    for (int64_t i = 0; i < 1000; ++i)
+      ASSERT_EQ(x.data<float>()[i], float(qs[size_t(i)]) * 0.0125f) << i;
+  }
+  const Tensor x = ops::dequantize_int8(random_int8({10}, 2), 1.0);
   EXPECT_THROW(ops::dequantize_int8(x, 1.0), Error);
   EXPECT_THROW(ops::quantize_int8(x, 0.0), Error);
 }
@@ -83,6 +100,7 @@ TEST(DequantizeInt8, IsTheProduct) {
 struct ConvCase {
   int64_t n, h, w, c, k, r, stride, pad;
   bool residual, relu, f32_output;
+  bool x_unsigned = false, residual_unsigned = false;
 };
 
 // The float64 reference of conv2d_int8: exact integer sums, then the epilogue.
@@ -108,7 +126,7 @@ std::vector<double> reference_conv(const ConvCase& g, const std::vector<int>& x,
           double v = (double(acc) + bias[size_t(k)]) * mult[size_t(k)];
           if (g.residual) v += res[i] * res_mult;
           if (g.relu) v = std::max(v, 0.0);
-          y[i] = g.f32_output ? v : reference_s8(v);
+          y[i] = g.f32_output ? v : reference_q(v, g.relu);
         }
   return y;
 }
@@ -121,8 +139,9 @@ struct ConvInputs {
 
 ConvInputs conv_inputs(const ConvCase& g, uint64_t seed) {
   ConvInputs in;
-  in.x = random_s8({g.n, g.h, g.w, g.c}, seed);
-  in.w = random_s8({g.k, g.r, g.r, g.c}, seed + 1, -127, 127);
+  in.x = g.x_unsigned ? random_u8({g.n, g.h, g.w, g.c}, seed)
+                      : random_int8({g.n, g.h, g.w, g.c}, seed);
+  in.w = random_int8({g.k, g.r, g.r, g.c}, seed + 1, -127, 127);
   in.p.conv.stride_h = in.p.conv.stride_w = g.stride;
   in.p.conv.pad_h = in.p.conv.pad_w = g.pad;
   in.p.relu = g.relu;
@@ -130,29 +149,33 @@ ConvInputs conv_inputs(const ConvCase& g, uint64_t seed) {
   in.p.residual_multiplier = g.residual ? 0.75 : 0.0;
   const int64_t p = conv_out_size(g.h, g.r, g.stride, g.pad);
   const int64_t q = conv_out_size(g.w, g.r, g.stride, g.pad);
-  // Multipliers that spread the sums over the s8 range (sums of r*r*c products of about
-  // 128 * 128 / 3 in size, random signs), and biases of a few output steps.
+  // Multipliers that spread the sums over the output's range (sums of r*r*c products of random
+  // sign, each of root-mean-square x_rms * w_rms), and biases of a few output steps.
   const double fan = double(g.r * g.r * g.c);
+  const double x_rms = (g.x_unsigned ? 255.0 : 128.0) / std::sqrt(3.0);
+  const double w_rms = 127.0 / std::sqrt(3.0);
   std::vector<float> mult(size_t(g.k)), bias(size_t(g.k));
   const std::vector<double> u = random_values(2 * g.k, seed + 2, 0.5, 1.5);
   for (int64_t k = 0; k < g.k; ++k) {
-    mult[size_t(k)] = float(u[size_t(k)] * 40.0 / (std::sqrt(fan) * 128.0 * 128.0 / 3.0));
+    mult[size_t(k)] = float(u[size_t(k)] * 40.0 / (std::sqrt(fan) * x_rms * w_rms));
     bias[size_t(k)] = float((u[size_t(g.k + k)] - 1.0) * 10.0 / mult[size_t(k)]);
   }
   in.mult = Tensor::from_vector(mult, {g.k});
   in.bias = Tensor::from_vector(bias, {g.k});
   std::vector<int> res;
   if (g.residual) {
-    in.residual = random_s8({g.n, p, q, g.k}, seed + 3);
-    res = s8_values(in.residual);
+    in.residual = g.residual_unsigned ? random_u8({g.n, p, q, g.k}, seed + 3)
+                                      : random_int8({g.n, p, q, g.k}, seed + 3);
+    res = int8_values(in.residual);
   }
-  in.expected = reference_conv(g, s8_values(in.x), s8_values(in.w), test::to_doubles(in.mult),
+  in.expected = reference_conv(g, int8_values(in.x), int8_values(in.w), test::to_doubles(in.mult),
                                test::to_doubles(in.bias), res, 0.75, p, q);
   return in;
 }
 
-// s8 outputs: the float epilogue may land on the other side of a rounding boundary than the
-// float64 one, so an output may be one step off, rarely; f32 outputs: float's relative error.
+// u8 and s8 outputs: the float epilogue may land on the other side of a rounding boundary than
+// the float64 one, so an output may be one step off, rarely; f32 outputs: float's relative
+// error.
 void expect_conv_matches(const Tensor& y, const std::vector<double>& expected, bool f32_output,
                          const std::string& what) {
   ASSERT_EQ(y.numel(), int64_t(expected.size())) << what;
@@ -164,25 +187,27 @@ void expect_conv_matches(const Tensor& y, const std::vector<double>& expected, b
       ASSERT_NEAR(got[i], expected[i], 1e-5 * scale) << what << " element " << i;
     return;
   }
-  const std::vector<int> got = s8_values(y);
+  const std::vector<int> got = int8_values(y);
   int64_t off = 0, saturated = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_LE(std::abs(got[i] - int(expected[i])), 1) << what << " element " << i;
     off += got[i] != int(expected[i]);
-    saturated += expected[i] == 127 || expected[i] == -128;
+    saturated += expected[i] == 127 || expected[i] == -128 || expected[i] == 255;
   }
   EXPECT_LE(off * 100, int64_t(got.size())) << what << ": " << off << " outputs one step off";
   // The cases use the range without living at its edges.
-  EXPECT_LE(saturated * 20, int64_t(got.size())) << what;
+  EXPECT_LE(saturated * 10, int64_t(got.size())) << what;
 }
 
+// Signed inputs are images; unsigned ones a ReLU's outputs. A ReLU's output is u8.
 const ConvCase kCases[] = {
-    {2, 9, 9, 3, 16, 3, 1, 1, false, true, false},    // a stem: 3 input channels
-    {3, 8, 8, 32, 48, 3, 2, 1, false, true, false},   // stride 2
-    {2, 8, 8, 64, 64, 3, 1, 1, true, true, false},    // a block's end: residual, then ReLU
-    {2, 8, 8, 32, 64, 1, 2, 0, false, false, false},  // a downsampling shortcut
-    {2, 6, 6, 16, 16, 3, 1, 1, true, false, false},   // residual without ReLU
-    {5, 1, 1, 96, 10, 1, 1, 0, false, false, true},   // a classifier: f32 logits
+    {2, 9, 9, 3, 16, 3, 1, 1, false, true, false},                // a stem: 3 s8 channels
+    {3, 8, 8, 32, 48, 3, 2, 1, false, true, false, true},         // stride 2, u8 in
+    {2, 8, 8, 64, 64, 3, 1, 1, true, true, false, true, true},    // block end, u8 residual
+    {2, 8, 8, 64, 64, 3, 1, 1, true, true, false, true, false},   // block end, s8 residual
+    {2, 8, 8, 32, 64, 1, 2, 0, false, false, false, true},        // a downsampling shortcut
+    {2, 6, 6, 16, 16, 3, 1, 1, true, false, false, true, false},  // residual without ReLU
+    {5, 1, 1, 96, 10, 1, 1, 0, false, false, true, true},         // a classifier: f32 logits
 };
 
 TEST(Conv2dInt8, MatchesReferenceOnCpu) {
@@ -190,7 +215,7 @@ TEST(Conv2dInt8, MatchesReferenceOnCpu) {
   for (const ConvCase& g : kCases) {
     const ConvInputs in = conv_inputs(g, seed += 10);
     const Tensor y = ops::conv2d_int8(in.x, in.w, in.mult, in.bias, in.residual, in.p);
-    EXPECT_EQ(y.dtype(), g.f32_output ? DType::F32 : DType::I8);
+    EXPECT_EQ(y.dtype(), g.f32_output ? DType::F32 : g.relu ? DType::U8 : DType::I8);
     expect_conv_matches(y, in.expected, g.f32_output, fmt::format("case c{} k{}", g.c, g.k));
   }
 }
@@ -209,17 +234,18 @@ TEST(Int8Gpu, MatchesCpu) {
   HG_REQUIRE_GPU();
   const Device gpu = Device::gpu(0);
   const std::vector<double> v = random_values(300007, 7, -4.0, 4.0);
-  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    const Tensor x = Tensor::from_vector(v, {int64_t(v.size())}).to(dt);
-    // The CPU has no f16: its reference is the same values in f32 (f16 widens exactly).
-    const Tensor x_cpu = dt == DType::F16 ? x.to(DType::F32) : x;
-    EXPECT_EQ(s8_values(ops::quantize_int8(x.to(gpu), 20.0)),
-              s8_values(ops::quantize_int8(x_cpu, 20.0)))
-        << dtype_name(dt);
-  }
-  const Tensor q = random_s8({4099}, 8);
-  EXPECT_EQ(test::to_doubles(ops::dequantize_int8(q.to(gpu), 0.37)),
-            test::to_doubles(ops::dequantize_int8(q, 0.37)));
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (DType qt : {DType::I8, DType::U8}) {
+      const Tensor x = Tensor::from_vector(v, {int64_t(v.size())}).to(dt);
+      // The CPU has no f16: its reference is the same values in f32 (f16 widens exactly).
+      const Tensor x_cpu = dt == DType::F16 ? x.to(DType::F32) : x;
+      EXPECT_EQ(int8_values(ops::quantize_int8(x.to(gpu), 20.0, qt)),
+                int8_values(ops::quantize_int8(x_cpu, 20.0, qt)))
+          << dtype_name(dt) << " to " << dtype_name(qt);
+    }
+  for (const Tensor& q : {random_int8({4099}, 8), random_u8({4099}, 8)})
+    EXPECT_EQ(test::to_doubles(ops::dequantize_int8(q.to(gpu), 0.37)),
+              test::to_doubles(ops::dequantize_int8(q, 0.37)));
   uint64_t seed = 100;
   for (const ConvCase& g : kCases) {
     const ConvInputs in = conv_inputs(g, seed += 10);

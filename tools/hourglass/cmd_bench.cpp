@@ -18,6 +18,9 @@
 #include "hourglass/device/allocator.h"
 #include "hourglass/device/captured_work.h"
 #include "hourglass/device/memory_plan.h"
+#include "hourglass/infer/calibration.h"
+#include "hourglass/infer/inference_graph.h"
+#include "hourglass/infer/int8_network.h"
 #include "hourglass/obs/progress.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/train/config/engine_config.h"
@@ -138,6 +141,8 @@ struct BenchArgs {
   std::string config;               // --config FILE
   std::vector<std::string> overrides;
   bool memory_report = false;
+  bool inference = false;
+  int latency_runs = 200;
 };
 
 // Bench's model and step flags as the run config train would read: the model over synthetic
@@ -200,6 +205,91 @@ void bench_flags_as_config(Config& config, const BenchArgs& a) {
   };
   for (const auto& [key, value] : fixed)
     config.set_override(key + "=" + value, "bench's " + key + " = " + value);
+}
+
+// One inference path measured: images/s at the batch, latency of single images.
+struct InferenceTiming {
+  double images_per_s = 0, p50_ms = 0, p99_ms = 0;
+};
+
+// `logits_of` at the batch of `x` (timed as the training steps are: rounds of steps, the median
+// round), then on `x`'s first image alone `runs` times, each waited for (the latency a
+// single request sees).
+InferenceTiming time_inference(const std::string& what, bool show, const BenchArgs& a,
+                               const Tensor& x,
+                               const std::function<Tensor(const Tensor&)>& logits_of) {
+  autograd::NoGradGuard no_grad;
+  Tensor last;
+  auto sync = [&] {
+    if (last.defined()) (void)last.reshape({last.numel()}).narrow(0, 0, 1).item();
+  };
+  InferenceTiming t;
+  const double ms = time_steps(
+      what, show, a.warmup, a.steps, a.rounds, [&] { last = logits_of(x); }, sync);
+  t.images_per_s = double(x.size(0)) * 1000.0 / ms;
+  const Tensor one = x.narrow(0, 0, 1).contiguous();
+  for (int i = 0; i < std::max(3, a.warmup); ++i) (void)logits_of(one).to(Device::cpu());
+  std::vector<double> each;
+  for (int i = 0; i < a.latency_runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    last = logits_of(one);
+    sync();
+    each.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(each.begin(), each.end());
+  t.p50_ms = each[each.size() / 2];
+  t.p99_ms = each[std::min(each.size() - 1, size_t(double(each.size()) * 0.99))];
+  return t;
+}
+
+// bench --inference: the model's eval forward in the run's precision and, for a ResNet, its
+// folded float graph and its INT8 network (infer/), each at the batch and at batch 1.
+int bench_inference(const BenchArgs& a, const train::RunConfig& run, nn::Module& model,
+                    const train::ExecutionContext& context, const Tensor& x, bool show) {
+  const Device device = run.device;
+  model.eval();
+  nlohmann::ordered_json paths = nlohmann::ordered_json::object();
+  auto add = [&](const std::string& name, const InferenceTiming& t) {
+    paths[name] = {{"images_per_s", t.images_per_s}, {"p50_ms", t.p50_ms}, {"p99_ms", t.p99_ms}};
+  };
+  const std::string precision = optim::precision_name(context.precision);
+  {
+    train::ExecutionScope scope(context);
+    add("eval_" + precision, time_inference("inference, eval forward", show, a, x,
+                                            [&](const Tensor& in) { return model.forward(in); }));
+  }
+  if (run.model.name.rfind("resnet", 0) == 0) {
+    std::map<std::string, Tensor> state;
+    for (const auto& [name, t] : model.state_dict()) state.emplace(name, t);
+    const infer::InferenceGraph graph =
+        infer::graph_on(infer::resnet_inference_graph(state, run.model.stem), device);
+    add("folded_fp32",
+        time_inference("inference, folded f32 graph", show, a, x,
+                       [&](const Tensor& in) { return infer::run_float(graph, in); }));
+    // Thresholds from the batch itself (minmax): the speed does not depend on them.
+    const infer::Int8Network net =
+        infer::Int8Network::quantize(
+            graph, infer::calibrate_thresholds(graph, infer::CalibrationMethod::MinMax,
+                                               [&](const auto& use) { use(x); }))
+            .on(device);
+    add("int8", time_inference("inference, int8", show, a, x,
+                               [&](const Tensor& in) { return net.run(in); }));
+  }
+  const nlohmann::ordered_json r{
+      {"framework", "hourglass"}, {"version", HOURGLASS_VERSION},   {"model", run.model.name},
+      {"batch", x.size(0)},       {"threads", num_threads()},       {"device", device.str()},
+      {"precision", precision},   {"latency_runs", a.latency_runs}, {"inference", paths}};
+  if (a.json) {
+    std::printf("%s\n", r.dump().c_str());
+    return 0;
+  }
+  for (const auto& [name, t] : paths.items())
+    std::printf("%s %s batch %lld on %s: %.1f images/s; batch 1: p50 %.3f ms, p99 %.3f ms\n",
+                run.model.name.c_str(), name.c_str(), static_cast<long long>(x.size(0)),
+                device.str().c_str(), t["images_per_s"].get<double>(), t["p50_ms"].get<double>(),
+                t["p99_ms"].get<double>());
+  return 0;
 }
 
 }  // namespace
@@ -268,6 +358,14 @@ Runner add_bench(CLI::App& app) {
   for (CLI::Option* o : model_flags) config_flag->excludes(o);
   sub->add_option("--memory-limit", a->memory_limit,
                   "cap the device allocator's bytes in use (e.g. 40GiB), as train's flag");
+  sub->add_flag("--inference", a->inference,
+                "measure inference only: the model's eval forward in its precision, its folded "
+                "float graph and its INT8 network (ResNets), each at --batch (images/s) and at "
+                "batch 1 (latency p50 and p99 over --latency-runs single images)");
+  sub->add_option("--latency-runs", a->latency_runs,
+                  "with --inference: single-image runs timed for the latency")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   sub->add_flag("--memory-report", a->memory_report,
                 "after the timed steps, one more training step with its device memory requests "
                 "traced: on stderr, where its memory peaks and what each op holds then (a GPU, "
@@ -346,6 +444,7 @@ Runner add_bench(CLI::App& app) {
                   plural(a->rounds, "round"), plural(a->steps, "timed step"));
     // Held between steps after the warm-up (parameters, gradients, optimizer state, a replayed
     // graph's planned block): the part of the peak that is not the step's own.
+    if (a->inference) return bench_inference(*a, run, model, context, x, show);
     size_t resident = 0;
     const double train = time_steps(
         "training", show, a->warmup, a->steps, a->rounds,

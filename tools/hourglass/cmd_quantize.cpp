@@ -118,24 +118,17 @@ Runner add_quantize(CLI::App& app) {
     const infer::InferenceGraph graph = infer::graph_on(
         infer::resnet_inference_graph(state, config.get_string("model.stem", "cifar")), device);
 
-    // Two passes over the calibration images: the range of every value, then its histogram.
     auto calib = train::make_eval_loader(run, parts.train_set);
-    std::vector<infer::ActivationHistogram> hist(size_t(graph.num_values));
     int64_t used = 0;
-    for_calibration_batches(*calib, device, args->calib_images, [&](const Tensor& x) {
-      used += x.size(0);
-      infer::run_float(graph, x, [&](int v, const Tensor& t) { hist[size_t(v)].observe_range(t); });
-    });
-    HG_CHECK(used > 0, "quantize: the training set of {} has no images to calibrate on",
-             args->checkpoint);
-    if (method != infer::CalibrationMethod::MinMax)
-      for_calibration_batches(*calib, device, args->calib_images, [&](const Tensor& x) {
-        infer::run_float(graph, x,
-                         [&](int v, const Tensor& t) { hist[size_t(v)].observe_values(t); });
-      });
-    std::vector<double> scales;
-    for (const infer::ActivationHistogram& h : hist) scales.push_back(h.threshold(method) / 127.0);
-    const infer::Int8Network net = infer::Int8Network::quantize(graph, scales);
+    const std::vector<double> thresholds =
+        infer::calibrate_thresholds(graph, method, [&](const auto& use) {
+          used = 0;
+          for_calibration_batches(*calib, device, args->calib_images, [&](const Tensor& x) {
+            used += x.size(0);
+            use(x);
+          });
+        });
+    const infer::Int8Network net = infer::Int8Network::quantize(graph, thresholds);
 
     save_safetensors(out, net.tensors(),
                      {{infer::kFormatMetadataKey, infer::kInt8Format},

@@ -160,4 +160,22 @@ double ActivationHistogram::threshold(CalibrationMethod method, const std::vecto
   return best * width;
 }
 
+std::vector<double> calibrate_thresholds(const InferenceGraph& graph, CalibrationMethod method,
+                                         const CalibrationBatches& batches) {
+  std::vector<ActivationHistogram> hist(size_t(graph.num_values));
+  int64_t images = 0;
+  batches([&](const Tensor& x) {
+    images += x.size(0);
+    run_float(graph, x, [&](int v, const Tensor& t) { hist[size_t(v)].observe_range(t); });
+  });
+  HG_CHECK(images > 0, "calibration: no calibration images");
+  if (method != CalibrationMethod::MinMax)
+    batches([&](const Tensor& x) {
+      run_float(graph, x, [&](int v, const Tensor& t) { hist[size_t(v)].observe_values(t); });
+    });
+  std::vector<double> thresholds;
+  for (const ActivationHistogram& h : hist) thresholds.push_back(h.threshold(method));
+  return thresholds;
+}
+
 }  // namespace hg::infer

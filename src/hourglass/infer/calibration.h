@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
+#include "hourglass/infer/inference_graph.h"
 #include "hourglass/tensor/tensor.h"
 
 namespace hg::infer {
@@ -48,5 +51,14 @@ class ActivationHistogram {
   double amax_ = 0;
   std::vector<double> counts_;
 };
+
+// Hands each calibration batch (f32 images on the graph's device) to `use`; called once per pass.
+using CalibrationBatches = std::function<void(const std::function<void(const Tensor&)>& use)>;
+
+// The threshold `method` picks for every value of `graph` (the input included): the batches run
+// through the float graph twice, for every value's range and then its histogram (once for
+// MinMax). Throws InvalidInput when `batches` hands none.
+std::vector<double> calibrate_thresholds(const InferenceGraph& graph, CalibrationMethod method,
+                                         const CalibrationBatches& batches);
 
 }  // namespace hg::infer

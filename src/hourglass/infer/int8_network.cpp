@@ -54,14 +54,25 @@ void Int8Network::derive(size_t index) {
   }
 }
 
+void Int8Network::find_unsigned_values() {
+  unsigned_.assign(size_t(graph_.num_values), false);
+  for (const Node& n : graph_.nodes) {
+    if (n.kind == NodeKind::Conv) unsigned_[size_t(n.output)] = n.relu;
+    if (n.kind == NodeKind::MaxPool || n.kind == NodeKind::GlobalAvgPool)
+      unsigned_[size_t(n.output)] = unsigned_[size_t(n.input)];
+  }
+}
+
 Int8Network Int8Network::quantize(const InferenceGraph& graph,
-                                  const std::vector<double>& activation_scales) {
-  HG_CHECK(int(activation_scales.size()) == graph.num_values,
-           "int8: {} activation scales for a graph of {} values", activation_scales.size(),
-           graph.num_values);
+                                  const std::vector<double>& thresholds) {
+  HG_CHECK(int(thresholds.size()) == graph.num_values,
+           "int8: {} thresholds for a graph of {} values", thresholds.size(), graph.num_values);
   Int8Network net;
   net.graph_ = graph;
-  net.scales_ = activation_scales;
+  net.find_unsigned_values();
+  net.scales_.resize(thresholds.size());
+  for (size_t v = 0; v < thresholds.size(); ++v)
+    net.scales_[v] = thresholds[v] / (net.unsigned_[v] ? 255.0 : 127.0);
   net.layers_.resize(graph.nodes.size());
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     Node& n = net.graph_.nodes[i];
@@ -81,15 +92,17 @@ Int8Network Int8Network::quantize(const InferenceGraph& graph,
   return net;
 }
 
+Tensor Int8Network::quantized(const std::vector<Tensor>& values, int v) const {
+  const Tensor& t = values[size_t(v)];
+  if (t.dtype() == DType::I8 || t.dtype() == DType::U8) return t;
+  return ops::quantize_int8(t, 1.0 / scales_[size_t(v)],
+                            unsigned_[size_t(v)] ? DType::U8 : DType::I8);
+}
+
 Tensor Int8Network::run(const Tensor& x) const {
   const std::vector<int> last = last_readers(graph_);
   std::vector<Tensor> values(size_t(graph_.num_values));
   values[0] = x;
-  // A value as s8: as it is, or quantised with its scale (the input, the pooled features).
-  auto s8 = [&](int v) {
-    const Tensor& t = values[size_t(v)];
-    return t.dtype() == DType::I8 ? t : ops::quantize_int8(t, 1.0 / scales_[size_t(v)]);
-  };
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     const Node& n = graph_.nodes[i];
     const Layer& l = layers_[i];
@@ -101,26 +114,29 @@ Tensor Int8Network::run(const Tensor& x) const {
         p.relu = n.relu;
         Tensor residual;
         if (n.residual >= 0) {
-          residual = s8(n.residual);
+          residual = quantized(values, n.residual);
           p.residual_multiplier = scales_[size_t(n.residual)] / scales_[size_t(n.output)];
         }
-        y = ops::conv2d_int8(s8(n.input), l.weight, l.multiplier, l.bias_acc, residual, p);
+        y = ops::conv2d_int8(quantized(values, n.input), l.weight, l.multiplier, l.bias_acc,
+                             residual, p);
         break;
       }
       case NodeKind::MaxPool: {
         // Exact: max pooling of the dequantised values, quantised again with the same scale.
         const double s = scales_[size_t(n.input)];
-        y = ops::quantize_int8(ops::max_pool2d(ops::dequantize_int8(s8(n.input), s), n.pool).y,
-                               1.0 / s);
+        const Tensor in = quantized(values, n.input);
+        y = ops::quantize_int8(ops::max_pool2d(ops::dequantize_int8(in, s), n.pool).y, 1.0 / s,
+                               in.dtype());
         break;
       }
       case NodeKind::GlobalAvgPool:
-        y = ops::global_avg_pool(ops::dequantize_int8(s8(n.input), scales_[size_t(n.input)]));
+        y = ops::global_avg_pool(
+            ops::dequantize_int8(quantized(values, n.input), scales_[size_t(n.input)]));
         break;
       case NodeKind::Linear: {
         Int8ConvParams p;
         p.f32_output = true;
-        const Tensor in = s8(n.input);
+        const Tensor in = quantized(values, n.input);
         y = ops::conv2d_int8(in.view({in.size(0), 1, 1, in.size(1)}), l.weight, l.multiplier,
                              l.bias_acc, Tensor(), p)
                 .view({in.size(0), l.weight.size(0)});
@@ -234,6 +250,7 @@ Int8Network Int8Network::load(const std::vector<NamedTensor>& tensors,
   net.scales_.assign(scales.data<double>(), scales.data<double>() + scales.numel());
   for (double s : net.scales_)
     HG_CHECK(std::isfinite(s) && s > 0, "{}: activation scale {} is not positive", source, s);
+  net.find_unsigned_values();
   net.layers_.resize(net.graph_.nodes.size());
   for (size_t i = 0; i < net.graph_.nodes.size(); ++i) {
     const Node& n = net.graph_.nodes[i];

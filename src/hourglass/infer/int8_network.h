@@ -1,8 +1,10 @@
 // An inference graph quantised to INT8: every convolution and the classifier run as
-// ops::conv2d_int8 (s8 activations and weights, int32 sums, the requantising epilogue with the
-// residual add and ReLU fused), with symmetric per-output-channel weight scales and per-tensor
-// activation scales (zero point 0). Max pooling keeps its input's scale (it commutes with it);
-// the global average pool runs in f32 and its output is quantised for the classifier.
+// ops::conv2d_int8 (8-bit activations, s8 weights, int32 sums, the requantising epilogue with
+// the residual add and ReLU fused), with symmetric per-output-channel weight scales and
+// per-tensor activation scales (zero point 0): u8 for values that are never negative (a ReLU's
+// outputs: all 8 bits for the magnitude), s8 for the others (the image, a shortcut's batch
+// norm). Max pooling keeps its input's scale (it commutes with it); the global average pool runs
+// in f32 and its output is quantised for the classifier.
 //
 // Saved as safetensors: per layer `<name>.weight` (s8), `<name>.weight_scale` (f32 [K]) and
 // `<name>.bias` (f32 [K], in the output's real units); `activation_scales` (f64, one per value of
@@ -24,10 +26,10 @@ inline constexpr const char* kInt8Format = "int8";
 
 class Int8Network {
  public:
-  // `graph` (f32 weights, batch norm folded) with the scale of each of its values
-  // (activation_scales[v] = threshold / 127).
-  static Int8Network quantize(const InferenceGraph& graph,
-                              const std::vector<double>& activation_scales);
+  // `graph` (f32 weights, batch norm folded) with the calibrated threshold of each of its
+  // values: a value that is never negative (a ReLU's output, and pools of those) is u8 with
+  // scale threshold / 255, any other s8 with threshold / 127.
+  static Int8Network quantize(const InferenceGraph& graph, const std::vector<double>& thresholds);
   // From a file's tensors and its graph metadata; throws InvalidInput naming `source` and what
   // is missing or malformed.
   static Int8Network load(const std::vector<NamedTensor>& tensors, const std::string& graph_json,
@@ -51,10 +53,15 @@ class Int8Network {
     Tensor bias_acc;      // f32 [K]: bias / (input scale * weight scale)
   };
   void derive(size_t node);  // multiplier and bias_acc of node `node` from the scales
+  // Which values are u8 (never negative) by the graph's structure.
+  void find_unsigned_values();
+  // Value `v` (f32 or already quantised) as its s8 or u8 form.
+  Tensor quantized(const std::vector<Tensor>& values, int v) const;
 
   InferenceGraph graph_;  // structure only: weights and biases live in layers_
   std::vector<double> scales_;
-  std::vector<Layer> layers_;  // one per node (empty for the pools)
+  std::vector<bool> unsigned_;  // per value: u8 (true) or s8
+  std::vector<Layer> layers_;   // one per node (empty for the pools)
 };
 
 }  // namespace hg::infer

@@ -211,37 +211,42 @@ HG_OP(ops::BatchNormPairGrads, batch_norm_pair_relu_backward,
                                      contig(dy2));
 })
 
-// ---- INT8 inference: s8 tensors scaled by a factor per tensor (zero point 0) ----
+// ---- INT8 inference: s8 or u8 tensors scaled by a factor per tensor (zero point 0) ----
 
-// q = saturate(round_half_even(x * inv_scale)) to s8 [-128, 127], x * inv_scale computed in
-// float; NaN gives 0 (a quantised tensor has no NaN: check the input first where it matters).
-HG_OP(Tensor, quantize_int8, (const Tensor& x, double inv_scale), {
+// q = saturate(round_half_even(x * inv_scale)), x * inv_scale computed in float (double for
+// f64), to s8 [-128, 127] (dtype I8) or u8 [0, 255] (dtype U8, for values that are never
+// negative); NaN gives 0 (a quantised tensor has no NaN: check the input first where it matters).
+HG_OP(Tensor, quantize_int8, (const Tensor& x, double inv_scale,
+                              DType dtype HG_OP_DEFAULT(DType::I8)), {
   check_float(op, "input", x);
   HG_CHECK(std::isfinite(inv_scale) && inv_scale > 0,
            "{}: inv_scale must be positive and finite, got {}", op, inv_scale);
+  HG_CHECK(dtype == DType::I8 || dtype == DType::U8, "{}: dtype must be i8 or u8, got {}", op,
+           dtype_name(dtype));
   HG_OP_COST(elementwise_cost(x, 1, 1));
-  return backend_for(x.device()).quantize_int8(x.contiguous(), inv_scale);
+  return backend_for(x.device()).quantize_int8(x.contiguous(), inv_scale, dtype);
 })
 
-// f32 x = q * scale for s8 q, the product rounded once.
+// f32 x = q * scale for s8 or u8 q, the product rounded once.
 HG_OP(Tensor, dequantize_int8, (const Tensor& q, double scale), {
-  check_dtype(op, "input", q, DType::I8);
+  check_int8(op, "input", q);
   HG_CHECK(std::isfinite(scale) && scale > 0, "{}: scale must be positive and finite, got {}", op,
            scale);
   HG_OP_COST(elementwise_cost(q, 1, 1));
   return backend_for(q.device()).dequantize_int8(q.contiguous(), scale);
 })
 
-// Convolution of s8 x [N,H,W,C] with s8 weights w [K,R,S,C] (groups 1), the products summed
-// exactly in int32, then the epilogue of Int8ConvParams (ops/params.h) with the f32 [K]
-// `multiplier` and `bias` and, when defined, the s8 `residual` of the output's shape: the
-// output is s8 [N,P,Q,K], or f32 with p.f32_output. A linear layer is the case R = S = H = W = 1.
+// Convolution of x [N,H,W,C] (s8 or u8) with s8 weights w [K,R,S,C] (groups 1), the products
+// summed exactly in int32, then the epilogue of Int8ConvParams (ops/params.h) with the f32 [K]
+// `multiplier` and `bias` and, when defined, the `residual` (s8 or u8, the output's shape). The
+// output is u8 [N,P,Q,K] with p.relu (never negative), s8 without, f32 with p.f32_output. A
+// linear layer is the case R = S = H = W = 1.
 HG_OP(Tensor, conv2d_int8, (const Tensor& x, const Tensor& w, const Tensor& multiplier,
                             const Tensor& bias, const Tensor& residual,
                             const Int8ConvParams& p), {
   check_dim(op, "input [N,H,W,C]", x, 4);
   check_dim(op, "weight [K,R,S,C]", w, 4);
-  check_dtype(op, "input", x, DType::I8);
+  check_int8(op, "input", x);
   check_dtype(op, "weight", w, DType::I8);
   check_same_device(op, x, w);
   HG_CHECK(p.conv.groups == 1 && p.conv.dilation_h == 1 && p.conv.dilation_w == 1,
@@ -260,12 +265,12 @@ HG_OP(Tensor, conv2d_int8, (const Tensor& x, const Tensor& w, const Tensor& mult
     check_same_device(op, x, *t);
   }
   if (residual.defined()) {
-    check_dtype(op, "residual", residual, DType::I8);
+    check_int8(op, "residual", residual);
     check_same_device(op, x, residual);
     HG_CHECK((residual.shape() == Shape{x.size(0), oh, ow, w.size(0)}),
              "{}: residual {} must have the output's shape [{}, {}, {}, {}]", op,
              residual.describe(), x.size(0), oh, ow, w.size(0));
-    HG_CHECK(!p.f32_output, "{}: a residual is added to s8 outputs only", op);
+    HG_CHECK(!p.f32_output, "{}: a residual is added to s8 and u8 outputs only", op);
   }
   HG_CHECK(std::isfinite(p.residual_multiplier), "{}: residual_multiplier is not finite", op);
   return backend_for(x.device())

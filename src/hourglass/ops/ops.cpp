@@ -20,6 +20,13 @@ void check_float(const char* op, const char* what, const Tensor& t) {
            "{}: {} must be a floating tensor, got {}", op, what, t.describe());
 }
 
+// An s8 or u8 tensor (the INT8 ops' activations).
+void check_int8(const char* op, const char* what, const Tensor& t) {
+  HG_CHECK(t.defined(), "{}: {} is undefined", op, what);
+  HG_CHECK(t.dtype() == DType::I8 || t.dtype() == DType::U8, "{}: {} must be i8 or u8, got {}", op,
+           what, t.describe());
+}
+
 void check_vector(const char* op, const char* what, const Tensor& t, int64_t n) {
   HG_CHECK(t.dim() == 1 && t.size(0) == n, "{}: {} must have shape [{}], got {}", op, what, n,
            t.describe());

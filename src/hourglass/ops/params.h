@@ -31,15 +31,16 @@ enum class ResidualGrad : uint8_t { Skip, Compute };
 //   y = (float(acc) + bias[k]) * multiplier[k]            bias and multiplier: f32 [K] tensors
 //   y = y + float(residual) * residual_multiplier          when a residual is given
 //   y = max(y, 0)                                          when relu
-// then s8 output: round half to even, saturated to [-128, 127]; f32 output: y as it is. With
-// x = x_q * sx, w[k] = w_q[k] * sw[k] and an s8 output of scale so, multiplier[k] =
+// then round half to even, saturated to the output's range (u8 [0, 255] with relu, else s8
+// [-128, 127]); or, with f32_output, y as it is. With
+// x = x_q * sx, w[k] = w_q[k] * sw[k] and an output of scale so, multiplier[k] =
 // sx * sw[k] / so and bias[k] = b[k] / (sx * sw[k]) give the real convolution b + x * w;
 // residual_multiplier = s_residual / so adds a residual of scale s_residual.
 struct Int8ConvParams {
   Conv2dParams conv;
   double residual_multiplier = 0.0;
   bool relu = false;
-  bool f32_output = false;  // f32 y instead of s8 (a network's logits)
+  bool f32_output = false;  // f32 y instead of u8/s8 (a network's logits)
 };
 
 struct SgdOptions {

@@ -1,14 +1,16 @@
-// INT8 inference on the CPU: quantising to s8, dequantising, and the s8 convolution through
-// oneDNN's int8 kernels (VNNI where the CPU has it): int32 sums, then the epilogue of
-// Int8ConvParams as oneDNN 2.6's attributes: per-channel output scales (the multiplier, applied
-// to sum + bias, the bias in the accumulator's units), a sum post-op for the residual (the
-// output buffer holds the residual beforehand) and a ReLU post-op. Activations stay NHWC; the
-// weights are reordered into the layout the kernel wants on every call (with its compensation for
-// signed inputs), which for an inference batch is small beside the convolution.
+// INT8 inference on the CPU: quantising to s8 or u8, dequantising, and the int8 convolution
+// through oneDNN's int8 kernels (VNNI where the CPU has it; u8 inputs, a ReLU's outputs, are what
+// VNNI multiplies natively): int32 sums, then the epilogue of Int8ConvParams as oneDNN 2.6's
+// attributes: per-channel output scales (the multiplier, applied to sum + bias, the bias in the
+// accumulator's units), a sum post-op for the residual (the output buffer holds the residual
+// beforehand, read as its own type) and a ReLU post-op. Activations stay NHWC; the weights are
+// reordered into the layout the kernel wants on every call (with its compensation for signed
+// inputs).
 #include <dnnl.hpp>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -27,11 +29,12 @@ namespace {
 
 constexpr int64_t kInt8Grain = int64_t(1) << 15;
 
-template <typename C>
-int8_t saturate_round_s8(C v) {
-  // NaN fails both comparisons and becomes 0.
+// round half to even, saturated to Q's range; NaN fails every comparison and becomes 0.
+template <typename Q, typename C>
+Q saturate_round(C v) {
+  constexpr C lo = C(std::numeric_limits<Q>::min()), hi = C(std::numeric_limits<Q>::max());
   const C r = std::nearbyint(v);
-  return r >= C(127) ? int8_t(127) : r <= C(-128) ? int8_t(-128) : r == r ? int8_t(r) : int8_t(0);
+  return r >= hi ? Q(hi) : r <= lo ? Q(lo) : r == r ? Q(r) : Q(0);
 }
 
 using dnnl::memory;
@@ -46,28 +49,38 @@ struct Int8ConvPrimitives {
 
 }  // namespace
 
-Tensor CpuBackend::quantize_int8(const Tensor& x, double inv_scale) {
-  Tensor q = Tensor::empty(x.shape(), DType::I8, x.device());
-  int8_t* dst = q.data<int8_t>();
+Tensor CpuBackend::quantize_int8(const Tensor& x, double inv_scale, DType dtype) {
+  Tensor q = Tensor::empty(x.shape(), dtype, x.device());
   dispatch_storage("quantize_int8", x, [&]<typename T>() {
     using C = compute_t<T>;
     const T* src = x.data<T>();
     const C s = C(inv_scale);
-    parallel_for_inline(x.numel(), kInt8Grain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) dst[i] = saturate_round_s8<C>(widen(src[i]) * s);
-    });
+    auto loop = [&]<typename Q>(Q* dst) {
+      parallel_for_inline(x.numel(), kInt8Grain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) dst[i] = saturate_round<Q, C>(widen(src[i]) * s);
+      });
+    };
+    if (dtype == DType::U8)
+      loop(q.data<uint8_t>());
+    else
+      loop(q.data<int8_t>());
   });
   return q;
 }
 
 Tensor CpuBackend::dequantize_int8(const Tensor& q, double scale) {
   Tensor x = Tensor::empty(q.shape(), DType::F32, q.device());
-  const int8_t* src = q.data<int8_t>();
   float* dst = x.data<float>();
   const float s = float(scale);
-  parallel_for_inline(q.numel(), kInt8Grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dst[i] = float(src[i]) * s;
-  });
+  auto loop = [&]<typename Q>(const Q* src) {
+    parallel_for_inline(q.numel(), kInt8Grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dst[i] = float(src[i]) * s;
+    });
+  };
+  if (q.dtype() == DType::U8)
+    loop(q.data<uint8_t>());
+  else
+    loop(q.data<int8_t>());
   return x;
 }
 
@@ -79,13 +92,19 @@ Tensor CpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& m
   const Conv2dParams& cp = p.conv;
   const int64_t oh = conv_out_size(h, r, cp.stride_h, cp.pad_h);
   const int64_t ow = conv_out_size(wd, s, cp.stride_w, cp.pad_w);
-  const Dt out_dt = p.f32_output ? Dt::f32 : Dt::s8;
-  Tensor y = Tensor::empty({n, oh, ow, k}, p.f32_output ? DType::F32 : DType::I8, x.device());
+  const DType out = p.f32_output ? DType::F32 : p.relu ? DType::U8 : DType::I8;
+  const Dt out_dt = out == DType::F32 ? Dt::f32 : out == DType::U8 ? Dt::u8 : Dt::s8;
+  const Dt src_dt = x.dtype() == DType::U8 ? Dt::u8 : Dt::s8;
+  // The residual is read from the output buffer as its own type (s8 into a u8 output).
+  const Dt residual_dt = residual.defined() && residual.dtype() != out
+                             ? (residual.dtype() == DType::U8 ? Dt::u8 : Dt::s8)
+                             : Dt::undef;
+  Tensor y = Tensor::empty({n, oh, ow, k}, out, x.device());
   if (y.numel() == 0) return y;
   // The sum post-op adds what the output buffer holds: the residual.
   if (residual.defined()) std::memcpy(y.data_ptr(), residual.data_ptr(), size_t(y.nbytes()));
 
-  const memory::desc src_md = cpu::nhwc_desc(n, h, wd, c, Dt::s8);
+  const memory::desc src_md = cpu::nhwc_desc(n, h, wd, c, src_dt);
   const memory::desc dst_md = cpu::nhwc_desc(n, oh, ow, k, out_dt);
   const memory::desc wei_user(cpu::dims({k, c, r, s}), Dt::s8, Tag::ohwi);
   const memory::desc bias_md(cpu::dims({k}), Dt::f32, Tag::a);
@@ -100,10 +119,10 @@ Tensor CpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& m
     std::memcpy(&bits, &v, 4);
     hash = (hash ^ bits) * 1099511628211ull;
   }
-  const std::string key =
-      fmt::format("conv2d_int8:{},{},{},{}:{},{},{}:s{},{}:p{},{}:o{}:r{}:{}:m{}:h{:x}", n, h, wd,
-                  c, k, r, s, cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, int(p.f32_output),
-                  int(residual.defined()), int(p.relu), p.residual_multiplier, hash);
+  const std::string key = fmt::format(
+      "conv2d_int8:{},{},{},{}:{},{},{}:s{},{}:p{},{}:t{},{},{}:r{}:{}:m{}:h{:x}", n, h, wd, c, k,
+      r, s, cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, int(src_dt), int(out_dt),
+      int(residual_dt), int(residual.defined()), int(p.relu), p.residual_multiplier, hash);
   const auto make = [&] {
     dnnl::convolution_forward::desc d(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
@@ -114,7 +133,7 @@ Tensor CpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& m
     // One scale per output channel: dimension 1 of {N, K, P, Q}.
     attr.set_output_scales(1 << 1, scales);
     dnnl::post_ops ops;
-    if (residual.defined()) ops.append_sum(float(p.residual_multiplier));
+    if (residual.defined()) ops.append_sum(float(p.residual_multiplier), residual_dt);
     if (p.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
     dnnl::convolution_forward::primitive_desc pd(d, attr, cpu::engine());

@@ -9,26 +9,24 @@ namespace hg {
 
 namespace {
 
-const int8_t* s8(const Tensor& t) {
-  return t.defined() ? static_cast<const int8_t*>(t.data_ptr()) : nullptr;
-}
+const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 const float* f32(const Tensor& t) { return static_cast<const float*>(t.data_ptr()); }
+bool is_unsigned(const Tensor& t) { return t.defined() && t.dtype() == DType::U8; }
 
 }  // namespace
 
-Tensor GpuBackend::quantize_int8(const Tensor& x, double inv_scale) {
+Tensor GpuBackend::quantize_int8(const Tensor& x, double inv_scale, DType dtype) {
   gpu::check_float("quantize_int8", x);
-  Tensor q = Tensor::empty(x.shape(), DType::I8, x.device());
-  gpu::launch_quantize_int8(x.numel() > 0 ? x.data_ptr() : nullptr, x.dtype(), x.numel(),
-                            float(inv_scale), static_cast<int8_t*>(q.data_ptr()),
-                            gpu::stream_for(x));
+  Tensor q = Tensor::empty(x.shape(), dtype, x.device());
+  gpu::launch_quantize_int8(ptr(x), x.dtype(), x.numel(), float(inv_scale), q.data_ptr(),
+                            dtype == DType::U8, gpu::stream_for(x));
   return q;
 }
 
 Tensor GpuBackend::dequantize_int8(const Tensor& q, double scale) {
   Tensor x = Tensor::empty(q.shape(), DType::F32, q.device());
-  gpu::launch_dequantize_int8(s8(q), q.numel(), float(scale), static_cast<float*>(x.data_ptr()),
-                              gpu::stream_for(q));
+  gpu::launch_dequantize_int8(ptr(q), is_unsigned(q), q.numel(), float(scale),
+                              static_cast<float*>(x.data_ptr()), gpu::stream_for(q));
   return x;
 }
 
@@ -42,10 +40,12 @@ Tensor GpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& m
   g.pad_h = p.conv.pad_h, g.pad_w = p.conv.pad_w;
   g.p = conv_out_size(g.h, g.r, g.stride_h, g.pad_h);
   g.q = conv_out_size(g.w, g.s, g.stride_w, g.pad_w);
-  Tensor y = Tensor::empty({g.n, g.p, g.q, g.k}, p.f32_output ? DType::F32 : DType::I8, x.device());
-  gpu::launch_conv2d_int8(g, s8(x), s8(w), f32(multiplier), f32(bias), s8(residual),
-                          float(p.residual_multiplier), p.relu, p.f32_output,
-                          y.numel() > 0 ? y.data_ptr() : nullptr, gpu::stream_for(x));
+  const DType out = p.f32_output ? DType::F32 : p.relu ? DType::U8 : DType::I8;
+  Tensor y = Tensor::empty({g.n, g.p, g.q, g.k}, out, x.device());
+  gpu::launch_conv2d_int8(g, ptr(x), is_unsigned(x), static_cast<const int8_t*>(w.data_ptr()),
+                          f32(multiplier), f32(bias), ptr(residual), is_unsigned(residual),
+                          float(p.residual_multiplier), p.relu, p.f32_output, y.data_ptr(),
+                          gpu::stream_for(x));
   return y;
 }
 

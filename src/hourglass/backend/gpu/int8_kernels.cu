@@ -13,30 +13,45 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ inline int8_t saturate_round(float v) {
-  const float r = rintf(v);  // round half to even
-  return r >= 127.0f ? int8_t(127) : r <= -128.0f ? int8_t(-128) : r == r ? int8_t(r) : int8_t(0);
+// round half to even, saturated to [lo, hi]; NaN to 0.
+__device__ inline float saturate_round(float v, float lo, float hi) {
+  const float r = rintf(v);
+  return r >= hi ? hi : r <= lo ? lo : r == r ? r : 0.0f;
+}
+
+// Element i of an s8 or u8 tensor.
+__device__ inline int32_t int8_at(const void* p, bool is_unsigned, int64_t i) {
+  return is_unsigned ? int32_t(static_cast<const uint8_t*>(p)[i])
+                     : int32_t(static_cast<const int8_t*>(p)[i]);
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    quantize_kernel(const T* __restrict__ x, int64_t n, float inv_scale, int8_t* __restrict__ q) {
+    quantize_kernel(const T* __restrict__ x, int64_t n, float inv_scale, void* __restrict__ q,
+                    bool out_unsigned) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    q[i] = saturate_round(__fmul_rn(to_float(x[i]), inv_scale));
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float v = __fmul_rn(to_float(x[i]), inv_scale);
+    if (out_unsigned)
+      static_cast<uint8_t*>(q)[i] = uint8_t(saturate_round(v, 0.0f, 255.0f));
+    else
+      static_cast<int8_t*>(q)[i] = int8_t(saturate_round(v, -128.0f, 127.0f));
+  }
 }
 
 __global__ void __launch_bounds__(kThreads)
-    dequantize_kernel(const int8_t* __restrict__ q, int64_t n, float scale, float* __restrict__ x) {
+    dequantize_kernel(const void* __restrict__ q, bool q_unsigned, int64_t n, float scale,
+                      float* __restrict__ x) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    x[i] = __fmul_rn(float(q[i]), scale);
+    x[i] = __fmul_rn(float(int8_at(q, q_unsigned, i)), scale);
 }
 
 __global__ void __launch_bounds__(kThreads)
-    conv2d_int8_kernel(Int8ConvShape g, const int8_t* __restrict__ x, const int8_t* __restrict__ w,
-                       const float* __restrict__ multiplier, const float* __restrict__ bias,
-                       const int8_t* __restrict__ residual, float residual_multiplier, bool relu,
+    conv2d_int8_kernel(Int8ConvShape g, const void* __restrict__ x, bool x_unsigned,
+                       const int8_t* __restrict__ w, const float* __restrict__ multiplier,
+                       const float* __restrict__ bias, const void* __restrict__ residual,
+                       bool residual_unsigned, float residual_multiplier, bool relu,
                        bool f32_output, void* __restrict__ y, int64_t total) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -49,47 +64,53 @@ __global__ void __launch_bounds__(kThreads)
       for (int64_t s = 0; s < g.s; ++s) {
         const int64_t ix = oq * g.stride_w - g.pad_w + s;
         if (ix < 0 || ix >= g.w) continue;
-        const int8_t* xp = x + ((b * g.h + iy) * g.w + ix) * g.c;
+        const int64_t xo = ((b * g.h + iy) * g.w + ix) * g.c;
         const int8_t* wp = w + ((k * g.r + r) * g.s + s) * g.c;
-        for (int64_t c = 0; c < g.c; ++c) acc += int32_t(xp[c]) * int32_t(wp[c]);
+        for (int64_t c = 0; c < g.c; ++c) acc += int8_at(x, x_unsigned, xo + c) * int32_t(wp[c]);
       }
     }
     float v = __fmul_rn(__fadd_rn(float(acc), bias[k]), multiplier[k]);
-    if (residual != nullptr) v = __fadd_rn(v, __fmul_rn(float(residual[i]), residual_multiplier));
+    if (residual != nullptr)
+      v = __fadd_rn(v,
+                    __fmul_rn(float(int8_at(residual, residual_unsigned, i)), residual_multiplier));
     if (relu) v = fmaxf(v, 0.0f);
     if (f32_output)
       static_cast<float*>(y)[i] = v;
+    else if (relu)
+      static_cast<uint8_t*>(y)[i] = uint8_t(saturate_round(v, 0.0f, 255.0f));
     else
-      static_cast<int8_t*>(y)[i] = saturate_round(v);
+      static_cast<int8_t*>(y)[i] = int8_t(saturate_round(v, -128.0f, 127.0f));
   }
 }
 
 }  // namespace
 
-void launch_quantize_int8(const void* x, DType dtype, int64_t n, float inv_scale, int8_t* q,
-                          gpuStream_t stream) {
+void launch_quantize_int8(const void* x, DType dtype, int64_t n, float inv_scale, void* q,
+                          bool out_unsigned, gpuStream_t stream) {
   if (n == 0) return;
   dispatch_float("quantize_int8", dtype, [&]<typename T>() {
-    quantize_kernel<T>
-        <<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const T*>(x), n, inv_scale, q);
+    quantize_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const T*>(x), n,
+                                                                       inv_scale, q, out_unsigned);
   });
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_dequantize_int8(const int8_t* q, int64_t n, float scale, float* x, gpuStream_t stream) {
+void launch_dequantize_int8(const void* q, bool q_unsigned, int64_t n, float scale, float* x,
+                            gpuStream_t stream) {
   if (n == 0) return;
-  dequantize_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(q, n, scale, x);
+  dequantize_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(q, q_unsigned, n, scale, x);
   HG_GPU_CHECK_LAUNCH();
 }
 
-void launch_conv2d_int8(const Int8ConvShape& shape, const int8_t* x, const int8_t* w,
-                        const float* multiplier, const float* bias, const int8_t* residual,
-                        float residual_multiplier, bool relu, bool f32_output, void* y,
-                        gpuStream_t stream) {
+void launch_conv2d_int8(const Int8ConvShape& shape, const void* x, bool x_unsigned, const int8_t* w,
+                        const float* multiplier, const float* bias, const void* residual,
+                        bool residual_unsigned, float residual_multiplier, bool relu,
+                        bool f32_output, void* y, gpuStream_t stream) {
   const int64_t total = shape.n * shape.p * shape.q * shape.k;
   if (total == 0) return;
   conv2d_int8_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-      shape, x, w, multiplier, bias, residual, residual_multiplier, relu, f32_output, y, total);
+      shape, x, x_unsigned, w, multiplier, bias, residual, residual_unsigned, residual_multiplier,
+      relu, f32_output, y, total);
   HG_GPU_CHECK_LAUNCH();
 }
 
