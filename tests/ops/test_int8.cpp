@@ -220,6 +220,22 @@ TEST(Conv2dInt8, MatchesReferenceOnCpu) {
   }
 }
 
+// The CPU keeps each weight tensor's reordered copy: weights rewritten in place (a model's state
+// loaded into the same tensors) are reordered again, not served from that copy.
+TEST(Conv2dInt8, WeightsRewrittenInPlaceAreSeen) {
+  const ConvCase& g = kCases[2];
+  ConvInputs in = conv_inputs(g, 300);
+  const ConvInputs other = conv_inputs(g, 400);
+  expect_conv_matches(ops::conv2d_int8(in.x, in.w, in.mult, in.bias, in.residual, in.p),
+                      in.expected, false, "first weights");
+  in.w.copy_(other.w);
+  const std::vector<double> expected =
+      reference_conv(g, int8_values(in.x), int8_values(other.w), test::to_doubles(in.mult),
+                     test::to_doubles(in.bias), int8_values(in.residual), 0.75, g.h, g.w);
+  expect_conv_matches(ops::conv2d_int8(in.x, in.w, in.mult, in.bias, in.residual, in.p), expected,
+                      false, "weights rewritten");
+}
+
 TEST(Conv2dInt8, RefusesBadOperands) {
   const ConvInputs in = conv_inputs(kCases[0], 5);
   const Tensor xf = ops::dequantize_int8(in.x, 1.0);

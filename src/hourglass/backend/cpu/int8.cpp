@@ -4,13 +4,15 @@
 // attributes: per-channel output scales (the multiplier, applied to sum + bias, the bias in the
 // accumulator's units), a sum post-op for the residual (the output buffer holds the residual
 // beforehand, read as its own type) and a ReLU post-op. Activations stay NHWC; the weights are
-// reordered into the layout the kernel wants on every call (with its compensation for signed
-// inputs).
+// reordered into the layout the kernel wants once per weight tensor (reordered_weights).
 #include <dnnl.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -46,6 +48,51 @@ struct Int8ConvPrimitives {
   dnnl::convolution_forward prim;
   std::vector<float> scales;  // the output scales it was made with
 };
+
+// A sample of the weights' bytes (the first and last 256 and 64 spread between): what a
+// reordered copy is checked against before it is used again.
+uint64_t weights_fingerprint(const Tensor& w) {
+  const auto* b = static_cast<const uint8_t*>(w.data_ptr());
+  const size_t n = size_t(w.nbytes());
+  uint64_t h = 1469598103934665603ull ^ n;
+  auto mix = [&](size_t i) { h = (h ^ b[i]) * 1099511628211ull; };
+  for (size_t i = 0; i < std::min<size_t>(n, 256); ++i) mix(i), mix(n - 1 - i);
+  for (size_t k = 1; k <= 64 && n > 0; ++k) mix(n * k / 65);
+  return h;
+}
+
+// The weights in the layout the kernel wants. An inference network calls with the same weight
+// tensor every time, so the reordered copy is kept per weight storage and layout while that
+// storage lives (weak reference), and used again when the weights' fingerprint is unchanged;
+// the weights must not change in place between calls (an INT8 network's never do), and a
+// different tensor, or a storage freed and allocated again, is reordered afresh.
+memory reordered_weights(const Tensor& w, const memory::desc& user, const memory::desc& wanted) {
+  struct Entry {
+    std::weak_ptr<Storage> source;
+    uint64_t fingerprint = 0;
+    Tensor buffer;
+    memory mem;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Entry> cache;
+  const std::shared_ptr<Storage> storage = w.storage();
+  const std::string key =
+      fmt::format("{}:{}:{}", static_cast<const void*>(storage.get()),
+                  static_cast<const void*>(w.data_ptr()), cpu::desc_key(wanted));
+  const uint64_t fingerprint = weights_fingerprint(w);
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end() && it->second.source.lock() == storage &&
+      it->second.fingerprint == fingerprint)
+    return it->second.mem;
+  std::erase_if(cache, [](const auto& e) { return e.second.source.expired(); });
+  Entry e;
+  e.source = storage;
+  e.fingerprint = fingerprint;
+  e.mem = cpu::in_layout(cpu::wrap(w, user), wanted, e.buffer);
+  // in_layout hands back the user's own memory when no reorder is needed: keep it as is then.
+  return (cache[key] = std::move(e)).mem;
+}
 
 }  // namespace
 
@@ -144,9 +191,7 @@ Tensor CpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& m
   std::optional<Int8ConvPrimitives> own;
   if (cached.scales != scales) own.emplace(make());
   const Int8ConvPrimitives& prims = own ? *own : cached;
-  Tensor weight_buffer;
-  const memory weights =
-      cpu::in_layout(cpu::wrap(w, wei_user), prims.pd.weights_desc(), weight_buffer);
+  const memory weights = reordered_weights(w, wei_user, prims.pd.weights_desc());
   cpu::execute(prims.prim, {{DNNL_ARG_SRC, cpu::wrap(x, src_md)},
                             {DNNL_ARG_WEIGHTS, weights},
                             {DNNL_ARG_BIAS, cpu::wrap(bias, bias_md)},
