@@ -9,6 +9,7 @@
 
 #include "data/image_fixtures.h"
 #include "hourglass/data/image_decode.h"
+#include "hourglass/data/image_input.h"
 #include "support/expect_error.h"
 
 namespace hg::data {
@@ -368,6 +369,41 @@ TEST(ImageDecode, ReadsFilesAndNamesMissingOnes) {
   EXPECT_EQ(read_image(dir.file("really_png.jpg")).pixels, px);
   EXPECT_TRUE(fails_with([&] { read_image(dir.file("absent.png")); }, {"absent.png", "not found"}));
   EXPECT_TRUE(fails_with([&] { read_image(dir.path()); }, {dir.path(), "directory"}));
+}
+
+// A decoded image as a model's input (hourglass predict): as it is at the model's size, in luma
+// for one channel, resized otherwise, and normalised.
+TEST(ImageAsModelInput, SizeChannelsAndNormalisation) {
+  TransformOptions norm;
+  norm.mean = {0.5f};
+  norm.std = {0.25f};
+  DecodedImage img;
+  img.height = img.image_height = 2;
+  img.width = img.image_width = 2;
+  img.pixels = {255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30};
+  const std::vector<float> rgb = image_as_model_input(img, ImageTransform(norm, 2, 2, 3));
+  ASSERT_EQ(rgb.size(), 12u);
+  for (size_t i = 0; i < 12; ++i)
+    EXPECT_FLOAT_EQ(rgb[i], (float(img.pixels[i]) / 255.0f - 0.5f) / 0.25f) << i;
+  // PIL's "L": (19595 R + 38470 G + 7471 B + 2^15) >> 16.
+  const std::vector<float> luma = image_as_model_input(img, ImageTransform(norm, 2, 2, 1));
+  const int expected[] = {76, 150, 29, (19595 * 10 + 38470 * 20 + 7471 * 30 + 32768) >> 16};
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_FLOAT_EQ(luma[i], (float(expected[i]) / 255.0f - 0.5f) / 0.25f) << i;
+  // A uniform image of another size and shape stays uniform through the resize and crop.
+  DecodedImage big;
+  big.height = big.image_height = 30;
+  big.width = big.image_width = 40;
+  big.pixels.assign(30 * 40 * 3, 0);
+  for (size_t i = 0; i < big.pixels.size(); i += 3) big.pixels[i] = 200, big.pixels[i + 2] = 51;
+  const std::vector<float> small = image_as_model_input(big, ImageTransform(norm, 8, 8, 3));
+  ASSERT_EQ(small.size(), 8u * 8 * 3);
+  for (size_t i = 0; i < small.size(); i += 3) {
+    EXPECT_FLOAT_EQ(small[i], (200.0f / 255.0f - 0.5f) / 0.25f);
+    EXPECT_FLOAT_EQ(small[i + 1], -2.0f);
+    EXPECT_FLOAT_EQ(small[i + 2], (51.0f / 255.0f - 0.5f) / 0.25f);
+  }
+  EXPECT_THROW(image_as_model_input(img, ImageTransform(norm, 2, 2, 2)), Error);
 }
 
 }  // namespace

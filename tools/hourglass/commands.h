@@ -39,6 +39,8 @@ Runner add_eval(CLI::App& app);
 Runner add_export(CLI::App& app);
 // A trained ResNet as an INT8 model (cmd_quantize.cpp).
 Runner add_quantize(CLI::App& app);
+// Classes of image files by a trained or INT8 model (cmd_predict.cpp).
+Runner add_predict(CLI::App& app);
 Runner add_info(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
       {"eval", hg::cli::add_eval(app)},
       {"export", hg::cli::add_export(app)},
       {"quantize", hg::cli::add_quantize(app)},
+      {"predict", hg::cli::add_predict(app)},
       {"info", hg::cli::add_info(app)},
       {"bench", hg::cli::add_bench(app)},
       {"plan", hg::cli::add_plan(app)},
