@@ -2,10 +2,13 @@
 // (CIFAR stem, narrow) on synthetic images becomes an .int8.safetensors file with its method,
 // calibration data and config recorded; eval of that file gives the accuracy quantize reported;
 // predict gives image files the classes and probabilities the models give the same inputs in
-// this process; an existing output, an unknown method and a model without an INT8 graph are
+// this process; the INT8 model exported as ONNX (QDQ) gives its logits in an independent NumPy
+// evaluation; an existing output, an unknown method and a model without an INT8 graph are
 // refused with their names.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -198,16 +201,36 @@ TEST(CliPredict, GivesTheModelsClassesForImageFiles) {
   const SafetensorsFile qf = load_safetensors(int8);
   const infer::Int8Network qnet =
       infer::Int8Network::load(qf.tensors, qf.metadata.at(infer::kGraphMetadataKey), int8);
-  const Tensor ql =
-      qnet.run(Tensor::from_vector(
-                   data::image_as_model_input(data::read_image(d + "/images/img1.png"), transform),
-                   {1, 16, 16, 3}))
-          .contiguous();
+  const std::vector<float> img1 =
+      data::image_as_model_input(data::read_image(d + "/images/img1.png"), transform);
+  const Tensor ql = qnet.run(Tensor::from_vector(img1, {1, 16, 16, 3})).contiguous();
   const std::vector<double> qp = softmax(ql.data<float>(), 4);
   EXPECT_EQ(qo["images"][0]["top"][0]["class"].get<int64_t>(),
             std::max_element(qp.begin(), qp.end()) - qp.begin());
   EXPECT_NEAR(qo["images"][0]["top"][0]["probability"].get<double>(),
               *std::max_element(qp.begin(), qp.end()), 1e-6);
+
+  // The INT8 model as ONNX (QuantizeLinear/DequantizeLinear pairs), checked by onnx.checker
+  // and evaluated by an independent NumPy interpreter (Debian's python3-onnx): the network's
+  // logits, up to an activation step where float and double scales round apart.
+  const Result e = run(d, {"export", int8, "--format", "onnx"});
+  ASSERT_EQ(e.code, 0) << e.log;
+  std::vector<float> nchw(img1.size());
+  for (size_t c = 0; c < 3; ++c)
+    for (size_t i = 0; i < 256; ++i) nchw[c * 256 + i] = img1[i * 3 + c];
+  std::ofstream(d + "/img1.f32", std::ios::binary)
+      .write(reinterpret_cast<const char*>(nchw.data()), std::streamsize(nchw.size() * 4));
+  const std::string cmd = "/usr/bin/python3 " HG_SOURCE_DIR "/tests/tools/onnx_numpy_eval.py " + d +
+                          "/run/final.int8.onnx " + d + "/img1.f32 1,3,16,16 > " + d +
+                          "/onnx.json 2> " + d + "/onnx.err";
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << read_file(d + "/onnx.err") << " (needs python3-onnx: scripts/install-deps.sh --test)";
+  const nlohmann::json onnx = nlohmann::json::parse(read_file(d + "/onnx.json"));
+  double scale = 0;
+  for (int64_t c = 0; c < 4; ++c) scale = std::max(scale, std::fabs(double(ql.data<float>()[c])));
+  for (int64_t c = 0; c < 4; ++c)
+    EXPECT_NEAR(onnx["logits"][0][size_t(c)].get<double>(), ql.data<float>()[c], 0.02 * (1 + scale))
+        << "class " << c;
 
   const Result missing = run(d, {"predict", model, d + "/nothing.png"});
   EXPECT_EQ(missing.code, 2);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks an ONNX model with onnx.checker (full check, shape inference) and evaluates it with
 NumPy, an interpreter of its own for the operators `hourglass export --format onnx` writes
-(Conv, BatchNormalization, Relu, Add, MaxPool, GlobalAveragePool, Flatten, Gemm), independent of
+(Conv, BatchNormalization, Relu, Add, MaxPool, GlobalAveragePool, Flatten, Gemm, and the INT8
+export's QuantizeLinear and DequantizeLinear, per tensor or per axis), independent of
 hourglass's kernels. Prints JSON: the opset, the input and output names, and the logits.
 
 Usage: onnx_numpy_eval.py MODEL.onnx RAW_F32_NCHW N,C,H,W
@@ -55,6 +56,10 @@ def main():
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     g = model.graph
     values = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in g.initializer}
+    # The integer range of each int8/uint8 zero point (QuantizeLinear saturates to it).
+    ranges = {t.name: (np.iinfo(numpy_helper.to_array(t).dtype).min,
+                       np.iinfo(numpy_helper.to_array(t).dtype).max)
+              for t in g.initializer if numpy_helper.to_array(t).dtype in (np.int8, np.uint8)}
     values[g.input[0].name] = np.fromfile(raw, dtype="<f4").reshape(shape).astype(np.float64)
     for node in g.node:
         x = [values[i] for i in node.input]
@@ -62,6 +67,8 @@ def main():
         op = node.op_type
         if op == "Conv":
             y = conv(x[0], x[1], a)
+            if len(x) > 2:  # the bias
+                y = y + x[2][None, :, None, None]
         elif op == "BatchNormalization":
             eps = a.get("epsilon", 1e-5)
             s = (x[1] / np.sqrt(x[4] + eps))[None, :, None, None]
@@ -79,6 +86,16 @@ def main():
         elif op == "Gemm":
             w = x[1].T if a.get("transB", 0) else x[1]
             y = x[0] @ w + x[2]
+        elif op == "QuantizeLinear":
+            lo, hi = ranges[node.input[2]]
+            y = np.clip(np.rint(x[0] / x[1]) + x[2], lo, hi)  # rint: half to even
+        elif op == "DequantizeLinear":
+            scale, zero = x[1], x[2]
+            if scale.ndim == 1:  # per axis
+                shape = [1] * x[0].ndim
+                shape[a.get("axis", 1)] = scale.size
+                scale, zero = scale.reshape(shape), zero.reshape(shape)
+            y = (x[0] - zero) * scale
         else:
             raise SystemExit(f"operator {op} is not evaluated here")
         values[node.output[0]] = y

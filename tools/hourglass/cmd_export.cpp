@@ -11,6 +11,7 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
+#include "hourglass/infer/int8_network.h"
 #include "hourglass/nn/torch_layout.h"
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/config/run_config.h"
@@ -52,9 +53,17 @@ Runner add_export(CLI::App& app) {
              "--format {}: this build writes torch only (onnx needs libonnx-dev when it is built)",
              args->format);
 #endif
-    const SafetensorsFile file = train::read_checkpoint(
-        args->model, args->allow_unverified ? train::CheckpointTrust::AllowUnverified
-                                            : train::CheckpointTrust::VerifiedOnly);
+    const auto meta = read_safetensors_metadata(args->model);
+    auto format = meta.find(infer::kFormatMetadataKey);
+    const bool int8 = format != meta.end() && format->second == infer::kInt8Format;
+    HG_CHECK(!int8 || args->format == "onnx",
+             "--format {}: an INT8 model (hourglass quantize's) is exported as onnx only",
+             args->format);
+    const SafetensorsFile file =
+        int8 ? load_safetensors(args->model)
+             : train::read_checkpoint(args->model, args->allow_unverified
+                                                       ? train::CheckpointTrust::AllowUnverified
+                                                       : train::CheckpointTrust::VerifiedOnly);
     auto it = file.metadata.find(train::kConfigMetadataKey);
     if (it == file.metadata.end())
       throw_invalid(fmt::format("{}: no '{}' metadata: not a model written by hourglass train",
@@ -88,6 +97,19 @@ Runner add_export(CLI::App& app) {
                "{}: no stem.conv.weight: not a ResNet's weights", args->model);
       o.in_channels = stem != nullptr ? stem->size(3) : 0;
       o.producer_version = HOURGLASS_VERSION;
+      if (int8) {
+        auto graph = file.metadata.find(infer::kGraphMetadataKey);
+        HG_CHECK(graph != file.metadata.end(), "{}: no '{}' metadata", args->model,
+                 infer::kGraphMetadataKey);
+        write_file_atomic(
+            out,
+            int8_onnx_model(infer::Int8Network::load(file.tensors, graph->second, args->model), o));
+        std::printf(
+            "%s: %s INT8 as ONNX (opset 17, QuantizeLinear/DequantizeLinear), input "
+            "[batch, %lld, height, width]\n",
+            out.c_str(), model_name.c_str(), static_cast<long long>(o.in_channels));
+        return 0;
+      }
       write_file_atomic(out, resnet_onnx_model(state, o));
       std::printf("%s: %s as ONNX (opset 17), input [batch, %lld, height, width]\n", out.c_str(),
                   model_name.c_str(), static_cast<long long>(o.in_channels));

@@ -65,6 +65,21 @@ class GraphBuilder {
 
   std::string relu(const std::string& x) { return node("Relu", {x}); }
 
+  // `t` (CPU) as an initializer named `name`: f32, f64 (stored as f32), i8 or u8.
+  std::string constant(const std::string& name, const Tensor& t) {
+    onnx::TensorProto* p = graph_.add_initializer();
+    p->set_name(name);
+    Tensor c = t.to(Device::cpu());
+    if (c.dtype() == DType::F64) c = c.to(DType::F32);
+    c = c.contiguous();
+    p->set_data_type(c.dtype() == DType::I8   ? onnx::TensorProto::INT8
+                     : c.dtype() == DType::U8 ? onnx::TensorProto::UINT8
+                                              : onnx::TensorProto::FLOAT);
+    for (int64_t d : c.shape()) p->add_dims(d);
+    p->set_raw_data(std::string(static_cast<const char*>(c.data_ptr()), size_t(c.nbytes())));
+    return name;
+  }
+
   bool has(const std::string& name) const { return state_.count(name) > 0; }
 
   static onnx::AttributeProto ints(const std::string& name, const std::vector<int64_t>& values) {
@@ -106,6 +121,35 @@ void input_value(onnx::ValueInfoProto* v, int64_t channels) {
   shape->add_dim()->set_dim_param("width");
 }
 
+// The graph's "logits" output, float [batch, classes], made the last node's output.
+void logits_output(onnx::GraphProto& graph, int64_t classes) {
+  graph.mutable_node(graph.node_size() - 1)->set_output(0, "logits");
+  onnx::ValueInfoProto* out = graph.add_output();
+  out->set_name("logits");
+  onnx::TypeProto_Tensor* t = out->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("batch");
+  t->mutable_shape()->add_dim()->set_dim_value(classes);
+}
+
+onnx::ModelProto new_model(const OnnxExportOptions& o) {
+  onnx::ModelProto model;
+  model.set_ir_version(onnx::IR_VERSION);
+  model.set_producer_name("hourglass");
+  model.set_producer_version(o.producer_version);
+  onnx::OperatorSetIdProto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOpset);
+  model.mutable_graph()->set_name(o.model_name);
+  return model;
+}
+
+std::string serialised(const onnx::ModelProto& model) {
+  std::string bytes;
+  HG_CHECK(model.SerializeToString(&bytes), "export --format onnx: the model did not serialise");
+  return bytes;
+}
+
 }  // namespace
 
 std::string resnet_onnx_model(const std::vector<NamedTensor>& tensors, const OnnxExportOptions& o) {
@@ -116,15 +160,8 @@ std::string resnet_onnx_model(const std::vector<NamedTensor>& tensors, const Onn
   std::map<std::string, Tensor> state;
   for (const NamedTensor& t : tensors) state.emplace(t.name, t.tensor);
 
-  onnx::ModelProto model;
-  model.set_ir_version(onnx::IR_VERSION);
-  model.set_producer_name("hourglass");
-  model.set_producer_version(o.producer_version);
-  onnx::OperatorSetIdProto* opset = model.add_opset_import();
-  opset->set_domain("");
-  opset->set_version(kOpset);
+  onnx::ModelProto model = new_model(o);
   onnx::GraphProto& graph = *model.mutable_graph();
-  graph.set_name(o.model_name);
   GraphBuilder g(graph, state);
   // Any image size: the ResNets end in a global average pool.
   input_value(graph.add_input(), o.in_channels);
@@ -153,21 +190,86 @@ std::string resnet_onnx_model(const std::vector<NamedTensor>& tensors, const Onn
     }
   }
   y = g.node("Flatten", {g.node("GlobalAveragePool", {y})}, {GraphBuilder::integer("axis", 1)});
-  const std::string logits =
-      g.node("Gemm", {y, g.initializer("fc.weight"), g.initializer("fc.bias")},
-             {GraphBuilder::integer("transB", 1)});
-  // The last node's output is the graph's: renamed "logits".
-  graph.mutable_node(graph.node_size() - 1)->set_output(0, "logits");
-  (void)logits;
-  onnx::ValueInfoProto* out = graph.add_output();
-  out->set_name("logits");
-  onnx::TypeProto_Tensor* t = out->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  t->mutable_shape()->add_dim()->set_dim_param("batch");
-  t->mutable_shape()->add_dim()->set_dim_value(state.at("fc.weight").size(0));
-  std::string bytes;
-  HG_CHECK(model.SerializeToString(&bytes), "export --format onnx: the model did not serialise");
-  return bytes;
+  g.node("Gemm", {y, g.initializer("fc.weight"), g.initializer("fc.bias")},
+         {GraphBuilder::integer("transB", 1)});
+  logits_output(graph, state.at("fc.weight").size(0));
+  return serialised(model);
+}
+
+std::string int8_onnx_model(const infer::Int8Network& net, const OnnxExportOptions& o) {
+  onnx::ModelProto model = new_model(o);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  const std::map<std::string, Tensor> none;
+  GraphBuilder g(graph, none);
+  input_value(graph.add_input(), o.in_channels);
+  const infer::InferenceGraph& ig = net.graph();
+  const std::vector<double>& scales = net.activation_scales();
+  std::map<std::string, Tensor> layer;
+  for (const NamedTensor& t : net.tensors()) layer.emplace(t.name, t.tensor);
+
+  // Value v's float name after its QuantizeLinear/DequantizeLinear pair.
+  std::vector<std::string> dq(size_t(ig.num_values));
+  auto quantise = [&](int v, const std::string& x) {
+    const std::string scale =
+        g.constant(fmt::format("v{}.scale", v), Tensor::scalar(scales[size_t(v)], DType::F32));
+    const std::string zero =
+        g.constant(fmt::format("v{}.zero_point", v),
+                   Tensor::zeros({}, net.value_is_unsigned(v) ? DType::U8 : DType::I8));
+    dq[size_t(v)] =
+        g.node("DequantizeLinear", {g.node("QuantizeLinear", {x, scale, zero}), scale, zero});
+  };
+  // A layer's int8 weights behind a per-output-channel DequantizeLinear; `oihw` for a
+  // convolution's (KRSC in the file), else [K, C].
+  auto weights = [&](const std::string& name, bool oihw) {
+    Tensor w = layer.at(name + ".weight");
+    w = oihw ? w.permute({0, 3, 1, 2}).contiguous() : w.view({w.size(0), w.size(3)});
+    const int64_t k = w.size(0);
+    return g.node("DequantizeLinear",
+                  {g.constant(name + ".weight", w),
+                   g.constant(name + ".weight_scale", layer.at(name + ".weight_scale")),
+                   g.constant(name + ".weight_zero_point", Tensor::zeros({k}, DType::I8))},
+                  {GraphBuilder::integer("axis", 0)});
+  };
+  quantise(0, "input");
+  for (const infer::Node& n : ig.nodes) {
+    const std::string& in = dq[size_t(n.input)];
+    switch (n.kind) {
+      case infer::NodeKind::Conv: {
+        const Tensor& w = layer.at(n.name + ".weight");  // [K,R,S,C]
+        std::string y = g.node(
+            "Conv",
+            {in, weights(n.name, true), g.constant(n.name + ".bias", layer.at(n.name + ".bias"))},
+            {GraphBuilder::ints("kernel_shape", {w.size(1), w.size(2)}),
+             GraphBuilder::ints("strides", {n.conv.stride_h, n.conv.stride_w}),
+             GraphBuilder::ints("pads", {n.conv.pad_h, n.conv.pad_w, n.conv.pad_h, n.conv.pad_w}),
+             GraphBuilder::ints("dilations", {1, 1})});
+        if (n.residual >= 0) y = g.node("Add", {y, dq[size_t(n.residual)]});
+        if (n.relu) y = g.relu(y);
+        quantise(n.output, y);
+        break;
+      }
+      case infer::NodeKind::MaxPool:
+        // The same scale: max pooling of the dequantised values is already on its grid.
+        dq[size_t(n.output)] = g.node(
+            "MaxPool", {in},
+            {GraphBuilder::ints("kernel_shape", {n.pool.kernel_h, n.pool.kernel_w}),
+             GraphBuilder::ints("strides", {n.pool.stride_h, n.pool.stride_w}),
+             GraphBuilder::ints("pads", {n.pool.pad_h, n.pool.pad_w, n.pool.pad_h, n.pool.pad_w})});
+        break;
+      case infer::NodeKind::GlobalAvgPool:
+        quantise(n.output, g.node("Flatten", {g.node("GlobalAveragePool", {in})},
+                                  {GraphBuilder::integer("axis", 1)}));
+        break;
+      case infer::NodeKind::Linear:
+        g.node(
+            "Gemm",
+            {in, weights(n.name, false), g.constant(n.name + ".bias", layer.at(n.name + ".bias"))},
+            {GraphBuilder::integer("transB", 1)});
+        logits_output(graph, layer.at(n.name + ".bias").size(0));
+        break;
+    }
+  }
+  return serialised(model);
 }
 
 }  // namespace hg::cli

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "hourglass/infer/int8_network.h"
 #include "hourglass/tensor/safetensors.h"
 
 namespace hg::cli {
@@ -28,5 +29,13 @@ struct OnnxExportOptions {
 // missing.
 std::string resnet_onnx_model(const std::vector<NamedTensor>& state,
                               const OnnxExportOptions& options);
+
+// An INT8 model (hourglass quantize's) as an ONNX model in QDQ form (opset 17): each activation
+// a QuantizeLinear/DequantizeLinear pair with its scale (zero point 0; uint8 for the values a ReLU
+// produced, int8 for the others), each weight int8 with per-output-channel scales behind a
+// DequantizeLinear (axis 0), then the float operators between them (Conv with its folded bias,
+// Add, Relu, MaxPool, GlobalAveragePool, Flatten, Gemm): what ONNX Runtime fuses into its integer
+// kernels. Same input and output as resnet_onnx_model.
+std::string int8_onnx_model(const infer::Int8Network& net, const OnnxExportOptions& options);
 
 }  // namespace hg::cli

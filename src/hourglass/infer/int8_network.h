@@ -43,6 +43,8 @@ class Int8Network {
   std::string graph_json() const;
   const InferenceGraph& graph() const { return graph_; }
   const std::vector<double>& activation_scales() const { return scales_; }
+  // Whether value `v` is u8 (never negative), else s8.
+  bool value_is_unsigned(int v) const { return unsigned_.at(size_t(v)); }
 
  private:
   struct Layer {
