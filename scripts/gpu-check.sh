@@ -24,7 +24,8 @@
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 #   quant   hourglass quantize of the train stage's model (run `train` first) with each
 #           calibration method on the GPU, and with entropy on the CPU: float and INT8 test
-#           accuracy (QUANT_METHODS picks methods)
+#           accuracy (QUANT_METHODS picks methods); then the float and INT8 models as ONNX in
+#           ONNX Runtime beside hourglass predict (bench/onnxruntime_agreement.py)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 #   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
 #           GPU and through the host loader, against hourglass bench's rate
@@ -278,7 +279,15 @@ for stage in "${stages[@]}"; do
         --json >> "$out/quant.md" 2>> "$out/quant.log" || rc=1
       ./build-device/hourglass eval build-device/runs/fmnist-gpu/cpu.int8.safetensors --device cpu \
         --set data.path="\"$data\"" --json >> "$out/quant.md" 2>> "$out/quant.log" || rc=1
-      cat "$out/quant.md"; tail -5 "$out/quant.log"
+      # The float and INT8 models as ONNX, run by ONNX Runtime (CPU provider) beside hourglass.
+      m=build-device/runs/fmnist-gpu
+      rm -f $m/final.onnx $m/cpu.int8.onnx
+      ./build-device/hourglass export $model --format onnx >> "$out/quant.log" 2>&1 &&
+        ./build-device/hourglass export $m/cpu.int8.safetensors --format onnx >> "$out/quant.log" 2>&1 &&
+        python3 bench/onnxruntime_agreement.py --hourglass ./build-device/hourglass --data "$data" \
+          --pair $model $m/final.onnx --pair $m/cpu.int8.safetensors $m/cpu.int8.onnx \
+          > "$out/onnxruntime.md" 2>> "$out/quant.log" || rc=1
+      cat "$out/quant.md" "$out/onnxruntime.md"; tail -5 "$out/quant.log"
       row quant $rc "$(python3 -c "
 import json,sys
 for l in open('$out/quant.md'):
