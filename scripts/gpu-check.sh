@@ -287,7 +287,25 @@ for stage in "${stages[@]}"; do
         python3 bench/onnxruntime_agreement.py --hourglass ./build-device/hourglass --data "$data" \
           --pair $model $m/final.onnx --pair $m/cpu.int8.safetensors $m/cpu.int8.onnx \
           > "$out/onnxruntime.md" 2>> "$out/quant.log" || rc=1
-      cat "$out/quant.md" "$out/onnxruntime.md"; tail -5 "$out/quant.log"
+      # CPU inference speed: hourglass bench --inference beside ONNX Runtime on the same models'
+      # graphs (a CIFAR-format ResNet-18 trained briefly on synthetic images: speed does not
+      # depend on the weights), all cores.
+      ort=build-device/runs/ort
+      rm -rf $ort
+      mkdir -p $ort
+      printf 'name = "ort"\nseed = 1\ndevice = "cpu"\n[model]\nname = "resnet18"\n[data]\ndataset = "synthetic"\nsynthetic = { train_size = 128, test_size = 64, height = 32, width = 32, channels = 3, classes = 10 }\n[train]\nepochs = 1\nbatch_size = 64\n' > $ort/r18.toml
+      { ./build-device/hourglass train $ort/r18.toml --run-dir $ort/run --no-progress &&
+        ./build-device/hourglass quantize $ort/run/final.safetensors --calib-images 128 --no-eval &&
+        ./build-device/hourglass export $ort/run/final.safetensors --format onnx &&
+        ./build-device/hourglass export $ort/run/final.int8.safetensors --format onnx; } >> "$out/quant.log" 2>&1 || rc=1
+      for b in 64 256; do
+        ./build-device/hourglass bench resnet18-cifar --inference --batch $b --json --log-level warn \
+          >> "$out/cpu-inference.jsonl" 2>> "$out/quant.log" || rc=1
+        python3 bench/onnxruntime_cpu_inference.py --threads "$(nproc)" --batch $b \
+          float=$ort/run/final.onnx int8=$ort/run/final.int8.onnx >> "$out/cpu-inference.jsonl" \
+          2>> "$out/quant.log" || rc=1
+      done
+      cat "$out/quant.md" "$out/onnxruntime.md" "$out/cpu-inference.jsonl"; tail -5 "$out/quant.log"
       row quant $rc "$(python3 -c "
 import json,sys
 for l in open('$out/quant.md'):
