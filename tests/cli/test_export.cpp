@@ -186,6 +186,21 @@ TEST(CliExport, OnnxModelPassesTheCheckerAndGivesTheSameLogits) {
   EXPECT_EQ(j["input"], "input");
   EXPECT_EQ(j["output"], "logits");
   expect_same_logits(j["logits"], ours);
+
+  // float16: the weights rounded to it (the evaluator computes in float64 from them).
+  const std::string half = d + "/r18.fp16.onnx";
+  const Result h = run(d, {"export", d + "/run/final.safetensors", "--format", "onnx",
+                           "--precision", "fp16", "--out", half});
+  ASSERT_EQ(h.code, 0) << h.log;
+  EXPECT_NE(h.log.find("float16"), std::string::npos) << h.log;
+  ASSERT_TRUE(run_python_tool(d, "onnx_numpy_eval.py", half + " " + d + "/input.f32 2,3,32,32",
+                              "python3-onnx", j));
+  double scale = 0;
+  for (float v : ours) scale = std::max(scale, double(std::fabs(v)));
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t k = 0; k < 10; ++k)
+      EXPECT_NEAR(j["logits"][i][k].get<double>(), ours[i * 10 + k], 1e-2 * (1 + scale))
+          << "fp16 image " << i << " class " << k;
 }
 
 TEST(CliExport, InitFromReadsBothLayoutsBitForBit) {

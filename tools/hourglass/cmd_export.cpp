@@ -28,6 +28,7 @@ Runner add_export(CLI::App& app) {
     std::string model;
     std::string format;
     std::string out;
+    std::string precision = "fp32";
     bool allow_unverified = false;
   };
   auto args = std::make_shared<Args>();
@@ -42,6 +43,9 @@ Runner add_export(CLI::App& app) {
   sub->add_option("--out", args->out,
                   "the file to write (default: MODEL's name with .torch.safetensors or .onnx); "
                   "an existing file is refused");
+  sub->add_option("--precision", args->precision,
+                  "onnx: fp32, or fp16 (every tensor, the input and the logits float16)")
+      ->capture_default_str();
   sub->add_flag("--allow-unverified-checkpoint", args->allow_unverified,
                 "also read a checkpoint written before checkpoint-v3 (no whole-file checksum)");
   return [args] {
@@ -56,6 +60,10 @@ Runner add_export(CLI::App& app) {
     const auto meta = read_safetensors_metadata(args->model);
     auto format = meta.find(infer::kFormatMetadataKey);
     const bool int8 = format != meta.end() && format->second == infer::kInt8Format;
+    HG_CHECK(args->precision == "fp32" || args->precision == "fp16",
+             "--precision {}: export writes fp32 or fp16", args->precision);
+    HG_CHECK(args->precision == "fp32" || (args->format == "onnx" && !int8),
+             "--precision fp16 applies to --format onnx of a float model");
     HG_CHECK(!int8 || args->format == "onnx",
              "--format {}: an INT8 model (hourglass quantize's) is exported as onnx only",
              args->format);
@@ -97,6 +105,7 @@ Runner add_export(CLI::App& app) {
                "{}: no stem.conv.weight: not a ResNet's weights", args->model);
       o.in_channels = stem != nullptr ? stem->size(3) : 0;
       o.producer_version = HOURGLASS_VERSION;
+      o.fp16 = args->precision == "fp16";
       if (int8) {
         auto graph = file.metadata.find(infer::kGraphMetadataKey);
         HG_CHECK(graph != file.metadata.end(), "{}: no '{}' metadata", args->model,
@@ -111,8 +120,9 @@ Runner add_export(CLI::App& app) {
         return 0;
       }
       write_file_atomic(out, resnet_onnx_model(state, o));
-      std::printf("%s: %s as ONNX (opset 17), input [batch, %lld, height, width]\n", out.c_str(),
-                  model_name.c_str(), static_cast<long long>(o.in_channels));
+      std::printf("%s: %s as ONNX (opset 17, %s), input [batch, %lld, height, width]\n",
+                  out.c_str(), model_name.c_str(), o.fp16 ? "float16" : "float",
+                  static_cast<long long>(o.in_channels));
       return 0;
     }
 #endif

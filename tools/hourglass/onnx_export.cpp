@@ -16,21 +16,25 @@ constexpr float kBatchNormEps = 1e-5f;  // nn::BatchNorm2d's
 
 class GraphBuilder {
  public:
-  GraphBuilder(onnx::GraphProto& graph, const std::map<std::string, Tensor>& state)
-      : graph_(graph), state_(state) {}
+  // `fp16`: the state's tensors are written as float16 (else float).
+  GraphBuilder(onnx::GraphProto& graph, const std::map<std::string, Tensor>& state,
+               bool fp16 = false)
+      : graph_(graph), state_(state), fp16_(fp16) {}
 
   // The tensor `name` of the state as an initializer (4-D weights turned OIHW); its name.
   std::string initializer(const std::string& name) {
     auto it = state_.find(name);
     HG_CHECK(it != state_.end(), "export --format onnx: the model has no tensor '{}'", name);
+    // Rounded once, from f32 (f16 from f64 would round twice).
     Tensor t = it->second.to(Device::cpu()).to(DType::F32);
+    if (fp16_) t = t.to(DType::F16);
     if (t.dim() == 4) t = t.permute({0, 3, 1, 2});
     t = t.contiguous();
     onnx::TensorProto* p = graph_.add_initializer();
     p->set_name(name);
-    p->set_data_type(onnx::TensorProto::FLOAT);
+    p->set_data_type(fp16_ ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT);
     for (int64_t d : t.shape()) p->add_dims(d);
-    p->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()), size_t(t.numel()) * 4));
+    p->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()), size_t(t.nbytes())));
     return name;
   }
 
@@ -107,13 +111,14 @@ class GraphBuilder {
  private:
   onnx::GraphProto& graph_;
   const std::map<std::string, Tensor>& state_;
+  bool fp16_ = false;
   int count_ = 0;
 };
 
-void input_value(onnx::ValueInfoProto* v, int64_t channels) {
+void input_value(onnx::ValueInfoProto* v, int64_t channels, bool fp16 = false) {
   v->set_name("input");
   onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->set_elem_type(fp16 ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT);
   onnx::TensorShapeProto* shape = t->mutable_shape();
   shape->add_dim()->set_dim_param("batch");
   shape->add_dim()->set_dim_value(channels);
@@ -121,13 +126,13 @@ void input_value(onnx::ValueInfoProto* v, int64_t channels) {
   shape->add_dim()->set_dim_param("width");
 }
 
-// The graph's "logits" output, float [batch, classes], made the last node's output.
-void logits_output(onnx::GraphProto& graph, int64_t classes) {
+// The graph's "logits" output, float (or float16) [batch, classes], made the last node's output.
+void logits_output(onnx::GraphProto& graph, int64_t classes, bool fp16 = false) {
   graph.mutable_node(graph.node_size() - 1)->set_output(0, "logits");
   onnx::ValueInfoProto* out = graph.add_output();
   out->set_name("logits");
   onnx::TypeProto_Tensor* t = out->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->set_elem_type(fp16 ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT);
   t->mutable_shape()->add_dim()->set_dim_param("batch");
   t->mutable_shape()->add_dim()->set_dim_value(classes);
 }
@@ -162,9 +167,9 @@ std::string resnet_onnx_model(const std::vector<NamedTensor>& tensors, const Onn
 
   onnx::ModelProto model = new_model(o);
   onnx::GraphProto& graph = *model.mutable_graph();
-  GraphBuilder g(graph, state);
+  GraphBuilder g(graph, state, o.fp16);
   // Any image size: the ResNets end in a global average pool.
-  input_value(graph.add_input(), o.in_channels);
+  input_value(graph.add_input(), o.in_channels, o.fp16);
 
   const bool imagenet = o.stem == "imagenet";
   std::string y = g.relu(g.batch_norm(g.conv("input", "stem.conv", imagenet ? 2 : 1), "stem.bn"));
@@ -192,7 +197,7 @@ std::string resnet_onnx_model(const std::vector<NamedTensor>& tensors, const Onn
   y = g.node("Flatten", {g.node("GlobalAveragePool", {y})}, {GraphBuilder::integer("axis", 1)});
   g.node("Gemm", {y, g.initializer("fc.weight"), g.initializer("fc.bias")},
          {GraphBuilder::integer("transB", 1)});
-  logits_output(graph, state.at("fc.weight").size(0));
+  logits_output(graph, state.at("fc.weight").size(0), o.fp16);
   return serialised(model);
 }
 

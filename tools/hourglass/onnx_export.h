@@ -1,12 +1,13 @@
 // A trained ResNet as an ONNX model (opset 17), written through Debian's libonnx protobuf
 // classes: `hourglass export --format onnx`.
 //
-// The graph takes "input", float [batch, channels, height, width] (NCHW, any height and width,
-// normalised as the run's data pipeline normalises), and gives "logits", float [batch, classes]:
-// the stem's Conv, BatchNormalization, Relu (and MaxPool with the ImageNet stem), each residual
-// block's Conv/BatchNormalization/Relu with its shortcut (a Conv and a BatchNormalization where the
-// block downsamples) joined by Add and Relu, then GlobalAveragePool, Flatten and Gemm. Batch norms
-// keep their running statistics (evaluation mode); convolution weights are OIHW.
+// The graph takes "input", float (float16 with OnnxExportOptions::fp16) [batch, channels, height,
+// width] (NCHW, any height and width, normalised as the run's data pipeline normalises), and gives
+// "logits", float [batch, classes]: the stem's Conv, BatchNormalization, Relu (and MaxPool with the
+// ImageNet stem), each residual block's Conv/BatchNormalization/Relu with its shortcut (a Conv and
+// a BatchNormalization where the block downsamples) joined by Add and Relu, then GlobalAveragePool,
+// Flatten and Gemm. Batch norms keep their running statistics (evaluation mode); convolution
+// weights are OIHW.
 #pragma once
 
 #include <string>
@@ -22,6 +23,8 @@ struct OnnxExportOptions {
   std::string stem;        // "cifar" or "imagenet"
   int64_t in_channels = 3;
   std::string producer_version;
+  // resnet_onnx_model: every tensor float16, the input and logits too (else float).
+  bool fp16 = false;
 };
 
 // The model's state (hourglass's names and layout) as a serialised ONNX ModelProto. Throws
