@@ -44,9 +44,10 @@ def main():
             images = json.loads(out)["images"]
             ours = np.array([im["top"][0]["class"] for im in images])
             sess = ort.InferenceSession(onnx_file, providers=["CPUExecutionProvider"])
+            xs = x.astype(np.float16) if sess.get_inputs()[0].type == "tensor(float16)" else x
             theirs = np.concatenate([
-                sess.run(["logits"], {"input": x[i:i + 500]})[0].argmax(1)
-                for i in range(0, len(x), 500)])
+                sess.run(["logits"], {"input": xs[i:i + 500]})[0].argmax(1)
+                for i in range(0, len(xs), 500)])
             print(f"| {os.path.basename(model)} | {os.path.basename(onnx_file)} | {len(ours)} | "
                   f"{100 * np.mean(ours == theirs):.2f}% | {100 * np.mean(ours == labels):.2f}% | "
                   f"{100 * np.mean(theirs == labels):.2f}% |")

@@ -281,11 +281,14 @@ for stage in "${stages[@]}"; do
         --set data.path="\"$data\"" --json >> "$out/quant.md" 2>> "$out/quant.log" || rc=1
       # The float and INT8 models as ONNX, run by ONNX Runtime (CPU provider) beside hourglass.
       m=build-device/runs/fmnist-gpu
-      rm -f $m/final.onnx $m/cpu.int8.onnx
+      rm -f $m/final.onnx $m/final.fp16.onnx $m/cpu.int8.onnx
       ./build-device/hourglass export $model --format onnx >> "$out/quant.log" 2>&1 &&
+        ./build-device/hourglass export $model --format onnx --precision fp16 \
+          --out $m/final.fp16.onnx >> "$out/quant.log" 2>&1 &&
         ./build-device/hourglass export $m/cpu.int8.safetensors --format onnx >> "$out/quant.log" 2>&1 &&
         python3 bench/onnxruntime_agreement.py --hourglass ./build-device/hourglass --data "$data" \
-          --pair $model $m/final.onnx --pair $m/cpu.int8.safetensors $m/cpu.int8.onnx \
+          --pair $model $m/final.onnx --pair $model $m/final.fp16.onnx \
+          --pair $m/cpu.int8.safetensors $m/cpu.int8.onnx \
           > "$out/onnxruntime.md" 2>> "$out/quant.log" || rc=1
       # CPU inference speed: hourglass bench --inference beside ONNX Runtime on the same models'
       # graphs (a CIFAR-format ResNet-18 trained briefly on synthetic images: speed does not
