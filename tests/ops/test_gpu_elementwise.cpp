@@ -233,6 +233,24 @@ TEST(GpuReduce, SumAndSumSquaresMatchCpu) {
     }
 }
 
+// amax is exact on both sides (a maximum rounds nothing): the GPU's equals the CPU's, aligned or
+// not, and a NaN anywhere gives NaN.
+TEST(GpuReduce, AmaxEqualsCpu) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  for (DType dtype : kDtypes)
+    for (int64_t n : {int64_t(1), int64_t(9), int64_t(32769), int64_t(5000011)}) {
+      SCOPED_TRACE(label(dtype, n));
+      const Input x = make_input(random_values(n + 1, 9, -3.0, 2.0), {n + 1}, dtype);
+      EXPECT_EQ(ops::amax(x.gpu).item(), ops::amax(x.cpu).item());
+      EXPECT_EQ(ops::amax(x.gpu.narrow(0, 1, n)).item(), ops::amax(x.cpu.narrow(0, 1, n)).item());
+      Tensor with_nan = x.cpu.clone();
+      with_nan.narrow(0, n / 2, 1).fill_(std::nan(""));
+      EXPECT_TRUE(std::isnan(ops::amax(with_nan.to(gpu0()).to(dtype)).item()));
+    }
+  EXPECT_EQ(ops::amax(Tensor::empty({0}, DType::F32, gpu0())).item(), 0.0);
+}
+
 TEST(GpuReduce, DeterministicAndIndependentOfAlignment) {
   HG_REQUIRE_GPU();
   poison_outputs();

@@ -1,6 +1,8 @@
-// sum / mean / sum_squares on the CPU: accuracy against a float64 sum, and bit-for-bit
-// determinism across thread counts.
+// sum / mean / sum_squares / amax on the CPU: accuracy against a float64 reference, and
+// bit-for-bit determinism across thread counts.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "hourglass/base/parallel.h"
 #include "hourglass/ops/ops.h"
@@ -47,6 +49,24 @@ TEST(Reduce, MatchesFloat64Reference) {
       // mean = sum (rounded to f32) * (1/n): two more roundings.
       EXPECT_TRUE(all_close(ops::mean(x), {r.sum / double(n)}, tolerance_for(DType::F32, 3)));
     }
+}
+
+// The largest |x|: exact (a maximum rounds nothing), NaN when any element is, 0 when empty.
+TEST(Reduce, AmaxIsTheLargestMagnitude) {
+  for (DType dt : {DType::F32, DType::F64})
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dt) << " n=" << n);
+      const Tensor x =
+          Tensor::from_vector(random_values(n, uint64_t(n) + 5, -2.0, 1.5), {n}).to(dt);
+      double expected = 0;
+      for (double v : to_doubles(x)) expected = std::max(expected, std::abs(v));
+      EXPECT_EQ(ops::amax(x).item(), double(float(expected)));
+      Tensor with_nan = x.clone();
+      with_nan.narrow(0, n - 1, 1).fill_(std::nan(""));
+      EXPECT_TRUE(std::isnan(ops::amax(with_nan).item()));
+    }
+  EXPECT_EQ(ops::amax(Tensor::zeros({0})).item(), 0.0);
+  EXPECT_EQ(ops::amax(Tensor::from_vector(std::vector<float>{-7.5f, 3.0f}, {2})).item(), 7.5);
 }
 
 TEST(Reduce, MultiDimAndNonContiguous) {

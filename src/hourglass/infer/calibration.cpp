@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "hourglass/base/error.h"
+#include "hourglass/ops/ops.h"
 
 namespace hg::infer {
 
@@ -100,17 +101,13 @@ double mse_for(const std::vector<double>& counts, double width, double t) {
 }  // namespace
 
 void ActivationHistogram::observe_range(const Tensor& x) {
-  const Tensor h = host_f32(x);
-  const float* p = h.data<float>();
-  float m = 0;
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    HG_CHECK(std::isfinite(p[i]),
-             "calibration: a non-finite activation ({}); the model does "
-             "not give finite values on the calibration images",
-             p[i]);
-    m = std::max(m, std::abs(p[i]));
-  }
-  amax_ = std::max(amax_, double(m));
+  // On x's device: one value comes back, not the tensor.
+  const double m = ops::amax(x).item();
+  HG_CHECK(std::isfinite(m),
+           "calibration: a non-finite activation ({}); the model does not give finite values on "
+           "the calibration images",
+           m);
+  amax_ = std::max(amax_, m);
 }
 
 void ActivationHistogram::observe_values(const Tensor& x) {

@@ -492,6 +492,13 @@ HG_OP(Tensor, sum_squares, (const Tensor& x), {
   return backend_for(x.device()).sum_squares(x.contiguous());
 })
 
+// The largest |x| as a one-element f32 tensor (0 for an empty tensor; NaN when an element is
+// NaN): an activation's range for INT8 calibration.
+HG_OP(Tensor, amax, (const Tensor& x), {
+  check_float(op, "input", x);
+  return backend_for(x.device()).amax(x.contiguous());
+})
+
 // ---- global-norm gradient clipping, decided on the device ----
 
 // torch.nn.utils.clip_grad_norm_ (L2) over a flat f32 gradient tensor, given its sum of squares

@@ -1,5 +1,6 @@
 // Full reductions on the GPU (f32, bf16, f16 input) to a scalar f32 tensor on the device,
-// deterministic (reduce_kernels.cu). The scalar is never read back here.
+// deterministic (reduce_kernels.cu): the methods of the table HG_REDUCTION_OPS
+// (backend/reduction_functors.h). The scalar is never read back here.
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
 #include "hourglass/backend/gpu/reduce_kernels.h"
@@ -25,10 +26,11 @@ Tensor reduce_to_scalar(const char* op, gpu::ReduceOp kind, const Tensor& x) {
 
 }  // namespace
 
-Tensor GpuBackend::sum(const Tensor& x) { return reduce_to_scalar("sum", gpu::ReduceOp::Sum, x); }
-
-Tensor GpuBackend::sum_squares(const Tensor& x) {
-  return reduce_to_scalar("sum_squares", gpu::ReduceOp::SumSquares, x);
-}
+#define HG_GPU_REDUCTION(name, Functor)                     \
+  Tensor GpuBackend::name(const Tensor& x) {                \
+    return reduce_to_scalar(#name, gpu::ReduceOp::name, x); \
+  }
+HG_REDUCTION_OPS(HG_GPU_REDUCTION)
+#undef HG_GPU_REDUCTION
 
 }  // namespace hg
