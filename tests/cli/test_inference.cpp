@@ -21,8 +21,8 @@
 #include "hourglass/tensor/safetensors.h"
 #include "hourglass/train/config/run_config.h"
 #include "hourglass/train/run/checkpoint.h"
+#include "support/run_binary.h"
 #include "support/run_files.h"
-#include "support/spawn.h"
 #include "support/temp_dir.h"
 
 namespace hg {
@@ -31,25 +31,17 @@ namespace {
 namespace fs = std::filesystem;
 using test::read_file;
 
-const std::string kBinary = HG_BINARY_DIR "/hourglass";
-
 struct Result {
   int code = -1;
-  std::string out, log;
+  std::string out, log;  // stdout (the JSON result with --json); stdout and stderr
 };
 
+// hourglass with `args`, each quoted for the shell (`dir` is where the test works).
 Result run(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {kBinary};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string log = dir + "/log.txt";
-  const pid_t pid = test::spawn_logged(argv, log, {});
-  const std::optional<int> status = test::wait_status(pid, 300);
-  EXPECT_TRUE(status.has_value());
-  const std::string text = read_file(log);
-  // The JSON result is the log's last line.
-  const size_t last = text.find_last_of('{');
-  return {status ? test::exit_code(*status) : -1,
-          last == std::string::npos ? std::string() : text.substr(last), text};
+  std::string line = "--log-level warn";
+  for (const std::string& a : args) line += " '" + a + "'";
+  const test::SplitRunResult r = test::run_hourglass_split(line);
+  return {r.code, r.out, r.out + r.err};
 }
 
 std::string trained(const std::string& name, const std::string& model) {
@@ -78,8 +70,8 @@ every_steps = 0
 TEST(CliQuantize, WritesAnInt8ModelThatEvalRuns) {
   const std::string d = trained("write", "resnet18");
   const std::string model = d + "/run/final.safetensors";
-  const Result q = run(d, {"quantize", model, "--calib-images", "40", "--method", "percentile",
-                           "--json", "--log-level", "warn"});
+  const Result q =
+      run(d, {"quantize", model, "--calib-images", "40", "--method", "percentile", "--json"});
   ASSERT_EQ(q.code, 0) << q.log;
   const nlohmann::json result = nlohmann::json::parse(q.out);
   const std::string out = d + "/run/final.int8.safetensors";
@@ -97,7 +89,7 @@ TEST(CliQuantize, WritesAnInt8ModelThatEvalRuns) {
     if (t.name == "layer1.0.conv1.weight") s8_weights = t.tensor.dtype() == DType::I8;
   EXPECT_TRUE(s8_weights);
 
-  const Result e = run(d, {"eval", out, "--json", "--log-level", "warn"});
+  const Result e = run(d, {"eval", out, "--json"});
   ASSERT_EQ(e.code, 0) << e.log;
   const nlohmann::json eval = nlohmann::json::parse(e.out);
   EXPECT_EQ(eval["format"], "int8");
@@ -116,16 +108,6 @@ TEST(CliQuantize, WritesAnInt8ModelThatEvalRuns) {
   EXPECT_EQ(method.code, 2);
   EXPECT_NE(method.log.find("calibration method 'kl' is unknown"), std::string::npos) << method.log;
   EXPECT_FALSE(fs::exists(d + "/x.safetensors"));
-}
-
-// The last line of `log` that starts with `start`, as JSON (an empty object when there is none).
-nlohmann::json json_line(const std::string& log, const std::string& start) {
-  const size_t at = log.rfind(start);
-  if (at == std::string::npos) {
-    ADD_FAILURE() << "no line starting " << start << " in:\n" << log;
-    return nlohmann::json::object();
-  }
-  return nlohmann::json::parse(log.substr(at, log.find('\n', at) - at));
 }
 
 // Softmax probabilities of one row of logits, in double.
@@ -153,10 +135,9 @@ TEST(CliPredict, GivesTheModelsClassesForImageFiles) {
       .write(reinterpret_cast<const char*>(jpeg.data()), std::streamsize(jpeg.size()));
   std::ofstream(d + "/images/notes.txt") << "not an image";
 
-  const Result r =
-      run(d, {"predict", model, d + "/images", "--top-k", "3", "--json", "--log-level", "warn"});
+  const Result r = run(d, {"predict", model, d + "/images", "--top-k", "3", "--json"});
   ASSERT_EQ(r.code, 0) << r.log;
-  const nlohmann::json out = json_line(r.log, "{\"model\"");
+  const nlohmann::json out = nlohmann::json::parse(r.out);
   ASSERT_EQ(out["images"].size(), 4u) << r.log;  // the folders' images, in name order
   EXPECT_EQ(out["images"][0]["path"], d + "/images/img0.png");
   EXPECT_EQ(out["images"][3]["path"], d + "/images/more/big.jpg");
@@ -193,10 +174,9 @@ TEST(CliPredict, GivesTheModelsClassesForImageFiles) {
   // The INT8 model: the classes its network gives here.
   const std::string int8 = d + "/run/final.int8.safetensors";
   ASSERT_EQ(run(d, {"quantize", model, "--calib-images", "32", "--no-eval"}).code, 0);
-  const Result q =
-      run(d, {"predict", int8, d + "/images/img1.png", "--json", "--log-level", "warn"});
+  const Result q = run(d, {"predict", int8, d + "/images/img1.png", "--json"});
   ASSERT_EQ(q.code, 0) << q.log;
-  const nlohmann::json qo = json_line(q.log, "{\"model\"");
+  const nlohmann::json qo = nlohmann::json::parse(q.out);
   EXPECT_EQ(qo["format"], "int8");
   const SafetensorsFile qf = load_safetensors(int8);
   const infer::Int8Network qnet =

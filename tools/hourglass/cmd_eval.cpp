@@ -56,6 +56,28 @@ int eval_agent(const SafetensorsFile& file, const Config& config, const Args& ar
   return 0;
 }
 
+// A classifier's result: with --json one object (`head`, then split, accuracy, top5 with more
+// than 5 classes, loss, images, seconds), else one line (`note` inside its parentheses).
+template <typename Args>
+int print_result(const Args& args, const train::EvalResult& r, nlohmann::ordered_json head,
+                 const std::string& note) {
+  if (args.json) {
+    head["split"] = args.split;
+    head["accuracy"] = r.accuracy;
+    if (r.top5 >= 0) head["top5"] = r.top5;
+    head["loss"] = r.loss;
+    head["images"] = r.samples;
+    head["seconds"] = r.seconds;
+    std::printf("%s\n", head.dump().c_str());
+    return 0;
+  }
+  const std::string top5 = r.top5 >= 0 ? fmt::format(" top-5 {:.4f}", r.top5) : std::string();
+  std::printf("%s accuracy %.4f%s loss %.4f (%s%lld images, %.1f s)\n", args.split.c_str(),
+              r.accuracy, top5.c_str(), r.loss, note.c_str(), static_cast<long long>(r.samples),
+              r.seconds);
+  return 0;
+}
+
 // An INT8 model written by hourglass quantize, on the split of its stored config's dataset.
 template <typename Args>
 int eval_int8(const Args& args) {
@@ -88,23 +110,11 @@ int eval_int8(const Args& args) {
   auto loader = train::make_eval_loader(run, train_split ? parts.train_set : parts.test_set);
   const train::EvalResult r =
       train::evaluate_logits(*loader, run.device, [&](const Tensor& x) { return net.run(x); });
-  if (args.json) {
-    nlohmann::ordered_json out = {{"checkpoint", args.checkpoint},
-                                  {"format", infer::kInt8Format},
-                                  {"method", meta("hourglass.int8.method")},
-                                  {"split", args.split},
-                                  {"accuracy", r.accuracy}};
-    if (r.top5 >= 0) out["top5"] = r.top5;
-    out["loss"] = r.loss;
-    out["images"] = r.samples;
-    out["seconds"] = r.seconds;
-    std::printf("%s\n", out.dump().c_str());
-    return 0;
-  }
-  const std::string top5 = r.top5 >= 0 ? fmt::format(" top-5 {:.4f}", r.top5) : std::string();
-  std::printf("%s accuracy %.4f%s loss %.4f (int8, %lld images, %.1f s)\n", args.split.c_str(),
-              r.accuracy, top5.c_str(), r.loss, static_cast<long long>(r.samples), r.seconds);
-  return 0;
+  return print_result(args, r,
+                      {{"checkpoint", args.checkpoint},
+                       {"format", infer::kInt8Format},
+                       {"method", meta("hourglass.int8.method")}},
+                      "int8, ");
 }
 
 }  // namespace
@@ -190,22 +200,8 @@ Runner add_eval(CLI::App& app) {
     HG_LOG_INFO("engine: {}", train::engine_summary(run.engine));
     train::EvalResult r =
         train::evaluate(*parts.model, *loader, train::ExecutionContext::from_run(run));
-    if (args->json) {
-      nlohmann::ordered_json out = {{"checkpoint", args->checkpoint},
-                                    {"engine", engine_json(run.engine)},
-                                    {"split", args->split},
-                                    {"accuracy", r.accuracy}};
-      if (r.top5 >= 0) out["top5"] = r.top5;
-      out["loss"] = r.loss;
-      out["images"] = r.samples;
-      out["seconds"] = r.seconds;
-      std::printf("%s\n", out.dump().c_str());
-      return 0;
-    }
-    const std::string top5 = r.top5 >= 0 ? fmt::format(" top-5 {:.4f}", r.top5) : std::string();
-    std::printf("%s accuracy %.4f%s loss %.4f (%lld images, %.1f s)\n", args->split.c_str(),
-                r.accuracy, top5.c_str(), r.loss, static_cast<long long>(r.samples), r.seconds);
-    return 0;
+    return print_result(
+        *args, r, {{"checkpoint", args->checkpoint}, {"engine", engine_json(run.engine)}}, "");
   };
 }
 
