@@ -153,8 +153,14 @@ TEST(CliRlTrain, StopAfterExits75ThenResumeCompletesIdentically) {
   const std::string config = write_config(dir);
   const Result ref = run(dir, {config, "--run-dir", dir + "/ref"});
   ASSERT_EQ(ref.code, 0) << ref.log;
-  const Result stopped = run(dir, {config, "--run-dir", dir + "/run", "--stop-after", "100"});
+  const Result stopped = run(dir, {config, "--run-dir", dir + "/run", "--stop-after", "100",
+                                   "--set", "monitor.every_seconds=0.05"});
   EXPECT_EQ(stopped.code, 75) << stopped.log;
+  // The device monitor: the host's readings in monitor.csv, its first sample taken at the start.
+  const std::string monitor = read_file(dir + "/run/monitor.csv");
+  EXPECT_EQ(monitor.rfind("unix_time,elapsed_s,", 0), 0u) << monitor;
+  EXPECT_GE(std::count(monitor.begin(), monitor.end(), '\n'), 2) << monitor;
+  EXPECT_NE(monitor.find("host_cpu_pct"), std::string::npos) << monitor;
   EXPECT_NE(stopped.log.find("at iteration 13"), std::string::npos) << stopped.log;
   EXPECT_NE(stopped.log.find("--resume auto"), std::string::npos) << stopped.log;
   EXPECT_FALSE(fs::exists(dir + "/run/final.safetensors"));

@@ -101,6 +101,7 @@ RlRunConfig parse_rl_run_config(const Config& c) {
 
   r.checkpoint = train::parse_checkpoint_config(c);
   r.metrics = train::parse_metrics_config(c);
+  r.monitor = train::parse_monitor_config(c);
   r.engine = train::parse_engine_config(c);
   return r;
 }

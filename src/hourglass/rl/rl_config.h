@@ -22,6 +22,7 @@ struct RlRunConfig {
   PpoConfig ppo;  // rl.env, rl.total_steps and the PPO keys; its seed is the run's
   train::CheckpointConfig checkpoint;
   train::MetricsConfig metrics;
+  train::MonitorConfig monitor;  // host readings (an RL run is on the CPU)
   ops::EngineSettings engine;
 };
 

@@ -9,6 +9,7 @@
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
 #include "hourglass/base/parallel.h"
+#include "hourglass/obs/monitor.h"
 #include "hourglass/obs/tensorboard.h"
 #include "hourglass/rl/policy_evaluation.h"
 #include "hourglass/train/config/engine_config.h"
@@ -182,6 +183,20 @@ RlRunSummary RlTrainer::summary() const {
   return r;
 }
 
+void RlTrainer::start_monitor() {
+  if (!session_->writes() || run_.monitor.every_seconds <= 0) return;
+  obs::MonitorOptions mo;
+  mo.every_seconds = run_.monitor.every_seconds;
+  mo.csv_path = session_->run_dir() + "/monitor.csv";
+  // The CPU's readings only (an RL run has no GPU and no data loader to wait for).
+  monitor_step_.store(ppo_->optimizer().step_count());
+  if (run_.metrics.tensorboard)
+    mo.on_sample = [this](const obs::MonitorSample& s) {
+      session_->append_monitor_record(monitor_step_.load(), obs::Monitor::values(s));
+    };
+  monitor_ = std::make_unique<obs::Monitor>(std::move(mo), nullptr);
+}
+
 RlRunSummary RlTrainer::run() {
   HG_LOG_INFO("{}: {} on {}, {} iterations of {} environment steps ({} copies x {} steps), {}",
               run_.name, run_.algorithm, run_.ppo.env, ppo_->iterations(),
@@ -192,6 +207,7 @@ RlRunSummary RlTrainer::run() {
     session_->finish(stop_reason_);
     return summary();
   }
+  start_monitor();
   int64_t steps_this_run = 0;
   double checkpoint_seconds = 0;
   const Clock::time_point run_start = Clock::now();
@@ -221,6 +237,7 @@ RlRunSummary RlTrainer::run() {
         {"iteration_seconds", seconds},
         {"checkpoint_seconds", checkpoint_seconds}};
     session_->append_metrics(record, ppo_->optimizer().step_count());
+    monitor_step_.store(ppo_->optimizer().step_count());
     last_record_ = train::metrics_record_json(record);
     // metrics.every_steps: a per-step record when the iteration's optimizer steps passed a
     // multiple of it (steps.jsonl, steps.csv, TensorBoard's "step/").
@@ -253,6 +270,7 @@ RlRunSummary RlTrainer::run() {
         write_checkpoint();
         HG_LOG_INFO("stopped at iteration {} ({}); checkpoint {}", ppo_->iteration(), stop_reason_,
                     session_->last_checkpoint());
+        monitor_.reset();
         session_->finish(stop_reason_);
         return summary();
       }
@@ -262,6 +280,7 @@ RlRunSummary RlTrainer::run() {
   }
   // The last checkpoint covers the whole run, so a stop during the evaluation loses nothing.
   if (checkpointed_step_ != ppo_->optimizer().step_count()) write_checkpoint();
+  monitor_.reset();
   stop_reason_ = session_->start_finishing();
   if (!stop_reason_.empty()) {
     session_->finish(stop_reason_);

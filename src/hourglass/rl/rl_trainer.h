@@ -1,7 +1,8 @@
 // The reinforcement-learning trainer: a PpoRun (ppo.h) advanced an iteration at a time inside a
 // RunSession (train/run/run_session.h), so an RL run has what a supervised one has: the run
 // directory with config.toml and train.log, metrics.jsonl (one line per iteration: its
-// "epoch"), steps.jsonl/CSV/TensorBoard, checkpoints/ with rotation, --resume, stop signals,
+// "epoch"), steps.jsonl/CSV/TensorBoard, the device monitor's monitor.csv, checkpoints/ with
+// rotation, --resume, stop signals,
 // --stop-after, the STOP file, budgets and the ledger, final.safetensors.
 //
 // A checkpoint sits between iterations and holds the agent, the optimizer (state and step
@@ -11,6 +12,7 @@
 // seed and the iteration, so a resumed run ends bit-identical to an uninterrupted one.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,6 +25,9 @@
 
 namespace hg::train {
 class RunSession;
+}
+namespace hg::obs {
+class Monitor;
 }
 
 namespace hg::rl {
@@ -75,6 +80,9 @@ class RlTrainer {
  private:
   double write_checkpoint();
   RlRunSummary summary() const;
+  // The device monitor (obs/monitor.h) when monitor.every_seconds > 0: monitor.csv with the
+  // host's readings, and TensorBoard's "monitor/" scalars with metrics.tensorboard.
+  void start_monitor();
 
   RlRunConfig run_;
   std::string trajectory_;
@@ -87,6 +95,9 @@ class RlTrainer {
   std::string stop_reason_;
   double eval_mean_ = 0, eval_std_ = 0;
   int64_t checkpointed_step_ = -1;  // the optimizer step of the newest checkpoint
+  // Declared after the session, which its thread writes to: destroyed (stopped) first.
+  std::unique_ptr<obs::Monitor> monitor_;
+  std::atomic<int64_t> monitor_step_{0};  // the optimizer step monitor samples are filed at
 };
 
 }  // namespace hg::rl

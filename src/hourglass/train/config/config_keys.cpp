@@ -83,4 +83,13 @@ MetricsConfig parse_metrics_config(const Config& c) {
   return m;
 }
 
+MonitorConfig parse_monitor_config(const Config& c) {
+  MonitorConfig m;
+  m.every_seconds = double_in(c, "monitor.every_seconds", 5, 0, 3600, Upper::Closed,
+                              "in [0, 3600] seconds (0 = no monitor)");
+  check_range(m.every_seconds == 0 || m.every_seconds >= 0.05, c, "monitor.every_seconds",
+              "must be 0 (off) or at least 0.05 seconds");
+  return m;
+}
+
 }  // namespace hg::train

@@ -1,5 +1,5 @@
 // Reading a config's keys with their ranges checked (errors name the key, where it came from and
-// the range), and the tables every kind of run shares: [checkpoint] and [metrics].
+// the range), and the tables every kind of run shares: [checkpoint], [metrics] and [monitor].
 #pragma once
 
 #include <cstdint>
@@ -29,5 +29,7 @@ double double_in(const Config& c, const char* key, double default_value, double 
 CheckpointConfig parse_checkpoint_config(const Config& c);
 // [metrics]: every_steps, csv, tensorboard.
 MetricsConfig parse_metrics_config(const Config& c);
+// [monitor]: every_seconds (0 turns the monitor off).
+MonitorConfig parse_monitor_config(const Config& c);
 
 }  // namespace hg::train

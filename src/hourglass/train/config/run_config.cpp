@@ -387,10 +387,7 @@ RunConfig parse_run_config(const Config& c) {
                   "name the blocks to recompute (the same list on every rank), or use \"none\"");
 
   // [monitor]
-  r.monitor.every_seconds = double_in(c, "monitor.every_seconds", 5, 0, 3600, Upper::Closed,
-                                      "in [0, 3600] seconds (0 = no monitor)");
-  check_range(r.monitor.every_seconds == 0 || r.monitor.every_seconds >= 0.05, c,
-              "monitor.every_seconds", "must be 0 (off) or at least 0.05 seconds");
+  r.monitor = parse_monitor_config(c);
 
   // [profile]
   r.profile.enabled = c.get_bool("profile.enabled", false);
