@@ -114,7 +114,8 @@ TEST(CliCheckpointIntegrity, EarlierFormatNeedsAllowUnverifiedCheckpoint) {
   EXPECT_EQ(allowed.code, 0) << allowed.output;
   EXPECT_NE(allowed.output.find("without whole-file verification"), std::string::npos)
       << allowed.output;
-  // The same accuracy and loss as the verified file ("test accuracy A loss L (N images, T s)").
+  // The same accuracy and loss as the verified file ("test accuracy A loss L (fp32, N images,
+  // T s)").
   const auto result = [](const std::string& out) {
     const std::string line = last_line(out);
     return line.substr(0, line.find(" ("));

@@ -80,7 +80,7 @@ TEST(CliImageData, TrainsAndEvaluatesOnAnImageFolderSkippingCorruptFiles) {
   EXPECT_EQ(lines, 2);
   const test::RunResult e = test::run_hourglass("eval " + dir + "/run/final.safetensors");
   ASSERT_EQ(e.code, 0) << e.output;
-  EXPECT_NE(e.output.find("(12 images"), std::string::npos) << e.output;
+  EXPECT_NE(e.output.find("(fp32, 12 images"), std::string::npos) << e.output;
 }
 
 // The losses and accuracies of each epoch in a run's metrics.jsonl (not its timings).

@@ -145,7 +145,8 @@ Runner add_eval(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--device", args->device,
                   "evaluate on this device instead of the stored one (cpu, gpu:N); on the cpu in "
-                  "fp32 whatever precision the run trained in");
+                  "the run's precision where the cpu has it (bf16 with AVX-512 BF16 or AMX), "
+                  "else in fp32");
   sub->add_flag("--allow-unverified-checkpoint", args->allow_unverified,
                 "also read a checkpoint written before checkpoint-v3, which has no whole-file "
                 "checksum (a warning says so)");
@@ -176,10 +177,17 @@ Runner add_eval(CLI::App& app) {
     for (const auto& o : args->overrides) config.set_override(o);
     if (rl::is_rl_config(config)) return eval_agent(file, config, *args);
     if (!args->device.empty()) config.set_override("device=\"" + args->device + "\"");
-    // Checkpoints are portable: a GPU run's low-precision weights are f32 masters, which the
-    // cpu evaluates in f32.
-    if (Device::parse(config.get_string("device", "cpu")).is_cpu())
-      config.set_override("precision=\"fp32\"");
+    // Checkpoints are portable: a run's low-precision weights are f32 masters. The cpu evaluates
+    // in the run's precision where it has it (bf16 with AVX-512 BF16 or AMX), else in f32.
+    if (Device::parse(config.get_string("device", "cpu")).is_cpu()) {
+      const optim::Precision p = optim::parse_precision(config.get_string("precision", "fp32"));
+      try {
+        optim::require_device_for(p, Device::cpu());
+      } catch (const Error& e) {
+        HG_LOG_INFO("evaluating in fp32: {}", e.what());
+        config.set_override("precision=\"fp32\"");
+      }
+    }
     train::RunConfig run = train::parse_run_config(config);
     // "val" is the split the run held out of its training set, never the test split.
     const bool validation = args->split == "val" || args->split == "validation";
@@ -200,8 +208,12 @@ Runner add_eval(CLI::App& app) {
     HG_LOG_INFO("engine: {}", train::engine_summary(run.engine));
     train::EvalResult r =
         train::evaluate(*parts.model, *loader, train::ExecutionContext::from_run(run));
-    return print_result(
-        *args, r, {{"checkpoint", args->checkpoint}, {"engine", engine_json(run.engine)}}, "");
+    const std::string precision = optim::precision_name(run.precision);
+    return print_result(*args, r,
+                        {{"checkpoint", args->checkpoint},
+                         {"precision", precision},
+                         {"engine", engine_json(run.engine)}},
+                        precision + ", ");
   };
 }
 
