@@ -23,7 +23,7 @@
 #           beside PyTorch eager in every row, images/s and peak memory (no torch.compile)
 #   train   Fashion-MNIST ResNet-18 bf16 (configs/fashion-mnist-resnet18-gpu.toml)
 #   quant   hourglass quantize of the train stage's model (run `train` first) with each
-#           calibration method on the GPU, and with entropy on the CPU: float and INT8 test
+#           calibration method on the GPU, and with mse on the CPU: float and INT8 test
 #           accuracy (QUANT_METHODS picks methods); then the float and INT8 models as ONNX in
 #           ONNX Runtime beside hourglass predict (bench/onnxruntime_agreement.py)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
@@ -274,7 +274,7 @@ for stage in "${stages[@]}"; do
           --out "build-device/runs/fmnist-gpu/$m.int8.safetensors" --json >> "$out/quant.md" \
           2>> "$out/quant.log" || rc=1
       done
-      ./build-device/hourglass quantize "$model" --method entropy --device cpu \
+      ./build-device/hourglass quantize "$model" --method mse --device cpu \
         --set data.path="\"$data\"" --out build-device/runs/fmnist-gpu/cpu.int8.safetensors \
         --json >> "$out/quant.md" 2>> "$out/quant.log" || rc=1
       ./build-device/hourglass eval build-device/runs/fmnist-gpu/cpu.int8.safetensors --device cpu \

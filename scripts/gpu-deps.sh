@@ -13,6 +13,7 @@ apt-get download \
   libspdlog-dev libspdlog1.10 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian \
   libarchive-dev libarchive13 \
   libjpeg62-turbo-dev libjpeg62-turbo libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16 \
+  libonnx-dev libonnx1 libonnxifi libprotobuf-dev libprotobuf32 libprotobuf-lite32 \
   dataset-fashion-mnist \
   2>/dev/null
 echo "gpu-deps: $(ls ./*.deb | wc -l) packages, $(du -sh . | cut -f1) in .deb/"

@@ -46,7 +46,7 @@ Runner add_quantize(CLI::App& app) {
   struct Args {
     std::string checkpoint;
     int64_t calib_images = 1024;
-    std::string method = "entropy";
+    std::string method = "mse";
     std::string out;
     std::string device;
     std::vector<std::string> overrides;
