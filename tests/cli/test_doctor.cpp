@@ -17,6 +17,7 @@ using test::run_hourglass;
 const char* const kCheckNames[] = {
     "cpu matrix units",
     "cpu bf16 conv2d runs",
+    "cpu int8 conv2d matches its integer sums",
     "build has a GPU backend",
     "runtime loads and the driver is new enough",
     "a GPU is visible",

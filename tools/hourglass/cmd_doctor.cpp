@@ -269,6 +269,42 @@ void check_cpu(Checklist& checks) {
   });
 }
 
+// The CPU's INT8 convolution (oneDNN's int8 kernels, what an INT8 model runs on the CPU): u8
+// activations and s8 weights of small integers, f32 output, against the same convolution in f32
+// of those integers (every sum exact in both; the epilogue's two roundings: ~1e-7).
+void check_cpu_int8(Checklist& checks) {
+  checks.run("cpu int8 conv2d matches its integer sums", [] {
+    constexpr int64_t n = 2, h = 8, w = 8, c = 16, k = 24;
+    std::vector<uint8_t> xs(size_t(n * h * w * c));
+    std::vector<int8_t> ws(size_t(k * 3 * 3 * c));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = uint8_t((i * 37 + 11) % 200);
+    for (size_t i = 0; i < ws.size(); ++i) ws[i] = int8_t(int((i * 53 + 7) % 201) - 100);
+    const Tensor x = Tensor::from_vector(xs, {n, h, w, c});
+    const Tensor wt = Tensor::from_vector(ws, {k, 3, 3, c});
+    const Tensor mult = Tensor::full({k}, 1.0 / 4096);
+    const Tensor bias = Tensor::full({k}, 100.0);
+    Int8ConvParams p;
+    p.conv.pad_h = p.conv.pad_w = 1;
+    p.f32_output = true;
+    const Tensor got = ops::conv2d_int8(x, wt, mult, bias, Tensor(), p).contiguous();
+    const Tensor ref = ops::mul_scalar(
+        ops::add_scalar(ops::conv2d(x.to(DType::F32), wt.to(DType::F32), Tensor(), p.conv), 100.0),
+        1.0 / 4096);
+    double err = 0, scale = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      err = std::max(err, std::abs(double(got.data<float>()[i]) - double(ref.data<float>()[i])));
+      scale = std::max(scale, std::abs(double(ref.data<float>()[i])));
+    }
+    const double rel = scale > 0 ? err / scale : err;
+    if (!(rel <= 1e-5))
+      throw_runtime(
+          fmt::format("int8 conv2d is off by {:.2g} of the output scale (at most 1e-5)", rel),
+          "oneDNN's int8 kernels are broken on this CPU: evaluate the float model "
+          "instead of its INT8 one");
+    return fmt::format("relative error {:.2g}", rel);
+  });
+}
+
 // The GPU communicator's library (NCCL / RCCL), checked once per machine.
 constexpr const char* kCommunicatorCheck = "communicator library (NCCL on NVIDIA, RCCL on AMD)";
 
@@ -281,6 +317,7 @@ int run_doctor(bool json) {
   Checklist checks(json);
   checks.note("hourglass doctor: checking the CPU and the GPU stack");
   check_cpu(checks);
+  check_cpu_int8(checks);
   // No GPU at all is not a failure: the device checks are skipped and training runs on the CPU.
   // A GPU that is there (a driver offers its device file) but cannot be used fails.
   const std::vector<std::string> device_files = gpu::gpu_device_files();
