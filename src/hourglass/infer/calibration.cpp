@@ -34,9 +34,7 @@ namespace {
 // |x| of a tensor as f32 on the CPU.
 Tensor host_f32(const Tensor& x) { return x.to(Device::cpu()).to(DType::F32).contiguous(); }
 
-constexpr int kLevels = 128;           // quantisation levels of |x| in s8
 constexpr double kPercentile = 99.99;  // the percentile method's
-constexpr int kFirstCandidate = kLevels;
 
 // Normalises `d` to sum 1, then gives each empty bin kSmoothing of the mass, taken evenly from
 // the others, so that a divergence between two such distributions is finite. False when `d` is
@@ -57,16 +55,16 @@ bool normalise_smoothed(std::vector<double>& d) {
 }
 
 // The entropy method's score for a threshold at bin edge `i`: KL(p || q) with p the first i
-// bins, everything beyond folded into its last, and q the same bins quantised to kLevels
-// levels of i / kLevels bins each (the remainder joining the last level), each level's count
+// bins, everything beyond folded into its last, and q the same bins quantised to `levels`
+// levels of i / levels bins each (the remainder joining the last level), each level's count
 // spread evenly over the bins where p is non-empty.
-double entropy_for(const std::vector<double>& counts, int i) {
+double entropy_for(const std::vector<double>& counts, int i, int levels) {
   std::vector<double> p(counts.begin(), counts.begin() + i);
   for (size_t j = size_t(i); j < counts.size(); ++j) p[size_t(i - 1)] += counts[j];
-  const int per = i / kLevels;
+  const int per = i / levels;
   std::vector<double> q(size_t(i), 0.0);
-  for (int level = 0; level < kLevels; ++level) {
-    const int begin = level * per, end = level == kLevels - 1 ? i : begin + per;
+  for (int level = 0; level < levels; ++level) {
+    const int begin = level * per, end = level == levels - 1 ? i : begin + per;
     double total = 0;
     int nonzero = 0;
     for (int j = begin; j < end; ++j) {
@@ -84,10 +82,10 @@ double entropy_for(const std::vector<double>& counts, int i) {
   return d;
 }
 
-// Squared error of quantising bin centres with threshold t (127 steps of t / 127 each side),
+// Squared error of quantising bin centres with threshold t (`steps` steps of t / steps),
 // weighted by the counts.
-double mse_for(const std::vector<double>& counts, double width, double t) {
-  const double step = t / 127.0;
+double mse_for(const std::vector<double>& counts, double width, double t, int steps) {
+  const double step = t / steps;
   double e = 0;
   for (size_t j = 0; j < counts.size(); ++j) {
     if (counts[j] <= 0) continue;
@@ -123,12 +121,13 @@ void ActivationHistogram::observe_values(const Tensor& x) {
   }
 }
 
-double ActivationHistogram::threshold(CalibrationMethod method) const {
-  return threshold(method, counts_, amax_);
+double ActivationHistogram::threshold(CalibrationMethod method, int steps) const {
+  return threshold(method, counts_, amax_, steps);
 }
 
 double ActivationHistogram::threshold(CalibrationMethod method, const std::vector<double>& counts,
-                                      double amax) {
+                                      double amax, int steps) {
+  HG_CHECK(steps == 127 || steps == 255, "calibration: {} steps (127 for s8, 255 for u8)", steps);
   if (amax <= 0) return 1.0;
   if (method == CalibrationMethod::MinMax) return amax;
   HG_CHECK(!counts.empty(), "calibration: no histogram for method {}",
@@ -145,13 +144,15 @@ double ActivationHistogram::threshold(CalibrationMethod method, const std::vecto
     }
     return amax;
   }
-  // Entropy and MSE: the best bin edge from kFirstCandidate bins up (fewer bins than levels
-  // would leave levels unused).
+  // Entropy and MSE: the best bin edge from `levels` bins up (fewer bins than levels would
+  // leave levels unused). The levels of |x|: 128 for s8 (0..127), 256 for u8.
+  const int levels = steps + 1;
   int best = bins;
   double best_score = std::numeric_limits<double>::infinity();
-  for (int i = std::min(kFirstCandidate, bins); i <= bins; ++i) {
-    const double score = method == CalibrationMethod::Entropy ? entropy_for(counts, i)
-                                                              : mse_for(counts, width, i * width);
+  for (int i = std::min(levels, bins); i <= bins; ++i) {
+    const double score = method == CalibrationMethod::Entropy
+                             ? entropy_for(counts, i, levels)
+                             : mse_for(counts, width, i * width, steps);
     if (score < best_score) best_score = score, best = i;
   }
   return best * width;
@@ -170,8 +171,10 @@ std::vector<double> calibrate_thresholds(const InferenceGraph& graph, Calibratio
     batches([&](const Tensor& x) {
       run_float(graph, x, [&](int v, const Tensor& t) { hist[size_t(v)].observe_values(t); });
     });
+  const std::vector<bool> nonnegative = nonnegative_values(graph);
   std::vector<double> thresholds;
-  for (const ActivationHistogram& h : hist) thresholds.push_back(h.threshold(method));
+  for (size_t v = 0; v < hist.size(); ++v)
+    thresholds.push_back(hist[v].threshold(method, nonnegative[v] ? 255 : 127));
   return thresholds;
 }
 

@@ -1,7 +1,8 @@
 // Calibration: the range an activation is quantised over, chosen from the values a set of
 // calibration images gives it. Each value's |x| is gathered into a histogram of kBins bins over
-// [0, amax] (amax over the whole set, from a first pass); the methods pick a threshold t, and the
-// tensor's scale is t / 127 (symmetric, zero point 0). Exact zeros (half of a ReLU's outputs,
+// [0, amax] (amax over the whole set, from a first pass); the methods pick a threshold t for the
+// value's grid of `steps` steps (127 for s8, 255 for a u8 value that is never negative), and its
+// scale is t / steps (zero point 0). Exact zeros (half of a ReLU's outputs,
 // represented exactly at every scale) stay out of the histogram, so the methods weigh the values
 // a threshold can get wrong.
 #pragma once
@@ -42,10 +43,11 @@ class ActivationHistogram {
   const std::vector<double>& counts() const { return counts_; }
   // The threshold `method` picks (amax for MinMax); a positive value even for an all-zero
   // tensor (any scale represents zeros exactly).
-  double threshold(CalibrationMethod method) const;
+  double threshold(CalibrationMethod method, int steps = 127) const;
 
   // The same from explicit counts over [0, amax] (tests).
-  static double threshold(CalibrationMethod method, const std::vector<double>& counts, double amax);
+  static double threshold(CalibrationMethod method, const std::vector<double>& counts, double amax,
+                          int steps = 127);
 
  private:
   double amax_ = 0;

@@ -137,6 +137,16 @@ InferenceGraph resnet_inference_graph(const std::map<std::string, Tensor>& state
   return std::move(f.graph);
 }
 
+std::vector<bool> nonnegative_values(const InferenceGraph& graph) {
+  std::vector<bool> out(size_t(graph.num_values), false);
+  for (const Node& n : graph.nodes) {
+    if (n.kind == NodeKind::Conv) out[size_t(n.output)] = n.relu;
+    if (n.kind == NodeKind::MaxPool || n.kind == NodeKind::GlobalAvgPool)
+      out[size_t(n.output)] = out[size_t(n.input)];
+  }
+  return out;
+}
+
 std::vector<int> last_readers(const InferenceGraph& graph) {
   std::vector<int> last(size_t(graph.num_values), -1);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {

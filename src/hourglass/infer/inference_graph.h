@@ -61,6 +61,10 @@ Tensor run_float(const InferenceGraph& graph, const Tensor& x, const ValueObserv
 // The graph with its weights on `device`.
 InferenceGraph graph_on(const InferenceGraph& graph, Device device);
 
+// For each value, whether it is never negative: a ReLU's output, and pools of such values (the
+// INT8 network stores these as u8).
+std::vector<bool> nonnegative_values(const InferenceGraph& graph);
+
 // For each value, the index of the last node that reads it (-1 when none does; the output
 // counts as read by a node past the end).
 std::vector<int> last_readers(const InferenceGraph& graph);

@@ -54,22 +54,13 @@ void Int8Network::derive(size_t index) {
   }
 }
 
-void Int8Network::find_unsigned_values() {
-  unsigned_.assign(size_t(graph_.num_values), false);
-  for (const Node& n : graph_.nodes) {
-    if (n.kind == NodeKind::Conv) unsigned_[size_t(n.output)] = n.relu;
-    if (n.kind == NodeKind::MaxPool || n.kind == NodeKind::GlobalAvgPool)
-      unsigned_[size_t(n.output)] = unsigned_[size_t(n.input)];
-  }
-}
-
 Int8Network Int8Network::quantize(const InferenceGraph& graph,
                                   const std::vector<double>& thresholds) {
   HG_CHECK(int(thresholds.size()) == graph.num_values,
            "int8: {} thresholds for a graph of {} values", thresholds.size(), graph.num_values);
   Int8Network net;
   net.graph_ = graph;
-  net.find_unsigned_values();
+  net.unsigned_ = nonnegative_values(net.graph_);
   net.scales_.resize(thresholds.size());
   for (size_t v = 0; v < thresholds.size(); ++v)
     net.scales_[v] = thresholds[v] / (net.unsigned_[v] ? 255.0 : 127.0);
@@ -250,7 +241,7 @@ Int8Network Int8Network::load(const std::vector<NamedTensor>& tensors,
   net.scales_.assign(scales.data<double>(), scales.data<double>() + scales.numel());
   for (double s : net.scales_)
     HG_CHECK(std::isfinite(s) && s > 0, "{}: activation scale {} is not positive", source, s);
-  net.find_unsigned_values();
+  net.unsigned_ = nonnegative_values(net.graph_);
   net.layers_.resize(net.graph_.nodes.size());
   for (size_t i = 0; i < net.graph_.nodes.size(); ++i) {
     const Node& n = net.graph_.nodes[i];

@@ -55,8 +55,6 @@ class Int8Network {
     Tensor bias_acc;      // f32 [K]: bias / (input scale * weight scale)
   };
   void derive(size_t node);  // multiplier and bias_acc of node `node` from the scales
-  // Which values are u8 (never negative) by the graph's structure.
-  void find_unsigned_values();
   // Value `v` (f32 or already quantised) as its s8 or u8 form.
   Tensor quantized(const std::vector<Tensor>& values, int v) const;
 
