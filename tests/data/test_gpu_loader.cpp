@@ -1,8 +1,8 @@
 // A DataLoader with the dataset on the GPU (placement = gpu) hands out the very batches of the
 // host loader, bit for bit: the same samples in the same order and the same crops, flips and
-// cutout squares for the same seed, every epoch, from any resume point; only their device
-// differs. A folder of JPEGs loaded for a GPU (pinned batches of a BatchMover) comes as uint8
-// batches, normalised on the GPU to the CPU's values bit for bit.
+// cutout squares or erased rectangles for the same seed, every epoch, from any resume point; only
+// their device differs. A folder of JPEGs loaded for a GPU (pinned batches of a BatchMover) comes
+// as uint8 batches, normalised on the GPU to the CPU's values bit for bit.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,13 +16,17 @@
 namespace hg::data {
 namespace {
 
-LoaderOptions options(Device placement, bool augment) {
+LoaderOptions options(Device placement, bool augment, bool erasing = false) {
   LoaderOptions o;
   o.batch_size = 48;
   o.seed = 21;
   o.augment = augment;
   o.transform = default_transform("cifar10");  // mean/std, crop padding 4, flip
   o.transform.cutout = 16;                     // as DeVries & Taylor for CIFAR-10
+  if (erasing) {  // random erasing's rectangles in place of the cutout squares
+    o.transform.cutout = 0;
+    o.transform.random_erasing = 0.5;
+  }
   o.workers = 2;
   o.placement = placement;
   return o;
@@ -79,6 +83,14 @@ TEST(GpuLoader, DeviceResidentBatchesAreTheHostBatches) {
     host_mirror.mirror = device_mirror.mirror = true;
     DataLoader host_m(ds, host_mirror), device_m(ds, device_mirror);
     expect_same_epoch(host_m, device_m, 4, 0);
+  }
+  // Random erasing, plain and mirrored.
+  for (bool mirror : {false, true}) {
+    LoaderOptions host_o = options(Device::cpu(), true, true),
+                  device_o = options(Device::gpu(0), true, true);
+    host_o.mirror = device_o.mirror = mirror;
+    DataLoader host(ds, host_o), device(ds, device_o);
+    expect_same_epoch(host, device, 1, 0);
   }
 }
 

@@ -4,12 +4,19 @@
 // crops and flips the same with and without cutout).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
+#include <cstdlib>
+#include <map>
 #include <set>
+#include <string>
 
 #include "data/fixtures.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/data/transforms.h"
+#include "support/run_files.h"
+#include "support/temp_dir.h"
 
 namespace hg::data {
 namespace {
@@ -350,6 +357,102 @@ TEST(DataTransforms, DefaultsPerDataset) {
   EXPECT_EQ(fm.mean.size(), 1u);
   EXPECT_FALSE(fm.flip);
   EXPECT_TRUE(default_transform("other").mean.empty());
+}
+
+// Random erasing against torchvision: the rectangles drawn for 20,000 samples of a 28x28 image
+// (Fashion-MNIST's) have the height, width, top and left distributions of
+// torchvision.transforms.RandomErasing.get_params (python3-torchvision, its own RNG), within
+// a total variation distance of 0.05: sampling noise gives 0.014-0.020, an aspect ratio drawn
+// uniform rather than log-uniform 0.21 in height and 0.09-0.11 in the corner's place.
+TEST(DataTransforms, RandomErasingDrawsTorchvisionsRectangles) {
+  constexpr int64_t kSide = 28, kCount = 20000;
+  const std::string out = hg::test::fresh_temp_dir("erasing") + "/torchvision.json";
+  const std::string cmd = fmt::format(
+      "/usr/bin/python3 {}/tests/tools/torchvision_random_erasing.py {} {} {} 0.02 0.33 0.3 3.3 "
+      "> {}",
+      HG_SOURCE_DIR, kSide, kSide, kCount, out);
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << cmd << " failed (the test needs Debian's python3-torchvision: install-deps.sh --test)";
+  const nlohmann::json ref = nlohmann::json::parse(hg::test::read_file(out));
+  const ImageTransform t({.random_erasing = 1.0}, kSide, kSide, 1);
+  std::map<std::string, std::vector<double>> ours, theirs;
+  for (const char* key : {"h", "w", "y0", "x0"}) {
+    ours[key].assign(kSide + 1, 0.0);
+    theirs[key].assign(kSide + 1, 0.0);
+    for (int64_t v : ref.at(key).get<std::vector<int64_t>>()) theirs[key][size_t(v)] += 1.0;
+  }
+  int64_t none = 0;
+  for (int64_t s = 0; s < kCount; ++s) {
+    const Augmentation a = t.draw(5, 1, s);
+    const int64_t h = a.erase_y1 - a.erase_y0, w = a.erase_x1 - a.erase_x0;
+    none += h == 0;
+    // Inside the image, never the whole of it.
+    ASSERT_TRUE(a.erase_y0 >= 0 && a.erase_x0 >= 0 && a.erase_y1 <= kSide && a.erase_x1 <= kSide);
+    ASSERT_TRUE(h < kSide && w < kSide && (h == 0) == (w == 0));
+    ours["h"][size_t(h)] += 1.0;
+    ours["w"][size_t(w)] += 1.0;
+    ours["y0"][size_t(a.erase_y0)] += 1.0;
+    ours["x0"][size_t(a.erase_x0)] += 1.0;
+  }
+  for (const auto& [key, counts] : ours) {
+    double tv = 0;
+    for (size_t v = 0; v < counts.size(); ++v) tv += std::abs(counts[v] - theirs[key][v]);
+    tv /= 2.0 * double(kCount);
+    EXPECT_LT(tv, 0.05) << key << ": total variation distance to torchvision's";
+  }
+  // Every try fits a 28x28 image but the largest, elongated ones: few draws erase nothing.
+  EXPECT_LT(none, kCount / 50);
+}
+
+// Erasing blanks exactly its rectangle with the padding value, after the crop and flip; it
+// happens with its probability; the crops and flips are those drawn without it; a mirrored
+// augmentation mirrors the rectangle (apply() then gives the mirror image, bit for bit).
+TEST(DataTransforms, RandomErasingBlanksItsRectangle) {
+  const ImageTransform plain({.crop_padding = 2, .flip = true}, kH, kW, kC);
+  const ImageTransform t({.crop_padding = 2, .flip = true, .random_erasing = 0.5}, kH, kW, kC);
+  const auto img = test_image();
+  int erased = 0;
+  constexpr int kSamples = 2000;
+  for (int64_t sample = 0; sample < kSamples; ++sample) {
+    const Augmentation a = t.draw(3, 2, sample), p = plain.draw(3, 2, sample);
+    ASSERT_EQ(a.shift_y, p.shift_y);
+    ASSERT_EQ(a.shift_x, p.shift_x);
+    ASSERT_EQ(a.flip, p.flip);
+    const BlankedBox box = t.blanked_box(a);
+    erased += box.y1 > box.y0;
+    const auto out = run(t, img, a), unerased = run(t, img, p);
+    for (int64_t y = 0; y < kH; ++y) {
+      for (int64_t x = 0; x < kW; ++x) {
+        const bool inside = y >= a.erase_y0 && y < a.erase_y1 && x >= a.erase_x0 && x < a.erase_x1;
+        for (int64_t c = 0; c < kC; ++c) {
+          const size_t i = size_t((y * kW + x) * kC + c);
+          ASSERT_EQ(out[i], inside ? 0.0f : unerased[i]) << sample << " at " << y << "," << x;
+        }
+      }
+    }
+    const auto mirrored = run(t, img, t.mirrored(a));
+    for (int64_t y = 0; y < kH; ++y)
+      for (int64_t x = 0; x < kW; ++x)
+        for (int64_t c = 0; c < kC; ++c)
+          ASSERT_EQ(mirrored[size_t((y * kW + x) * kC + c)],
+                    out[size_t((y * kW + (kW - 1 - x)) * kC + c)])
+              << sample << " mirrored at " << y << "," << x;
+  }
+  // Half the samples, within 5 standard deviations (about 0.056 of 2,000 draws).
+  EXPECT_NEAR(double(erased) / kSamples, 0.5, 0.056);
+  EXPECT_TRUE(fails_with([] { ImageTransform({.random_erasing = 1.5}, kH, kW, kC); },
+                         {"data.random_erasing = 1.5"}));
+  EXPECT_TRUE(fails_with([] { ImageTransform({.cutout = 2, .random_erasing = 0.5}, kH, kW, kC); },
+                         {"data.random_erasing", "data.cutout"}));
+  EXPECT_TRUE(fails_with(
+      [] {
+        ImageTransform({.random_erasing = 0.5, .erase_scale_min = 0.5, .erase_scale_max = 0.4}, kH,
+                       kW, kC);
+      },
+      {"data.erase_scale"}));
+  EXPECT_TRUE(
+      fails_with([] { ImageTransform({.random_erasing = 0.5, .erase_ratio_min = 0}, kH, kW, kC); },
+                 {"data.erase_ratio"}));
 }
 
 }  // namespace

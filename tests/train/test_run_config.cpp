@@ -279,6 +279,42 @@ TEST(RunConfigBounds, Cutout) {
   }
 }
 
+// data.random_erasing with its ranges: printed only when set, refused out of range, with cutout
+// and for folder datasets.
+TEST(RunConfigBounds, RandomErasing) {
+  EXPECT_EQ(train::trajectory_config_text(parsed_with("data.flip=true")).find("eras"),
+            std::string::npos);
+  const train::RunConfig r = parsed_with("data.random_erasing=0.5");
+  EXPECT_EQ(r.data.transform.random_erasing, 0.5);
+  EXPECT_EQ(r.data.transform.erase_scale_min, 0.02);
+  EXPECT_EQ(r.data.transform.erase_ratio_max, 3.3);
+  const std::string text = train::trajectory_config_text(r);
+  EXPECT_NE(text.find("data.random_erasing = 0.5"), std::string::npos) << text;
+  EXPECT_NE(text.find("data.erase_scale = [0.02, 0.33]"), std::string::npos) << text;
+  Config c = base_config();
+  c.set_override("data.random_erasing=0.25");
+  c.set_override("data.erase_scale=[0.1, 0.2]");
+  c.set_override("data.erase_ratio=[0.5, 2.0]");
+  const train::RunConfig set = train::parse_run_config(c);
+  EXPECT_EQ(set.data.transform.erase_scale_max, 0.2);
+  EXPECT_EQ(set.data.transform.erase_ratio_min, 0.5);
+  expect_refused("data.random_erasing=1.5", {"data.random_erasing", "[0, 1]"});
+  for (const char* bad : {"[0.3, 0.2]", "[0.0, 0.2]", "[0.1, 1.5]", "[0.1]"}) {
+    Config b = base_config();
+    b.set_override("data.random_erasing=0.5");
+    b.set_override(std::string("data.erase_scale=") + bad);
+    expect_invalid([&] { train::parse_run_config(b); }, {"data.erase_scale", "min <= max"});
+  }
+  Config both = base_config();
+  both.set_override("data.random_erasing=0.5");
+  both.set_override("data.cutout=2");
+  expect_invalid([&] { train::parse_run_config(both); }, {"data.random_erasing", "data.cutout"});
+  Config folder = base_config();
+  folder.set_override("data.dataset=\"folder\"");
+  folder.set_override("data.random_erasing=0.5");
+  expect_invalid([&] { train::parse_run_config(folder); }, {"data.random_erasing", "folder"});
+}
+
 TEST(RunConfigBounds, ShippedConfigsParse) {
   int parsed = 0;
   for (const auto& entry : std::filesystem::directory_iterator(HG_SOURCE_DIR "/configs")) {

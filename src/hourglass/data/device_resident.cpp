@@ -21,11 +21,11 @@ void DeviceResidentSet::start_epoch(const std::vector<int64_t>& order,
   order_ = Tensor::from_vector(order, {n}).to(images_.device());
   augment_ = mirror_ = Tensor();
   if (!augment && !mirror) return;
-  // Row j: ops::gather_batch's shift_y, shift_x, flip and cutout box of position j's sample.
+  // Row j: ops::gather_batch's shift_y, shift_x, flip and blanked box of position j's sample.
   constexpr int64_t kRow = 7;
   std::vector<int32_t> draws(size_t(kRow * n), 0), mirrored(mirror ? draws.size() : 0, 0);
   auto put = [&](std::vector<int32_t>& rows, int64_t j, const Augmentation& a) {
-    const CutoutBox box = transform.cutout_box(a);
+    const BlankedBox box = transform.blanked_box(a);
     int32_t* r = rows.data() + kRow * j;
     r[0] = int32_t(a.shift_y);
     r[1] = int32_t(a.shift_x);

@@ -72,6 +72,18 @@ ImageTransform::ImageTransform(const TransformOptions& options, int64_t height, 
   HG_CHECK(options.cutout >= 0 && options.cutout <= std::min(height, width),
            "data.cutout = {} does not fit {}x{} images (set it to a value in [0, {}])",
            options.cutout, height, width, std::min(height, width));
+  const double p = options.random_erasing;
+  HG_CHECK(p >= 0 && p <= 1, "data.random_erasing = {} is not a probability (set it in [0, 1])", p);
+  HG_CHECK(p == 0 || options.cutout == 0,
+           "data.random_erasing and data.cutout both blank a rectangle: set one of them to 0");
+  HG_CHECK(options.erase_scale_min > 0 && options.erase_scale_min <= options.erase_scale_max &&
+               options.erase_scale_max <= 1,
+           "data.erase_scale = [{}, {}] is not a range of area fractions (set 0 < min <= max <= 1)",
+           options.erase_scale_min, options.erase_scale_max);
+  HG_CHECK(options.erase_ratio_min > 0 && options.erase_ratio_min <= options.erase_ratio_max &&
+               std::isfinite(options.erase_ratio_max),
+           "data.erase_ratio = [{}, {}] is not a range of aspect ratios (set 0 < min <= max)",
+           options.erase_ratio_min, options.erase_ratio_max);
   const std::vector<float> mean = per_channel(options.mean, channels, 0.0f, "data.mean");
   const std::vector<float> stdev = per_channel(options.std, channels, 1.0f, "data.std");
   for (int64_t c = 0; c < channels; ++c) {
@@ -104,7 +116,32 @@ Augmentation ImageTransform::draw(uint64_t seed, int64_t epoch, int64_t sample) 
     aug.cutout_y = int64_t(rs.below(uint64_t(height_)));
     aug.cutout_x = int64_t(rs.below(uint64_t(width_)));
   }
+  if (options_.random_erasing > 0) draw_erasing(rs, aug);
   return aug;
+}
+
+void ImageTransform::draw_erasing(RandomStream& rs, Augmentation& aug) const {
+  // torchvision's RandomErasing.get_params, on this sample's stream: the probability first,
+  // then up to 10 tries of (area, log aspect ratio), each kept when the rectangle fits, then its
+  // top-left corner uniform over the places where it fits.
+  if (double(rs.uniform()) >= options_.random_erasing) return;
+  const double area = double(height_) * double(width_);
+  const double log_lo = std::log(options_.erase_ratio_min);
+  const double log_hi = std::log(options_.erase_ratio_max);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target =
+        area * (options_.erase_scale_min +
+                (options_.erase_scale_max - options_.erase_scale_min) * double(rs.uniform()));
+    const double aspect = std::exp(log_lo + (log_hi - log_lo) * double(rs.uniform()));
+    const auto h = int64_t(std::lround(std::sqrt(target * aspect)));
+    const auto w = int64_t(std::lround(std::sqrt(target / aspect)));
+    if (!(h < height_ && w < width_) || h < 1 || w < 1) continue;
+    aug.erase_y0 = int64_t(rs.below(uint64_t(height_ - h + 1)));
+    aug.erase_x0 = int64_t(rs.below(uint64_t(width_ - w + 1)));
+    aug.erase_y1 = aug.erase_y0 + h;
+    aug.erase_x1 = aug.erase_x0 + w;
+    return;
+  }
 }
 
 Augmentation ImageTransform::mirrored(const Augmentation& aug) const {
@@ -114,13 +151,17 @@ Augmentation ImageTransform::mirrored(const Augmentation& aug) const {
   // in the same convention is w - cx - s % 2 (w when s is even and cx is 0: the box is still
   // clipped to the image).
   if (aug.cutout > 0) m.cutout_x = width_ - aug.cutout_x - aug.cutout % 2;
+  if (aug.erase_x1 > aug.erase_x0) {
+    m.erase_x0 = width_ - aug.erase_x1;
+    m.erase_x1 = width_ - aug.erase_x0;
+  }
   return m;
 }
 
-CutoutBox ImageTransform::cutout_box(const Augmentation& aug) const {
-  if (aug.cutout <= 0) return {};
+BlankedBox ImageTransform::blanked_box(const Augmentation& aug) const {
+  if (aug.cutout <= 0) return {aug.erase_y0, aug.erase_x0, aug.erase_y1, aug.erase_x1};
   const int64_t top = aug.cutout_y - aug.cutout / 2, left = aug.cutout_x - aug.cutout / 2;
-  CutoutBox box;
+  BlankedBox box;
   box.y0 = std::clamp<int64_t>(top, 0, height_);
   box.y1 = std::clamp<int64_t>(top + aug.cutout, box.y0, height_);
   box.x0 = std::clamp<int64_t>(left, 0, width_);
@@ -133,7 +174,7 @@ namespace {
 // ImageTransform::apply's loops over an h x w x c image, writing value(ch, v) for pixel value v
 // of channel ch; padding and cutout pixels are value 0.
 template <typename T, typename Value>
-void apply_augmentation(const uint8_t* image, const Augmentation& aug, const CutoutBox& box,
+void apply_augmentation(const uint8_t* image, const Augmentation& aug, const BlankedBox& box,
                         int64_t h, int64_t w, int64_t c, T* out, const Value& value) {
   for (int64_t y = 0; y < h; ++y) {
     T* row = out + y * w * c;
@@ -158,8 +199,9 @@ void apply_augmentation(const uint8_t* image, const Augmentation& aug, const Cut
       }
     }
   }
-  // Cutout blanks its square in output coordinates with the padding value, the table's value
-  // of pixel 0, not the normalised 0 (the channel mean) of DeVries & Taylor's code: the blanked
+  // Cutout and random erasing blank their rectangle in output coordinates with the padding
+  // value, the table's value of pixel 0, not the normalised 0 (the channel mean) of DeVries &
+  // Taylor's code and torchvision's RandomErasing(value=0): the blanked
   // area then looks like the crop's padding, and every path (ops::gather_batch on any device)
   // fills it from the table it already has.
   for (int64_t y = box.y0; y < box.y1; ++y) {
@@ -173,12 +215,12 @@ void apply_augmentation(const uint8_t* image, const Augmentation& aug, const Cut
 
 void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float* out) const {
   const float* table = table_.data();
-  apply_augmentation(image, aug, cutout_box(aug), height_, width_, channels_, out,
+  apply_augmentation(image, aug, blanked_box(aug), height_, width_, channels_, out,
                      [table](int64_t ch, uint8_t v) { return table[ch * 256 + v]; });
 }
 
 void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, uint8_t* out) const {
-  apply_augmentation(image, aug, cutout_box(aug), height_, width_, channels_, out,
+  apply_augmentation(image, aug, blanked_box(aug), height_, width_, channels_, out,
                      [](int64_t, uint8_t v) { return v; });
 }
 

@@ -1,5 +1,6 @@
 // Per-sample image transforms: random crop with zero padding, random horizontal flip, cutout
-// (a random square set to the padding value), and per-channel normalisation from uint8 HWC into f32
+// (a random square set to the padding value) or random erasing (a random rectangle, likewise),
+// and per-channel normalisation from uint8 HWC into f32
 // HWC. The random choices for a sample are a pure function of (seed, epoch, sample index) through a
 // Philox stream, so a batch holds the same values whatever the worker count, batch order or resume
 // point.
@@ -8,6 +9,10 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+namespace hg {
+class RandomStream;
+}
 
 namespace hg::data {
 
@@ -21,6 +26,16 @@ struct TransformOptions {
   // over the image and clipped at its borders, is set to the padding value (pixel value 0
   // normalised) after the crop and flip. 0 disables it.
   int64_t cutout = 0;
+  // Random erasing (Zhong et al. 2020; torchvision's RandomErasing): with this probability, a
+  // rectangle whose area is a fraction of the image uniform in [erase_scale_min,
+  // erase_scale_max] and whose aspect ratio (height / width) is log-uniform in
+  // [erase_ratio_min, erase_ratio_max] is set to the padding value after the crop and flip; up
+  // to 10 tries for a rectangle that fits inside the image, else nothing is erased. Its place is
+  // uniform over the positions where it fits. 0 disables it; not together with cutout (both
+  // blank one rectangle a sample).
+  double random_erasing = 0;
+  double erase_scale_min = 0.02, erase_scale_max = 0.33;
+  double erase_ratio_min = 0.3, erase_ratio_max = 3.3;
   // Normalisation x = (pixel / 255 - mean[c]) / std[c]. Each holds one value per channel, or
   // one value for all channels; empty means mean 0 and std 1.
   std::vector<float> mean;
@@ -46,11 +61,14 @@ struct Augmentation {
   int64_t cutout_y = 0;
   int64_t cutout_x = 0;
   int64_t cutout = 0;
+  // Random erasing, in output coordinates: rows [erase_y0, erase_y1) and columns
+  // [erase_x0, erase_x1), inside the image; empty (the default) when nothing is erased.
+  int64_t erase_y0 = 0, erase_x0 = 0, erase_y1 = 0, erase_x1 = 0;
 };
 
-// The pixels an augmentation's cutout covers: rows [y0, y1) and columns [x0, x1) of the output,
-// within the image; empty (y0 == y1, x0 == x1) when there is no cutout.
-struct CutoutBox {
+// The pixels an augmentation blanks (its cutout square or its erased rectangle): rows [y0, y1)
+// and columns [x0, x1) of the output, within the image; empty (y0 == y1, x0 == x1) when none.
+struct BlankedBox {
   int64_t y0 = 0, x0 = 0, y1 = 0, x1 = 0;
 };
 
@@ -58,23 +76,25 @@ struct CutoutBox {
 class ImageTransform {
  public:
   // InvalidInput if mean/std have neither 0, 1 nor `channels` entries, a std is not positive
-  // and finite, or crop_padding or cutout is negative or larger than the image's shorter side.
+  // and finite, crop_padding or cutout is negative or larger than the image's shorter side, or
+  // random erasing is set with cutout or with a probability, scales or ratios out of range
+  // (probability in [0, 1], 0 < scale_min <= scale_max <= 1, 0 < ratio_min <= ratio_max).
   ImageTransform(const TransformOptions& options, int64_t height, int64_t width, int64_t channels);
 
   // The augmentation of sample `sample` in epoch `epoch`: shifts uniform in
   // [-crop_padding, crop_padding], flip with probability 1/2 (off when disabled), cutout centre
-  // uniform over the image (drawn after the others, so the crops and flips of a seed do not
-  // depend on the cutout option).
+  // uniform over the image, then random erasing (each drawn after the others, so the crops and
+  // flips of a seed do not depend on the cutout or erasing options).
   Augmentation draw(uint64_t seed, int64_t epoch, int64_t sample) const;
-  // The same sample seen in a mirror: the flip toggled and the cutout square mirrored with it,
-  // so apply() gives the image of `aug` mirrored horizontally, bit for bit.
+  // The same sample seen in a mirror: the flip toggled and the cutout square or erased rectangle
+  // mirrored with it, so apply() gives the image of `aug` mirrored horizontally, bit for bit.
   Augmentation mirrored(const Augmentation& aug) const;
-  // The output pixels the cutout of `aug` blanks.
-  CutoutBox cutout_box(const Augmentation& aug) const;
+  // The output pixels the cutout or random erasing of `aug` blanks.
+  BlankedBox blanked_box(const Augmentation& aug) const;
 
   // Writes the H*W*C transformed floats of one uint8 HWC image to out.
   void apply(const uint8_t* image, const Augmentation& aug, float* out) const;
-  // The same before normalisation: the H*W*C uint8 pixel values (padding and cutout pixels 0),
+  // The same before normalisation: the H*W*C uint8 pixel values (padding and blanked pixels 0),
   // which table() turns into apply()'s floats bit for bit.
   void apply(const uint8_t* image, const Augmentation& aug, uint8_t* out) const;
   // Normalises H*W*C pixel values held as floats in [0, 255] in place, as apply() does (for
@@ -87,13 +107,16 @@ class ImageTransform {
   const TransformOptions& options() const { return options_; }
   // The normalisation as a table: entry c * 256 + v is the f32 value of value v in channel c,
   // v * scale[c] + bias[c] computed once here, so every path (this class, ops::gather_batch on
-  // any device) gives the same bits. A padding pixel, and a cutout pixel, is value 0.
+  // any device) gives the same bits. A padding pixel, and a blanked pixel, is value 0.
   const std::vector<float>& table() const { return table_; }
   // normalize()'s per-channel factors: value v of channel c becomes v * scale()[c] + bias()[c].
   const std::vector<float>& scale() const { return scale_; }
   const std::vector<float>& bias() const { return bias_; }
 
  private:
+  // Random erasing's draws (after the others) into aug.erase_*.
+  void draw_erasing(RandomStream& rs, Augmentation& aug) const;
+
   TransformOptions options_;
   int64_t height_, width_, channels_;
   std::vector<float> table_;  // [channels, 256]: v / (255 std[c]) - mean[c] / std[c]

@@ -11,6 +11,8 @@
 #include <limits>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "hourglass/base/duration.h"
 #include "hourglass/data/image_split.h"
@@ -143,6 +145,25 @@ RunConfig parse_run_config(const Config& c) {
       int_in(c, "data.cutout", d.transform.cutout, 0, kMaxSyntheticSide,
              fmt::format("must be in [0, {}] (the side of the square cut out, 0 for none)",
                          kMaxSyntheticSide));
+  d.transform.random_erasing = double_in(
+      c, "data.random_erasing", 0.0, 0.0, 1.0, Upper::Closed,
+      "in [0, 1] (the probability that a training image has a rectangle erased; 0 for none)");
+  check_range(d.transform.random_erasing == 0 || d.transform.cutout == 0, c, "data.random_erasing",
+              "cannot be combined with data.cutout (both blank one rectangle an image): set one "
+              "of them to 0");
+  const auto range = [&](const char* key, double lo, double hi, double max, const char* what) {
+    const std::vector<double> v = c.get_double_list(key, {lo, hi});
+    check_range(v.size() == 2 && v[0] > 0 && v[0] <= v[1] && v[1] <= max && std::isfinite(v[1]), c,
+                key,
+                fmt::format("must be [min, max] with 0 < min <= max{} ({})",
+                            std::isfinite(max) ? fmt::format(" <= {}", max) : "", what));
+    return std::pair{v[0], v[1]};
+  };
+  std::tie(d.transform.erase_scale_min, d.transform.erase_scale_max) =
+      range("data.erase_scale", 0.02, 0.33, 1.0, "the erased area's share of the image");
+  std::tie(d.transform.erase_ratio_min, d.transform.erase_ratio_max) =
+      range("data.erase_ratio", 0.3, 3.3, std::numeric_limits<double>::infinity(),
+            "the erased rectangle's height / width");
   if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
   if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
   for (float s : d.transform.std)
@@ -192,6 +213,9 @@ RunConfig parse_run_config(const Config& c) {
                 "RandomResizedCrop)");
     check_range(d.transform.cutout == 0, c, "data.cutout",
                 "must be 0 for dataset = \"folder\" (cutout applies to datasets held in memory)");
+    check_range(d.transform.random_erasing == 0, c, "data.random_erasing",
+                "must be 0 for dataset = \"folder\" (random erasing applies to datasets held in "
+                "memory)");
     if (d.placement == "device")
       throw_invalid(fmt::format("config key 'data.placement' {}: \"device\" cannot hold "
                                 "dataset = \"folder\" (its images are decoded on the host)",
@@ -443,6 +467,13 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("data.flip", d.transform.flip);
   // Only when set, so that runs without cutout keep the text (and hash) they had.
   if (d.transform.cutout > 0) line("data.cutout", d.transform.cutout);
+  if (d.transform.random_erasing > 0) {
+    line("data.random_erasing", d.transform.random_erasing);
+    line("data.erase_scale",
+         list_text(std::vector<double>{d.transform.erase_scale_min, d.transform.erase_scale_max}));
+    line("data.erase_ratio",
+         list_text(std::vector<double>{d.transform.erase_ratio_min, d.transform.erase_ratio_max}));
+  }
   line("data.mean", list_text(d.transform.mean));
   line("data.std", list_text(d.transform.std));
   if (d.dataset == data::kImageFolderDataset) line("data.image_size", d.image_size);
