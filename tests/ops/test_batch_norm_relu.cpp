@@ -1,7 +1,8 @@
 // The fused batch norm + residual add + ReLU (batch_norm_train / batch_norm_backward with a ReLU
-// and a residual in their fusion structs) on the CPU backend: against a float64 reference (relu(bn(x) + r) and, with the mask y > 0,
-// batch norm's backward of the masked gradient), the reference's backward against finite
-// differences, bit-identity with the unfused ops it composes, and argument errors.
+// and a residual in their fusion structs) on the CPU backend: against a float64 reference
+// (relu(bn(x) + r) and, with the mask y > 0, batch norm's backward of the masked gradient), the
+// reference's backward against finite differences, bit-identity with the unfused ops it composes,
+// and argument errors.
 #include <gtest/gtest.h>
 
 #include <cstring>
