@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The fused batch norm + residual add + ReLU (ops::batch_norm_relu_train / _backward) against
-# the three unfused ops, on a GPU: `hourglass bench` with --engine fused_batch_norm=true and =false,
+# The fused batch norm + residual add + ReLU (ops::batch_norm_train / batch_norm_backward with
+# a ReLU) against the three unfused ops, on a GPU: `hourglass bench` with --engine fused_batch_norm=true and =false,
 # alternated (bench/ab_bench.sh), for CIFAR ResNet-18 batch 512 (bf16, fp16) and ResNet-50
 # 224 px batch 256 bf16 (graph replay on, the default); images/s, ms a step and the
 # fused/unfused ratio per run, a Markdown table last.

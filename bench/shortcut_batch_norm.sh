@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A downsampling residual block's two last batch norms (its own and its shortcut's) as one
 # fused op, the shortcut's output never stored (--engine fused_shortcut_batch_norm=true: the
-# batch_norm_pair_relu ops), against the shortcut's batch norm apart with its output as the
+# batch_norm ops with a shortcut), against the shortcut's batch norm apart with its output as the
 # residual (=0), with `hourglass bench` alternated per run (bench/ab_bench.sh) on ResNet-50
 # 224 px batch 256 bf16 and CIFAR ResNet-18 batch 512 bf16: images/s, ms a step and the ratio
 # per run, a Markdown table.

@@ -1,5 +1,5 @@
-// A pair of batch norms summed, then a ReLU (batch_norm_pair_relu_train /
-// batch_norm_pair_relu_backward) on the CPU backend: against a float64 reference
+// A pair of batch norms summed, then a ReLU (batch_norm_train / batch_norm_backward with a ReLU
+// and a shortcut in their fusion structs) on the CPU backend: against a float64 reference
 // (relu(bn(x) + bn(x2)) with both running statistics updated, and batch norm's backward of the
 // masked gradient for each input), bit-identity with the ops it composes, and argument errors.
 // The reference batch norm's backward is checked against finite differences in
@@ -78,8 +78,9 @@ TEST_P(BatchNormPairReluCase, MatchesReference) {
   const int64_t c = pc.shape.back(), m = shape_numel(pc.shape) / c;
   const Side a = make_side(pc.shape, 3, -1.5, 2.5), b = make_side(pc.shape, 10, -2.0, 1.0);
   Tensor rm = a.rm(), rv = a.rv(), rm2 = b.rm(), rv2 = b.rv();
-  const ops::BatchNormPairForward f = ops::batch_norm_pair_relu_train(
-      a.xt, a.wt, a.bt, rm, rv, b.xt, b.wt, b.bt, rm2, rv2, kMomentum, kEps);
+  const ops::BatchNormForward f =
+      ops::batch_norm_train(a.xt, a.wt, a.bt, rm, rv, kMomentum, kEps,
+                            {.relu = true, .shortcut = {b.xt, b.wt, b.bt, rm2, rv2}});
   const test::ref::BatchNormTrain ra = test::ref::batch_norm_train(a.x, c, a.weight, a.bias, kEps);
   const test::ref::BatchNormTrain rb = test::ref::batch_norm_train(b.x, c, b.weight, b.bias, kEps);
   Values want(ra.y.size());
@@ -101,9 +102,11 @@ TEST_P(BatchNormPairReluCase, MatchesReference) {
                dy2 = test::ref::random_f32(a.x.size(), 21);
   const Values y_got = test::to_doubles(f.y);
   for (const bool two_parts : {false, true}) {
-    const ops::BatchNormPairGrads g = ops::batch_norm_pair_relu_backward(
-        test::f32_tensor(dy, pc.shape), f.mask, a.xt, a.wt, f.mean, f.invstd, b.xt, b.wt, f.mean2,
-        f.invstd2, two_parts ? test::f32_tensor(dy2, pc.shape) : Tensor());
+    const ops::BatchNormGrads g =
+        ops::batch_norm_backward(test::f32_tensor(dy, pc.shape), a.xt, a.wt, f.mean, f.invstd,
+                                 {.relu_output = f.mask,
+                                  .dy2 = two_parts ? test::f32_tensor(dy2, pc.shape) : Tensor(),
+                                  .shortcut = {b.xt, b.wt, f.mean2, f.invstd2}});
     Values dz(dy.size());
     for (size_t i = 0; i < dz.size(); ++i)
       dz[i] = y_got[i] > 0 ? dy[i] + (two_parts ? dy2[i] : 0.0) : 0.0;
@@ -135,13 +138,14 @@ TEST(BatchNormPairRelu, CpuIsBitIdenticalToTheOpsItReplaces) {
   const Shape shape{8, 6, 6, 24};
   const Side a = make_side(shape, 31, -1.5, 2.5), b = make_side(shape, 40, -2.0, 1.0);
   Tensor rm = a.rm(), rv = a.rv(), rm2 = b.rm(), rv2 = b.rv();
-  const ops::BatchNormPairForward f = ops::batch_norm_pair_relu_train(
-      a.xt, a.wt, a.bt, rm, rv, b.xt, b.wt, b.bt, rm2, rv2, kMomentum, kEps);
+  const ops::BatchNormForward f =
+      ops::batch_norm_train(a.xt, a.wt, a.bt, rm, rv, kMomentum, kEps,
+                            {.relu = true, .shortcut = {b.xt, b.wt, b.bt, rm2, rv2}});
   Tensor urm = a.rm(), urv = a.rv(), urm2 = b.rm(), urv2 = b.rv();
   const ops::BatchNormForward shortcut =
       ops::batch_norm_train(b.xt, b.wt, b.bt, urm2, urv2, kMomentum, kEps);
-  const ops::BatchNormForward main =
-      ops::batch_norm_relu_train(a.xt, shortcut.y, a.wt, a.bt, urm, urv, kMomentum, kEps);
+  const ops::BatchNormForward main = ops::batch_norm_train(
+      a.xt, a.wt, a.bt, urm, urv, kMomentum, kEps, {.relu = true, .residual = shortcut.y});
   EXPECT_TRUE(same_bits(f.y, main.y));
   ASSERT_EQ(f.mask.nbytes(), main.mask.nbytes());
   EXPECT_EQ(std::memcmp(f.mask.data_ptr(), main.mask.data_ptr(), f.mask.nbytes()), 0) << "mask";
@@ -157,10 +161,12 @@ TEST(BatchNormPairRelu, CpuIsBitIdenticalToTheOpsItReplaces) {
     EXPECT_TRUE(same_bits(*p.first, *p.second));
   const Tensor dy = test::f32_tensor(test::ref::random_f32(shape_numel(shape), 50), shape);
   const Tensor dy2 = test::f32_tensor(test::ref::random_f32(shape_numel(shape), 51), shape);
-  const ops::BatchNormPairGrads g = ops::batch_norm_pair_relu_backward(
-      dy, f.mask, a.xt, a.wt, f.mean, f.invstd, b.xt, b.wt, f.mean2, f.invstd2, dy2);
-  const ops::BatchNormReluGrads gm = ops::batch_norm_relu_backward(
-      dy, main.mask, a.xt, a.wt, main.mean, main.invstd, ResidualGrad::Compute, dy2);
+  const ops::BatchNormGrads g = ops::batch_norm_backward(
+      dy, a.xt, a.wt, f.mean, f.invstd,
+      {.relu_output = f.mask, .dy2 = dy2, .shortcut = {b.xt, b.wt, f.mean2, f.invstd2}});
+  const ops::BatchNormGrads gm = ops::batch_norm_backward(
+      dy, a.xt, a.wt, main.mean, main.invstd,
+      {.relu_output = main.mask, .dy2 = dy2, .residual_grad = ResidualGrad::Compute});
   const ops::BatchNormGrads gs =
       ops::batch_norm_backward(gm.dresidual, b.xt, b.wt, shortcut.mean, shortcut.invstd);
   EXPECT_TRUE(same_bits(g.dx, gm.dx) && same_bits(g.dweight, gm.dweight) &&
@@ -175,23 +181,28 @@ TEST(BatchNormPairRelu, BadArgumentsAreInvalidInput) {
   Tensor rm = Tensor::zeros({4}), rv = Tensor::full({4}, 1.0);
   Tensor rm2 = Tensor::zeros({4}), rv2 = Tensor::full({4}, 1.0);
   // Second input of another shape or dtype; a second parameter of the wrong length.
-  EXPECT_INVALID_INPUT(ops::batch_norm_pair_relu_train(x, w, b, rm, rv, Tensor::zeros({2, 3, 3, 5}),
-                                                       w, b, rm2, rv2, 0.1, 1e-5));
-  EXPECT_INVALID_INPUT(ops::batch_norm_pair_relu_train(x, w, b, rm, rv, x.to(DType::F64), w, b, rm2,
-                                                       rv2, 0.1, 1e-5));
-  EXPECT_INVALID_INPUT(ops::batch_norm_pair_relu_train(x, w, b, rm, rv, x, Tensor::full({3}, 1.0),
-                                                       b, rm2, rv2, 0.1, 1e-5));
-  Tensor rv_f64 = Tensor::zeros({4}, DType::F64);
+  EXPECT_INVALID_INPUT(ops::batch_norm_train(
+      x, w, b, rm, rv, 0.1, 1e-5,
+      {.relu = true, .shortcut = {Tensor::zeros({2, 3, 3, 5}), w, b, rm2, rv2}}));
+  EXPECT_INVALID_INPUT(ops::batch_norm_train(
+      x, w, b, rm, rv, 0.1, 1e-5, {.relu = true, .shortcut = {x.to(DType::F64), w, b, rm2, rv2}}));
   EXPECT_INVALID_INPUT(
-      ops::batch_norm_pair_relu_train(x, w, b, rm, rv, x, w, b, rm2, rv_f64, 0.1, 1e-5));
+      ops::batch_norm_train(x, w, b, rm, rv, 0.1, 1e-5,
+                            {.relu = true, .shortcut = {x, Tensor::full({3}, 1.0), b, rm2, rv2}}));
+  Tensor rv_f64 = Tensor::zeros({4}, DType::F64);
+  EXPECT_INVALID_INPUT(ops::batch_norm_train(x, w, b, rm, rv, 0.1, 1e-5,
+                                             {.relu = true, .shortcut = {x, w, b, rm2, rv_f64}}));
   // Backward: y given in place of the mask; a mask of another shape; a second input of
   // another shape.
   const Tensor mask = Tensor::zeros({18, 1}, DType::U8);
-  EXPECT_INVALID_INPUT(ops::batch_norm_pair_relu_backward(x, x, x, w, rm, rv, x, w, rm, rv));
-  EXPECT_INVALID_INPUT(ops::batch_norm_pair_relu_backward(x, Tensor::zeros({18, 2}, DType::U8), x,
-                                                          w, rm, rv, x, w, rm, rv));
-  EXPECT_INVALID_INPUT(ops::batch_norm_pair_relu_backward(x, mask, x, w, rm, rv,
-                                                          Tensor::zeros({2, 3, 3, 5}), w, rm, rv));
+  EXPECT_INVALID_INPUT(
+      ops::batch_norm_backward(x, x, w, rm, rv, {.relu_output = x, .shortcut = {x, w, rm, rv}}));
+  EXPECT_INVALID_INPUT(ops::batch_norm_backward(
+      x, x, w, rm, rv,
+      {.relu_output = Tensor::zeros({18, 2}, DType::U8), .shortcut = {x, w, rm, rv}}));
+  EXPECT_INVALID_INPUT(ops::batch_norm_backward(
+      x, x, w, rm, rv,
+      {.relu_output = mask, .shortcut = {Tensor::zeros({2, 3, 3, 5}), w, rm, rv}}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// The fused batch norm + residual add + ReLU (batch_norm_relu_train / batch_norm_relu_backward)
-// on the CPU backend: against a float64 reference (relu(bn(x) + r) and, with the mask y > 0,
-// batch norm's backward of the masked gradient), the reference's backward against finite
-// differences, bit-identity with the unfused ops it composes, and argument errors.
+// The fused batch norm + residual add + ReLU (batch_norm_train / batch_norm_backward with a ReLU
+// and a residual in their fusion structs) on the CPU backend: against a float64 reference
+// (relu(bn(x) + r) and, with the mask y > 0, batch norm's backward of the masked gradient), the
+// reference's backward against finite differences, bit-identity with the unfused ops it composes,
+// and argument errors.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -90,8 +91,8 @@ TEST_P(BatchNormReluCase, TrainMatchesReferenceAndUpdatesRunningStats) {
   const Data d = make_data(fc, 3);
   Tensor rm = test::f32_tensor(d.running_mean, {d.c});
   Tensor rv = test::f32_tensor(d.running_var, {d.c});
-  const ops::BatchNormForward out =
-      ops::batch_norm_relu_train(d.xt, d.rt, d.wt, d.bt, rm, rv, kMomentum, kEps);
+  const ops::BatchNormForward out = ops::batch_norm_train(d.xt, d.wt, d.bt, rm, rv, kMomentum, kEps,
+                                                          {.relu = true, .residual = d.rt});
   const test::ref::BatchNormTrain bn =
       test::ref::batch_norm_train(d.x, d.c, d.weight, d.bias, kEps);
   const Values want = reference_forward(d.x, d.residual, d.c, d.weight, d.bias);
@@ -120,11 +121,11 @@ TEST_P(BatchNormReluCase, BackwardMatchesReference) {
   const Data d = make_data(fc, 7);
   Tensor rm = test::f32_tensor(d.running_mean, {d.c});
   Tensor rv = test::f32_tensor(d.running_var, {d.c});
-  const ops::BatchNormForward f =
-      ops::batch_norm_relu_train(d.xt, d.rt, d.wt, d.bt, rm, rv, kMomentum, kEps);
+  const ops::BatchNormForward f = ops::batch_norm_train(d.xt, d.wt, d.bt, rm, rv, kMomentum, kEps,
+                                                        {.relu = true, .residual = d.rt});
   const ResidualGrad rg = fc.residual ? ResidualGrad::Compute : ResidualGrad::Skip;
-  const ops::BatchNormReluGrads g =
-      ops::batch_norm_relu_backward(d.dyt, f.y, d.xt, d.wt, f.mean, f.invstd, rg);
+  const ops::BatchNormGrads g = ops::batch_norm_backward(d.dyt, d.xt, d.wt, f.mean, f.invstd,
+                                                         {.relu_output = f.y, .residual_grad = rg});
   // The mask comes from the op's own y (the reference's y may differ in which values are
   // exactly zero only by rounding at the kink).
   const Values dz = masked(d.dy, test::to_doubles(f.y));
@@ -150,11 +151,12 @@ TEST_P(BatchNormReluCase, GradientInTwoPartsMatchesReference) {
   const Values dy2 = test::ref::random_f32(d.dy.size(), 14);
   Tensor rm = test::f32_tensor(d.running_mean, {d.c});
   Tensor rv = test::f32_tensor(d.running_var, {d.c});
-  const ops::BatchNormForward f =
-      ops::batch_norm_relu_train(d.xt, d.rt, d.wt, d.bt, rm, rv, kMomentum, kEps);
+  const ops::BatchNormForward f = ops::batch_norm_train(d.xt, d.wt, d.bt, rm, rv, kMomentum, kEps,
+                                                        {.relu = true, .residual = d.rt});
   const ResidualGrad rg = fc.residual ? ResidualGrad::Compute : ResidualGrad::Skip;
-  const ops::BatchNormReluGrads g = ops::batch_norm_relu_backward(
-      d.dyt, f.y, d.xt, d.wt, f.mean, f.invstd, rg, test::f32_tensor(dy2, fc.shape));
+  const ops::BatchNormGrads g = ops::batch_norm_backward(
+      d.dyt, d.xt, d.wt, f.mean, f.invstd,
+      {.relu_output = f.y, .dy2 = test::f32_tensor(dy2, fc.shape), .residual_grad = rg});
   Values sum(d.dy.size());
   for (size_t i = 0; i < sum.size(); ++i) sum[i] = d.dy[i] + dy2[i];
   const Values dz = masked(sum, test::to_doubles(f.y));
@@ -214,8 +216,8 @@ TEST_P(BatchNormReluCase, MaskIsTheOutputAboveZeroAndBacksTheSameGradients) {
   const Data d = make_data(fc, 17);
   Tensor rm = test::f32_tensor(d.running_mean, {d.c});
   Tensor rv = test::f32_tensor(d.running_var, {d.c});
-  const ops::BatchNormForward f =
-      ops::batch_norm_relu_train(d.xt, d.rt, d.wt, d.bt, rm, rv, kMomentum, kEps);
+  const ops::BatchNormForward f = ops::batch_norm_train(d.xt, d.wt, d.bt, rm, rv, kMomentum, kEps,
+                                                        {.relu = true, .residual = d.rt});
   const int64_t rows = shape_numel(fc.shape) / d.c, stride = ops::relu_mask_bytes(d.c);
   ASSERT_TRUE(f.mask.defined());
   ASSERT_EQ(f.mask.dtype(), DType::U8);
@@ -238,10 +240,10 @@ TEST_P(BatchNormReluCase, MaskIsTheOutputAboveZeroAndBacksTheSameGradients) {
   EXPECT_GT(set, 0);
   EXPECT_LT(set, rows * d.c);
   const ResidualGrad rg = fc.residual ? ResidualGrad::Compute : ResidualGrad::Skip;
-  const ops::BatchNormReluGrads from_y =
-      ops::batch_norm_relu_backward(d.dyt, f.y, d.xt, d.wt, f.mean, f.invstd, rg);
-  const ops::BatchNormReluGrads from_mask =
-      ops::batch_norm_relu_backward(d.dyt, f.mask, d.xt, d.wt, f.mean, f.invstd, rg);
+  const ops::BatchNormGrads from_y = ops::batch_norm_backward(
+      d.dyt, d.xt, d.wt, f.mean, f.invstd, {.relu_output = f.y, .residual_grad = rg});
+  const ops::BatchNormGrads from_mask = ops::batch_norm_backward(
+      d.dyt, d.xt, d.wt, f.mean, f.invstd, {.relu_output = f.mask, .residual_grad = rg});
   EXPECT_EQ(test::to_doubles(from_mask.dx), test::to_doubles(from_y.dx));
   EXPECT_EQ(test::to_doubles(from_mask.dweight), test::to_doubles(from_y.dweight));
   EXPECT_EQ(test::to_doubles(from_mask.dbias), test::to_doubles(from_y.dbias));
@@ -268,16 +270,17 @@ TEST(BatchNormRelu, CpuIsBitIdenticalToTheUnfusedOps) {
   Tensor rm1 = test::f32_tensor(d.running_mean, {d.c}),
          rv1 = test::f32_tensor(d.running_var, {d.c});
   Tensor rm2 = rm1.clone(), rv2 = rv1.clone();
-  const ops::BatchNormForward fused =
-      ops::batch_norm_relu_train(d.xt, d.rt, d.wt, d.bt, rm1, rv1, kMomentum, kEps);
+  const ops::BatchNormForward fused = ops::batch_norm_train(d.xt, d.wt, d.bt, rm1, rv1, kMomentum,
+                                                            kEps, {.relu = true, .residual = d.rt});
   const ops::BatchNormForward bn =
       ops::batch_norm_train(d.xt, d.wt, d.bt, rm2, rv2, kMomentum, kEps);
   const Tensor y = ops::relu(ops::add(bn.y, d.rt));
   EXPECT_TRUE(same_bits(fused.y, y));
   EXPECT_TRUE(same_bits(rm1, rm2) && same_bits(rv1, rv2));
   EXPECT_TRUE(same_bits(fused.mean, bn.mean) && same_bits(fused.invstd, bn.invstd));
-  const ops::BatchNormReluGrads g = ops::batch_norm_relu_backward(
-      d.dyt, fused.y, d.xt, d.wt, fused.mean, fused.invstd, ResidualGrad::Compute);
+  const ops::BatchNormGrads g =
+      ops::batch_norm_backward(d.dyt, d.xt, d.wt, fused.mean, fused.invstd,
+                               {.relu_output = fused.y, .residual_grad = ResidualGrad::Compute});
   const Tensor dz = ops::relu_backward(d.dyt, y);
   const ops::BatchNormGrads gu = ops::batch_norm_backward(dz, d.xt, d.wt, bn.mean, bn.invstd);
   EXPECT_TRUE(same_bits(g.dx, gu.dx));
@@ -291,24 +294,34 @@ TEST(BatchNormRelu, BadArgumentsAreInvalidInput) {
   const Tensor w = Tensor::full({4}, 1.0), b = Tensor::zeros({4});
   Tensor rm = Tensor::zeros({4}), rv = Tensor::full({4}, 1.0);
   // Residual of another shape or dtype.
-  EXPECT_INVALID_INPUT(
-      ops::batch_norm_relu_train(x, Tensor::zeros({2, 3, 3, 5}), w, b, rm, rv, 0.1, 1e-5));
-  EXPECT_INVALID_INPUT(ops::batch_norm_relu_train(x, x.to(DType::F64), w, b, rm, rv, 0.1, 1e-5));
+  EXPECT_INVALID_INPUT(ops::batch_norm_train(
+      x, w, b, rm, rv, 0.1, 1e-5, {.relu = true, .residual = Tensor::zeros({2, 3, 3, 5})}));
+  EXPECT_INVALID_INPUT(ops::batch_norm_train(x, w, b, rm, rv, 0.1, 1e-5,
+                                             {.relu = true, .residual = x.to(DType::F64)}));
   // Parameter of the wrong length; one value per channel.
   EXPECT_INVALID_INPUT(
-      ops::batch_norm_relu_train(x, Tensor(), Tensor::full({3}, 1.0), b, rm, rv, 0.1, 1e-5));
+      ops::batch_norm_train(x, Tensor::full({3}, 1.0), b, rm, rv, 0.1, 1e-5, {.relu = true}));
   EXPECT_INVALID_INPUT(
-      ops::batch_norm_relu_train(Tensor::zeros({1, 4}), Tensor(), w, b, rm, rv, 0.1, 1e-5));
+      ops::batch_norm_train(Tensor::zeros({1, 4}), w, b, rm, rv, 0.1, 1e-5, {.relu = true}));
   // Backward: grad or fused output of another shape.
-  EXPECT_INVALID_INPUT(ops::batch_norm_relu_backward(Tensor::zeros({2, 3, 3, 5}), x, x, w, rm, rv,
-                                                     ResidualGrad::Skip));
-  EXPECT_INVALID_INPUT(ops::batch_norm_relu_backward(x, Tensor::zeros({2, 3, 3, 5}), x, w, rm, rv,
-                                                     ResidualGrad::Skip));
+  EXPECT_INVALID_INPUT(
+      ops::batch_norm_backward(Tensor::zeros({2, 3, 3, 5}), x, w, rm, rv, {.relu_output = x}));
+  EXPECT_INVALID_INPUT(
+      ops::batch_norm_backward(x, x, w, rm, rv, {.relu_output = Tensor::zeros({2, 3, 3, 5})}));
   // A ReLU mask of another shape (18 rows of 4 channels take [18, 1] bytes).
-  EXPECT_INVALID_INPUT(ops::batch_norm_relu_backward(x, Tensor::zeros({18, 2}, DType::U8), x, w, rm,
-                                                     rv, ResidualGrad::Skip));
-  EXPECT_INVALID_INPUT(ops::batch_norm_relu_backward(x, Tensor::zeros({9, 1}, DType::U8), x, w, rm,
-                                                     rv, ResidualGrad::Skip));
+  EXPECT_INVALID_INPUT(ops::batch_norm_backward(
+      x, x, w, rm, rv, {.relu_output = Tensor::zeros({18, 2}, DType::U8)}));
+  EXPECT_INVALID_INPUT(
+      ops::batch_norm_backward(x, x, w, rm, rv, {.relu_output = Tensor::zeros({9, 1}, DType::U8)}));
+  // Fusions the family does not have: a residual without the ReLU, a residual and a shortcut;
+  // a second gradient part or a residual's gradient without the forward's ReLU output.
+  EXPECT_INVALID_INPUT(ops::batch_norm_train(x, w, b, rm, rv, 0.1, 1e-5, {.residual = x}));
+  Tensor rm2 = Tensor::zeros({4}), rv2 = Tensor::full({4}, 1.0);
+  EXPECT_INVALID_INPUT(ops::batch_norm_train(
+      x, w, b, rm, rv, 0.1, 1e-5, {.relu = true, .residual = x, .shortcut = {x, w, b, rm2, rv2}}));
+  EXPECT_INVALID_INPUT(ops::batch_norm_backward(x, x, w, rm, rv, {.dy2 = x}));
+  EXPECT_INVALID_INPUT(
+      ops::batch_norm_backward(x, x, w, rm, rv, {.residual_grad = ResidualGrad::Compute}));
 }
 
 }  // namespace

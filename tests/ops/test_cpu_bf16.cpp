@@ -184,8 +184,8 @@ TEST(CpuBf16, BatchNormReluMaskAndBackwardMatchTheUnfusedOps) {
   const Tensor w = Tensor::full({c}, 1.0), b = Tensor::zeros({c});
   Tensor rm = Tensor::zeros({c}), rv = Tensor::full({c}, 1.0), rm2 = rm.clone(), rv2 = rv.clone();
 
-  const ops::BatchNormForward fused =
-      ops::batch_norm_relu_train(x.tensor, res.tensor, w, b, rm, rv, 0.1, 1e-5);
+  const ops::BatchNormForward fused = ops::batch_norm_train(x.tensor, w, b, rm, rv, 0.1, 1e-5,
+                                                            {.relu = true, .residual = res.tensor});
   const ops::BatchNormForward plain = ops::batch_norm_train(x.tensor, w, b, rm2, rv2, 0.1, 1e-5);
   const Tensor y = ops::relu(ops::add(plain.y, res.tensor));
   ASSERT_EQ(fused.y.dtype(), DType::BF16);
@@ -199,8 +199,9 @@ TEST(CpuBf16, BatchNormReluMaskAndBackwardMatchTheUnfusedOps) {
     ASSERT_EQ(bit, yv[size_t(i)] > 0) << "element " << i;
   }
 
-  const ops::BatchNormReluGrads g = ops::batch_norm_relu_backward(
-      dy.tensor, fused.mask, x.tensor, w, fused.mean, fused.invstd, ResidualGrad::Compute);
+  const ops::BatchNormGrads g =
+      ops::batch_norm_backward(dy.tensor, x.tensor, w, fused.mean, fused.invstd,
+                               {.relu_output = fused.mask, .residual_grad = ResidualGrad::Compute});
   const Tensor dz = ops::relu_backward(dy.tensor, y);
   const ops::BatchNormGrads gp =
       ops::batch_norm_backward(dz, x.tensor, w, plain.mean, plain.invstd);

@@ -1,5 +1,5 @@
-// GPU fused batch norm + residual add + ReLU (batch_norm_relu_train, batch_norm_relu_backward),
-// and the pair of batch norms summed before the ReLU (batch_norm_pair_relu_train / _backward),
+// GPU fused batch norm + residual add + ReLU (batch_norm_train / batch_norm_backward with a
+// ReLU), and the pair of batch norms summed before the ReLU (the same with a shortcut),
 // against the CPU backend (itself checked against float64 references in
 // test_batch_norm_relu.cpp) in f32, bf16 and f16, with and without a residual, on ResNet-like
 // and awkward shapes and misaligned views; and against the unfused GPU ops (batch_norm_train,
@@ -134,11 +134,12 @@ void check_against_cpu(const Data& d, DType dtype, const Tensor& x, const Tensor
                        const Tensor& dy) {
   const Tensor w = gpu(d.weight), b = gpu(d.bias);
   Tensor rm_cpu = d.running_mean.clone(), rv_cpu = d.running_var.clone();
-  const ops::BatchNormForward ref = ops::batch_norm_relu_train(d.x, d.residual, d.weight, d.bias,
-                                                               rm_cpu, rv_cpu, kMomentum, kEps);
+  const ops::BatchNormForward ref =
+      ops::batch_norm_train(d.x, d.weight, d.bias, rm_cpu, rv_cpu, kMomentum, kEps,
+                            {.relu = true, .residual = d.residual});
   Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
   const ops::BatchNormForward out =
-      ops::batch_norm_relu_train(x, residual, w, b, rm, rv, kMomentum, kEps);
+      ops::batch_norm_train(x, w, b, rm, rv, kMomentum, kEps, {.relu = true, .residual = residual});
   expect_data(out.y, ref.y, dtype, "y", mean_rounding(d.weight, ref.mean, ref.invstd));
   expect_f32(out.mean, ref.mean, "mean");
   expect_f32(out.invstd, ref.invstd, "invstd");
@@ -148,10 +149,11 @@ void check_against_cpu(const Data& d, DType dtype, const Tensor& x, const Tensor
   // Backward from the CPU's output rounded to the dtype: the same mask on both sides.
   const Tensor y = rounded(ref.y, dtype);
   const ResidualGrad rg = residual_grad_of(d);
-  const ops::BatchNormReluGrads gref =
-      ops::batch_norm_relu_backward(d.dy, y, d.x, d.weight, ref.mean, ref.invstd, rg);
-  const ops::BatchNormReluGrads g =
-      ops::batch_norm_relu_backward(dy, gpu(y, dtype), x, w, gpu(ref.mean), gpu(ref.invstd), rg);
+  const ops::BatchNormGrads gref = ops::batch_norm_backward(
+      d.dy, d.x, d.weight, ref.mean, ref.invstd, {.relu_output = y, .residual_grad = rg});
+  const ops::BatchNormGrads g =
+      ops::batch_norm_backward(dy, x, w, gpu(ref.mean), gpu(ref.invstd),
+                               {.relu_output = gpu(y, dtype), .residual_grad = rg});
   expect_data(g.dx, gref.dx, dtype, "dx", dx_terms(d.weight, ref.invstd, d.dy));
   expect_f32(g.dweight, gref.dweight, "dweight");
   expect_f32(g.dbias, gref.dbias, "dbias");
@@ -204,7 +206,7 @@ TEST_P(GpuBatchNormRelu, FusedMatchesUnfusedGpuOps) {
   Tensor rm1 = gpu(d.running_mean), rv1 = gpu(d.running_var);
   Tensor rm2 = gpu(d.running_mean), rv2 = gpu(d.running_var);
   const ops::BatchNormForward fused =
-      ops::batch_norm_relu_train(x, r, w, b, rm1, rv1, kMomentum, kEps);
+      ops::batch_norm_train(x, w, b, rm1, rv1, kMomentum, kEps, {.relu = true, .residual = r});
   const ops::BatchNormForward bn = ops::batch_norm_train(x, w, b, rm2, rv2, kMomentum, kEps);
   const Tensor y = ops::relu(r.defined() ? ops::add(bn.y, r) : bn.y);
   // Two roundings against one: twice the bound.
@@ -216,8 +218,8 @@ TEST_P(GpuBatchNormRelu, FusedMatchesUnfusedGpuOps) {
   expect_f32(rv1, rv2.to(Device::cpu()), "running_var");
 
   const ResidualGrad rg = residual_grad_of(d);
-  const ops::BatchNormReluGrads g =
-      ops::batch_norm_relu_backward(dy, fused.y, x, w, fused.mean, fused.invstd, rg);
+  const ops::BatchNormGrads g = ops::batch_norm_backward(
+      dy, x, w, fused.mean, fused.invstd, {.relu_output = fused.y, .residual_grad = rg});
   const Tensor dz = ops::relu_backward(dy, fused.y);
   const ops::BatchNormGrads gu = ops::batch_norm_backward(dz, x, w, fused.mean, fused.invstd);
   const Tensor dz_host = dz.to(DType::F32).to(Device::cpu());
@@ -249,12 +251,13 @@ TEST_P(GpuBatchNormRelu, GradientInTwoPartsIsTheAddedGradient) {
   const Tensor dy = gpu(d.dy, dtype), dy2 = gpu(other.dy, dtype);
   const Tensor w = gpu(d.weight), b = gpu(d.bias);
   Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
-  const ops::BatchNormForward f = ops::batch_norm_relu_train(x, r, w, b, rm, rv, kMomentum, kEps);
+  const ops::BatchNormForward f =
+      ops::batch_norm_train(x, w, b, rm, rv, kMomentum, kEps, {.relu = true, .residual = r});
   const ResidualGrad rg = residual_grad_of(d);
-  const ops::BatchNormReluGrads two =
-      ops::batch_norm_relu_backward(dy, f.y, x, w, f.mean, f.invstd, rg, dy2);
-  const ops::BatchNormReluGrads one =
-      ops::batch_norm_relu_backward(ops::add(dy, dy2), f.y, x, w, f.mean, f.invstd, rg);
+  const ops::BatchNormGrads two = ops::batch_norm_backward(
+      dy, x, w, f.mean, f.invstd, {.relu_output = f.y, .dy2 = dy2, .residual_grad = rg});
+  const ops::BatchNormGrads one = ops::batch_norm_backward(
+      ops::add(dy, dy2), x, w, f.mean, f.invstd, {.relu_output = f.y, .residual_grad = rg});
   EXPECT_EQ(bytes_of(two.dx), bytes_of(one.dx)) << "dx";
   EXPECT_EQ(bytes_of(two.dweight), bytes_of(one.dweight)) << "dweight";
   EXPECT_EQ(bytes_of(two.dbias), bytes_of(one.dbias)) << "dbias";
@@ -263,8 +266,9 @@ TEST_P(GpuBatchNormRelu, GradientInTwoPartsIsTheAddedGradient) {
   // comparisons reject non-finite values: an element the kernels left unwritten is NaN).
   const Tensor mean = f.mean.to(Device::cpu()), invstd = f.invstd.to(Device::cpu());
   const Tensor sum = rounded(ops::add(d.dy, other.dy), dtype);
-  const ops::BatchNormReluGrads ref = ops::batch_norm_relu_backward(
-      sum, f.y.to(DType::F32).to(Device::cpu()), d.x, d.weight, mean, invstd, rg);
+  const ops::BatchNormGrads ref = ops::batch_norm_backward(
+      sum, d.x, d.weight, mean, invstd,
+      {.relu_output = f.y.to(DType::F32).to(Device::cpu()), .residual_grad = rg});
   expect_data(two.dx, ref.dx, dtype, "dx against the CPU", dx_terms(d.weight, invstd, sum));
   expect_f32(two.dweight, ref.dweight, "dweight against the CPU");
   expect_f32(two.dbias, ref.dbias, "dbias against the CPU");
@@ -282,7 +286,8 @@ TEST_P(GpuBatchNormRelu, MaskIsTheOutputAboveZeroAndBacksTheSameGradients) {
   const Tensor x = gpu(d.x, dtype), r = gpu(d.residual, dtype), dy = gpu(d.dy, dtype);
   const Tensor w = gpu(d.weight), b = gpu(d.bias);
   Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
-  const ops::BatchNormForward f = ops::batch_norm_relu_train(x, r, w, b, rm, rv, kMomentum, kEps);
+  const ops::BatchNormForward f =
+      ops::batch_norm_train(x, w, b, rm, rv, kMomentum, kEps, {.relu = true, .residual = r});
   const int64_t c = fc.shape.back(), rows = d.x.numel() / c, stride = ops::relu_mask_bytes(c);
   ASSERT_TRUE(f.mask.defined());
   ASSERT_EQ(f.mask.shape(), (Shape{rows, stride}));
@@ -295,10 +300,10 @@ TEST_P(GpuBatchNormRelu, MaskIsTheOutputAboveZeroAndBacksTheSameGradients) {
                (j < c && y[size_t(row * c + j)] > 0.0f);
   EXPECT_EQ(wrong, 0) << "mask bits that are not y > 0";
   const ResidualGrad rg = residual_grad_of(d);
-  const ops::BatchNormReluGrads from_y =
-      ops::batch_norm_relu_backward(dy, f.y, x, w, f.mean, f.invstd, rg);
-  const ops::BatchNormReluGrads from_mask =
-      ops::batch_norm_relu_backward(dy, f.mask, x, w, f.mean, f.invstd, rg);
+  const ops::BatchNormGrads from_y = ops::batch_norm_backward(
+      dy, x, w, f.mean, f.invstd, {.relu_output = f.y, .residual_grad = rg});
+  const ops::BatchNormGrads from_mask = ops::batch_norm_backward(
+      dy, x, w, f.mean, f.invstd, {.relu_output = f.mask, .residual_grad = rg});
   EXPECT_EQ(bytes_of(from_mask.dx), bytes_of(from_y.dx)) << "dx";
   EXPECT_EQ(bytes_of(from_mask.dweight), bytes_of(from_y.dweight)) << "dweight";
   EXPECT_EQ(bytes_of(from_mask.dbias), bytes_of(from_y.dbias)) << "dbias";
@@ -337,9 +342,10 @@ std::vector<std::vector<char>> run_bytes(const Data& d, DType dtype) {
   const Tensor x = gpu(d.x, dtype), r = gpu(d.residual, dtype), dy = gpu(d.dy, dtype);
   const Tensor w = gpu(d.weight), b = gpu(d.bias);
   Tensor rm = gpu(d.running_mean), rv = gpu(d.running_var);
-  const ops::BatchNormForward f = ops::batch_norm_relu_train(x, r, w, b, rm, rv, kMomentum, kEps);
-  const ops::BatchNormReluGrads g =
-      ops::batch_norm_relu_backward(dy, f.y, x, w, f.mean, f.invstd, ResidualGrad::Compute);
+  const ops::BatchNormForward f =
+      ops::batch_norm_train(x, w, b, rm, rv, kMomentum, kEps, {.relu = true, .residual = r});
+  const ops::BatchNormGrads g = ops::batch_norm_backward(
+      dy, x, w, f.mean, f.invstd, {.relu_output = f.y, .residual_grad = ResidualGrad::Compute});
   std::vector<std::vector<char>> out;
   for (const Tensor* t : std::initializer_list<const Tensor*>{
            &f.y, &f.mean, &f.invstd, &rm, &rv, &g.dx, &g.dweight, &g.dbias, &g.dresidual}) {
@@ -383,9 +389,9 @@ GpuPair to_gpu(const PairData& p, DType dtype) {
           gpu(p.second.running_var)};
 }
 
-ops::BatchNormPairForward pair_forward(GpuPair& g) {
-  return ops::batch_norm_pair_relu_train(g.x, g.w, g.b, g.rm, g.rv, g.x2, g.w2, g.b2, g.rm2, g.rv2,
-                                         kMomentum, kEps);
+ops::BatchNormForward pair_forward(GpuPair& g) {
+  return ops::batch_norm_train(g.x, g.w, g.b, g.rm, g.rv, kMomentum, kEps,
+                               {.relu = true, .shortcut = {g.x2, g.w2, g.b2, g.rm2, g.rv2}});
 }
 
 // ResNet downsampling shapes at smaller batches, then awkward ones (channels off the vector
@@ -412,10 +418,10 @@ TEST_P(GpuBatchNormPairRelu, ForwardAndBackwardMatchCpu) {
   GpuPair g = to_gpu(p, dtype);
   Tensor rm = p.first.running_mean.clone(), rv = p.first.running_var.clone();
   Tensor rm2 = p.second.running_mean.clone(), rv2 = p.second.running_var.clone();
-  const ops::BatchNormPairForward ref =
-      ops::batch_norm_pair_relu_train(p.first.x, p.first.weight, p.first.bias, rm, rv, p.second.x,
-                                      p.second.weight, p.second.bias, rm2, rv2, kMomentum, kEps);
-  const ops::BatchNormPairForward out = pair_forward(g);
+  const ops::BatchNormForward ref = ops::batch_norm_train(
+      p.first.x, p.first.weight, p.first.bias, rm, rv, kMomentum, kEps,
+      {.relu = true, .shortcut = {p.second.x, p.second.weight, p.second.bias, rm2, rv2}});
+  const ops::BatchNormForward out = pair_forward(g);
   expect_data(out.y, ref.y, dtype, "y",
               mean_rounding(p.first.weight, ref.mean, ref.invstd) +
                   mean_rounding(p.second.weight, ref.mean2, ref.invstd2));
@@ -444,12 +450,14 @@ TEST_P(GpuBatchNormPairRelu, ForwardAndBackwardMatchCpu) {
   for (const bool two_parts : {false, true}) {
     const Tensor dy_cpu =
         two_parts ? rounded(ops::add(p.first.dy, p.second.dy), dtype) : p.first.dy;
-    const ops::BatchNormPairGrads gref =
-        ops::batch_norm_pair_relu_backward(dy_cpu, mask, p.first.x, p.first.weight, mean, invstd,
-                                           p.second.x, p.second.weight, mean2, invstd2);
-    const ops::BatchNormPairGrads got = ops::batch_norm_pair_relu_backward(
-        gpu(p.first.dy, dtype), out.mask, g.x, g.w, out.mean, out.invstd, g.x2, g.w2, out.mean2,
-        out.invstd2, two_parts ? gpu(p.second.dy, dtype) : Tensor());
+    const ops::BatchNormGrads gref = ops::batch_norm_backward(
+        dy_cpu, p.first.x, p.first.weight, mean, invstd,
+        {.relu_output = mask, .shortcut = {p.second.x, p.second.weight, mean2, invstd2}});
+    const ops::BatchNormGrads got =
+        ops::batch_norm_backward(gpu(p.first.dy, dtype), g.x, g.w, out.mean, out.invstd,
+                                 {.relu_output = out.mask,
+                                  .dy2 = two_parts ? gpu(p.second.dy, dtype) : Tensor(),
+                                  .shortcut = {g.x2, g.w2, out.mean2, out.invstd2}});
     const std::string part = two_parts ? " (two parts)" : "";
     expect_data(got.dx, gref.dx, dtype, "dx" + part, dx_terms(p.first.weight, invstd, dy_cpu));
     expect_data(got.dx2, gref.dx2, dtype, "dx2" + part, dx_terms(p.second.weight, invstd2, dy_cpu));
@@ -470,11 +478,11 @@ TEST_P(GpuBatchNormPairRelu, MatchesTheOpsItReplaces) {
   const auto& [fc, dtype] = GetParam();
   const PairData p = make_pair_data(fc.shape, dtype, 81);
   GpuPair g = to_gpu(p, dtype), u = to_gpu(p, dtype);
-  const ops::BatchNormPairForward f = pair_forward(g);
+  const ops::BatchNormForward f = pair_forward(g);
   const ops::BatchNormForward shortcut =
       ops::batch_norm_train(u.x2, u.w2, u.b2, u.rm2, u.rv2, kMomentum, kEps);
-  const ops::BatchNormForward main =
-      ops::batch_norm_relu_train(u.x, shortcut.y, u.w, u.b, u.rm, u.rv, kMomentum, kEps);
+  const ops::BatchNormForward main = ops::batch_norm_train(
+      u.x, u.w, u.b, u.rm, u.rv, kMomentum, kEps, {.relu = true, .residual = shortcut.y});
   expect_close(f.y, main.y.to(DType::F32).to(Device::cpu()), dtype, 2 * bound_of(dtype),
                "y against the unfused pair");
   EXPECT_EQ(bytes_of(f.mean), bytes_of(main.mean));
@@ -483,10 +491,12 @@ TEST_P(GpuBatchNormPairRelu, MatchesTheOpsItReplaces) {
   EXPECT_EQ(bytes_of(g.rm2), bytes_of(u.rm2));
 
   const Tensor dy = gpu(p.first.dy, dtype), dy2 = gpu(p.second.dy, dtype);
-  const ops::BatchNormPairGrads got = ops::batch_norm_pair_relu_backward(
-      dy, f.mask, g.x, g.w, f.mean, f.invstd, g.x2, g.w2, f.mean2, f.invstd2, dy2);
-  const ops::BatchNormReluGrads gm = ops::batch_norm_relu_backward(
-      dy, f.mask, g.x, g.w, f.mean, f.invstd, ResidualGrad::Compute, dy2);
+  const ops::BatchNormGrads got = ops::batch_norm_backward(
+      dy, g.x, g.w, f.mean, f.invstd,
+      {.relu_output = f.mask, .dy2 = dy2, .shortcut = {g.x2, g.w2, f.mean2, f.invstd2}});
+  const ops::BatchNormGrads gm = ops::batch_norm_backward(
+      dy, g.x, g.w, f.mean, f.invstd,
+      {.relu_output = f.mask, .dy2 = dy2, .residual_grad = ResidualGrad::Compute});
   const ops::BatchNormGrads gs =
       ops::batch_norm_backward(gm.dresidual, g.x2, g.w2, f.mean2, f.invstd2);
   const Tensor dz = gm.dresidual.to(DType::F32).to(Device::cpu());
@@ -508,10 +518,12 @@ TEST_P(GpuBatchNormPairRelu, RepeatedRunsAreBitIdentical) {
   const PairData p = make_pair_data(fc.shape, dtype, 91);
   const auto run = [&] {
     GpuPair g = to_gpu(p, dtype);
-    const ops::BatchNormPairForward f = pair_forward(g);
-    const ops::BatchNormPairGrads gr = ops::batch_norm_pair_relu_backward(
-        gpu(p.first.dy, dtype), f.mask, g.x, g.w, f.mean, f.invstd, g.x2, g.w2, f.mean2, f.invstd2,
-        gpu(p.second.dy, dtype));
+    const ops::BatchNormForward f = pair_forward(g);
+    const ops::BatchNormGrads gr =
+        ops::batch_norm_backward(gpu(p.first.dy, dtype), g.x, g.w, f.mean, f.invstd,
+                                 {.relu_output = f.mask,
+                                  .dy2 = gpu(p.second.dy, dtype),
+                                  .shortcut = {g.x2, g.w2, f.mean2, f.invstd2}});
     std::vector<std::vector<char>> out;
     for (const Tensor* t : std::initializer_list<const Tensor*>{
              &f.y, &f.mask, &f.mean, &f.invstd2, &g.rv2, &gr.dx, &gr.dx2, &gr.dweight, &gr.dbias,

@@ -269,13 +269,11 @@ TEST(Resume, EngineSettingsComeFromTheCheckpoint) {
   profiler.install();
   const Outcome resumed = run(resnet_config(), o);
   profiler.uninstall();
-  int fused = 0, unfused = 0;
-  for (const ops::OpEvent& e : profiler.events()) {
-    fused += std::string(e.name) == "batch_norm_relu_train";
-    unfused += std::string(e.name) == "batch_norm_train";
-  }
-  EXPECT_EQ(fused, 0);
-  EXPECT_GT(unfused, 0);
+  // Unfused, the ResNet's ReLUs and residual adds are ops of their own (fused, they are options
+  // of batch_norm_train).
+  int relus = 0;
+  for (const ops::OpEvent& e : profiler.events()) relus += std::string(e.name) == "relu";
+  EXPECT_GT(relus, 0);
   expect_same_run(ref, resumed, "resumed with the checkpoint's engine settings");
   EXPECT_FALSE(Config::load(dir + "/config.toml").get_bool("engine.fused_batch_norm", true));
 }

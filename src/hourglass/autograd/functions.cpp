@@ -84,8 +84,8 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& we
     const Tensor y = batch_norm(x, weight, bias, running_mean, running_var, mode, momentum, eps);
     return relu(residual.defined() ? add(y, residual) : y);
   }
-  auto f = ops::batch_norm_relu_train(x, residual, weight, bias, running_mean, running_var,
-                                      momentum, eps);
+  auto f = ops::batch_norm_train(x, weight, bias, running_mean, running_var, momentum, eps,
+                                 {.relu = true, .residual = residual});
   Tape& tape = Tape::current();
   if (tape.should_record({&x, &weight, &bias, &residual})) {
     // The backward needs y only for its ReLU mask (y > 0): the op's bits (the GPU's), or y
@@ -97,7 +97,9 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& we
         residual.defined() ? ResidualGrad::Compute : ResidualGrad::Skip;
     auto backward_sum = [x, mask, weight, mean, invstd, residual_grad](const Tensor& dy,
                                                                        const Tensor& dy2) {
-      auto g = ops::batch_norm_relu_backward(dy, mask, x, weight, mean, invstd, residual_grad, dy2);
+      auto g = ops::batch_norm_backward(
+          dy, x, weight, mean, invstd,
+          {.relu_output = mask, .dy2 = dy2, .residual_grad = residual_grad});
       return std::vector<Tensor>{g.dx, g.dweight, g.dbias, g.dresidual};
     };
     // A residual block's output feeds the next block and its shortcut: the two parts of its
@@ -115,14 +117,16 @@ Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor&
                             Tensor& running_mean, Tensor& running_var, const Tensor& x2,
                             const Tensor& weight2, const Tensor& bias2, Tensor& running_mean2,
                             Tensor& running_var2, double momentum, double eps) {
-  auto f = ops::batch_norm_pair_relu_train(x, weight, bias, running_mean, running_var, x2, weight2,
-                                           bias2, running_mean2, running_var2, momentum, eps);
+  auto f = ops::batch_norm_train(
+      x, weight, bias, running_mean, running_var, momentum, eps,
+      {.relu = true, .shortcut = {x2, weight2, bias2, running_mean2, running_var2}});
   Tape& tape = Tape::current();
   if (tape.should_record({&x, &weight, &bias, &x2, &weight2, &bias2})) {
     Tensor mask = f.mask, mean = f.mean, invstd = f.invstd, mean2 = f.mean2, invstd2 = f.invstd2;
     auto backward_sum = [=](const Tensor& dy, const Tensor& dy2) {
-      auto g = ops::batch_norm_pair_relu_backward(dy, mask, x, weight, mean, invstd, x2, weight2,
-                                                  mean2, invstd2, dy2);
+      auto g = ops::batch_norm_backward(
+          dy, x, weight, mean, invstd,
+          {.relu_output = mask, .dy2 = dy2, .shortcut = {x2, weight2, mean2, invstd2}});
       return std::vector<Tensor>{g.dx, g.dweight, g.dbias, g.dx2, g.dweight2, g.dbias2};
     };
     // The block's output feeds the next block and its shortcut, as batch_norm_relu's does.

@@ -23,16 +23,16 @@ enum class BatchNormMode : uint8_t { Train, Eval };
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, BatchNormMode mode, double momentum, double eps);
 // relu(batch_norm(x) + residual) (residual undefined: relu(batch_norm(x))). Training mode runs
-// the fused op (ops::batch_norm_relu_train) and records one node with the gradients of x,
-// weight, bias and residual (ops::batch_norm_relu_backward); eval mode runs batch_norm_eval,
-// add and relu (eval is not differentiable, as in batch_norm).
+// the fused op (ops::batch_norm_train with a ReLU) and records one node with the gradients of
+// x, weight, bias and residual (ops::batch_norm_backward with the ReLU mask); eval mode runs
+// batch_norm_eval, add and relu (eval is not differentiable, as in batch_norm).
 Tensor batch_norm_relu(const Tensor& x, const Tensor& residual, const Tensor& weight,
                        const Tensor& bias, Tensor& running_mean, Tensor& running_var,
                        BatchNormMode mode, double momentum, double eps);
 // relu(batch_norm(x) + batch_norm(x2)) in training mode, each batch norm with its own
-// parameters and running statistics: one fused op (ops::batch_norm_pair_relu_train) and one
-// node with the gradients of x, weight, bias, x2, weight2, bias2
-// (ops::batch_norm_pair_relu_backward).
+// parameters and running statistics: one fused op (ops::batch_norm_train with a ReLU and a
+// shortcut) and one node with the gradients of x, weight, bias, x2, weight2, bias2
+// (ops::batch_norm_backward with the ReLU mask and the shortcut).
 Tensor batch_norm_pair_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             Tensor& running_mean, Tensor& running_var, const Tensor& x2,
                             const Tensor& weight2, const Tensor& bias2, Tensor& running_mean2,

@@ -17,12 +17,12 @@ namespace hg::ops {
 // results in their last bits.
 struct EngineSettings {
   // ResNet layers (nn/resnet.h) run batch norm + residual add + ReLU in training as one fused
-  // op (batch_norm_relu_train / batch_norm_relu_backward) rather than as three. Either way the
+  // op (batch_norm_train / batch_norm_backward with a ReLU) rather than as three. Either way the
   // same function; synchronised batch norm is never fused.
   bool fused_batch_norm = true;
   // A residual block whose shortcut is a convolution and a batch norm (a downsampling block)
   // runs both of its last batch norms, the add and the ReLU as one fused op
-  // (batch_norm_pair_relu_train / batch_norm_pair_relu_backward), the shortcut's batch norm
+  // (batch_norm_train / batch_norm_backward with a ReLU and a shortcut), the shortcut's batch norm
   // never stored. Only where fused_batch_norm is on. In f32 the same bits (the CPU composes the
   // two); in bf16 and f16 the GPU adds the normalised shortcut unrounded.
   bool fused_shortcut_batch_norm = true;

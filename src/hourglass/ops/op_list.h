@@ -93,15 +93,34 @@ HG_OP(ops::Conv2dGrads, conv2d_backward, (const Tensor& dy, const Tensor& x, con
 // ---- batch normalisation over N,H,W per channel C (x is [N,H,W,C] or [N,C]) ----
 
 // Normalises with batch statistics and updates running_mean / running_var in place
-// (running_var takes the unbiased variance, as PyTorch does).
+// (running_var takes the unbiased variance, as PyTorch does). `fusion` adds what follows the
+// normalisation in a residual network in the same passes (ops::BatchNormFusion): a ReLU (and its
+// mask, for the backward), a residual before it, or a second batch norm's output (a shortcut,
+// whose statistics and running statistics are handled as the first's). One op family: plain,
+// batch norm + ReLU, + residual + ReLU, and the pair.
 HG_OP(ops::BatchNormForward, batch_norm_train, (const Tensor& x, const Tensor& weight,
                                                 const Tensor& bias, Tensor& running_mean,
-                                                Tensor& running_var, double momentum,
-                                                double eps), {
+                                                Tensor& running_var, double momentum, double eps,
+                                                const ops::BatchNormFusion& fusion
+                                                    HG_OP_DEFAULT({})), {
   check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
-  HG_OP_COST(elementwise_cost(x, 1, 1));
+  const ops::BatchNormShortcut& s = fusion.shortcut;
+  HG_CHECK(fusion.relu || (!fusion.residual.defined() && !s.x.defined()),
+           "{}: a residual or a shortcut batch norm is fused only before a ReLU (set relu)", op);
+  HG_CHECK(!fusion.residual.defined() || !s.x.defined(),
+           "{}: fuse either a residual or a shortcut batch norm, not both", op);
+  if (fusion.residual.defined()) check_binary(op, x, fusion.residual);
+  if (s.x.defined()) {
+    check_batch_norm_train(op, "shortcut ", s.x, s.weight, s.bias, s.running_mean,
+                           s.running_var);
+    check_binary(op, x, s.x);
+  }
+  HG_OP_COST(elementwise_cost(x, s.x.defined() ? 4 : fusion.residual.defined() ? 2 : 1, 1));
+  ops::BatchNormFusion f = fusion;
+  f.residual = contig(f.residual);
+  f.shortcut.x = contig(f.shortcut.x);
   return backend_for(x.device())
-      .batch_norm_train(x.contiguous(), weight, bias, running_mean, running_var, momentum, eps);
+      .batch_norm_train(x.contiguous(), weight, bias, running_mean, running_var, momentum, eps, f);
 })
 
 HG_OP(Tensor, batch_norm_eval, (const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -119,96 +138,51 @@ HG_OP(Tensor, batch_norm_eval, (const Tensor& x, const Tensor& weight, const Ten
       .batch_norm_eval(x.contiguous(), weight, bias, running_mean, running_var, eps);
 })
 
+// The gradients of batch_norm_train from its input and saved statistics; `fusion` (the
+// forward's fusions, ops::BatchNormBackwardFusion) masks dy by the forward's ReLU first (with
+// dz = dy where y > 0, else 0: dx, dweight, dbias are the plain backward's of dz), and returns
+// the residual's gradient (dz) or the shortcut batch norm's gradients beside them.
 HG_OP(ops::BatchNormGrads, batch_norm_backward, (const Tensor& dy, const Tensor& x,
                                                  const Tensor& weight, const Tensor& mean,
-                                                 const Tensor& invstd), {
+                                                 const Tensor& invstd,
+                                                 const ops::BatchNormBackwardFusion& fusion
+                                                     HG_OP_DEFAULT({})), {
   check_same_shape(op, dy, x);
-  HG_OP_COST(elementwise_cost(x, 2, 1));
+  const bool relu = fusion.relu_output.defined(), shortcut = fusion.shortcut.x.defined(),
+             residual = fusion.residual_grad == ResidualGrad::Compute;
+  HG_CHECK(relu || (!fusion.dy2.defined() && !residual && !shortcut),
+           "{}: a second gradient part, a residual's or a shortcut's gradient needs the "
+           "forward's ReLU output or mask (relu_output)", op);
+  HG_CHECK(!residual || !shortcut,
+           "{}: a residual's gradient and a shortcut's exclude each other", op);
+  if (relu) {
+    check_binary(op, dy, x);
+    check_relu_mask(op, x, fusion.relu_output);
+  }
+  if (fusion.dy2.defined()) check_binary(op, dy, fusion.dy2);
+  if (shortcut) {
+    const ops::BatchNormBackwardFusion::Shortcut& s = fusion.shortcut;
+    HG_CHECK(fusion.relu_output.dtype() == DType::U8,
+             "{}: with a shortcut, relu_output must be the forward's u8 ReLU mask, got {}", op,
+             fusion.relu_output.describe());
+    check_binary(op, x, s.x);
+    const int64_t c = bn_channels(op, x);
+    for (const auto& [what, t] : {std::pair<const char*, const Tensor*>{"shortcut weight", &s.weight},
+                                  {"shortcut saved mean", &s.mean},
+                                  {"shortcut saved invstd", &s.invstd}}) {
+      check_vector(op, what, *t, c);
+      check_dtype(op, what, *t, DType::F32);
+      check_same_device(op, x, *t);
+    }
+  }
+  HG_OP_COST(elementwise_cost(x, (shortcut ? 5 : relu ? 3 : 2) + (fusion.dy2.defined() ? 1 : 0),
+                              shortcut ? 2 : residual ? 2 : 1));
+  ops::BatchNormBackwardFusion f = fusion;
+  f.relu_output = contig(f.relu_output);
+  f.dy2 = contig(f.dy2);
+  f.shortcut.x = contig(f.shortcut.x);
   return backend_for(x.device())
-      .batch_norm_backward(dy.contiguous(), x.contiguous(), weight, mean, invstd);
-})
-
-// Training-mode batch norm fused with a residual add and a ReLU:
-// y = relu(batch_norm_train(x) + residual), residual undefined for none (then
-// y = relu(batch_norm_train(x))). Same statistics, running-statistic update and saved
-// mean / invstd as batch_norm_train; the residual has x's shape, dtype and device. Also
-// returns y's ReLU mask (BatchNormForward::mask), for the backward.
-HG_OP(ops::BatchNormForward, batch_norm_relu_train, (const Tensor& x, const Tensor& residual,
-                                                     const Tensor& weight, const Tensor& bias,
-                                                     Tensor& running_mean, Tensor& running_var,
-                                                     double momentum, double eps), {
-  check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
-  if (residual.defined()) check_binary(op, x, residual);
-  HG_OP_COST(elementwise_cost(x, residual.defined() ? 2 : 1, 1));
-  return backend_for(x.device())
-      .batch_norm_relu_train(x.contiguous(), contig(residual), weight, bias, running_mean,
-                             running_var, momentum, eps);
-})
-
-// Backward of batch_norm_relu_train from its output y (or y's ReLU mask, the forward's
-// BatchNormForward::mask: the same result from 1/16 of the bytes in bf16) and its saved
-// statistics: with dz = dy where y > 0 (else 0), dx, dweight, dbias are
-// batch_norm_backward(dz, x, ...) and
-// dresidual = dz (ResidualGrad::Compute; undefined with Skip). With `dy2` the output's gradient
-// arrives in two parts and is dy + dy2, rounded to the dtype as ops::add(dy, dy2) would: the
-// tape hands both parts of the gradient of a value used twice (a residual block's output), so
-// the GPU sums them while loading rather than in an add of their own.
-HG_OP(ops::BatchNormReluGrads, batch_norm_relu_backward, (const Tensor& dy, const Tensor& y,
-                                                          const Tensor& x, const Tensor& weight,
-                                                          const Tensor& mean,
-                                                          const Tensor& invstd,
-                                                          ResidualGrad residual_grad,
-                                                          const Tensor& dy2
-                                                              HG_OP_DEFAULT(Tensor())), {
-  check_binary(op, dy, x);
-  check_relu_mask(op, x, y);
-  if (dy2.defined()) check_binary(op, dy, dy2);
-  HG_OP_COST(elementwise_cost(x, dy2.defined() ? 4 : 3,
-                              residual_grad == ResidualGrad::Compute ? 2 : 1));
-  return backend_for(x.device())
-      .batch_norm_relu_backward(dy.contiguous(), y.contiguous(), x.contiguous(), weight, mean,
-                                invstd, residual_grad, contig(dy2));
-})
-
-// Two training-mode batch norms summed, then a ReLU: y = relu(batch_norm_train(x) +
-// batch_norm_train(x2)), each with its own parameters and running statistics (updated as
-// batch_norm_train updates them): a downsampling residual block's last batch norm and its
-// shortcut's, the shortcut's output never stored. x2 has x's shape, dtype and device. Returns
-// y, its ReLU mask and both inputs' saved statistics.
-HG_OP(ops::BatchNormPairForward, batch_norm_pair_relu_train,
-      (const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-       Tensor& running_var, const Tensor& x2, const Tensor& weight2, const Tensor& bias2,
-       Tensor& running_mean2, Tensor& running_var2, double momentum, double eps), {
-  check_batch_norm_train(op, "", x, weight, bias, running_mean, running_var);
-  check_batch_norm_train(op, "second ", x2, weight2, bias2, running_mean2, running_var2);
-  check_binary(op, x, x2);
-  HG_OP_COST(elementwise_cost(x, 4, 1));
-  return backend_for(x.device())
-      .batch_norm_pair_relu_train(x.contiguous(), weight, bias, running_mean, running_var,
-                                  x2.contiguous(), weight2, bias2, running_mean2, running_var2,
-                                  momentum, eps);
-})
-
-// Backward of batch_norm_pair_relu_train from y's ReLU mask and the saved statistics: with
-// dz = (dy [+ dy2]) where y > 0 (else 0), dx, dweight, dbias are batch_norm_backward(dz, x, ...)
-// and dx2, dweight2, dbias2 batch_norm_backward(dz, x2, ...). `dy2` as for
-// batch_norm_relu_backward: the output's gradient in two parts.
-HG_OP(ops::BatchNormPairGrads, batch_norm_pair_relu_backward,
-      (const Tensor& dy, const Tensor& mask, const Tensor& x, const Tensor& weight,
-       const Tensor& mean, const Tensor& invstd, const Tensor& x2, const Tensor& weight2,
-       const Tensor& mean2, const Tensor& invstd2, const Tensor& dy2 HG_OP_DEFAULT(Tensor())), {
-  check_binary(op, dy, x);
-  check_binary(op, x, x2);
-  HG_CHECK(mask.defined() && mask.dtype() == DType::U8,
-           "{}: mask must be the forward's u8 ReLU mask, got {}", op,
-           mask.defined() ? mask.describe() : std::string("undefined"));
-  check_relu_mask(op, x, mask);
-  if (dy2.defined()) check_binary(op, dy, dy2);
-  HG_OP_COST(elementwise_cost(x, dy2.defined() ? 6 : 5, 2));
-  return backend_for(x.device())
-      .batch_norm_pair_relu_backward(dy.contiguous(), mask.contiguous(), x.contiguous(), weight,
-                                     mean, invstd, x2.contiguous(), weight2, mean2, invstd2,
-                                     contig(dy2));
+      .batch_norm_backward(dy.contiguous(), x.contiguous(), weight, mean, invstd, f);
 })
 
 // ---- INT8 inference: s8 or u8 tensors scaled by a factor per tensor (zero point 0) ----

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "hourglass/ops/backend.h"
 #include "hourglass/ops/op_profile.h"
@@ -40,14 +41,14 @@ int64_t bn_channels(const char* op, const Tensor& x) {
 }
 
 // A training batch norm's input and its f32 [C] parameters and running statistics on its
-// device, with more than one value per channel. `which` prefixes the operands' names ("second "
-// for a pair's second batch norm).
+// device, with more than one value per channel. `which` prefixes the operands' names ("shortcut "
+// for a fused shortcut batch norm).
 void check_batch_norm_train(const char* op, const char* which, const Tensor& x,
                             const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                             const Tensor& running_var) {
-  check_float(op, which[0] != 0 ? "second input" : "input", x);
-  const int64_t c = bn_channels(op, x);
   const std::string prefix = which;
+  check_float(op, (prefix + "input").c_str(), x);
+  const int64_t c = bn_channels(op, x);
   check_vector(op, (prefix + "weight").c_str(), weight, c);
   check_vector(op, (prefix + "bias").c_str(), bias, c);
   check_vector(op, (prefix + "running_mean").c_str(), running_mean, c);

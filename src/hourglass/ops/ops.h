@@ -19,35 +19,64 @@ namespace hg::ops {
 struct Conv2dGrads {
   Tensor dx, dw, dbias;  // dx undefined when InputGrad::Skip, dbias when there is no bias
 };
+// ---- the training batch norm's fusions (ops::batch_norm_train, ops::batch_norm_backward) ----
+
+// A second training batch norm whose output a fused one adds before its ReLU
+// (BatchNormFusion::shortcut): a downsampling residual block's shortcut, whose normalised
+// output is never stored. Its parameters have x's channels; its running statistics are updated
+// in place, as the first batch norm's are.
+struct BatchNormShortcut {
+  Tensor x, weight, bias;
+  Tensor running_mean, running_var;
+};
+
+// What batch_norm_train computes after normalising x, in the same passes over the data:
+//   (nothing set)                y = bn(x)
+//   relu                         y = relu(bn(x)), and y's ReLU mask
+//   relu, residual               y = relu(bn(x) + residual)             (residual: x's shape)
+//   relu, shortcut               y = relu(bn(x) + bn2(shortcut.x))      (both statistics saved)
+// A residual or a shortcut only with relu, and not both.
+struct BatchNormFusion {
+  bool relu = false;
+  Tensor residual;
+  BatchNormShortcut shortcut;  // shortcut.x undefined: none
+};
+
+// The backward of a fused forward (batch_norm_backward), from what the forward saved:
+//   relu_output: the forward's y or its ReLU mask (BatchNormForward::mask, 1/16 of y's bytes in
+//     bf16): the gradient is first masked, dz = dy where y > 0, else 0. Undefined: no ReLU.
+//   dy2: the output's gradient arrives in two parts and is dy + dy2, rounded to the dtype as
+//     ops::add(dy, dy2) would (the tape hands both parts of a value used twice, a residual
+//     block's output; the GPU sums them while loading). Only with relu_output.
+//   residual_grad: Compute also returns dz as BatchNormGrads::dresidual (the residual's
+//     gradient). Only with relu_output, not with a shortcut.
+//   shortcut: the forward's shortcut batch norm (its input, weight and saved statistics): its
+//     gradients come back as dx2, dweight2 and dbias2. Only with relu_output given as the mask.
+struct BatchNormBackwardFusion {
+  Tensor relu_output;
+  Tensor dy2;
+  ResidualGrad residual_grad = ResidualGrad::Skip;
+  struct Shortcut {
+    Tensor x, weight, mean, invstd;
+  } shortcut;  // shortcut.x undefined: none
+};
+
 struct BatchNormForward {
   Tensor y;
   Tensor mean, invstd;  // [C] f32 batch statistics saved for backward
-  // batch_norm_relu_train only: y's ReLU mask, u8 [rows, relu_mask_bytes(C)] over y viewed as
-  // [rows, C], bit c % 8 of byte c / 8 set where y > 0: what its backward reads in place of y
-  // (1/16 of y's bytes in bf16).
+  // With BatchNormFusion::relu: y's ReLU mask, u8 [rows, relu_mask_bytes(C)] over y viewed as
+  // [rows, C], bit c % 8 of byte c / 8 set where y > 0: what the backward reads in place of y.
   Tensor mask;
+  Tensor mean2, invstd2;  // with a shortcut: [C] f32, its batch statistics
 };
 
 // Bytes a row of a ReLU mask (BatchNormForward::mask) takes for `channels` channels.
 inline int64_t relu_mask_bytes(int64_t channels) { return (channels + 7) / 8; }
 struct BatchNormGrads {
   Tensor dx, dweight, dbias;
-};
-// batch_norm_pair_relu_train: y = relu(bn(x) + bn(x2)), y's ReLU mask and both inputs' saved
-// batch statistics.
-struct BatchNormPairForward {
-  Tensor y;
-  Tensor mask;            // as BatchNormForward::mask
-  Tensor mean, invstd;    // [C] f32, x's batch statistics
-  Tensor mean2, invstd2;  // [C] f32, x2's
-};
-struct BatchNormPairGrads {
-  Tensor dx, dweight, dbias;     // x's batch norm
-  Tensor dx2, dweight2, dbias2;  // x2's (dbias2 = dbias: both are the sum of the masked gradient)
-};
-struct BatchNormReluGrads {
-  Tensor dx, dweight, dbias;
-  Tensor dresidual;  // the masked gradient itself; undefined when ResidualGrad::Skip
+  Tensor dresidual;  // with ResidualGrad::Compute: the masked gradient itself
+  // With a shortcut: its gradients (dbias2 = dbias: both are the sum of the masked gradient).
+  Tensor dx2, dweight2, dbias2;
 };
 struct MaxPoolForward {
   Tensor y;

@@ -22,8 +22,8 @@ struct Pool2dParams {
 // of a network needs none).
 enum class InputGrad : uint8_t { Skip, Compute };
 
-// Whether a fused backward also returns the gradient of the residual its forward added
-// (batch_norm_relu_backward): Compute when the forward had one.
+// Whether a fused batch norm's backward also returns the gradient of the residual its forward
+// added (ops::BatchNormBackwardFusion): Compute when the forward had one.
 enum class ResidualGrad : uint8_t { Skip, Compute };
 
 // An INT8 convolution's epilogue (ops::conv2d_int8): how the int32 sums of products become the

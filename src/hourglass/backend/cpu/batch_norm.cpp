@@ -190,10 +190,10 @@ void check_params(const char* op, const Tensor& x, std::initializer_list<const T
 
 }  // namespace
 
-ops::BatchNormForward CpuBackend::batch_norm_train(const Tensor& x, const Tensor& weight,
-                                                   const Tensor& bias, Tensor& running_mean,
-                                                   Tensor& running_var, double momentum,
-                                                   double eps) {
+ops::BatchNormForward CpuBackend::plain_batch_norm_train(const Tensor& x, const Tensor& weight,
+                                                         const Tensor& bias, Tensor& running_mean,
+                                                         Tensor& running_var, double momentum,
+                                                         double eps) {
   const char* op = "batch_norm";
   check_params(op, x, {&weight, &bias, &running_mean, &running_var});
   HG_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(),
@@ -246,9 +246,9 @@ Tensor CpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const 
   return normalize(x, mean, scale, b);
 }
 
-ops::BatchNormGrads CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x,
-                                                    const Tensor& weight, const Tensor& mean,
-                                                    const Tensor& invstd) {
+ops::BatchNormGrads CpuBackend::plain_batch_norm_backward(const Tensor& dy, const Tensor& x,
+                                                          const Tensor& weight, const Tensor& mean,
+                                                          const Tensor& invstd) {
   const char* op = "batch_norm_backward";
   check_params(op, x, {&weight, &mean, &invstd});
   HG_CHECK(dy.dtype() == x.dtype(), "{}: grad output {} and input {} differ in dtype", op,

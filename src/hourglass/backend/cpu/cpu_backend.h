@@ -16,6 +16,17 @@ class CpuBackend final : public Backend {
   // One override per HG_OP of the list (op_list.h).
 #define HG_OP(ret, name, params, ...) ret name params override;
 #include "hourglass/ops/op_list.h"
+
+ private:
+  // The training batch norm without fusions (batch_norm.cpp), which batch_norm_train and
+  // batch_norm_backward compose with this backend's add and relu for the fused variants
+  // (batch_norm_fusion.cpp).
+  ops::BatchNormForward plain_batch_norm_train(const Tensor& x, const Tensor& weight,
+                                               const Tensor& bias, Tensor& running_mean,
+                                               Tensor& running_var, double momentum, double eps);
+  ops::BatchNormGrads plain_batch_norm_backward(const Tensor& dy, const Tensor& x,
+                                                const Tensor& weight, const Tensor& mean,
+                                                const Tensor& invstd);
 };
 
 }  // namespace hg

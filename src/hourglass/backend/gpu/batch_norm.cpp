@@ -1,9 +1,9 @@
 // Batch normalisation on the GPU: argument checks, outputs and workspace from the caching
 // allocator, and the launches of batch_norm_kernels.cu (which describes the kernels). Same
-// semantics as the CPU backend (backend/cpu/batch_norm.cpp, batch_norm_relu.cpp) for f32, bf16
-// and f16 inputs; parameters, statistics and parameter gradients are f32. The fused
-// batch_norm_relu ops run the same kernels with the residual add, ReLU and ReLU mask folded
-// into their passes; the batch_norm_pair_relu ops run batch_norm_pair_kernels.cu's.
+// semantics as the CPU backend (backend/cpu/batch_norm.cpp, batch_norm_fusion.cpp) for f32,
+// bf16 and f16 inputs; parameters, statistics and parameter gradients are f32. With a ReLU
+// (ops::BatchNormFusion) the same kernels run with the residual add, ReLU and ReLU mask folded
+// into their passes; with a shortcut batch norm, batch_norm_pair_kernels.cu's.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -119,8 +119,8 @@ std::pair<Tensor, Tensor> train_parameters(const char* op, const std::string& wh
   return {std::move(w), std::move(b)};
 }
 
-// The training forward: batch_norm_train (fused false) and batch_norm_relu_train (fused true,
-// which adds `residual` when it is defined and applies the ReLU in the normalising pass).
+// The training forward, plain (fused false) or with a ReLU (fused true, which adds `residual`
+// when it is defined and applies the ReLU in the normalising pass, storing y's mask).
 ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
                                     const Tensor& residual, const Tensor& weight,
                                     const Tensor& bias, Tensor& running_mean, Tensor& running_var,
@@ -158,13 +158,12 @@ ops::BatchNormForward train_forward(const char* op, bool fused, const Tensor& x,
   return out;
 }
 
-// The backward: batch_norm_backward (`y` undefined) and batch_norm_relu_backward (dy masked by
-// the fused output y > 0, given as y or as its ReLU mask; dresidual computed when
-// `with_residual`). `dy2` (only with `y` and `with_residual`; else undefined): the output's
-// gradient is dy + dy2.
-ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor& dy2,
-                                 const Tensor& y, const Tensor& x, const Tensor& weight,
-                                 const Tensor& mean, const Tensor& invstd, bool with_residual) {
+// The backward, plain (`y` undefined) or of a fused ReLU (dy masked by the fused output y > 0,
+// given as y or as its ReLU mask; dresidual computed when `with_residual`). `dy2` (only with `y`
+// and `with_residual`; else undefined): the output's gradient is dy + dy2.
+ops::BatchNormGrads backward(const char* op, const Tensor& dy, const Tensor& dy2, const Tensor& y,
+                             const Tensor& x, const Tensor& weight, const Tensor& mean,
+                             const Tensor& invstd, bool with_residual) {
   check_input(op, x);
   check_like_input(op, "grad output", dy, x);
   if (dy2.defined()) check_like_input(op, "second grad output", dy2, x);
@@ -189,7 +188,7 @@ ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor&
                           stream);
   }
 
-  ops::BatchNormReluGrads grads;
+  ops::BatchNormGrads grads;
   grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   grads.dweight = Tensor::empty({c}, DType::F32, x.device());
   grads.dbias = Tensor::empty({c}, DType::F32, x.device());
@@ -216,79 +215,23 @@ ops::BatchNormReluGrads backward(const char* op, const Tensor& dy, const Tensor&
   return grads;
 }
 
-}  // namespace
-
-ops::BatchNormForward GpuBackend::batch_norm_train(const Tensor& x, const Tensor& weight,
-                                                   const Tensor& bias, Tensor& running_mean,
-                                                   Tensor& running_var, double momentum,
-                                                   double eps) {
-  return train_forward("batch_norm", false, x, Tensor(), weight, bias, running_mean, running_var,
-                       momentum, eps);
-}
-
-Tensor GpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var,
-                                   double eps) {
-  const char* op = "batch_norm";
+// The pair: y = relu(bn(x) + bn2(x2)), the shortcut's normalised output never stored.
+ops::BatchNormForward pair_train_forward(const char* op, const Tensor& x, const Tensor& weight,
+                                         const Tensor& bias, Tensor& running_mean,
+                                         Tensor& running_var, const ops::BatchNormShortcut& s,
+                                         double momentum, double eps) {
+  const Tensor& x2 = s.x;
+  Tensor running_mean2 = s.running_mean, running_var2 = s.running_var;
   check_input(op, x);
-  const Tensor w = channel_vector(op, "weight", weight, x);
-  const Tensor b = channel_vector(op, "bias", bias, x);
-  const Tensor rm = channel_vector(op, "running_mean", running_mean, x);
-  const Tensor rv = channel_vector(op, "running_var", running_var, x);
-  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
-  gpuStream_t stream = gpu::stream_for(x);
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (x.numel() == 0) return y;
-  const gpu::BatchNormPlan plan =
-      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &y}), sm_count(x.device().index));
-  gpu::batch_norm_eval_launch(plan, x.dtype(), x.data_ptr(), y.data_ptr(), rows, c, fptr(w),
-                              fptr(b), fptr(rm), fptr(rv), eps, stream);
-  return y;
-}
-
-ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x,
-                                                    const Tensor& weight, const Tensor& mean,
-                                                    const Tensor& invstd) {
-  ops::BatchNormReluGrads g =
-      backward("batch_norm_backward", dy, Tensor(), Tensor(), x, weight, mean, invstd, false);
-  return ops::BatchNormGrads{std::move(g.dx), std::move(g.dweight), std::move(g.dbias)};
-}
-
-ops::BatchNormForward GpuBackend::batch_norm_relu_train(const Tensor& x, const Tensor& residual,
-                                                        const Tensor& weight, const Tensor& bias,
-                                                        Tensor& running_mean, Tensor& running_var,
-                                                        double momentum, double eps) {
-  return train_forward("batch_norm_relu_train", true, x, residual, weight, bias, running_mean,
-                       running_var, momentum, eps);
-}
-
-ops::BatchNormReluGrads GpuBackend::batch_norm_relu_backward(
-    const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& mean,
-    const Tensor& invstd, ResidualGrad residual_grad, const Tensor& dy2) {
-  const bool with_residual = residual_grad == ResidualGrad::Compute;
-  // The kernels sum the two parts where they store dz for the residual; without one, the sum
-  // is an add of its own first.
-  if (dy2.defined() && !with_residual)
-    return backward("batch_norm_relu_backward", add(dy, dy2), Tensor(), y, x, weight, mean, invstd,
-                    false);
-  return backward("batch_norm_relu_backward", dy, dy2, y, x, weight, mean, invstd, with_residual);
-}
-
-ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
-    const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-    Tensor& running_var, const Tensor& x2, const Tensor& weight2, const Tensor& bias2,
-    Tensor& running_mean2, Tensor& running_var2, double momentum, double eps) {
-  const char* op = "batch_norm_pair_relu_train";
-  check_input(op, x);
-  check_like_input(op, "second input", x2, x);
+  check_like_input(op, "shortcut input", x2, x);
   const auto [w, b] = train_parameters(op, "", x, weight, bias, running_mean, running_var);
   const auto [w2, b2] =
-      train_parameters(op, "second ", x, weight2, bias2, running_mean2, running_var2);
+      train_parameters(op, "shortcut ", x, s.weight, s.bias, running_mean2, running_var2);
   const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
   const int device = x.device().index;
   gpuStream_t stream = gpu::stream_for(x);
 
-  ops::BatchNormPairForward out;
+  ops::BatchNormForward out;
   out.y = Tensor::empty(x.shape(), x.dtype(), x.device());
   out.mask = Tensor::empty({rows, ops::relu_mask_bytes(c)}, DType::U8, x.device());
   for (Tensor* t : {&out.mean, &out.invstd, &out.mean2, &out.invstd2})
@@ -317,13 +260,14 @@ ops::BatchNormPairForward GpuBackend::batch_norm_pair_relu_train(
   return out;
 }
 
-ops::BatchNormPairGrads GpuBackend::batch_norm_pair_relu_backward(
-    const Tensor& dy, const Tensor& mask, const Tensor& x, const Tensor& weight, const Tensor& mean,
-    const Tensor& invstd, const Tensor& x2, const Tensor& weight2, const Tensor& mean2,
-    const Tensor& invstd2, const Tensor& dy2) {
-  const char* op = "batch_norm_pair_relu_backward";
+// The pair's backward: dz = (dy [+ dy2]) where the mask is set, then both batch norms' gradients.
+ops::BatchNormGrads pair_backward(const char* op, const Tensor& dy, const Tensor& dy2,
+                                  const Tensor& mask, const Tensor& x, const Tensor& weight,
+                                  const Tensor& mean, const Tensor& invstd,
+                                  const ops::BatchNormBackwardFusion::Shortcut& s) {
+  const Tensor& x2 = s.x;
   check_input(op, x);
-  check_like_input(op, "second input", x2, x);
+  check_like_input(op, "shortcut input", x2, x);
   check_like_input(op, "grad output", dy, x);
   if (dy2.defined()) check_like_input(op, "second grad output", dy2, x);
   const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
@@ -334,13 +278,13 @@ ops::BatchNormPairGrads GpuBackend::batch_norm_pair_relu_backward(
   const Tensor w = channel_vector(op, "weight", weight, x);
   const Tensor mu = channel_vector(op, "saved mean", mean, x);
   const Tensor is = channel_vector(op, "saved invstd", invstd, x);
-  const Tensor w2 = channel_vector(op, "second weight", weight2, x);
-  const Tensor mu2 = channel_vector(op, "second saved mean", mean2, x);
-  const Tensor is2 = channel_vector(op, "second saved invstd", invstd2, x);
+  const Tensor w2 = channel_vector(op, "shortcut weight", s.weight, x);
+  const Tensor mu2 = channel_vector(op, "shortcut saved mean", s.mean, x);
+  const Tensor is2 = channel_vector(op, "shortcut saved invstd", s.invstd, x);
   const int device = x.device().index;
   gpuStream_t stream = gpu::stream_for(x);
 
-  ops::BatchNormPairGrads grads;
+  ops::BatchNormGrads grads;
   grads.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   grads.dx2 = Tensor::empty(x.shape(), x.dtype(), x.device());
   for (Tensor* t : {&grads.dweight, &grads.dbias, &grads.dweight2, &grads.dbias2})
@@ -364,6 +308,56 @@ ops::BatchNormPairGrads GpuBackend::batch_norm_pair_relu_backward(
       grads.dx.data_ptr(), grads.dx2.data_ptr(), rows, c, first, second, fptr_mut(workspace),
       counters, stream);
   return grads;
+}
+
+}  // namespace
+
+Tensor GpuBackend::batch_norm_eval(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   double eps) {
+  const char* op = "batch_norm";
+  check_input(op, x);
+  const Tensor w = channel_vector(op, "weight", weight, x);
+  const Tensor b = channel_vector(op, "bias", bias, x);
+  const Tensor rm = channel_vector(op, "running_mean", running_mean, x);
+  const Tensor rv = channel_vector(op, "running_var", running_var, x);
+  const int64_t c = x.size(-1), rows = c > 0 ? x.numel() / c : 0;
+  gpuStream_t stream = gpu::stream_for(x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.numel() == 0) return y;
+  const gpu::BatchNormPlan plan =
+      gpu::batch_norm_plan(rows, c, x.dtype(), address_bits({&x, &y}), sm_count(x.device().index));
+  gpu::batch_norm_eval_launch(plan, x.dtype(), x.data_ptr(), y.data_ptr(), rows, c, fptr(w),
+                              fptr(b), fptr(rm), fptr(rv), eps, stream);
+  return y;
+}
+
+ops::BatchNormForward GpuBackend::batch_norm_train(const Tensor& x, const Tensor& weight,
+                                                   const Tensor& bias, Tensor& running_mean,
+                                                   Tensor& running_var, double momentum, double eps,
+                                                   const ops::BatchNormFusion& fusion) {
+  const char* op = "batch_norm_train";
+  if (fusion.shortcut.x.defined())
+    return pair_train_forward(op, x, weight, bias, running_mean, running_var, fusion.shortcut,
+                              momentum, eps);
+  return train_forward(op, fusion.relu, x, fusion.residual, weight, bias, running_mean, running_var,
+                       momentum, eps);
+}
+
+ops::BatchNormGrads GpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x,
+                                                    const Tensor& weight, const Tensor& mean,
+                                                    const Tensor& invstd,
+                                                    const ops::BatchNormBackwardFusion& fusion) {
+  const char* op = "batch_norm_backward";
+  const Tensor& y = fusion.relu_output;
+  if (fusion.shortcut.x.defined())
+    return pair_backward(op, dy, fusion.dy2, y, x, weight, mean, invstd, fusion.shortcut);
+  const bool with_residual = fusion.residual_grad == ResidualGrad::Compute;
+  // The kernels sum the two parts where they store dz for the residual; without one, the sum
+  // is an add of its own first.
+  if (fusion.dy2.defined() && !with_residual)
+    return backward(op, add(dy, fusion.dy2), Tensor(), y, x, weight, mean, invstd, false);
+  return backward(op, dy, fusion.dy2, y, x, weight, mean, invstd, with_residual);
 }
 
 }  // namespace hg
