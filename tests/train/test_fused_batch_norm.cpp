@@ -125,31 +125,38 @@ int count_ops(Rig& r, const char* name) {
 }
 
 TEST(FusedBatchNorm, FusedOpsRunByNameOnlyWhenSwitchedOn) {
-  // ResNet-18: the stem's batch norm and both of each of the 8 blocks' are fused; in the three
+  // ResNet-18: the stem's batch norm and both of each of the 8 blocks' are fused (the stem's and
+  // each block's first with a ReLU, the identity blocks' second with the add too); in the three
   // downsampling blocks the second is fused with the shortcut's (a pair), unless that is off,
-  // when the shortcut's runs as a plain batch_norm_train.
+  // when the shortcut's runs as a plain batch_norm_train. The profiler names each call by the
+  // member of the batch_norm_train family it is.
   {
     Rig r = make_rig("resnet18", engine(true, true), false);
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 14);
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 14);
-    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 3);
-    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_backward"), 3);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+relu"), 9);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+add+relu"), 5);
+    EXPECT_EQ(count_ops(r, "batch_norm_backward+relu"), 9);
+    EXPECT_EQ(count_ops(r, "batch_norm_backward+add+relu"), 5);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+shortcut+relu"), 3);
+    EXPECT_EQ(count_ops(r, "batch_norm_backward+shortcut+relu"), 3);
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 0);
+    EXPECT_EQ(count_ops(r, "relu"), 0);
   }
   {
     Rig r = make_rig("resnet18", engine(true, false), false);
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 17);
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 17);
-    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 0);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+relu"), 9);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+add+relu"), 8);
+    EXPECT_EQ(count_ops(r, "batch_norm_backward+add+relu"), 8);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+shortcut+relu"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 3);  // the three downsampling shortcuts
   }
   {
     // The shortcut's pairing has no effect without the fused batch norm.
     Rig r = make_rig("resnet18", engine(false, true), false);
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 0);
-    EXPECT_EQ(count_ops(r, "batch_norm_relu_backward"), 0);
-    EXPECT_EQ(count_ops(r, "batch_norm_pair_relu_train"), 0);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+relu"), 0);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+add+relu"), 0);
+    EXPECT_EQ(count_ops(r, "batch_norm_train+shortcut+relu"), 0);
     EXPECT_EQ(count_ops(r, "batch_norm_train"), 20);
+    EXPECT_EQ(count_ops(r, "relu"), 17);
   }
 }
 
@@ -164,7 +171,7 @@ TEST(FusedBatchNorm, PairedShortcutBatchNormTrainsTheSameBits) {
 TEST(FusedBatchNorm, TheStepInstallsItsContextsEngineSettings) {
   EXPECT_TRUE(ops::fused_batch_norm());  // the default
   Rig r = make_rig("resnet18", engine(false), false);
-  EXPECT_EQ(count_ops(r, "batch_norm_relu_train"), 0);
+  EXPECT_EQ(count_ops(r, "batch_norm_train+relu"), 0);
   EXPECT_TRUE(ops::fused_batch_norm());
   {
     ops::MathSettings m;

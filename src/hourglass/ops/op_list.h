@@ -13,6 +13,9 @@
 //   HG_OP_COST(expr) (in a body)
 //       What the call asks of the device (an OpCost, op_cost.h) for the op profiler; evaluated
 //       only while a profiler records.
+//   HG_OP_PROFILE_NAME(expr) (in a body)
+//       The name the profiler records this call under (a string literal): the member of an op
+//       family it is, e.g. batch_norm_train+add+relu.
 //   HG_OP_DEFAULT(value)
 //       A default argument: `= value` in the public declaration (ops.h), nothing elsewhere
 //       (backends always receive every argument).
@@ -116,6 +119,10 @@ HG_OP(ops::BatchNormForward, batch_norm_train, (const Tensor& x, const Tensor& w
     check_binary(op, x, s.x);
   }
   HG_OP_COST(elementwise_cost(x, s.x.defined() ? 4 : fusion.residual.defined() ? 2 : 1, 1));
+  HG_OP_PROFILE_NAME(s.x.defined()                ? "batch_norm_train+shortcut+relu"
+                     : fusion.residual.defined() ? "batch_norm_train+add+relu"
+                     : fusion.relu               ? "batch_norm_train+relu"
+                                                 : "batch_norm_train");
   ops::BatchNormFusion f = fusion;
   f.residual = contig(f.residual);
   f.shortcut.x = contig(f.shortcut.x);
@@ -177,6 +184,10 @@ HG_OP(ops::BatchNormGrads, batch_norm_backward, (const Tensor& dy, const Tensor&
   }
   HG_OP_COST(elementwise_cost(x, (shortcut ? 5 : relu ? 3 : 2) + (fusion.dy2.defined() ? 1 : 0),
                               shortcut ? 2 : residual ? 2 : 1));
+  HG_OP_PROFILE_NAME(shortcut   ? "batch_norm_backward+shortcut+relu"
+                     : residual ? "batch_norm_backward+add+relu"
+                     : relu     ? "batch_norm_backward+relu"
+                                : "batch_norm_backward");
   ops::BatchNormBackwardFusion f = fusion;
   f.relu_output = contig(f.relu_output);
   f.dy2 = contig(f.dy2);

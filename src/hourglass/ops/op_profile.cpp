@@ -186,6 +186,12 @@ void OpScope::begin(OpProfiler& p, const char* name) {
   p.resolved_ = false;
 }
 
+void OpScope::set_name(const char* name) {
+  if (profiler_ == nullptr) return;
+  std::vector<OpEvent>& events = profiler_->recording();
+  if (index_ < events.size()) events[index_].name = name;
+}
+
 void OpScope::set_cost(const OpCost& cost) {
   if (profiler_ == nullptr) return;
   std::vector<OpEvent>& events = profiler_->recording();

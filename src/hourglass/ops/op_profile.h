@@ -159,6 +159,9 @@ class OpScope {
   bool recording() const { return profiler_ != nullptr; }
   // What this call asks of the device (op_cost.h).
   void set_cost(const OpCost& cost);
+  // The name this call is recorded under, in place of the op's: the member of an op family it
+  // is (batch_norm_train+add+relu). `name` must outlive the profiler (a string literal).
+  void set_name(const char* name);
 
  private:
   void begin(OpProfiler& p, const char* name);

@@ -159,6 +159,8 @@ Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
   }
 #define HG_OP_COST(...) \
   if (profiled.recording()) profiled.set_cost(__VA_ARGS__)
+#define HG_OP_PROFILE_NAME(...) \
+  if (profiled.recording()) profiled.set_name(__VA_ARGS__)
 #define HG_COMPOSITE_OP HG_OP
 #include "hourglass/ops/op_list.h"
 
