@@ -72,6 +72,10 @@
 #           start, first epoch against the later ones; TUNE_EPOCHS, default 3)
 #   recompute bench/recompute.sh: ResNet-50 bf16 batch 256 plain, with train.recompute "auto"
 #           under half its peak memory, and with every block recomputed (throughput ratios)
+#   recipe  a training config (RECIPE_CONFIG, default configs/fashion-mnist-resnet18-gpu.toml)
+#           over seeds (RECIPE_SEEDS, default "1 2 3") in variants (RECIPE_VARIANTS="TAG
+#           key=value ...; TAG key=value ..."; default: "recipe" without overrides): final test
+#           accuracy and seconds from process start per seed, and each variant's mean
 #   plan    bench/plan_vs_run.sh on the Fashion-MNIST ResNet-18 config: plan's epoch estimate
 #           against the epochs of the full training run that follows (which also reports the
 #           test accuracy)
@@ -315,6 +319,33 @@ for l in open('$out/quant.md'):
     j=json.loads(l)
     if 'int8_accuracy' in j: print(j['method'], round(100*j['float_accuracy'],2), round(100*j['int8_accuracy'],2), end='; ')
 ")"
+      ;;
+    recipe)
+      data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
+      cfg=${RECIPE_CONFIG:-configs/fashion-mnist-resnet18-gpu.toml}
+      IFS=';' read -ra variants <<< "${RECIPE_VARIANTS:-recipe}"
+      for variant in "${variants[@]}"; do
+        read -ra words <<< "$variant"
+        tag=${words[0]}
+        sets=(); for s in "${words[@]:1}"; do sets+=(--set "$s"); done
+        rc=0
+        for seed in ${RECIPE_SEEDS:-1 2 3}; do
+          d=build-device/runs/$tag-$seed
+          rm -rf "$d"
+          s0=$(date +%s.%N)
+          ./build-device/hourglass train "$cfg" --run-dir "$d" --set data.path="\"$data\"" \
+            --set seed=$seed "${sets[@]}" --no-progress > "$out/$tag-$seed.log" 2>&1 || rc=1
+          secs=$(python3 -c "print(f'{$(date +%s.%N) - $s0:.1f}')")
+          acc=$(python3 -c "
+import json
+rows = [json.loads(l) for l in open('$d/metrics.jsonl')]
+last = [r for r in rows if 'test_acc' in r][-1]
+print(f\"{100 * last['test_acc']:.2f}\", f\"{100 * last['ema_test_acc']:.2f}\" if 'ema_test_acc' in last else '-')" 2>/dev/null)
+          echo "| $tag | ${words[*]:1} | $seed | ${acc% *} | ${acc#* } | $secs |" | tee -a "$out/recipe.md"
+        done
+        row "recipe $tag" $rc "$(awk -F'|' -v t="$tag" '$2 == " "t" " {s+=$5; n++} END {if (n) printf "mean %.2f%% over %d seeds", s/n, n}' "$out/recipe.md")"
+        save_results
+      done
       ;;
     speedrun)
       data="$PWD/.deb/root/usr/share/datasets/fashion-mnist"
