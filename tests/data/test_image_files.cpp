@@ -167,7 +167,8 @@ TEST(ImageFiles, SameBatchesWhateverTheWorkerCount) {
 // image_size (evaluation: the resized size), the box's edges scaled and rounded to that size, then
 // the bilinear resize, normalised.
 std::vector<float> whole_image_sample(const ImageFileSource& source, int64_t index, bool augment,
-                                      const ImageTransform& t, uint64_t seed, int64_t epoch) {
+                                      const ImageTransform& t, uint64_t seed, int64_t epoch,
+                                      bool eval_antialias = true) {
   const int64_t s = source.height();
   const Bytes bytes = source.images().read(index);
   const ImageHeader header = read_image_header(bytes.data(), bytes.size(), "x");
@@ -201,8 +202,12 @@ std::vector<float> whole_image_sample(const ImageFileSource& source, int64_t ind
                             img.width - scaled.left);
   }
   std::vector<float> out(size_t(s * s * 3));
-  resize_bilinear(img.region(), scaled, rh, rw, window, flip, out.data(), t.scale().data(),
-                  t.bias().data());
+  if (augment || !eval_antialias)  // training crops resize plain; evaluation antialiased
+    resize_bilinear(img.region(), scaled, rh, rw, window, flip, out.data(), t.scale().data(),
+                    t.bias().data());
+  else
+    resize_antialiased(img.region(), scaled, rh, rw, window, flip, out.data(), t.scale().data(),
+                       t.bias().data());
   return out;
 }
 
@@ -222,6 +227,22 @@ TEST(ImageFiles, JpegSamplesAreThoseOfTheWholeImage) {
     ImageFileOptions o;
     o.image_size = size;
     auto train = open_image_split(dir.path(), Split::Train, o);
+    // Evaluation resized plain (data.eval_antialias = false).
+    o.eval_antialias = false;
+    auto plain = open_image_split(dir.path(), Split::Train, o);
+    {
+      DataLoader loader(plain, options(false, 0, 12));
+      const ImageTransform t(loader.options().transform, size, size, 3);
+      const std::vector<float> got = loader.make_batch(0, 0).images.to_vector<float>();
+      const std::vector<int64_t> order = epoch_order(12, false, 11, 0);
+      const size_t per = size_t(size * size * 3);
+      for (size_t j = 0; j < 12; ++j) {
+        const std::vector<float> want =
+            whole_image_sample(*plain, order[j], false, t, 11, 0, false);
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin() + j * per))
+            << "plain evaluation, sample " << order[j] << " size " << size;
+      }
+    }
     for (const bool augment : {false, true}) {
       DataLoader loader(train, options(augment, 0, 12));
       const ImageTransform t(loader.options().transform, size, size, 3);

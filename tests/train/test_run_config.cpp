@@ -315,6 +315,17 @@ TEST(RunConfigBounds, RandomErasing) {
   expect_invalid([&] { train::parse_run_config(folder); }, {"data.random_erasing", "folder"});
 }
 
+// data.eval_antialias: on by default (not in the config text, so hashes stay), printed when off.
+TEST(RunConfigBounds, EvalAntialias) {
+  const train::RunConfig on = parsed_with("data.flip=true");
+  EXPECT_TRUE(on.data.eval_antialias);
+  EXPECT_EQ(train::trajectory_config_text(on).find("antialias"), std::string::npos);
+  const train::RunConfig off = parsed_with("data.eval_antialias=false");
+  EXPECT_FALSE(off.data.eval_antialias);
+  EXPECT_NE(train::trajectory_config_text(off).find("data.eval_antialias = false"),
+            std::string::npos);
+}
+
 TEST(RunConfigBounds, ShippedConfigsParse) {
   int parsed = 0;
   for (const auto& entry : std::filesystem::directory_iterator(HG_SOURCE_DIR "/configs")) {

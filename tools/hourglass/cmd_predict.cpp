@@ -137,6 +137,7 @@ Runner add_predict(CLI::App& app) {
     const Device device = run.device;
     const Shape in = input_shape(run, args->model);
     const data::ImageTransform transform(run.data.transform, in[0], in[1], in[2]);
+    const bool antialias = run.data.eval_antialias;
     const int64_t classes = classes_of(file.tensors, args->model);
 
     std::function<Tensor(const Tensor&)> logits_of;
@@ -174,7 +175,7 @@ Runner add_predict(CLI::App& app) {
       pixels.reserve(size_t(int64_t(end - begin) * per_image));
       for (size_t i = begin; i < end; ++i) {
         const std::vector<float> one =
-            data::image_as_model_input(data::read_image(paths[i]), transform);
+            data::image_as_model_input(data::read_image(paths[i]), transform, antialias);
         pixels.insert(pixels.end(), one.begin(), one.end());
       }
       const Tensor x =

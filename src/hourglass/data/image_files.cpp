@@ -74,6 +74,7 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
   // (evaluation: at least the resized size), the box following the scaling, and only the part
   // the resize reads (the box, or evaluation's centre window) is decoded.
   CropBox box, window{0, 0, s, s};
+  const bool antialiased = !request.augment && options_.eval_antialias;
   int64_t resized_height = s, resized_width = s;
   bool flip = false;
   // Decoded into this thread's buffer, which keeps its memory from one image to the next.
@@ -103,7 +104,8 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
     const ImageSize scaled =
         decoded_size(header, request_decode.min_height, request_decode.min_width);
     box = scale_box(box, header.height, header.width, scaled.height, scaled.width);
-    request_decode.region = resize_footprint(box, resized_height, resized_width, window);
+    request_decode.region =
+        resize_footprint(box, resized_height, resized_width, window, antialiased);
     decode_image_into(bytes.data(), bytes.size(), where, request_decode, img);
     HG_ASSERT(img.image_height == scaled.height && img.image_width == scaled.width,
               "{}: decoded at {}x{}, expected {}x{}", where, img.image_height, img.image_width,
@@ -124,11 +126,20 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
   for (T* dst : {out, mirrored}) {
     if (dst == nullptr) continue;
     const bool flipped = dst == out ? flip : !flip;
-    if constexpr (std::is_same_v<T, float>)
-      resize_bilinear(img.region(), box, resized_height, resized_width, window, flipped, dst,
-                      transform.scale().data(), transform.bias().data());
-    else
+    if constexpr (std::is_same_v<T, float>) {
+      const float* scale = transform.scale().data();
+      const float* bias = transform.bias().data();
+      if (antialiased)
+        resize_antialiased(img.region(), box, resized_height, resized_width, window, flipped, dst,
+                           scale, bias);
+      else
+        resize_bilinear(img.region(), box, resized_height, resized_width, window, flipped, dst,
+                        scale, bias);
+    } else if (antialiased) {
+      resize_antialiased(img.region(), box, resized_height, resized_width, window, flipped, dst);
+    } else {
       resize_bilinear(img.region(), box, resized_height, resized_width, window, flipped, dst);
+    }
   }
   *label = images_->label(index);
   return true;

@@ -63,7 +63,10 @@ struct ImageFileOptions {
   int64_t image_size = 224;  // side of the square samples, in [8, 4096]
   ResizedCropOptions crop;   // RandomResizedCrop's scale and ratio ranges
   bool flip = true;          // random horizontal flip when augmenting
-  int64_t limit = 0;         // > 0: only the first `limit` images
+  // Evaluation's resize antialiased (resize_antialiased, as PIL's and torchvision's) rather
+  // than plain bilinear (data.eval_antialias); training crops always resize plain.
+  bool eval_antialias = true;
+  int64_t limit = 0;  // > 0: only the first `limit` images
   std::string name = "folder";
 };
 

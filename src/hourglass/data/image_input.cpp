@@ -7,8 +7,15 @@
 
 namespace hg::data {
 
-std::vector<float> image_as_model_input(const DecodedImage& image,
-                                        const ImageTransform& transform) {
+std::vector<float> image_as_model_input(const DecodedImage& image, const ImageTransform& transform,
+                                        bool antialias) {
+  const auto resize =
+      antialias ? [](const ImageRegion& src, const CropBox& box, int64_t oh, int64_t ow,
+                     const CropBox& window,
+                     uint8_t* out) { resize_antialiased(src, box, oh, ow, window, false, out); }
+                : [](const ImageRegion& src, const CropBox& box, int64_t oh, int64_t ow,
+                     const CropBox& window,
+                     uint8_t* out) { resize_bilinear(src, box, oh, ow, window, false, out); };
   const int64_t h = transform.height(), w = transform.width(), c = transform.channels();
   HG_CHECK(c == 1 || c == 3, "the model takes {} channels; images give 1 (luma) or 3 (RGB)", c);
   std::vector<uint8_t> rgb(size_t(h * w * 3));
@@ -21,10 +28,9 @@ std::vector<float> image_as_model_input(const DecodedImage& image,
     if (h == w) {
       const EvalGeometry g =
           eval_geometry(image.image_height, image.image_width, eval_resize_for(h), h);
-      resize_bilinear(image.region(), whole, g.resized_height, g.resized_width, g.window, false,
-                      rgb.data());
+      resize(image.region(), whole, g.resized_height, g.resized_width, g.window, rgb.data());
     } else {
-      resize_bilinear(image.region(), whole, h, w, CropBox{0, 0, h, w}, false, rgb.data());
+      resize(image.region(), whole, h, w, CropBox{0, 0, h, w}, rgb.data());
     }
   }
   std::vector<uint8_t> pixels;

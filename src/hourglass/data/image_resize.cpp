@@ -144,10 +144,118 @@ void resize_any(const ImageRegion& src, const CropBox& box, int64_t out_height,
     resize_rows<0, Mode>(src, box, out_height, window, cols, out, scale, bias);
 }
 
+// The antialiased taps of output coordinate `o` of `out` along an axis of `extent` source
+// pixels from `begin` (PIL's bilinear filter, Resample.c's precompute_coeffs): the triangle
+// 1 - |t| over t = (source centre - sample centre) / max(1, scale), the taps clamped to the
+// axis and their weights normalised to sum 1.
+struct FilterTaps {
+  int64_t first = 0;  // absolute index of the first tap
+  std::vector<float> weights;
+};
+
+FilterTaps filter_taps(int64_t o, int64_t out, int64_t begin, int64_t extent) {
+  const double scale = double(extent) / double(out);
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = filter_scale;  // the triangle's half-width, in source pixels
+  const double centre = (double(o) + 0.5) * scale;
+  const int64_t lo = std::max<int64_t>(int64_t(centre - support + 0.5), 0);
+  const int64_t hi = std::min<int64_t>(int64_t(centre + support + 0.5), extent);
+  std::vector<double> w(size_t(std::max<int64_t>(hi - lo, 0)));
+  double total = 0;
+  for (int64_t x = lo; x < hi; ++x) {
+    const double t = std::abs((double(x) - centre + 0.5) / filter_scale);
+    w[size_t(x - lo)] = t < 1.0 ? 1.0 - t : 0.0;
+    total += w[size_t(x - lo)];
+  }
+  FilterTaps taps;
+  taps.first = begin + lo;
+  taps.weights.resize(w.size());
+  for (size_t k = 0; k < w.size(); ++k) taps.weights[k] = float(total > 0 ? w[k] / total : 0.0);
+  // Zero weights at the ends (the triangle's edges) read nothing: drop them.
+  while (!taps.weights.empty() && taps.weights.back() == 0.0f) taps.weights.pop_back();
+  while (!taps.weights.empty() && taps.weights.front() == 0.0f) {
+    taps.weights.erase(taps.weights.begin());
+    ++taps.first;
+  }
+  return taps;
+}
+
+// resize_antialiased's two passes: the source rows the window's vertical taps read, each
+// filtered horizontally at the written columns into a f32 row, then each written row the
+// weighted sum of its rows.
+template <Output Mode, typename T>
+void resize_filtered(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                     int64_t out_width, const CropBox& window, bool flip, T* out,
+                     const float* scale, const float* bias) {
+  HG_ASSERT(box.height >= 1 && box.width >= 1, "empty crop box {}x{}", box.height, box.width);
+  HG_ASSERT(window.top >= 0 && window.left >= 0 && window.height >= 1 && window.width >= 1 &&
+                window.top + window.height <= out_height && window.left + window.width <= out_width,
+            "window {},{} {}x{} outside a {}x{} resize", window.top, window.left, window.height,
+            window.width, out_height, out_width);
+  const CropBox need = resize_footprint(box, out_height, out_width, window, true);
+  HG_ASSERT(src.channels >= 1 && need.top >= src.top && need.left >= src.left &&
+                need.top + need.height <= src.top + src.height &&
+                need.left + need.width <= src.left + src.width,
+            "the resize reads rows {}..{}, columns {}..{}; the image holds rows {}..{}, columns "
+            "{}..{}",
+            need.top, need.top + need.height, need.left, need.left + need.width, src.top,
+            src.top + src.height, src.left, src.left + src.width);
+  const int64_t c = src.channels, values = window.width * c;
+  std::vector<FilterTaps> cols(size_t(window.width)), rows(size_t(window.height));
+  for (int64_t x = 0; x < window.width; ++x) {
+    const int64_t wx = flip ? window.width - 1 - x : x;  // a flip mirrors the window
+    cols[size_t(x)] = filter_taps(window.left + wx, out_width, box.left, box.width);
+  }
+  for (int64_t y = 0; y < window.height; ++y)
+    rows[size_t(y)] = filter_taps(window.top + y, out_height, box.top, box.height);
+  // The horizontal pass over rows [need.top, need.top + need.height).
+  std::vector<float> filtered(size_t(need.height * values), 0.0f);
+  for (int64_t r = 0; r < need.height; ++r) {
+    const uint8_t* row = src.pixels + (need.top + r - src.top) * src.width * c;
+    float* f = filtered.data() + r * values;
+    for (int64_t x = 0; x < window.width; ++x) {
+      const FilterTaps& t = cols[size_t(x)];
+      for (int64_t ch = 0; ch < c; ++ch) {
+        float acc = 0.0f;
+        for (size_t k = 0; k < t.weights.size(); ++k)
+          acc += t.weights[k] * float(row[(t.first + int64_t(k) - src.left) * c + ch]);
+        f[x * c + ch] = acc;
+      }
+    }
+  }
+  for (int64_t y = 0; y < window.height; ++y) {
+    const FilterTaps& t = rows[size_t(y)];
+    T* o = out + y * values;
+    for (int64_t k = 0; k < values; ++k) {
+      float v = 0.0f;
+      for (size_t j = 0; j < t.weights.size(); ++j)
+        v += t.weights[j] * filtered[size_t((t.first + int64_t(j) - need.top) * values + k)];
+      if constexpr (Mode == Output::U8)
+        o[k] = uint8_t(std::clamp(v, 0.0f, 255.0f) + 0.5f);
+      else if constexpr (Mode == Output::Normalized)
+        o[k] = v * scale[k % c] + bias[k % c];
+      else
+        o[k] = v;
+    }
+  }
+}
+
 }  // namespace
 
 CropBox resize_footprint(const CropBox& box, int64_t out_height, int64_t out_width,
-                         const CropBox& window) {
+                         const CropBox& window, bool antialiased) {
+  if (antialiased) {
+    // The filter's taps move monotonically with the output coordinate too.
+    const FilterTaps top = filter_taps(window.top, out_height, box.top, box.height);
+    const FilterTaps bottom =
+        filter_taps(window.top + window.height - 1, out_height, box.top, box.height);
+    const FilterTaps left = filter_taps(window.left, out_width, box.left, box.width);
+    const FilterTaps right =
+        filter_taps(window.left + window.width - 1, out_width, box.left, box.width);
+    const int64_t y1 = bottom.first + int64_t(bottom.weights.size());
+    const int64_t x1 = right.first + int64_t(right.weights.size());
+    return {top.first, left.first, y1 - top.first, x1 - left.first};
+  }
   // Taps move monotonically with the output coordinate: the window's first and last rows and
   // columns bound what it reads.
   const Tap top = tap(window.top, out_height, box.top, box.height);
@@ -172,6 +280,22 @@ void resize_bilinear(const ImageRegion& src, const CropBox& box, int64_t out_hei
                      int64_t out_width, const CropBox& window, bool flip, uint8_t* out) {
   const std::vector<Tap> cols = column_taps(src, box, out_height, out_width, window, flip);
   resize_any<Output::U8>(src, box, out_height, window, cols, out, nullptr, nullptr);
+}
+
+void resize_antialiased(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                        int64_t out_width, const CropBox& window, bool flip, float* out,
+                        const float* scale, const float* bias) {
+  HG_ASSERT((scale == nullptr) == (bias == nullptr), "resize_antialiased: scale without bias");
+  if (scale != nullptr)
+    resize_filtered<Output::Normalized>(src, box, out_height, out_width, window, flip, out, scale,
+                                        bias);
+  else
+    resize_filtered<Output::F32>(src, box, out_height, out_width, window, flip, out, scale, bias);
+}
+
+void resize_antialiased(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                        int64_t out_width, const CropBox& window, bool flip, uint8_t* out) {
+  resize_filtered<Output::U8>(src, box, out_height, out_width, window, flip, out, nullptr, nullptr);
 }
 
 CropBox resized_crop_try(int64_t height, int64_t width, const ResizedCropOptions& o, double u_area,

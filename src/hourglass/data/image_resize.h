@@ -1,11 +1,13 @@
 // Geometry for images of any size: bilinear resizing of a crop, torchvision's
 // RandomResizedCrop box (training) and the resize-then-centre-crop of evaluation.
 //
-// The resize is plain bilinear interpolation with half-pixel centres (PyTorch's
-// align_corners=False, torchvision's resize with antialias=False). It does not antialias:
-// shrinking by more than 2x samples the source instead of averaging it, so fine detail aliases
-// where PIL (and antialias=True) would blur it. Training crops are usually shrunk by less;
-// evaluation of large photos shrinks more.
+// The resize is bilinear interpolation with half-pixel centres (PyTorch's align_corners=False).
+// Plain (torchvision's antialias=False) it samples the source's two nearest pixels per axis, so
+// shrinking by more than 2x skips pixels and fine detail aliases. Antialiased (PIL's bilinear
+// resize, torchvision's antialias=True) the triangle filter widens with the shrink factor and
+// averages every source pixel under it; enlarging, both are the same interpolation. Training
+// crops resize plain (usually shrunk by less than 2x); evaluation antialiases by default
+// (data.eval_antialias), as PIL and torchvision's evaluation transforms do.
 #pragma once
 
 #include <cstdint>
@@ -45,15 +47,26 @@ struct ImageRegion {
 void resize_bilinear(const ImageRegion& src, const CropBox& box, int64_t out_height,
                      int64_t out_width, const CropBox& window, bool flip, float* out,
                      const float* scale = nullptr, const float* bias = nullptr);
+// The antialiased resize, with resize_bilinear's arguments and output: each output pixel is the
+// normalised triangle-filter average (support max(1, shrink factor) source pixels each side of
+// its centre, clamped to the box) of the box's pixels, as PIL's Image.resize(BILINEAR) of the
+// cropped box, computed in f32 without PIL's uint8 rounding between its two passes. `src`
+// must hold resize_footprint(..., true).
+void resize_antialiased(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                        int64_t out_width, const CropBox& window, bool flip, float* out,
+                        const float* scale = nullptr, const float* bias = nullptr);
+void resize_antialiased(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                        int64_t out_width, const CropBox& window, bool flip, uint8_t* out);
 // As uint8 values: each f32 result rounded to the nearest integer (halves up), as an image
 // library's resize hands back uint8 pixels.
 void resize_bilinear(const ImageRegion& src, const CropBox& box, int64_t out_height,
                      int64_t out_width, const CropBox& window, bool flip, uint8_t* out);
 
-// The rows and columns of the image that resize_bilinear reads for `window` of `box` resized to
-// out_height x out_width: the smallest region `src` may be.
+// The rows and columns of the image that resize_bilinear (resize_antialiased, with
+// `antialiased`) reads for `window` of `box` resized to out_height x out_width: the smallest
+// region `src` may be.
 CropBox resize_footprint(const CropBox& box, int64_t out_height, int64_t out_width,
-                         const CropBox& window);
+                         const CropBox& window, bool antialiased = false);
 
 // torchvision's RandomResizedCrop(scale, ratio) box for an image of height x width, with the
 // uniform draws taken from `uniform01` (a callable returning doubles in [0, 1)): up to 10

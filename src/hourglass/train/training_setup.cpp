@@ -92,6 +92,7 @@ RunParts image_file_parts(const RunConfig& run, bool with_train) {
   data::ImageFileOptions o;
   o.image_size = run.data.image_size;
   o.flip = run.data.transform.flip;
+  o.eval_antialias = run.data.eval_antialias;
   o.limit = run.data.test_limit;
   auto test_set = data::open_image_split(run.data.path, data::Split::Test, o);
   if (with_train) {

@@ -164,6 +164,7 @@ RunConfig parse_run_config(const Config& c) {
   std::tie(d.transform.erase_ratio_min, d.transform.erase_ratio_max) =
       range("data.erase_ratio", 0.3, 3.3, std::numeric_limits<double>::infinity(),
             "the erased rectangle's height / width");
+  d.eval_antialias = c.get_bool("data.eval_antialias", true);
   if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
   if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
   for (float s : d.transform.std)
@@ -477,6 +478,8 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("data.mean", list_text(d.transform.mean));
   line("data.std", list_text(d.transform.std));
   if (d.dataset == data::kImageFolderDataset) line("data.image_size", d.image_size);
+  // Only when off, so that runs keep the text (and hash) they had.
+  if (!d.eval_antialias) line("data.eval_antialias", false);
   if (d.dataset == "cifar100")
     line("data.cifar100_labels", quoted(d.synthetic.cifar100_coarse ? "coarse" : "fine"));
   if (d.dataset == "synthetic") {

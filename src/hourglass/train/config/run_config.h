@@ -46,6 +46,9 @@ struct DataConfig {
   // dataset = "folder" (image files under path/train and path/val or path/test): the side of
   // the square images the loader crops and resizes them to.
   int64_t image_size = 224;
+  // Evaluation of image files (dataset = "folder", `hourglass predict`) resizes antialiased, as PIL
+  // and torchvision do (data.eval_antialias; false: plain bilinear, as before it existed).
+  bool eval_antialias = true;
   // dataset = "folder": the share of a split's images that may be unreadable (each skipped for
   // the next sample and named once) before the run stops with an error.
   double max_unreadable = data::kDefaultMaxUnreadable;
