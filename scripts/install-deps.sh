@@ -27,6 +27,8 @@ test_packages=(
   hipcc libamdhip64-dev rocm-device-libs    # scripts/hip-check.sh: the GPU tree compiled for AMD
   clang-19                                  # hip-check.sh against ROCm 7's headers (its own
                                             # libomp-19-dev would remove libomp-dev: not wanted)
+  clang-tools-19                            # clang-offload-bundler, which clang-19 runs to
+                                            # bundle each HIP object's GPU code
   librocm-smi-dev                           # rocm_smi.h: the ROCm SMI calls checked in the build
   clang libclang-rt-14-dev libomp-dev       # the sanitizer and fuzzer build; hip-check.sh's host files
   openmpi-bin libopenmpi-dev                # the MPI communicator (CPU ranks) and its mpiexec tests
