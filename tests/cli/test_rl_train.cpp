@@ -1,7 +1,8 @@
 // `hourglass train` of a reinforcement-learning config (an [rl] table): the run directory's
 // files, kill -9 at points of the run's own progress with --resume auto after each ending
 // bit-identical to an uninterrupted run (final weights and every metrics line but the timings),
-// --stop-after then --resume, --print-config, and bad keys refused naming the key.
+// --stop-after then --resume (PPO and DQN), --print-config, and bad keys refused naming the key.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -207,6 +208,74 @@ every_steps = 8
   test::expect_same_final_tensors(dir + "/ref", dir + "/run");
   EXPECT_EQ(metrics_without_timings(dir + "/ref"), metrics_without_timings(dir + "/run"));
   EXPECT_NE(ref.log.find("mean return"), std::string::npos) << ref.log;
+}
+
+// DQN in the run directory: stopped part-way and resumed, the Q-network, the target network,
+// the replay buffer, the optimizer and the environments come back, so the run ends
+// bit-identical (final weights and every metrics line but the timings); hourglass eval plays the
+// Q-network of final.safetensors and of a checkpoint; DQN's own keys are checked.
+TEST(CliRlTrain, DqnStopsAndResumesIdentically) {
+  const std::string dir = test::fresh_temp_dir("hourglass_cli_rl_dqn");
+  const std::string config = dir + "/dqn.toml";
+  std::ofstream(config) << R"(
+name = "rl-dqn"
+seed = 5
+threads = 1
+[rl]
+algorithm = "dqn"
+env = "CartPole-v1"
+total_steps = 6000
+buffer_size = 2000
+batch_size = 32
+learning_starts = 1000
+train_frequency = 4
+target_network_frequency = 100
+hidden = [32, 32]
+iteration_steps = 500
+[checkpoint]
+every_steps = 125
+)";
+  const Result ref = run(dir, {config, "--run-dir", dir + "/ref"});
+  ASSERT_EQ(ref.code, 0) << ref.log;
+  EXPECT_NE(ref.log.find("12 iterations of 500 environment steps"), std::string::npos) << ref.log;
+  const std::vector<std::string> lines = metrics_without_timings(dir + "/ref");
+  ASSERT_EQ(lines.size(), 12u);
+  const nlohmann::json last = nlohmann::json::parse(lines.back());
+  EXPECT_EQ(last["global_step"], 6000);
+  EXPECT_EQ(last["updates"], 125);
+  EXPECT_GT(last["td_loss"].get<double>(), 0.0);
+  const Result stopped = run(dir, {config, "--run-dir", dir + "/run", "--stop-after", "300"});
+  ASSERT_EQ(stopped.code, 75) << stopped.log;
+  const Result resumed = run(dir, {config, "--run-dir", dir + "/run", "--resume", "auto"});
+  ASSERT_EQ(resumed.code, 0) << resumed.log;
+  EXPECT_NE(resumed.log.find("resumed from"), std::string::npos) << resumed.log;
+  test::expect_same_final_tensors(dir + "/ref", dir + "/run");
+  EXPECT_EQ(lines, metrics_without_timings(dir + "/run"));
+  for (const std::string& weights : {dir + "/ref/final.safetensors",
+                                     fmt::format("{}/ref/checkpoints/step-{:09d}.safetensors", dir,
+                                                 test::last_checkpoint_step(dir + "/ref"))}) {
+    std::vector<std::string> argv = {kBinary, "eval", weights, "--episodes", "5", "--json"};
+    const pid_t pid = test::spawn_logged(argv, dir + "/eval.txt", {});
+    const std::optional<int> status = test::wait_status(pid, 120);
+    ASSERT_TRUE(status.has_value());
+    const std::string out = read_file(dir + "/eval.txt");
+    ASSERT_EQ(test::exit_code(*status), 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind("{\"checkpoint\"")));
+    EXPECT_EQ(j["episodes"], 5) << out;
+    EXPECT_GE(j["min"].get<double>(), 8.0) << out;
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--set=rl.env=\"Pendulum-v1\"", "'rl.env'"},  // continuous actions
+      {"--set=rl.iteration_steps=0", "'rl.iteration_steps'"},
+      {"--set=rl.tau=0", "'rl.tau'"},
+      {"--set=rl.hidden=[32, 0]", "'rl.hidden'"},
+      {"--set=rl.num_minibatches=4", "rl.num_minibatches"},  // a PPO key: unused
+  };
+  for (const auto& [flag, named] : cases) {
+    const Result r = run(dir, {config, flag, "--run-dir", dir + "/bad"});
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.log;
+    EXPECT_NE(r.log.find(named), std::string::npos) << flag << ": " << r.log;
+  }
 }
 
 TEST(CliRlTrain, PrintConfigAndBadKeys) {

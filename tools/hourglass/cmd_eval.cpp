@@ -12,6 +12,7 @@
 #include "hourglass/infer/int8_network.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/rl/policy_evaluation.h"
+#include "hourglass/rl/rl_algorithm.h"
 #include "hourglass/rl/rl_config.h"
 #include "hourglass/rl/rl_trainer.h"
 #include "hourglass/tensor/safetensors.h"
@@ -31,15 +32,15 @@ int eval_agent(const SafetensorsFile& file, const Config& config, const Args& ar
   HG_CHECK(args.split == "test", "--split {}: an agent is evaluated on episodes, not a split",
            args.split);
   const rl::RlRunConfig run = rl::parse_rl_run_config(config);
-  const std::unique_ptr<rl::ActorCritic> agent = rl::load_agent(run, file);
+  const std::unique_ptr<rl::LoadedPolicy> policy = rl::load_policy(run, file);
   const uint64_t seed = args.seed ? *args.seed : run.seed + 1000;
   const auto start = std::chrono::steady_clock::now();
-  const rl::PolicyEvaluation e = rl::evaluate_agent(*agent, run.ppo, args.episodes, seed);
+  const rl::PolicyEvaluation e = policy->evaluate(args.episodes, seed);
   const double seconds = seconds_since(start);
   const auto [lo, hi] = std::minmax_element(e.returns.begin(), e.returns.end());
   if (args.json) {
     const nlohmann::ordered_json out = {{"checkpoint", args.checkpoint},
-                                        {"env", run.ppo.env},
+                                        {"env", run.env()},
                                         {"episodes", e.returns.size()},
                                         {"seed", seed},
                                         {"mean", e.mean},
@@ -52,7 +53,7 @@ int eval_agent(const SafetensorsFile& file, const Config& config, const Args& ar
   }
   std::printf(
       "%s: mean return %.2f +- %.2f over %zu greedy episodes (min %.1f, max %.1f; %.2f s)\n",
-      run.ppo.env.c_str(), e.mean, e.std, e.returns.size(), *lo, *hi, seconds);
+      run.env().c_str(), e.mean, e.std, e.returns.size(), *lo, *hi, seconds);
   return 0;
 }
 

@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "hourglass/nn/module.h"
+#include "hourglass/ops/math_settings.h"
+#include "hourglass/optim/optimizer.h"
+#include "hourglass/rl/env/vector_env.h"
 
 namespace hg::rl {
 
@@ -35,6 +38,9 @@ struct DqnConfig {
   int64_t train_frequency = 10;
   std::vector<int64_t> hidden = {120, 84};
   uint64_t seed = 1;
+  // Environment steps per iteration of a DqnRun (what a run directory reports and checkpoints
+  // between); a multiple of num_envs.
+  int64_t iteration_steps = 10000;
 };
 
 // Throws InvalidInput naming the first key out of range.
@@ -60,6 +66,67 @@ struct DqnProgress {
   double q_mean = 0;                    // the mean Q(s, a) of the last update's batch
   std::vector<double> episode_returns;  // episodes ended since the last report
   std::vector<int64_t> episode_lengths;
+};
+
+// One iteration of a DqnRun: iteration_steps environment steps and the updates among them.
+struct DqnIteration {
+  int64_t iteration = 0;
+  int64_t global_step = 0;
+  double epsilon = 0;   // at the iteration's last step
+  int64_t updates = 0;  // during this iteration
+  // The iteration's last update's TD loss and mean Q(s, a) of its batch; NaN without one.
+  double td_loss = 0, q_mean = 0;
+  std::vector<double> episode_returns;  // episodes ended during the iteration
+  std::vector<int64_t> episode_lengths;
+};
+
+// A DQN run in progress, advanced an iteration at a time. Between iterations the run is the
+// Q-network, the target network's parameters, the optimizer, the replay buffer (state()) and
+// the environments' state; its draws are functions of the seed and the environment step, so a
+// run restored from those continues bit-identically.
+class DqnRun {
+ public:
+  // Validates `config`, builds the environments (reset from config.seed) and puts `q`'s
+  // parameters into the optimizer's arena (the target network a copy); the training step runs
+  // under `engine`.
+  DqnRun(const DqnConfig& config, QNetwork& q, const ops::EngineSettings& engine = {});
+  ~DqnRun();
+  DqnRun(const DqnRun&) = delete;
+  DqnRun& operator=(const DqnRun&) = delete;
+
+  int64_t iterations() const;   // ceil(total_steps / iteration_steps)
+  int64_t iteration() const;    // completed
+  int64_t global_step() const;  // environment steps so far
+  // Optimizer steps of a full iteration (iteration_steps / train_frequency, 0 before learning
+  // starts: an upper bound) and the rows of an update's batch.
+  int64_t updates_per_iteration() const;
+  int64_t batch_rows() const;
+  // The updates taken in the first `iteration` iterations (none before learning_starts).
+  int64_t updates_after(int64_t iteration) const;
+  DqnIteration next();
+
+  // What a checkpoint holds besides the Q-network, the optimizer and the environments: the
+  // target network's flat parameters, the replay buffer's transitions (observations, next
+  // observations, actions, rewards, terminations) and its fill and write position. The tensors
+  // are the run's own (a checkpoint reads them and restore() writes into them).
+  struct State {
+    Tensor target_params;   // f32 [parameters]
+    Tensor obs, next_obs;   // f32 [buffer_size, observation size]
+    Tensor actions;         // i64 [buffer_size]
+    Tensor rewards, dones;  // f32 [buffer_size]
+    Tensor fill;            // i64 [2]: transitions held, next slot written
+  };
+  State& state();
+  // Continues after `iteration` completed iterations with the environments in `env_state` (the
+  // Q-network, the optimizer and state() restored by the caller).
+  void restore(int64_t iteration, const VectorEnvState& env_state);
+
+  VectorEnv& env();
+  optim::Optimizer& optimizer();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 struct DqnResult {

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 
@@ -32,6 +33,11 @@ double positive(const Config& c, const char* key, double default_value, double h
 
 }  // namespace
 
+namespace {
+void parse_ppo(const Config& c, const std::string& env, RlRunConfig& r);
+void parse_dqn(const Config& c, const std::string& env, RlRunConfig& r);
+}  // namespace
+
 bool is_rl_config(const Config& config) {
   return config.has("rl.algorithm") || config.has("rl.env");
 }
@@ -52,15 +58,28 @@ RlRunConfig parse_rl_run_config(const Config& c) {
       precision == "fp32", c, "precision",
       fmt::format("must be \"fp32\" for a reinforcement-learning run, found \"{}\"", precision));
   r.algorithm = c.get_string("rl.algorithm", r.algorithm);
-  train::check_range(r.algorithm == "ppo", c, "rl.algorithm",
-                     fmt::format("must be \"ppo\" (the algorithm a run directory trains; DQN "
-                                 "runs in bench_rl), found \"{}\"",
-                                 r.algorithm));
+  train::check_range(r.algorithm == "ppo" || r.algorithm == "dqn", c, "rl.algorithm",
+                     fmt::format("must be \"ppo\" or \"dqn\", found \"{}\"", r.algorithm));
 
   const std::string env = c.get_string("rl.env", PpoConfig{}.env);
   const std::vector<std::string> ids = vector_env_ids();
   train::check_range(std::find(ids.begin(), ids.end(), env) != ids.end(), c, "rl.env",
                      fmt::format("must be one of {}, found \"{}\"", fmt::join(ids, ", "), env));
+  if (r.algorithm == "dqn") {
+    parse_dqn(c, env, r);
+  } else {
+    parse_ppo(c, env, r);
+  }
+  r.checkpoint = train::parse_checkpoint_config(c);
+  r.metrics = train::parse_metrics_config(c);
+  r.monitor = train::parse_monitor_config(c);
+  r.engine = train::parse_engine_config(c);
+  return r;
+}
+
+namespace {
+
+void parse_ppo(const Config& c, const std::string& env, RlRunConfig& r) {
   // CleanRL's defaults for the environment's kind of actions, then the keys given.
   PpoConfig& p = r.ppo;
   p = ppo_defaults(make_vector_env(env, 1)->spec().action_kind);
@@ -98,13 +117,57 @@ RlRunConfig parse_rl_run_config(const Config& c) {
                                  "{}), found {}",
                                  batch, p.total_steps));
   validate(p);  // the same rules; the checks above name the keys first
-
-  r.checkpoint = train::parse_checkpoint_config(c);
-  r.metrics = train::parse_metrics_config(c);
-  r.monitor = train::parse_monitor_config(c);
-  r.engine = train::parse_engine_config(c);
-  return r;
 }
+
+// CleanRL's dqn.py defaults, then the keys given.
+void parse_dqn(const Config& c, const std::string& env, RlRunConfig& r) {
+  train::check_range(make_vector_env(env, 1)->spec().action_kind == ActionKind::Discrete, c,
+                     "rl.env",
+                     fmt::format("must have discrete actions for rl.algorithm = \"dqn\", found "
+                                 "\"{}\" (continuous)",
+                                 env));
+  DqnConfig& d = r.dqn;
+  d.env = env;
+  d.total_steps = int_in(c, "rl.total_steps", d.total_steps, 1, kMaxSteps, "must be in [1, 2^40]");
+  d.num_envs = int_in(c, "rl.num_envs", d.num_envs, 1, 1 << 16, "must be in [1, 65536]");
+  d.learning_rate = positive(c, "rl.learning_rate", d.learning_rate, 1.0);
+  d.buffer_size = int_in(c, "rl.buffer_size", d.buffer_size, 1, int64_t(1) << 26,
+                         "must be in [1, 2^26] transitions");
+  d.gamma = double_in(c, "rl.gamma", d.gamma, 0, 1, Upper::Closed, "in [0, 1]");
+  d.tau = double_in(c, "rl.tau", d.tau, 0, 1, Upper::Closed, "in (0, 1]");
+  train::check_range(d.tau > 0, c, "rl.tau", "must be in (0, 1], found 0");
+  d.target_network_frequency = int_in(c, "rl.target_network_frequency", d.target_network_frequency,
+                                      1, kMaxSteps, "must be in [1, 2^40] environment steps");
+  d.batch_size = int_in(c, "rl.batch_size", d.batch_size, 1, 1 << 20, "must be in [1, 1048576]");
+  d.start_e = double_in(c, "rl.start_e", d.start_e, 0, 1, Upper::Closed, "in [0, 1]");
+  d.end_e = double_in(c, "rl.end_e", d.end_e, 0, 1, Upper::Closed, "in [0, 1]");
+  d.exploration_fraction = double_in(c, "rl.exploration_fraction", d.exploration_fraction, 0, 1,
+                                     Upper::Closed, "in (0, 1]");
+  train::check_range(d.exploration_fraction > 0, c, "rl.exploration_fraction",
+                     "must be in (0, 1], found 0");
+  d.learning_starts = int_in(c, "rl.learning_starts", d.learning_starts, 0, kMaxSteps,
+                             "must be in [0, 2^40] environment steps");
+  d.train_frequency = int_in(c, "rl.train_frequency", d.train_frequency, 1, kMaxSteps,
+                             "must be in [1, 2^40] environment steps");
+  if (c.has("rl.hidden")) {
+    d.hidden.clear();
+    for (double h : c.get_double_list("rl.hidden", {})) {
+      train::check_range(h >= 1 && h <= 65536 && h == std::floor(h), c, "rl.hidden",
+                         fmt::format("must list layer widths in [1, 65536], found {}", h));
+      d.hidden.push_back(int64_t(h));
+    }
+    train::check_range(!d.hidden.empty(), c, "rl.hidden", "must list at least one layer width");
+  }
+  d.iteration_steps = int_in(c, "rl.iteration_steps", d.iteration_steps, 1, kMaxSteps,
+                             "must be in [1, 2^40] environment steps");
+  train::check_range(d.iteration_steps % d.num_envs == 0, c, "rl.iteration_steps",
+                     fmt::format("must be a multiple of rl.num_envs ({}), found {}", d.num_envs,
+                                 d.iteration_steps));
+  d.seed = r.seed;
+  validate(d);  // the same rules; the checks above name the keys first
+}
+
+}  // namespace
 
 std::string rl_trajectory_text(const RlRunConfig& r) {
   const PpoConfig& p = r.ppo;
@@ -114,6 +177,26 @@ std::string rl_trajectory_text(const RlRunConfig& r) {
   };
   line("seed", r.seed);
   line("rl.algorithm", fmt::format("\"{}\"", r.algorithm));
+  if (r.algorithm == "dqn") {
+    const DqnConfig& d = r.dqn;
+    line("rl.env", fmt::format("\"{}\"", d.env));
+    line("rl.total_steps", d.total_steps);
+    line("rl.num_envs", d.num_envs);
+    line("rl.learning_rate", d.learning_rate);
+    line("rl.buffer_size", d.buffer_size);
+    line("rl.gamma", d.gamma);
+    line("rl.tau", d.tau);
+    line("rl.target_network_frequency", d.target_network_frequency);
+    line("rl.batch_size", d.batch_size);
+    line("rl.start_e", d.start_e);
+    line("rl.end_e", d.end_e);
+    line("rl.exploration_fraction", d.exploration_fraction);
+    line("rl.learning_starts", d.learning_starts);
+    line("rl.train_frequency", d.train_frequency);
+    line("rl.hidden", fmt::format("[{}]", fmt::join(d.hidden, ", ")));
+    line("rl.iteration_steps", d.iteration_steps);
+    return t;
+  }
   line("rl.env", fmt::format("\"{}\"", p.env));
   line("rl.total_steps", p.total_steps);
   line("rl.num_envs", p.num_envs);

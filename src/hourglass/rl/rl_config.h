@@ -9,6 +9,7 @@
 
 #include "hourglass/base/config.h"
 #include "hourglass/ops/math_settings.h"
+#include "hourglass/rl/dqn.h"
 #include "hourglass/rl/ppo.h"
 #include "hourglass/train/config/run_config.h"
 
@@ -17,9 +18,12 @@ namespace hg::rl {
 struct RlRunConfig {
   std::string name;  // run name (default: the config file's stem)
   uint64_t seed = 0;
-  int threads = 0;  // 0: OpenMP's default
-  std::string algorithm = "ppo";
-  PpoConfig ppo;  // rl.env, rl.total_steps and the PPO keys; its seed is the run's
+  int threads = 0;                // 0: OpenMP's default
+  std::string algorithm = "ppo";  // "ppo" or "dqn"
+  PpoConfig ppo;                  // rl.env, rl.total_steps and the PPO keys; its seed is the run's
+  DqnConfig dqn;                  // with algorithm "dqn": rl.env, rl.total_steps and the DQN keys
+  // The environment (rl.env) of the run's algorithm.
+  const std::string& env() const { return algorithm == "dqn" ? dqn.env : ppo.env; }
   train::CheckpointConfig checkpoint;
   train::MetricsConfig metrics;
   train::MonitorConfig monitor;  // host readings (an RL run is on the CPU)

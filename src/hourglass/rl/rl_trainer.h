@@ -1,15 +1,16 @@
-// The reinforcement-learning trainer: a PpoRun (ppo.h) advanced an iteration at a time inside a
-// RunSession (train/run/run_session.h), so an RL run has what a supervised one has: the run
-// directory with config.toml and train.log, metrics.jsonl (one line per iteration: its
-// "epoch"), steps.jsonl/CSV/TensorBoard, the device monitor's monitor.csv, checkpoints/ with
-// rotation, --resume, stop signals,
+// The reinforcement-learning trainer: the run's algorithm (rl_algorithm.h: PPO or DQN) advanced
+// an iteration at a time inside a RunSession (train/run/run_session.h), so an RL run has what a
+// supervised one has: the run directory with config.toml and train.log, metrics.jsonl (one line per
+// iteration: its "epoch"), steps.jsonl/CSV/TensorBoard, the device monitor's monitor.csv,
+// checkpoints/ with rotation, --resume, stop signals,
 // --stop-after, the STOP file, budgets and the ledger, final.safetensors.
 //
-// A checkpoint sits between iterations and holds the agent, the optimizer (state and step
-// count) and the environments' state (physical variables, step and episode counters, running
-// returns) as tensors beside the agent's ("env_physics", ...); the iteration is the
-// checkpoint's epoch. The rollout's action draws and the minibatch order are functions of the
-// seed and the iteration, so a resumed run ends bit-identical to an uninterrupted one.
+// A checkpoint sits between iterations and holds the networks, the optimizer (state and step
+// count), the environments' state (physical variables, step and episode counters, running
+// returns) as tensors beside the networks' ("env_physics", ...) and DQN's replay buffer and
+// target network; the iteration is the checkpoint's epoch. The draws (actions, exploration,
+// minibatches, replay samples) are functions of the seed and the iteration or environment
+// step, so a resumed run ends bit-identical to an uninterrupted one.
 #pragma once
 
 #include <atomic>
@@ -54,12 +55,7 @@ struct RlRunSummary {
   double eval_return_mean = 0, eval_return_std = 0;
 };
 
-class PpoCheckpointModel;
-
-// The agent a run's final.safetensors or one of its checkpoints holds (the checkpoint's tensors
-// under "agent."), built for the config's environment and sizes. Throws InvalidInput naming the
-// file and a missing or mis-shaped tensor.
-std::unique_ptr<ActorCritic> load_agent(const RlRunConfig& run, const SafetensorsFile& file);
+class RlAlgorithm;
 
 class RlTrainer {
  public:
@@ -75,7 +71,6 @@ class RlTrainer {
   RlRunSummary run();
   const RlRunConfig& run_config() const { return run_; }
   const std::string& run_dir() const;
-  ActorCritic& agent() { return *agent_; }
 
  private:
   double write_checkpoint();
@@ -86,9 +81,7 @@ class RlTrainer {
 
   RlRunConfig run_;
   std::string trajectory_;
-  std::shared_ptr<ActorCritic> agent_;
-  std::unique_ptr<PpoRun> ppo_;
-  std::unique_ptr<PpoCheckpointModel> model_;
+  std::unique_ptr<RlAlgorithm> algorithm_;
   std::unique_ptr<train::RunSession> session_;
   RlTrainerOptions options_;
   std::string last_record_;

@@ -439,7 +439,8 @@ void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_tex
         "--run-dir");
   check_model_tensors(ckpt.file, model);
   check_optimizer_tensors(ckpt.file, optimizer, s.step);
-  if (s.batch > steps_per_epoch || s.step != s.epoch * steps_per_epoch + s.batch)
+  if (steps_per_epoch > 0 &&
+      (s.batch > steps_per_epoch || s.step != s.epoch * steps_per_epoch + s.batch))
     throw_bad_state(path, "step",
                     fmt::format("= {} (epoch {}, batch {}) does not fit this run's {} steps per "
                                 "epoch",

@@ -137,8 +137,9 @@ ops::EngineSettings recorded_engine(const std::map<std::string, std::string>& me
 // Checks that `ckpt` continues this run: the same trajectory config (the message names each
 // differing key with both values), the same engine settings as `engine` (each differing key
 // named), the model's tensors (names, dtypes and shapes), the optimizer (name, state dtypes and
-// shapes), a position consistent with `steps_per_epoch` and an epoch's sample count that
-// `batch_size` (the global batch) allows: at most that many per batch done. Throws InvalidInput
+// shapes), a position consistent with `steps_per_epoch` (0: the caller checks the position)
+// and an epoch's sample count that `batch_size` (the global batch) allows: at most that many
+// per batch done. Throws InvalidInput
 // naming the file and the first difference.
 void check_resumable(const LoadedCheckpoint& ckpt, const std::string& config_text,
                      const ops::EngineSettings& engine, const nn::Module& model,
