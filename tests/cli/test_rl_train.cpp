@@ -85,6 +85,39 @@ std::vector<std::string> metrics_without_timings(const std::string& run_dir) {
   return lines;
 }
 
+// hourglass eval of a CartPole agent's weights (final or a checkpoint) for `episodes` greedy
+// episodes: their count and returns within what CartPole-v1 allows.
+void expect_cartpole_eval(const std::string& dir, const std::string& weights, int episodes) {
+  std::vector<std::string> argv = {kBinary, "eval", weights, "--episodes", std::to_string(episodes),
+                                   "--json"};
+  const pid_t pid = test::spawn_logged(argv, dir + "/eval.txt", {});
+  const std::optional<int> status = test::wait_status(pid, 120);
+  ASSERT_TRUE(status.has_value());
+  const std::string out = read_file(dir + "/eval.txt");
+  ASSERT_EQ(test::exit_code(*status), 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind("{\"checkpoint\"")));
+  EXPECT_EQ(j["episodes"], episodes) << out;
+  EXPECT_EQ(j["env"], "CartPole-v1");
+  EXPECT_GE(j["min"].get<double>(), 8.0) << out;  // an episode lasts at least 8 steps
+  EXPECT_LE(j["max"].get<double>(), 500.0) << out;
+}
+
+// A run of `config` stopped after `stop_after` optimizer steps and resumed ends as one that
+// never stopped: the same final tensors and metrics lines (but the timings).
+void expect_stop_and_resume_identical(const std::string& dir, const std::string& config,
+                                      const std::string& stop_after) {
+  const Result ref = run(dir, {config, "--run-dir", dir + "/ref"});
+  ASSERT_EQ(ref.code, 0) << ref.log;
+  EXPECT_NE(ref.log.find("mean return"), std::string::npos) << ref.log;
+  const Result stopped = run(dir, {config, "--run-dir", dir + "/run", "--stop-after", stop_after});
+  ASSERT_EQ(stopped.code, 75) << stopped.log;
+  const Result resumed = run(dir, {config, "--run-dir", dir + "/run", "--resume", "auto"});
+  ASSERT_EQ(resumed.code, 0) << resumed.log;
+  EXPECT_NE(resumed.log.find("resumed from"), std::string::npos) << resumed.log;
+  test::expect_same_final_tensors(dir + "/ref", dir + "/run");
+  EXPECT_EQ(metrics_without_timings(dir + "/ref"), metrics_without_timings(dir + "/run"));
+}
+
 TEST(CliRlTrain, KillNineAtPointsOfProgressThenResumeAutoIsBitIdentical) {
   const std::string dir = test::fresh_temp_dir("hourglass_cli_rl_kill");
   const std::string config = write_config(dir);
@@ -96,19 +129,8 @@ TEST(CliRlTrain, KillNineAtPointsOfProgressThenResumeAutoIsBitIdentical) {
   EXPECT_EQ(metrics_without_timings(dir + "/ref").size(), 60u);
   // hourglass eval plays the agent of final.safetensors and of a checkpoint.
   for (const std::string& weights :
-       {dir + "/ref/final.safetensors", dir + "/ref/checkpoints/step-000000480.safetensors"}) {
-    std::vector<std::string> argv = {kBinary, "eval", weights, "--episodes", "12", "--json"};
-    const pid_t pid = test::spawn_logged(argv, dir + "/eval.txt", {});
-    const std::optional<int> status = test::wait_status(pid, 120);
-    ASSERT_TRUE(status.has_value());
-    const std::string out = read_file(dir + "/eval.txt");
-    ASSERT_EQ(test::exit_code(*status), 0) << out;
-    const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind("{\"checkpoint\"")));
-    EXPECT_EQ(j["episodes"], 12) << out;
-    EXPECT_EQ(j["env"], "CartPole-v1");
-    EXPECT_GE(j["min"].get<double>(), 8.0) << out;  // an episode lasts at least 8 steps
-    EXPECT_LE(j["max"].get<double>(), 500.0) << out;
-  }
+       {dir + "/ref/final.safetensors", dir + "/ref/checkpoints/step-000000480.safetensors"})
+    expect_cartpole_eval(dir, weights, 12);
 
   // Each life is killed at a point of its own progress: once its next checkpoint (1 to 4
   // iterations on) is in place, or at once.
@@ -199,15 +221,7 @@ update_epochs = 2
 [checkpoint]
 every_steps = 8
 )";
-  const Result ref = run(dir, {config, "--run-dir", dir + "/ref"});
-  ASSERT_EQ(ref.code, 0) << ref.log;
-  const Result stopped = run(dir, {config, "--run-dir", dir + "/run", "--stop-after", "24"});
-  ASSERT_EQ(stopped.code, 75) << stopped.log;
-  const Result resumed = run(dir, {config, "--run-dir", dir + "/run", "--resume", "auto"});
-  ASSERT_EQ(resumed.code, 0) << resumed.log;
-  test::expect_same_final_tensors(dir + "/ref", dir + "/run");
-  EXPECT_EQ(metrics_without_timings(dir + "/ref"), metrics_without_timings(dir + "/run"));
-  EXPECT_NE(ref.log.find("mean return"), std::string::npos) << ref.log;
+  expect_stop_and_resume_identical(dir, config, "24");
 }
 
 // DQN in the run directory: stopped part-way and resumed, the Q-network, the target network,
@@ -235,35 +249,19 @@ iteration_steps = 500
 [checkpoint]
 every_steps = 125
 )";
-  const Result ref = run(dir, {config, "--run-dir", dir + "/ref"});
-  ASSERT_EQ(ref.code, 0) << ref.log;
-  EXPECT_NE(ref.log.find("12 iterations of 500 environment steps"), std::string::npos) << ref.log;
+  expect_stop_and_resume_identical(dir, config, "300");
+  EXPECT_NE(read_file(dir + "/ref/train.log").find("12 iterations of 500 environment steps"),
+            std::string::npos);
   const std::vector<std::string> lines = metrics_without_timings(dir + "/ref");
   ASSERT_EQ(lines.size(), 12u);
   const nlohmann::json last = nlohmann::json::parse(lines.back());
   EXPECT_EQ(last["global_step"], 6000);
   EXPECT_EQ(last["updates"], 125);
   EXPECT_GT(last["td_loss"].get<double>(), 0.0);
-  const Result stopped = run(dir, {config, "--run-dir", dir + "/run", "--stop-after", "300"});
-  ASSERT_EQ(stopped.code, 75) << stopped.log;
-  const Result resumed = run(dir, {config, "--run-dir", dir + "/run", "--resume", "auto"});
-  ASSERT_EQ(resumed.code, 0) << resumed.log;
-  EXPECT_NE(resumed.log.find("resumed from"), std::string::npos) << resumed.log;
-  test::expect_same_final_tensors(dir + "/ref", dir + "/run");
-  EXPECT_EQ(lines, metrics_without_timings(dir + "/run"));
-  for (const std::string& weights : {dir + "/ref/final.safetensors",
-                                     fmt::format("{}/ref/checkpoints/step-{:09d}.safetensors", dir,
-                                                 test::last_checkpoint_step(dir + "/ref"))}) {
-    std::vector<std::string> argv = {kBinary, "eval", weights, "--episodes", "5", "--json"};
-    const pid_t pid = test::spawn_logged(argv, dir + "/eval.txt", {});
-    const std::optional<int> status = test::wait_status(pid, 120);
-    ASSERT_TRUE(status.has_value());
-    const std::string out = read_file(dir + "/eval.txt");
-    ASSERT_EQ(test::exit_code(*status), 0) << out;
-    const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind("{\"checkpoint\"")));
-    EXPECT_EQ(j["episodes"], 5) << out;
-    EXPECT_GE(j["min"].get<double>(), 8.0) << out;
-  }
+  for (const std::string& weights :
+       {dir + "/ref/final.safetensors", fmt::format("{}/ref/checkpoints/step-{:09d}.safetensors",
+                                                    dir, test::last_checkpoint_step(dir + "/ref"))})
+    expect_cartpole_eval(dir, weights, 5);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--set=rl.env=\"Pendulum-v1\"", "'rl.env'"},  // continuous actions
       {"--set=rl.iteration_steps=0", "'rl.iteration_steps'"},

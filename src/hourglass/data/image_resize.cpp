@@ -105,16 +105,16 @@ void resize_rows(const ImageRegion& src, const CropBox& box, int64_t out_height,
   }
 }
 
-// Checks resize_bilinear's arguments and returns the written columns' taps, as offsets into a
-// row of `src`.
-std::vector<Tap> column_taps(const ImageRegion& src, const CropBox& box, int64_t out_height,
-                             int64_t out_width, const CropBox& window, bool flip) {
+// The arguments of a resize (antialiased or not): a box, a window inside the output, and a
+// source region holding every pixel the resize reads.
+void check_resize(const ImageRegion& src, const CropBox& box, int64_t out_height, int64_t out_width,
+                  const CropBox& window, bool antialiased) {
   HG_ASSERT(box.height >= 1 && box.width >= 1, "empty crop box {}x{}", box.height, box.width);
   HG_ASSERT(window.top >= 0 && window.left >= 0 && window.height >= 1 && window.width >= 1 &&
                 window.top + window.height <= out_height && window.left + window.width <= out_width,
             "window {},{} {}x{} outside a {}x{} resize", window.top, window.left, window.height,
             window.width, out_height, out_width);
-  const CropBox need = resize_footprint(box, out_height, out_width, window);
+  const CropBox need = resize_footprint(box, out_height, out_width, window, antialiased);
   HG_ASSERT(src.channels >= 1 && need.top >= src.top && need.left >= src.left &&
                 need.top + need.height <= src.top + src.height &&
                 need.left + need.width <= src.left + src.width,
@@ -122,6 +122,13 @@ std::vector<Tap> column_taps(const ImageRegion& src, const CropBox& box, int64_t
             "{}..{}",
             need.top, need.top + need.height, need.left, need.left + need.width, src.top,
             src.top + src.height, src.left, src.left + src.width);
+}
+
+// Checks resize_bilinear's arguments and returns the written columns' taps, as offsets into a
+// row of `src`.
+std::vector<Tap> column_taps(const ImageRegion& src, const CropBox& box, int64_t out_height,
+                             int64_t out_width, const CropBox& window, bool flip) {
+  check_resize(src, box, out_height, out_width, window, false);
   std::vector<Tap> cols(size_t(window.width));
   for (int64_t x = 0; x < window.width; ++x) {
     // A flip mirrors the window: written column x shows window column width-1-x.
@@ -187,19 +194,8 @@ template <Output Mode, typename T>
 void resize_filtered(const ImageRegion& src, const CropBox& box, int64_t out_height,
                      int64_t out_width, const CropBox& window, bool flip, T* out,
                      const float* scale, const float* bias) {
-  HG_ASSERT(box.height >= 1 && box.width >= 1, "empty crop box {}x{}", box.height, box.width);
-  HG_ASSERT(window.top >= 0 && window.left >= 0 && window.height >= 1 && window.width >= 1 &&
-                window.top + window.height <= out_height && window.left + window.width <= out_width,
-            "window {},{} {}x{} outside a {}x{} resize", window.top, window.left, window.height,
-            window.width, out_height, out_width);
+  check_resize(src, box, out_height, out_width, window, true);
   const CropBox need = resize_footprint(box, out_height, out_width, window, true);
-  HG_ASSERT(src.channels >= 1 && need.top >= src.top && need.left >= src.left &&
-                need.top + need.height <= src.top + src.height &&
-                need.left + need.width <= src.left + src.width,
-            "the resize reads rows {}..{}, columns {}..{}; the image holds rows {}..{}, columns "
-            "{}..{}",
-            need.top, need.top + need.height, need.left, need.left + need.width, src.top,
-            src.top + src.height, src.left, src.left + src.width);
   const int64_t c = src.channels, values = window.width * c;
   std::vector<FilterTaps> cols(size_t(window.width)), rows(size_t(window.height));
   for (int64_t x = 0; x < window.width; ++x) {
