@@ -9,13 +9,13 @@ namespace hg::data {
 
 std::vector<float> image_as_model_input(const DecodedImage& image, const ImageTransform& transform,
                                         bool antialias) {
-  const auto resize =
-      antialias ? [](const ImageRegion& src, const CropBox& box, int64_t oh, int64_t ow,
-                     const CropBox& window,
-                     uint8_t* out) { resize_antialiased(src, box, oh, ow, window, false, out); }
-                : [](const ImageRegion& src, const CropBox& box, int64_t oh, int64_t ow,
-                     const CropBox& window,
-                     uint8_t* out) { resize_bilinear(src, box, oh, ow, window, false, out); };
+  auto resize = [antialias](const ImageRegion& src, const CropBox& box, int64_t oh, int64_t ow,
+                            const CropBox& window, uint8_t* out) {
+    if (antialias)
+      resize_antialiased(src, box, oh, ow, window, false, out);
+    else
+      resize_bilinear(src, box, oh, ow, window, false, out);
+  };
   const int64_t h = transform.height(), w = transform.width(), c = transform.channels();
   HG_CHECK(c == 1 || c == 3, "the model takes {} channels; images give 1 (luma) or 3 (RGB)", c);
   std::vector<uint8_t> rgb(size_t(h * w * 3));

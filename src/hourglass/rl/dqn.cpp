@@ -268,10 +268,6 @@ int64_t DqnRun::iterations() const {
 }
 int64_t DqnRun::iteration() const { return impl_->iteration; }
 int64_t DqnRun::global_step() const { return impl_->global_step; }
-int64_t DqnRun::updates_per_iteration() const {
-  const DqnConfig& c = impl_->config;
-  return std::max<int64_t>(1, c.iteration_steps / std::max(c.train_frequency, c.num_envs));
-}
 int64_t DqnRun::batch_rows() const { return impl_->config.batch_size; }
 int64_t DqnRun::updates_after(int64_t iteration) const {
   // The steps g = 0, n, 2n, ... before the iteration's end with g > learning_starts and

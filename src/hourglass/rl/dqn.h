@@ -97,10 +97,7 @@ class DqnRun {
   int64_t iterations() const;   // ceil(total_steps / iteration_steps)
   int64_t iteration() const;    // completed
   int64_t global_step() const;  // environment steps so far
-  // Optimizer steps of a full iteration (iteration_steps / train_frequency, 0 before learning
-  // starts: an upper bound) and the rows of an update's batch.
-  int64_t updates_per_iteration() const;
-  int64_t batch_rows() const;
+  int64_t batch_rows() const;   // the rows of an update's batch
   // The updates taken in the first `iteration` iterations (none before learning_starts).
   int64_t updates_after(int64_t iteration) const;
   DqnIteration next();

@@ -81,7 +81,6 @@ class PpoAlgorithm final : public RlAlgorithm {
   int64_t iteration() const override { return ppo_->iteration(); }
   int64_t global_step() const override { return ppo_->global_step(); }
   int64_t steps_per_iteration() const override { return config_.num_envs * config_.num_steps; }
-  int64_t updates_per_iteration() const override { return ppo_->updates_per_iteration(); }
   int64_t updates_after(int64_t iteration) const override {
     return iteration * ppo_->updates_per_iteration();
   }
@@ -176,7 +175,6 @@ class DqnAlgorithm final : public RlAlgorithm {
   int64_t iteration() const override { return dqn_->iteration(); }
   int64_t global_step() const override { return dqn_->global_step(); }
   int64_t steps_per_iteration() const override { return config_.iteration_steps; }
-  int64_t updates_per_iteration() const override { return dqn_->updates_per_iteration(); }
   int64_t updates_after(int64_t iteration) const override { return dqn_->updates_after(iteration); }
   int64_t batch_rows() const override { return dqn_->batch_rows(); }
   optim::Optimizer& optimizer() override { return dqn_->optimizer(); }

@@ -36,10 +36,8 @@ class RlAlgorithm {
   virtual int64_t iteration() const = 0;    // completed
   virtual int64_t global_step() const = 0;  // environment steps so far
   virtual int64_t steps_per_iteration() const = 0;
-  // The optimizer steps of an iteration (at most) and the rows of one, for checkpoints' checks.
-  virtual int64_t updates_per_iteration() const = 0;
   // The optimizer steps the run has taken after `iteration` iterations (where a checkpoint of
-  // that iteration must stand).
+  // that iteration must stand) and the rows of one, for checkpoints' checks.
   virtual int64_t updates_after(int64_t iteration) const = 0;
   virtual int64_t batch_rows() const = 0;
   virtual optim::Optimizer& optimizer() = 0;

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <map>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/log.h"
