@@ -3,6 +3,7 @@
 // in output coordinates, each value looked up in its channel's table (exactly: the op computes
 // nothing); labels widened to i64; without indices every image in order, without labels none
 // (a uint8 batch normalised). Bad operands are refused naming the operand.
+// mix_batch (mixup and cutmix) against a float64 reference of its documented arithmetic.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -155,6 +156,64 @@ TEST(GatherBatch, BadOperandsAreRefusedNamingThem) {
         call(d.images(), d.label_tensor(), idx, {}, Tensor::zeros({3, 255}));
       },
       {"gather_batch", "table must be [3,256]"});
+}
+
+// mix_batch: row b with row n-1-b, the inside weight in the box and the outside one elsewhere;
+// the float64 value of t * own + (1 - t) * partner within a float's rounding (the op's fma
+// rounds twice), and exactly the own or the partner's value where t is 1 or 0.
+TEST(MixBatch, MatchesTheFloat64ReferenceForMixupAndCutmix) {
+  const int64_t n = 5, h = 4, w = 6, c = 3;
+  std::mt19937 rng(11);
+  std::vector<float> pixels;
+  for (int64_t i = 0; i < n * h * w * c; ++i) pixels.push_back(float(rng() % 2001) * 1e-3f - 1.0f);
+  const std::vector<int64_t> labels{3, 1, 4, 1, 5};
+  const Tensor images = Tensor::from_vector(pixels, {n, h, w, c});
+  const Tensor label_t = Tensor::from_vector(labels, {n});
+  struct Case {
+    std::vector<float> params;  // outside, inside, y0, x0, y1, x1
+    bool exact;
+  };
+  for (const Case& k : {Case{{0.3f, 0.3f, 0, 0, 0, 0}, false},     // mixup
+                        Case{{1.0f, 0.0f, 1, 2, 3, 5}, true},      // cutmix
+                        Case{{1.0f, 1.0f, 0, 0, 0, 0}, true},      // no mixing
+                        Case{{0.8f, 0.1f, 0, 0, 4, 6}, false}}) {  // a box over everything
+    SCOPED_TRACE(testing::Message() << "params " << k.params[0] << " " << k.params[1]);
+    const ops::GatheredBatch out =
+        ops::mix_batch(images, label_t, Tensor::from_vector(k.params, {6}));
+    EXPECT_EQ(out.labels.to_vector<int64_t>(), (std::vector<int64_t>{5, 1, 4, 1, 3}));
+    ASSERT_EQ(out.images.shape(), images.shape());
+    const std::vector<float> got = out.images.to_vector<float>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const bool in =
+                y >= k.params[2] && y < k.params[4] && x >= k.params[3] && x < k.params[5];
+            const double t = in ? k.params[1] : k.params[0];
+            const double own = pixels[size_t(((b * h + y) * w + x) * c + ch)];
+            const double partner = pixels[size_t((((n - 1 - b) * h + y) * w + x) * c + ch)];
+            const double want = t * own + (1.0 - t) * partner;
+            const double g = got[size_t(((b * h + y) * w + x) * c + ch)];
+            if (k.exact)
+              ASSERT_EQ(g, want) << b << "," << y << "," << x << "," << ch;
+            else
+              ASSERT_NEAR(g, want, 3e-7 * (std::abs(own) + std::abs(partner)) + 1e-12)
+                  << b << "," << y << "," << x << "," << ch;
+          }
+  }
+}
+
+TEST(MixBatch, BadOperandsAreRefusedNamingThem) {
+  const Tensor images = Tensor::zeros({2, 3, 3, 1}, DType::F32);
+  const Tensor labels = Tensor::from_vector<int64_t>({0, 1}, {2});
+  const Tensor params = Tensor::zeros({6}, DType::F32);
+  test::expect_invalid([&] { ops::mix_batch(images.to(DType::F64), labels, params); },
+                       {"mix_batch", "images"});
+  test::expect_invalid(
+      [&] { ops::mix_batch(images, Tensor::from_vector<int64_t>({0}, {1}), params); },
+      {"mix_batch", "1 labels for 2 images"});
+  test::expect_invalid([&] { ops::mix_batch(images, labels, Tensor::zeros({4}, DType::F32)); },
+                       {"mix_batch", "params must be [6]"});
 }
 
 }  // namespace

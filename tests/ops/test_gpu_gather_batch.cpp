@@ -1,8 +1,8 @@
 // gather_batch on the GPU against the CPU backend on random datasets, indices and
 // augmentations (shifts inside and beyond the padding, flips, cutout boxes empty or not), and
 // without indices and labels (a uint8 batch normalised, as DataLoader::model_images does):
-// labels and images identical bit for bit. Outputs start poisoned (NaN), so an unwritten
-// element fails.
+// labels and images identical bit for bit; mix_batch (mixup, cutmix, none) likewise. Outputs
+// start poisoned (NaN), so an unwritten element fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +75,38 @@ TEST(GpuGatherBatch, MatchesTheCpuOnRandomBatches) {
       // The dataset as a uint8 batch: every image in order, no labels.
       expect_same(ops::gather_batch(images.to(g), Tensor(), Tensor(), Tensor(), tab.to(g)),
                   ops::gather_batch(images, Tensor(), Tensor(), Tensor(), tab));
+    }
+  }
+}
+
+TEST(GpuMixBatch, MatchesTheCpuBitForBit) {
+  HG_REQUIRE_GPU();
+#ifdef HOURGLASS_HAS_GPU
+  gpu::set_poison(true);
+#endif
+  std::mt19937 rng(23);
+  const Device g = Device::gpu(0);
+  for (const int64_t n : {int64_t(1), int64_t(7), int64_t(512)}) {
+    const int64_t h = 28, w = 28, c = 1 + n % 3;
+    std::vector<float> pixels;
+    for (int64_t i = 0; i < n * h * w * c; ++i)
+      pixels.push_back(float(rng() % 20001) * 1e-4f - 1.0f);
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < n; ++i) labels.push_back(int64_t(rng() % 10));
+    const Tensor images = Tensor::from_vector(pixels, {n, h, w, c});
+    const Tensor label_t = Tensor::from_vector(labels, {n});
+    for (const std::vector<float>& p :
+         {std::vector<float>{0.37f, 0.37f, 0, 0, 0, 0}, std::vector<float>{1, 0, 3, 5, 20, 17},
+          std::vector<float>{1, 1, 0, 0, 0, 0}}) {
+      const Tensor params = Tensor::from_vector(p, {6});
+      const ops::GatheredBatch cpu = ops::mix_batch(images, label_t, params);
+      const ops::GatheredBatch gpu = ops::mix_batch(images.to(g), label_t.to(g), params.to(g));
+      ASSERT_EQ(gpu.images.device(), g);
+      ASSERT_EQ(gpu.labels.to_vector<int64_t>(), cpu.labels.to_vector<int64_t>());
+      const std::vector<float> want = cpu.images.to_vector<float>();
+      const std::vector<float> got = gpu.images.to_vector<float>();
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "n " << n << " element " << i;
     }
   }
 }

@@ -188,10 +188,14 @@ TEST(Resume, PlateauScheduleFromEveryStepIsBitIdentical) {
 }
 
 // A moving average of the weights: checkpoints keep it, so the average a resumed run evaluates
-// (its loss to the last bit) is the uninterrupted run's.
-TEST(Resume, WeightAverageFromEveryStepIsBitIdentical) {
+// (its loss to the last bit) is the uninterrupted run's. Mixup and cutmix in the same run (one
+// run pays for both): each step's draw comes from the seed and the step count a checkpoint
+// restores.
+TEST(Resume, WeightAverageAndBatchMixingFromEveryStepAreBitIdentical) {
   Config c = resnet_config();
   c.set_override("train.ema_decay=0.9");
+  c.set_override("train.mixup_alpha=0.4");
+  c.set_override("train.cutmix_alpha=1.0");
   resume_from_every_checkpoint(c, "ema");
 }
 

@@ -112,6 +112,33 @@ TEST(RunConfigBounds, MultiStepMilestonesAreIncreasingEpochsOfTheRun) {
   EXPECT_DOUBLE_EQ(schedule->lr(3), r.optim.sgd.lr * 0.01);
 }
 
+// Mixup and cutmix: alphas non-negative, probabilities in [0, 1], the probabilities only with
+// an alpha (the switch only with both), and the resolved settings in the trajectory's text.
+TEST(RunConfigBounds, BatchMixingKeys) {
+  expect_refused("train.mixup_alpha=-0.1", {"non-negative"});
+  expect_refused("train.cutmix_alpha=-1", {"non-negative"});
+  expect_refused("train.mix_prob=0.5", {"needs train.mixup_alpha or train.cutmix_alpha"});
+  expect_refused("train.mix_switch_prob=0.5", {"needs train.mixup_alpha"});
+  Config c = base_config();
+  c.set_override("train.cutmix_alpha=1.0");
+  c.set_override("train.mix_prob=1.5");
+  expect_invalid([&] { train::parse_run_config(c); }, {"train.mix_prob", "[0, 1]"});
+  c.set_override("train.mix_prob=0.5");
+  c.set_override("train.mix_switch_prob=0.3");
+  expect_invalid([&] { train::parse_run_config(c); }, {"train.mix_switch_prob", "set both alphas"});
+  c.set_override("train.mixup_alpha=0.2");
+  const train::RunConfig r = train::parse_run_config(c);
+  EXPECT_EQ(r.train.mixing.mixup_alpha, 0.2);
+  EXPECT_EQ(r.train.mixing.cutmix_alpha, 1.0);
+  EXPECT_EQ(r.train.mixing.prob, 0.5);
+  EXPECT_EQ(r.train.mixing.switch_prob, 0.3);
+  const std::string text = train::trajectory_config_text(r);
+  EXPECT_NE(text.find("train.mixup_alpha"), std::string::npos) << text;
+  EXPECT_NE(text.find("train.mix_switch_prob"), std::string::npos) << text;
+  EXPECT_EQ(train::trajectory_config_text(train::parse_run_config(base_config())).find("mix"),
+            std::string::npos);
+}
+
 // plateau decides on the validation loss after every epoch: without a validation set or with
 // epochs left unevaluated it is refused by key.
 TEST(RunConfigBounds, PlateauNeedsAValidationSetEvaluatedEveryEpoch) {

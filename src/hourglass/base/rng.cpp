@@ -14,6 +14,26 @@ float RandomStream::normal() {
   return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.283185307179586f * u2);
 }
 
+double sample_gamma(RandomStream& stream, double shape) {
+  if (shape < 1.0)
+    return sample_gamma(stream, shape + 1.0) * std::pow(stream.uniform_open(), 1.0 / shape);
+  const double d = shape - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    // A standard normal by Box-Muller in double.
+    const double x = std::sqrt(-2.0 * std::log(stream.uniform_open())) *
+                     std::cos(6.283185307179586 * stream.uniform_open());
+    const double t = 1.0 + c * x;
+    if (t <= 0.0) continue;
+    const double v = t * t * t, u = stream.uniform_open();
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+  }
+}
+
+double sample_beta(RandomStream& stream, double a, double b) {
+  const double ga = sample_gamma(stream, a), gb = sample_gamma(stream, b);
+  return ga + gb > 0.0 ? ga / (ga + gb) : 0.5;
+}
+
 static uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;

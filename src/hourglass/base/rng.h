@@ -78,6 +78,11 @@ class RandomStream {
   }
   // Standard normal by Box-Muller.
   float normal();
+  // Uniform in the open interval (0, 1) from 53 random bits (two draws).
+  double uniform_open() {
+    const uint64_t wide = (uint64_t(next_u32()) << 32) | next_u32();
+    return (double(wide >> 11) + 0.5) * 0x1p-53;
+  }
 
  private:
   Philox philox_;
@@ -86,6 +91,12 @@ class RandomStream {
   Philox::Block block_{};
   int used_ = 4;
 };
+
+// Gamma(shape, 1) for shape > 0 (Marsaglia and Tsang's method; below 1 through
+// Gamma(shape + 1) * U^(1/shape)) and Beta(a, b) = G_a / (G_a + G_b), in double arithmetic on the
+// stream's draws (a varying number of them), so a draw is the same on every machine.
+double sample_gamma(RandomStream& stream, double shape);
+double sample_beta(RandomStream& stream, double a, double b);
 
 // Mixes several coordinates into one 64-bit stream id (splitmix64 steps).
 uint64_t mix_stream(uint64_t a, uint64_t b, uint64_t c = 0);

@@ -651,6 +651,34 @@ HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& lab
                     contiguous(augment), table.contiguous());
 })
 
+// images f32 [N,H,W,C] (a training batch), labels i64 [N], params f32 [6] on the images'
+// device: (weight outside the box, weight inside it, box y0, x0, y1, x1) -> images f32
+// [N,H,W,C], labels i64 [N]: row b mixed with its partner q = N-1-b (the batch reversed, as
+// timm's Mixup pairs rows): out(b,y,x,c) = fma(t, x(b,y,x,c), (1-t) * x(q,y,x,c)) with t the
+// inside weight where y0 <= y < y1 and x0 <= x < x1 and the outside weight elsewhere, and the
+// labels out are the partners' labels, labels(q). Mixup is one weight (an empty box), cutmix
+// weights 1 outside and 0 inside; weights 1 and an empty box give the batch unchanged. The
+// parameters are read on the device, so a step captured as a graph takes each replay's draw
+// (train/step/batch_mixing.h) from them.
+HG_OP(ops::GatheredBatch, mix_batch, (const Tensor& images, const Tensor& labels,
+                                      const Tensor& params), {
+  check_dtype(op, "images", images, DType::F32);
+  check_dim(op, "images", images, 4);
+  check_dtype(op, "labels", labels, DType::I64);
+  check_dim(op, "labels", labels, 1);
+  HG_CHECK(labels.size(0) == images.size(0), "{}: {} labels for {} images", op, labels.size(0),
+           images.size(0));
+  check_dtype(op, "params", params, DType::F32);
+  HG_CHECK(params.dim() == 1 && params.size(0) == 6,
+           "{}: params must be [6] (the weights outside and inside the box, then the box y0, x0, "
+           "y1, x1), got {}", op, params.describe());
+  check_same_device(op, images, labels);
+  check_same_device(op, images, params);
+  HG_OP_COST(elementwise_cost(images, 2, 1));
+  return backend_for(images.device())
+      .mix_batch(images.contiguous(), labels.contiguous(), params.contiguous());
+})
+
 // ---- optimizer updates over flat f32 tensors of equal shape ----
 // `skip`, when defined, is a one-element f32 tensor on the parameters' device; the update does
 // nothing when it is nonzero (the loss scaler's found-inf flag). The decision is taken on the

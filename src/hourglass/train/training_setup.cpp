@@ -363,6 +363,7 @@ TrainingSetup build_training(const RunConfig& run, Shard shard, TrainLoaderStart
 
   StepOptions o;
   o.label_smoothing = run.train.label_smoothing;
+  o.mixing = run.train.mixing;
   o.clip_grad_norm = run.train.clip_grad_norm;
   o.graph = run.train.graph;
   const RecomputeConfig& recompute = run.train.recompute;

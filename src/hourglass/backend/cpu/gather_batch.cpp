@@ -1,6 +1,9 @@
-// gather_batch on the CPU: the reference for the GPU kernel. Values come from the table, as in
-// data::ImageTransform::apply, so a batch gathered here equals the host loader's batch of the
-// same samples and augmentations bit for bit.
+// The training batch's device-side ops on the CPU, the references for the GPU kernels:
+// gather_batch (values come from the table, as in data::ImageTransform::apply, so a batch
+// gathered here equals the host loader's batch of the same samples and augmentations bit for
+// bit) and mix_batch (mixup and cutmix).
+#include <cmath>
+
 #include "hourglass/backend/cpu/cpu_backend.h"
 #include "hourglass/base/parallel.h"
 
@@ -48,6 +51,37 @@ ops::GatheredBatch CpuBackend::gather_batch(const Tensor& images, const Tensor& 
           const uint8_t* sp = image + (sy * w + sx) * c;
           for (int64_t ch = 0; ch < c; ++ch) px[ch] = tab[ch * 256 + sp[ch]];
         }
+      }
+    }
+  });
+  return out;
+}
+
+ops::GatheredBatch CpuBackend::mix_batch(const Tensor& images, const Tensor& labels,
+                                         const Tensor& params) {
+  const int64_t n = images.size(0), h = images.size(1), w = images.size(2), c = images.size(3);
+  ops::GatheredBatch out;
+  out.images = Tensor::empty(images.shape(), DType::F32, images.device());
+  out.labels = Tensor::empty({n}, DType::I64, images.device());
+  const float* p = params.data<float>();
+  const float outside = p[0], inside = p[1];
+  const float y0 = p[2], x0 = p[3], y1 = p[4], x1 = p[5];
+  const float* src = images.data<float>();
+  const int64_t* label = labels.data<int64_t>();
+  float* dst = out.images.data<float>();
+  int64_t* dst_label = out.labels.data<int64_t>();
+  for (int64_t b = 0; b < n; ++b) dst_label[b] = label[n - 1 - b];
+  parallel_for(n * h, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {  // r: one image row (b, y)
+      const int64_t b = r / h, y = r % h;
+      const float* own = src + r * w * c;
+      const float* partner = src + ((n - 1 - b) * h + y) * w * c;
+      float* o = dst + r * w * c;
+      for (int64_t x = 0; x < w; ++x) {
+        const bool in = float(y) >= y0 && float(y) < y1 && float(x) >= x0 && float(x) < x1;
+        const float t = in ? inside : outside, u = 1.0f - t;
+        for (int64_t ch = x * c; ch < (x + 1) * c; ++ch)
+          o[ch] = std::fma(t, own[ch], u * partner[ch]);
       }
     }
   });

@@ -1,5 +1,6 @@
-// gather_batch on the GPU: a batch of a device-resident dataset gathered, augmented and
-// normalised by one kernel (gather_batch_kernels.h), with no host work but the launch.
+// The training batch's device-side ops on the GPU (gather_batch_kernels.h), each one kernel
+// with no host work but the launch: gather_batch (a batch of a device-resident dataset
+// gathered, augmented and normalised) and mix_batch (mixup and cutmix).
 #include "hourglass/backend/gpu/gather_batch_kernels.h"
 #include "hourglass/backend/gpu/gpu_backend.h"
 #include "hourglass/backend/gpu/host_util.h"
@@ -23,6 +24,19 @@ ops::GatheredBatch GpuBackend::gather_batch(const Tensor& images, const Tensor& 
       images.size(3), batch, static_cast<float*>(out.images.data_ptr()),
       labels.defined() ? static_cast<int64_t*>(out.labels.data_ptr()) : nullptr,
       gpu::stream_for(images));
+  return out;
+}
+
+ops::GatheredBatch GpuBackend::mix_batch(const Tensor& images, const Tensor& labels,
+                                         const Tensor& params) {
+  ops::GatheredBatch out;
+  out.images = Tensor::empty(images.shape(), DType::F32, images.device());
+  out.labels = Tensor::empty({images.size(0)}, DType::I64, images.device());
+  gpu::launch_mix_batch(
+      static_cast<const float*>(images.data_ptr()), static_cast<const int64_t*>(labels.data_ptr()),
+      static_cast<const float*>(params.data_ptr()), images.size(0), images.size(1), images.size(2),
+      images.size(3), static_cast<float*>(out.images.data_ptr()),
+      static_cast<int64_t*>(out.labels.data_ptr()), gpu::stream_for(images));
   return out;
 }
 

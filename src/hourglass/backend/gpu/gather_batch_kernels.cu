@@ -1,5 +1,7 @@
-// Batch gathering: one thread per output pixel (all its channels), in a grid-stride loop. Values
-// are looked up in the normalisation table (a few KiB, cached), so they are the CPU's bits.
+// The training batch's kernels. Batch gathering: one thread per output pixel (all its
+// channels), in a grid-stride loop; values are looked up in the normalisation table (a few KiB,
+// cached), so they are the CPU's bits. Batch mixing: one thread per element, fmaf as the CPU's
+// std::fma, so again the CPU's bits.
 #include <cstdint>
 
 #include "hourglass/backend/gpu/gather_batch_kernels.h"
@@ -45,7 +47,35 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void __launch_bounds__(kThreads)
+    mix_batch_kernel(const float* __restrict__ images, const int64_t* __restrict__ labels,
+                     const float* __restrict__ params, int64_t n, int64_t h, int64_t w, int64_t c,
+                     int64_t elements, float* __restrict__ out, int64_t* __restrict__ out_labels) {
+  const float outside = params[0], inside = params[1];
+  const float y0 = params[2], x0 = params[3], y1 = params[4], x1 = params[5];
+  const int64_t image = h * w * c;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < elements; e += stride) {
+    const int64_t b = e / image, within = e % image;
+    const float y = float(within / (w * c)), x = float((within / c) % w);
+    if (within == 0) out_labels[b] = labels[n - 1 - b];
+    const bool in = y >= y0 && y < y1 && x >= x0 && x < x1;
+    const float t = in ? inside : outside, u = 1.0f - t;
+    out[e] = fmaf(t, images[e], __fmul_rn(u, images[(n - 1 - b) * image + within]));
+  }
+}
+
 }  // namespace
+
+void launch_mix_batch(const float* images, const int64_t* labels, const float* params, int64_t n,
+                      int64_t h, int64_t w, int64_t c, float* out_images, int64_t* out_labels,
+                      gpuStream_t stream) {
+  const int64_t elements = n * h * w * c;
+  if (elements == 0) return;
+  mix_batch_kernel<<<grid_for(elements, kThreads), kThreads, 0, stream>>>(
+      images, labels, params, n, h, w, c, elements, out_images, out_labels);
+  HG_GPU_CHECK_LAUNCH();
+}
 
 void launch_gather_batch(const uint8_t* images, const uint8_t* labels, const int64_t* indices,
                          const int32_t* augment, const float* table, int64_t n, int64_t h,

@@ -1,4 +1,7 @@
-// Launcher of the batch-gathering kernel (gather_batch_kernels.cu), called by gather_batch.cpp.
+// Launchers of the training batch's kernels (gather_batch_kernels.cu), called by
+// gather_batch.cpp.
+//
+// launch_gather_batch:
 // images: n u8 images of h*w*c (HWC); labels: n u8, or null (no labels: out_labels is null
 // too); indices: `batch` i64, or null (image b for row b, batch = n); augment: `batch` rows of 7
 // i32 (shift_y, shift_x, flip, cutout box y0, x0, y1, x1), or null; table: c*256 f32. Writes
@@ -17,5 +20,13 @@ void launch_gather_batch(const uint8_t* images, const uint8_t* labels, const int
                          const int32_t* augment, const float* table, int64_t n, int64_t h,
                          int64_t w, int64_t c, int64_t batch, float* out_images,
                          int64_t* out_labels, gpuStream_t stream);
+
+// images: n f32 images of h*w*c (HWC); labels: n i64; params: 6 f32 on the device (weights
+// outside and inside the box, box y0, x0, y1, x1). Writes the mixed images and the partners'
+// labels as CpuBackend::mix_batch does (ops::mix_batch), bit for bit. Nothing is launched for
+// an empty batch.
+void launch_mix_batch(const float* images, const int64_t* labels, const float* params, int64_t n,
+                      int64_t h, int64_t w, int64_t c, float* out_images, int64_t* out_labels,
+                      gpuStream_t stream);
 
 }  // namespace hg::gpu

@@ -343,6 +343,20 @@ RunConfig parse_run_config(const Config& c) {
                                "non-negative (0 = off)");
   t.label_smoothing =
       double_in(c, "train.label_smoothing", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  BatchMixing& mix = t.mixing;
+  mix.mixup_alpha = double_in(c, "train.mixup_alpha", 0.0, 0.0, kUnbounded, Upper::Closed,
+                              "non-negative (the Beta distribution's alpha of mixup; 0 = off)");
+  mix.cutmix_alpha = double_in(c, "train.cutmix_alpha", 0.0, 0.0, kUnbounded, Upper::Closed,
+                               "non-negative (the Beta distribution's alpha of cutmix; 0 = off)");
+  mix.prob = double_in(c, "train.mix_prob", 1.0, 0.0, 1.0, Upper::Closed,
+                       "in [0, 1] (the probability that a step mixes its batch)");
+  mix.switch_prob = double_in(c, "train.mix_switch_prob", 0.5, 0.0, 1.0, Upper::Closed,
+                              "in [0, 1] (with both alphas, the probability of cutmix)");
+  for (const char* key : {"train.mix_prob", "train.mix_switch_prob"})
+    check_range(mix.enabled() || !c.has(key), c, key,
+                "needs train.mixup_alpha or train.cutmix_alpha above 0");
+  check_range(mix.mixup_alpha > 0 && mix.cutmix_alpha > 0 || !c.has("train.mix_switch_prob"), c,
+              "train.mix_switch_prob", "chooses between mixup and cutmix: set both alphas");
   t.eval_flip = c.get_bool("train.eval_flip", false);
   t.eval_every = int_in(c, "train.eval_every", 1, 0, t.epochs,
                         "must be in [0, train.epochs] (epochs between evaluations; 0 = only "
@@ -540,6 +554,13 @@ std::string trajectory_config_text(const RunConfig& r) {
   }
   // Only when set, so that runs without an average keep the text (and hash) they had.
   if (t.ema_decay > 0) line("train.ema_decay", t.ema_decay);
+  if (t.mixing.enabled()) {
+    line("train.mixup_alpha", t.mixing.mixup_alpha);
+    line("train.cutmix_alpha", t.mixing.cutmix_alpha);
+    line("train.mix_prob", t.mixing.prob);
+    if (t.mixing.mixup_alpha > 0 && t.mixing.cutmix_alpha > 0)
+      line("train.mix_switch_prob", t.mixing.switch_prob);
+  }
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/schedule.h"
+#include "hourglass/train/step/batch_mixing.h"
 #include "hourglass/train/step/recompute_plan.h"
 #include "hourglass/train/step/step_graph.h"
 #include "hourglass/train/step/warm_up.h"
@@ -91,6 +92,9 @@ struct TrainConfig {
   int64_t grad_accum = 1;     // micro-batches per step (batch_size / grad_accum each)
   double clip_grad_norm = 0;  // 0: off
   double label_smoothing = 0;
+  // Mixup and cutmix (train.mixup_alpha, train.cutmix_alpha, train.mix_prob,
+  // train.mix_switch_prob; step/batch_mixing.h). Off by default.
+  BatchMixing mixing;
   // Early stopping, decided on the validation set (data.val_fraction) only: training ends after
   // this many epochs in a row whose validation accuracy did not exceed the best before them by
   // more than early_stop_min_delta; the final weights are then those of the last epoch and

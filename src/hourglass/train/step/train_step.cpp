@@ -63,6 +63,13 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
   }
   sums_.loss = Tensor::zeros({}, DType::F32, device);
   sums_.correct = Tensor::zeros({}, DType::F32, device);
+  if (options.mixing.enabled()) {
+    HG_CHECK(!options.loss, "train step: mixup and cutmix need the cross-entropy loss");
+    mix_params_ = Tensor::empty({6}, DType::F32, device);
+    mix_own_ = Tensor::empty({}, DType::F32, device);
+    mix_partner_ = Tensor::empty({}, DType::F32, device);
+    write_mix(-1, Tensor());  // no mixing until the first step's draw
+  }
   set_recompute(options.recompute);
   const autograd::AutocastPolicy policy = context_.autocast();
   if (policy.enabled && policy.compute != DType::F32 && context_.engine.arena_weight_cast) {
@@ -119,6 +126,11 @@ const StepSums& TrainStep::run(const Tensor& images, const Tensor& labels, int64
   ExecutionScope scope(context_);
   const int64_t step = optimizer_.step_count();
   if (options_.schedule != nullptr) optimizer_.set_lr(options_.schedule->lr(step));
+  if (options_.mixing.enabled()) {
+    HG_CHECK(images.dim() == 4, "train step: mixup and cutmix need images [N,H,W,C], got {}",
+             images.describe());
+    write_mix(step, images);
+  }
   auto issue = [&] {
     if (buffers_) buffers_->save();
     if (buckets_) {
@@ -219,12 +231,21 @@ void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t s
   const bool report = buckets_ && hooks_.gradients_ready;
   if (report) buckets_->begin(hooks_.gradients_ready);
   const auto leaf_ready = [this](const Tensor& leaf) { buckets_->leaf_ready(leaf); };
+  // Mixing takes the whole batch, so the micro-batch split does not change it.
+  Tensor inputs = images, partners;
+  if (options_.mixing.enabled()) {
+    ops::GatheredBatch mixed = ops::mix_batch(images, labels, mix_params_);
+    inputs = mixed.images;
+    partners = mixed.labels;
+  }
   const int64_t parts = n == 0 ? 0 : plan_.micro_batches(n);
   for (int64_t k = 0; k < parts; ++k) {
     const RowRange r = micro_batch_rows(n, parts, k);
     nn::set_dropout_context({context_.seed, uint64_t(step), uint64_t(r.begin)});
-    const Tensor x = parts == 1 ? images : images.narrow(0, r.begin, r.size());
-    const Tensor y = parts == 1 ? labels : labels.narrow(0, r.begin, r.size());
+    auto rows = [&](const Tensor& t) {
+      return parts == 1 || !t.defined() ? t : t.narrow(0, r.begin, r.size());
+    };
+    const Tensor x = rows(inputs), y = rows(labels);
     phase(StepPhase::Forward, PhaseEdge::Begin);
     Tensor loss;
     if (options_.loss) {
@@ -233,7 +254,7 @@ void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t s
       ops::add_(sums_.loss, loss, double(r.size()));
     } else {
       Tensor logits = model_.forward(x);
-      loss = fn::cross_entropy(logits, y, options_.label_smoothing);
+      loss = cross_entropy_loss(logits, y, rows(partners));
       autograd::NoGradGuard no_grad;
       ops::add_(sums_.loss, loss, double(r.size()));
       ops::add_(sums_.correct, ops::count_correct(logits, y));
@@ -265,6 +286,26 @@ void TrainStep::update() {
   phase(StepPhase::Update, PhaseEdge::End);
 }
 
+void TrainStep::write_mix(int64_t step, const Tensor& images) {
+  mix_ = step < 0
+             ? MixDraw{}
+             : draw_batch_mix(options_.mixing, context_.seed, step, images.size(1), images.size(2));
+  const std::vector<float> params{mix_.outside,   mix_.inside,    float(mix_.y0),
+                                  float(mix_.x0), float(mix_.y1), float(mix_.x1)};
+  mix_params_.copy_(Tensor::from_vector(params, {6}));
+  mix_own_.fill_(mix_.lam);
+  mix_partner_.fill_(1.0 - mix_.lam);
+}
+
+Tensor TrainStep::cross_entropy_loss(const Tensor& logits, const Tensor& labels,
+                                     const Tensor& partner_labels) {
+  Tensor own = fn::cross_entropy(logits, labels, options_.label_smoothing);
+  if (!partner_labels.defined()) return own;
+  return fn::add(
+      fn::mul(own, mix_own_),
+      fn::mul(fn::cross_entropy(logits, partner_labels, options_.label_smoothing), mix_partner_));
+}
+
 void TrainStep::zero_gradients() {
   if (context_.engine.release_gradients)
     optimizer_.zero_grad_releasing_memory();
@@ -285,9 +326,15 @@ void TrainStep::forward_backward(const Tensor& images, const Tensor& labels) {
   std::optional<autograd::AutocastGuard> with_copies;  // as the step's forward sees its weights
   cast_parameters(with_copies);
   nn::set_dropout_context({context_.seed, uint64_t(optimizer_.step_count()), 0});
-  Tensor loss = options_.loss
-                    ? options_.loss(model_, images, labels)
-                    : fn::cross_entropy(model_.forward(images), labels, options_.label_smoothing);
+  Tensor loss;
+  if (options_.loss) {
+    loss = options_.loss(model_, images, labels);
+  } else if (options_.mixing.enabled()) {  // the last step's draw
+    ops::GatheredBatch mixed = ops::mix_batch(images, labels, mix_params_);
+    loss = cross_entropy_loss(model_.forward(mixed.images), labels, mixed.labels);
+  } else {
+    loss = cross_entropy_loss(model_.forward(images), labels, Tensor());
+  }
   autograd::backward(loss, scaler_ ? scaler_->seed() : Tensor());
 }
 

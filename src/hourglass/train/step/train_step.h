@@ -4,7 +4,9 @@
 // One step on a batch (images [N,H,W,C] f32, labels [N] i64, on the step's device; or any
 // inputs and targets of N rows with StepOptions::loss):
 //   1. the learning rate of the schedule for this step (a pure function of the step count);
-//   2. forward, cross-entropy and backward over the batch's micro-batches (MicroBatchPlan),
+//   2. with mixup or cutmix (StepOptions::mixing), the batch mixed with itself reversed
+//      (batch_mixing.h); forward, cross-entropy and backward over the batch's micro-batches
+//      (MicroBatchPlan),
 //      under the context's autocast policy (in bf16 and f16 the parameter arena converted to
 //      the compute dtype in one kernel first, the layers taking views of that copy instead of
 //      casting their weights: ops::arena_weight_cast), each micro-batch's loss weighted by its
@@ -28,6 +30,7 @@
 #include "hourglass/optim/mixed_precision.h"
 #include "hourglass/optim/optimizer.h"
 #include "hourglass/optim/schedule.h"
+#include "hourglass/train/step/batch_mixing.h"
 #include "hourglass/train/step/execution_context.h"
 #include "hourglass/train/step/gradient_buckets.h"
 #include "hourglass/train/step/oom_policy.h"
@@ -48,6 +51,9 @@ struct StepOptions {
   // label_smoothing), which also counts the correct rows (StepSums::correct).
   StepLoss loss;
   double label_smoothing = 0;
+  // Mixup and cutmix of the batch and the loss (batch_mixing.h; images [N,H,W,C]): only with
+  // the cross-entropy loss. The correct count is then against each row's own label.
+  BatchMixing mixing;
   double clip_grad_norm = 0;  // > 0: clip the global gradient norm to this
   int64_t micro_batch = 0;    // rows per micro-batch (>= 1; the batch size: no split)
   const optim::LrSchedule* schedule = nullptr;  // null: the optimizer's rate stays as set
@@ -148,12 +154,21 @@ class TrainStep {
   const StepGraph* graph() const { return graph_.get(); }
   // Why this step must run eagerly now ("" when it may be captured or replayed).
   std::string eager_reason() const;
+  // The last step's mixup or cutmix draw (no mixing: weight 1, an empty box).
+  const MixDraw& mix_draw() const { return mix_; }
 
  private:
   bool capture(const StepShape& shape, const Tensor& images, const Tensor& labels, int64_t step,
                int64_t global_rows);
   void accumulate(const Tensor& images, const Tensor& labels, int64_t step, int64_t global_rows);
   void update();
+  // Draws step `step`'s mixing for `images` and writes it to mix_params_, mix_own_ and
+  // mix_partner_ (in the device's stream order, before the step's device work).
+  void write_mix(int64_t step, const Tensor& images);
+  // The micro-batch's loss: the label-smoothed cross-entropy against `labels`, or with mixing
+  // (partner_labels defined) its mix with the cross-entropy against the partners' labels.
+  Tensor cross_entropy_loss(const Tensor& logits, const Tensor& labels,
+                            const Tensor& partner_labels);
   // Mixed precision with an arena weight cast: fills compute_params_ from the parameters and
   // makes the forward take its views (`guard`, left empty without the cast).
   void cast_parameters(std::optional<autograd::AutocastGuard>& guard);
@@ -179,6 +194,10 @@ class TrainStep {
   // the start of each step's forward, and each parameter's view of it by tensor id.
   Tensor compute_params_;
   autograd::CastCopies cast_copies_;
+  // With mixing: ops::mix_batch's parameters (f32 [6]) and the loss's two weights (f32 scalars)
+  // on the device, and the host's copy of the draw.
+  Tensor mix_params_, mix_own_, mix_partner_;
+  MixDraw mix_;
 };
 
 }  // namespace hg::train
