@@ -1,6 +1,7 @@
 // The GPU backend's fused optimizer updates (sgd_step, adamw_step with its device-side update
 // number, advance_step_, the device-side skip flag), gradient clipping (clip_grads_) and
-// dynamic loss scaling (unscale_grads_, update_loss_scale_) against the CPU backend: several
+// dynamic loss scaling (unscale_grads_, update_loss_scale_) and LARS's segment_sum_squares and
+// lars_adapt_grads_ against the CPU backend: several
 // steps over sizes that exercise the float4 path, its tail and unaligned views.
 #include <gtest/gtest.h>
 
@@ -434,6 +435,38 @@ TEST(GpuLossScale, FoundInfSkipsTheOptimizerStepOnTheDevice) {
   ops::unscale_grads_(g2, st);
   ops::sgd_step(p, g2, m, o, true, found_inf);
   EXPECT_NE(p.to_vector<float>(), p0) << "a clean step must update";
+}
+
+// LARS's two ops over segments of 0, 3, 1001, 2^20 + 3 and 1 elements (one with zero
+// weights): sums within double-accumulation rounding, the adapted gradients within f32's.
+TEST(GpuLars, SegmentSumsAndAdaptedGradientsMatchCpu) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  const std::vector<int64_t> ends{0, 0, 3, 1004, 1004 + (int64_t(1) << 20) + 3};
+  std::vector<int64_t> offsets = ends;
+  offsets.push_back(offsets.back() + 1);
+  const int64_t n = offsets.back();
+  std::vector<double> w = random_values(n, 41), g = random_values(n, 42, -0.01, 0.01);
+  for (int64_t i = offsets[1]; i < offsets[2]; ++i) w[size_t(i)] = 0.0;
+  const Tensor off_cpu = Tensor::from_vector(offsets, {int64_t(offsets.size())});
+  const Tensor off_gpu = off_cpu.to(gpu0());
+  const Flat p = flat(w), grads = flat(g);
+  const Tensor w_gpu = ops::segment_sum_squares(p.gpu, off_gpu);
+  const Tensor w_cpu = ops::segment_sum_squares(p.cpu, off_cpu);
+  EXPECT_TRUE(all_close(w_gpu.to(Device::cpu()), to_doubles(w_cpu), {1e-6, 0}));
+  const Tensor g_gpu = ops::segment_sum_squares(grads.gpu, off_gpu);
+  const Tensor g_cpu = ops::segment_sum_squares(grads.cpu, off_cpu);
+  EXPECT_TRUE(all_close(g_gpu.to(Device::cpu()), to_doubles(g_cpu), {1e-6, 0}));
+  for (const bool clip : {false, true}) {
+    const LarsOptions o{.trust_coeff = 0.001, .eps = 1e-8, .trust_clip = clip};
+    const Tensor lr = Tensor::from_vector<double>({0.2}, {1});
+    Tensor on_gpu = grads.gpu.clone(), on_cpu = grads.cpu.clone();
+    // The CPU's sums on both: the adaptation alone is compared.
+    ops::lars_adapt_grads_(on_gpu, p.gpu, off_gpu, w_cpu.to(gpu0()), g_cpu.to(gpu0()), 5e-4, o,
+                           lr.to(gpu0()));
+    ops::lars_adapt_grads_(on_cpu, p.cpu, off_cpu, w_cpu, g_cpu, 5e-4, o, lr);
+    EXPECT_TRUE(all_close(on_gpu.to(Device::cpu()), to_doubles(on_cpu), tol())) << clip;
+  }
 }
 
 }  // namespace

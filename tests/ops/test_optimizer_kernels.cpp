@@ -1,6 +1,7 @@
 // The fused sgd_step / adamw_step kernels against float64 references of torch.optim.SGD and
 // torch.optim.AdamW, over three steps and every option combination; advance_step_, the
-// applied-update count AdamW keeps next to its state.
+// applied-update count AdamW keeps next to its state; LARS's segment_sum_squares and
+// lars_adapt_grads_ against float64 (empty segments, zero norms, the trust clip).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -253,6 +254,96 @@ TEST(OptimizerKernels, ValidateOperands) {
                         Tensor::from_vector<double>({1.0}, {1}));
       },
       {"adamw_step", "step", "f32"});
+}
+
+// Segments of 0, 1, 5, 0, 70,001 and 3 elements.
+const std::vector<int64_t> kOffsets{0, 0, 1, 6, 6, 70007, 70010};
+
+TEST(SegmentSumSquares, MatchesFloat64PerSegment) {
+  const std::vector<double> x = round_f32(random_values(kOffsets.back(), 31, -2.0, 2.0));
+  const Tensor sums = ops::segment_sum_squares(
+      f32_tensor(x, {kOffsets.back()}), Tensor::from_vector(kOffsets, {int64_t(kOffsets.size())}));
+  ASSERT_EQ(sums.shape(), (Shape{int64_t(kOffsets.size()) - 1}));
+  const std::vector<double> got = to_doubles(sums);
+  for (size_t s = 0; s + 1 < kOffsets.size(); ++s) {
+    double want = 0;
+    for (int64_t i = kOffsets[s]; i < kOffsets[s + 1]; ++i) want += x[size_t(i)] * x[size_t(i)];
+    EXPECT_NEAR(got[s], want, 1e-7 * want) << "segment " << s;
+  }
+}
+
+// grads = (g + wd w) * trust per segment, trust = c |w| / (|g| + wd |w| + eps), 1 where a norm
+// is 0, min(trust / lr, 1) with the clip.
+TEST(LarsAdaptGrads, MatchesFloat64PerSegment) {
+  const int64_t n = kOffsets.back();
+  std::vector<double> w = round_f32(random_values(n, 32)),
+                      g = round_f32(random_values(n, 33, -0.1, 0.1));
+  for (int64_t i = kOffsets[2]; i < kOffsets[3]; ++i) w[size_t(i)] = 0.0;      // |w| = 0: trust 1
+  for (int64_t i = kOffsets[6 - 1]; i < kOffsets[6]; ++i) g[size_t(i)] = 0.0;  // |g| = 0
+  const Tensor offsets = Tensor::from_vector(kOffsets, {int64_t(kOffsets.size())});
+  for (const bool clip : {false, true}) {
+    SCOPED_TRACE(clip ? "trust clip" : "no clip");
+    const LarsOptions o{.trust_coeff = 0.02, .eps = 1e-8, .trust_clip = clip};
+    const double wd = 0.01, lr = 0.05;
+    const Tensor params = f32_tensor(w, {n});
+    Tensor grads = f32_tensor(g, {n});
+    ops::lars_adapt_grads_(grads, params, offsets, ops::segment_sum_squares(params, offsets),
+                           ops::segment_sum_squares(grads, offsets), wd, o,
+                           Tensor::from_vector<double>({lr}, {1}));
+    std::vector<double> want(static_cast<size_t>(n));
+    for (size_t s = 0; s + 1 < kOffsets.size(); ++s) {
+      double ws = 0, gs = 0;
+      for (int64_t i = kOffsets[s]; i < kOffsets[s + 1]; ++i) {
+        ws += w[size_t(i)] * w[size_t(i)];
+        gs += g[size_t(i)] * g[size_t(i)];
+      }
+      const double wn = std::sqrt(ws), gn = std::sqrt(gs);
+      double trust = wn > 0 && gn > 0 ? 0.02 * wn / (gn + wd * wn + 1e-8) : 1.0;
+      if (clip) trust = std::min(trust / lr, 1.0);
+      for (int64_t i = kOffsets[s]; i < kOffsets[s + 1]; ++i)
+        want[size_t(i)] = (g[size_t(i)] + wd * w[size_t(i)]) * trust;
+    }
+    EXPECT_TRUE(all_close(grads, want, test::tolerance_for(DType::F32, 4)));
+  }
+}
+
+TEST(LarsAdaptGrads, BadOperandsAreRefusedNamingThem) {
+  Tensor g = Tensor::zeros({4});
+  const Tensor p = Tensor::zeros({4});
+  const Tensor two = Tensor::zeros({2});
+  const Tensor lr = Tensor::from_vector<double>({0.1}, {1});
+  auto offsets = [](std::vector<int64_t> v) {
+    const int64_t n = int64_t(v.size());
+    return Tensor::from_vector(v, {n});
+  };
+  test::expect_invalid(
+      [&] {
+        ops::segment_sum_squares(p, offsets({0, 3}));
+      },
+      {"segment_sum_squares", "from 0 to the length 4"});
+  test::expect_invalid(
+      [&] {
+        ops::segment_sum_squares(p, offsets({0, 3, 2, 4}));
+      },
+      {"segment_sum_squares", "must not decrease"});
+  test::expect_invalid([&] { ops::segment_sum_squares(p, Tensor::zeros({3})); },
+                       {"segment_sum_squares", "offsets"});
+  test::expect_invalid(
+      [&] {
+        ops::lars_adapt_grads_(g, p, offsets({0, 2, 4}), two, Tensor::zeros({3}), 0.1, {}, lr);
+      },
+      {"lars_adapt_grads_", "[2]"});
+  test::expect_invalid(
+      [&] {
+        ops::lars_adapt_grads_(g, p, offsets({0, 2, 4}), two, two, 0.1, {.trust_coeff = 0}, lr);
+      },
+      {"lars_adapt_grads_", "trust_coeff > 0"});
+  test::expect_invalid(
+      [&] {
+        ops::lars_adapt_grads_(g, p, offsets({0, 2, 4}), two, two, 0.1, {.trust_clip = true},
+                               Tensor());
+      },
+      {"lars_adapt_grads_", "trust_clip"});
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 // optim::Sgd over a flat parameter arena: hand-computed steps, the weight-decay split at
-// decay_count, zero_grad, lr, and checkpoint state round trips.
+// decay_count, zero_grad, lr, and checkpoint state round trips; LARS against a float64
+// transcription of timm's Lars.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "hourglass/optim/sgd.h"
 #include "support/compare.h"
+#include "support/expect_error.h"
 #include "support/reference_dense.h"
 
 namespace hg {
@@ -158,6 +163,78 @@ TEST(Sgd, BadStateAndOptionsAreErrors) {
   FlatParameters bad = small_arena();
   bad.decay_count = 5;
   EXPECT_THROW(Sgd(bad, options(0.1, 0, 0, 0, false)), Error);
+}
+
+// LARS over four tensors (3, 5, 2 and 4 elements; the first two take weight decay, the second
+// has zero weights at first) for five steps, against a float64 transcription of timm's Lars:
+// per decayed tensor trust = c |w| / (|g| + wd |w| + eps) (1 where a norm is 0; with the clip
+// min(trust / lr, 1)), d = (g + wd w) trust; other tensors d = g; then SGD's momentum update.
+TEST(Lars, MatchesTheFloat64TranscriptionOfTimmsLars) {
+  const std::vector<int64_t> offsets{0, 3, 8, 10, 14};
+  for (const bool nesterov : {false, true})
+    for (const bool clip : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "nesterov " << nesterov << " clip " << clip);
+      std::vector<double> w = test::round_f32(test::random_values(14, 51));
+      for (int i = 3; i < 8; ++i) w[size_t(i)] = 0.0;
+      FlatParameters flat{test::f32_tensor(w, {14}), Tensor::zeros({14}), 8, offsets};
+      const SgdOptions o = options(0.5, 0.9, 0.0, 0.01, nesterov);
+      const LarsOptions lars{.trust_coeff = 0.02, .eps = 1e-8, .trust_clip = clip};
+      Sgd opt(flat, o, lars);
+      EXPECT_STREQ(opt.name(), "lars");
+      std::vector<double> buf(14, 0.0);
+      for (int step = 0; step < 5; ++step) {
+        std::vector<double> g =
+            test::round_f32(test::random_values(14, uint64_t(60 + step), -0.3, 0.3));
+        if (step == 2)
+          for (int i = 0; i < 3; ++i) g[size_t(i)] = 0.0;  // |g| = 0: trust 1
+        flat.grads.copy_(test::f32_tensor(g, {14}));
+        opt.step();
+        for (size_t t = 0; t + 1 < offsets.size(); ++t) {
+          const bool decayed = offsets[t + 1] <= 8;
+          double ws = 0, gs = 0;
+          for (int64_t i = offsets[t]; i < offsets[t + 1]; ++i) {
+            ws += w[size_t(i)] * w[size_t(i)];
+            gs += g[size_t(i)] * g[size_t(i)];
+          }
+          const double wn = std::sqrt(ws), gn = std::sqrt(gs);
+          double trust = wn > 0 && gn > 0 ? 0.02 * wn / (gn + 0.01 * wn + 1e-8) : 1.0;
+          if (clip) trust = std::min(trust / 0.5, 1.0);
+          for (int64_t i = offsets[t]; i < offsets[t + 1]; ++i) {
+            const size_t k = size_t(i);
+            const double d = decayed ? (g[k] + 0.01 * w[k]) * trust : g[k];
+            buf[k] = step == 0 ? d : 0.9 * buf[k] + d;
+            w[k] -= 0.5 * (nesterov ? d + 0.9 * buf[k] : buf[k]);
+          }
+        }
+        ASSERT_TRUE(test::all_close(flat.params, w, test::Tolerance{1e-5, 1e-7}))
+            << "after step " << step + 1;
+      }
+    }
+}
+
+// Without weight decay LARS adapts nothing (timm adapts only where the decay is not 0): the
+// steps are SGD's, bit for bit. Offsets missing the decay boundary are refused.
+TEST(Lars, WithoutWeightDecayItIsSgdAndBadArenasAreRefused) {
+  const std::vector<int64_t> offsets{0, 3, 8, 10, 14};
+  const std::vector<double> w = test::random_values(14, 52);
+  FlatParameters a{test::f32_tensor(w, {14}), Tensor::zeros({14}), 8, offsets};
+  FlatParameters b{test::f32_tensor(w, {14}), Tensor::zeros({14}), 8, offsets};
+  Sgd lars(a, options(0.1, 0.9, 0.0, 0.0, false), LarsOptions{});
+  Sgd sgd(b, options(0.1, 0.9, 0.0, 0.0, false));
+  for (int step = 0; step < 3; ++step) {
+    const Tensor g = test::f32_tensor(test::random_values(14, uint64_t(70 + step)), {14});
+    a.grads.copy_(g);
+    b.grads.copy_(g);
+    lars.step();
+    sgd.step();
+  }
+  EXPECT_EQ(test::to_doubles(a.params), test::to_doubles(b.params));
+  FlatParameters bad{test::f32_tensor(w, {14}), Tensor::zeros({14}), 7, offsets};
+  test::expect_invalid([&] { Sgd s(bad, options(0.1, 0.9, 0.0, 0.01, false), LarsOptions{}); },
+                       {"lars", "decay boundary 7"});
+  test::expect_invalid(
+      [&] { Sgd s(a, options(0.1, 0.9, 0.0, 0.01, false), LarsOptions{.trust_coeff = 0}); },
+      {"lars", "trust coefficient"});
 }
 
 }  // namespace

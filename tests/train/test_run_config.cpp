@@ -139,6 +139,30 @@ TEST(RunConfigBounds, BatchMixingKeys) {
             std::string::npos);
 }
 
+// optim.name = "lars": SGD's keys plus trust_coeff, eps and trust_clip, which other optimizers
+// refuse; its settings are in the trajectory's text.
+TEST(RunConfigBounds, LarsKeys) {
+  expect_refused("optim.trust_coeff=0.01", {"LARS setting"});
+  expect_refused("optim.trust_clip=true", {"LARS setting"});
+  Config c = base_config();
+  c.set_override("optim.name=\"lars\"");
+  c.set_override("optim.trust_coeff=0");
+  expect_invalid([&] { train::parse_run_config(c); }, {"optim.trust_coeff", "positive"});
+  c.set_override("optim.trust_coeff=0.02");
+  c.set_override("optim.trust_clip=true");
+  c.set_override("optim.lr=2.0");
+  const train::RunConfig r = train::parse_run_config(c);
+  EXPECT_TRUE(r.optim.sgd_kind());
+  EXPECT_EQ(r.optim.sgd.lr, 2.0);
+  EXPECT_EQ(r.optim.lars.trust_coeff, 0.02);
+  EXPECT_TRUE(r.optim.lars.trust_clip);
+  EXPECT_NE(train::trajectory_config_text(r).find("optim.trust_coeff"), std::string::npos);
+  EXPECT_EQ(
+      train::make_optimizer(r, FlatParameters{Tensor::zeros({2}), Tensor::zeros({2}), 2, {0, 2}})
+          ->name(),
+      std::string("lars"));
+}
+
 // plateau decides on the validation loss after every epoch: without a validation set or with
 // epochs left unevaluated it is refused by key.
 TEST(RunConfigBounds, PlateauNeedsAValidationSetEvaluatedEveryEpoch) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "hourglass/tensor/tensor.h"
 
@@ -16,6 +17,9 @@ struct FlatParameters {
   // Optimizer::zero_grad_releasing_memory), taken back zeroed when a backward first writes it.
   Tensor grads;
   int64_t decay_count = 0;  // params[0, decay_count) take weight decay
+  // Where each parameter tensor starts in the arena, in arena order, then the arena's length
+  // (decay_count is one of them): layer-wise optimizers (LARS) adapt each tensor's step.
+  std::vector<int64_t> offsets;
   // f32 [m]: the model's f32 buffers (batch-norm running statistics) in one block, so a
   // snapshot of them is one copy; undefined when the model has none.
   Tensor buffers;

@@ -28,6 +28,7 @@ FlatParameters build_parameter_arena(Module& model, DecayScope scope) {
   int64_t offset = 0;
   for (auto& p : params) {
     const int64_t n = p.tensor.numel();
+    flat.offsets.push_back(offset);
     Tensor slot = flat.params.narrow(0, offset, n);
     slot.copy_(p.tensor.contiguous().view({n}));
     p.tensor.rebind_(flat.params.storage(), offset);
@@ -35,6 +36,7 @@ FlatParameters build_parameter_arena(Module& model, DecayScope scope) {
     p.tensor.set_grad(grad_view);
     offset += n;
   }
+  flat.offsets.push_back(offset);
   NamedTensors buffers = model.named_buffers();
   std::erase_if(buffers, [](const auto& b) { return b.second.dtype() != DType::F32; });
   int64_t buffer_total = 0;

@@ -701,6 +701,54 @@ HG_OP(void, sgd_step, (Tensor& params, const Tensor& grads, Tensor& momentum,
   backend_for(params.device()).sgd_step(params, grads, momentum, o, first_step, skip, lr);
 })
 
+// x f32 [n], offsets i64 [S+1] on x's device (0 = offsets[0] <= offsets[1] <= ... <=
+// offsets[S] = n; the CPU refuses others) -> f32 [S]: the sum of the squares of x over each
+// segment [offsets[s], offsets[s+1]), accumulated in a fixed order (the same bits on every call;
+// the CPU in double).
+HG_OP(Tensor, segment_sum_squares, (const Tensor& x, const Tensor& offsets), {
+  check_dtype(op, "x", x, DType::F32);
+  check_dim(op, "x", x, 1);
+  check_dtype(op, "offsets", offsets, DType::I64);
+  HG_CHECK(offsets.dim() == 1 && offsets.size(0) >= 1,
+           "{}: offsets must be [S+1] (each segment's start, then the end), got {}", op,
+           offsets.describe());
+  check_same_device(op, x, offsets);
+  HG_OP_COST(elementwise_cost(x, 1, 0));
+  return backend_for(x.device()).segment_sum_squares(x.contiguous(), offsets.contiguous());
+})
+
+// LARS's gradient, in place (LarsOptions): over each segment s of `offsets` (as
+// segment_sum_squares takes them), with |w| = sqrt(params_sq[s]) and |g| = sqrt(grads_sq[s])
+// (segment_sum_squares of the parameters and of the gradients), grads = fma(weight_decay,
+// params, grads) * trust_s, trust_s computed in double and rounded to f32. `lr` (a one-element
+// f64 tensor on the parameters' device, the rate the update reads) is read only with
+// o.trust_clip.
+HG_OP(void, lars_adapt_grads_, (Tensor& grads, const Tensor& params, const Tensor& offsets,
+                                const Tensor& params_sq, const Tensor& grads_sq,
+                                double weight_decay, const LarsOptions& o, const Tensor& lr), {
+  check_flat(op, params, {&grads});
+  check_dtype(op, "offsets", offsets, DType::I64);
+  HG_CHECK(offsets.dim() == 1 && offsets.size(0) >= 1 && offsets.is_contiguous(),
+           "{}: offsets must be a contiguous [S+1], got {}", op, offsets.describe());
+  check_same_device(op, params, offsets);
+  const int64_t segments = offsets.size(0) - 1;
+  for (const Tensor* t : {&params_sq, &grads_sq}) {
+    check_dtype(op, "sums of squares", *t, DType::F32);
+    HG_CHECK(t->dim() == 1 && t->size(0) == segments && t->is_contiguous(),
+             "{}: sums of squares must be a contiguous [{}] (one per segment), got {}", op,
+             segments, t->describe());
+    check_same_device(op, params, *t);
+  }
+  HG_CHECK(weight_decay >= 0 && o.trust_coeff > 0 && o.eps >= 0,
+           "{}: needs weight_decay >= 0, trust_coeff > 0 and eps >= 0, got {}, {}, {}", op,
+           weight_decay, o.trust_coeff, o.eps);
+  HG_CHECK(!o.trust_clip || lr.defined(), "{}: trust_clip needs the learning rate tensor", op);
+  check_lr(op, params, lr);
+  HG_OP_COST(elementwise_cost(params, 2, 1));
+  backend_for(params.device())
+      .lars_adapt_grads_(grads, params, offsets, params_sq, grads_sq, weight_decay, o, lr);
+})
+
 // `step` is a one-element f32 tensor on the parameters' device holding the number of this
 // update (1 for the first; the bias corrections use it), read on the device. It must be >= 1
 // when the update is applied: the CPU throws otherwise, a GPU gives non-finite parameters.

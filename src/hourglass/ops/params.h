@@ -51,6 +51,16 @@ struct SgdOptions {
   bool nesterov = false;
 };
 
+// LARS (You et al. 2017, "Large batch training of convolutional networks") over SGD, as timm's
+// Lars: each parameter tensor that takes weight decay steps with the gradient
+// (g + weight_decay * w) * trust, where trust = trust_coeff * |w| / (|g| + weight_decay * |w| +
+// eps), or 1 when |w| or |g| is 0; with trust_clip (LARC), min(trust / lr, 1).
+struct LarsOptions {
+  double trust_coeff = 0.001;
+  double eps = 1e-8;
+  bool trust_clip = false;
+};
+
 struct AdamWOptions {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;

@@ -4,8 +4,8 @@
 
 namespace hg::optim {
 
-Sgd::Sgd(FlatParameters flat, const SgdOptions& options)
-    : Optimizer(std::move(flat)), options_(options) {
+Sgd::Sgd(FlatParameters flat, const SgdOptions& options, std::optional<LarsOptions> lars)
+    : Optimizer(std::move(flat)), options_(options), lars_(lars) {
   HG_CHECK(options.lr >= 0, "sgd: learning rate must be non-negative, got {}", options.lr);
   HG_CHECK(options.momentum >= 0, "sgd: momentum must be non-negative, got {}", options.momentum);
   HG_CHECK(options.weight_decay >= 0, "sgd: weight decay must be non-negative, got {}",
@@ -16,6 +16,20 @@ Sgd::Sgd(FlatParameters flat, const SgdOptions& options)
   if (options.momentum != 0.0)
     momentum_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
   store_lr(options.lr);
+  if (lars_) {
+    HG_CHECK(lars_->trust_coeff > 0 && lars_->eps >= 0,
+             "lars: trust coefficient must be positive and eps non-negative, got {} and {}",
+             lars_->trust_coeff, lars_->eps);
+    const int64_t decayed = options.weight_decay != 0.0 ? flat_.decay_count : 0;
+    std::vector<int64_t> offsets;
+    for (int64_t o : flat_.offsets)
+      if (o <= decayed) offsets.push_back(o);
+    HG_CHECK(!flat_.offsets.empty() && offsets.back() == decayed,
+             "lars: the arena's tensor offsets do not include its decay boundary {}", decayed);
+    if (offsets.size() > 1)
+      lars_offsets_ =
+          Tensor::from_vector(offsets, {int64_t(offsets.size())}).to(flat_.params.device());
+  }
 }
 
 void Sgd::set_lr(double lr) {
@@ -33,6 +47,20 @@ void Sgd::apply_update() {
   // The momentum buffer starts as the first gradient (PyTorch); after a checkpoint load the
   // restored step count says it is already initialised.
   const bool first = step_count_ == 1;
+  if (lars_) {
+    if (lars_offsets_.defined()) {  // the decayed tensors' gradients adapted, decay folded in
+      const int64_t decayed = flat_.decay_count;
+      Tensor g = flat_.grads.narrow(0, 0, decayed);
+      const Tensor p = flat_.params.narrow(0, 0, decayed);
+      ops::lars_adapt_grads_(g, p, lars_offsets_, ops::segment_sum_squares(p, lars_offsets_),
+                             ops::segment_sum_squares(g, lars_offsets_), options_.weight_decay,
+                             *lars_, lr_device_);
+    }
+    SgdOptions o = options_;
+    o.weight_decay = 0.0;
+    ops::sgd_step(flat_.params, flat_.grads, momentum_, o, first, skip_, lr_device_);
+    return;
+  }
   const int64_t n = flat_.params.numel();
   const int64_t decayed = options_.weight_decay != 0.0 ? flat_.decay_count : 0;
   if (decayed == 0 || decayed == n) {  // one call over the whole arena

@@ -260,6 +260,8 @@ std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat) {
   if (run.optim.name == "sgd") return std::make_unique<optim::Sgd>(std::move(flat), run.optim.sgd);
+  if (run.optim.name == "lars")
+    return std::make_unique<optim::Sgd>(std::move(flat), run.optim.sgd, run.optim.lars);
   return std::make_unique<optim::AdamW>(std::move(flat), run.optim.adamw);
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "hourglass/backend/cpu/cpu_backend.h"
+#include "hourglass/backend/lars_trust.h"
 #include "hourglass/base/parallel.h"
 
 namespace hg {
@@ -96,6 +97,57 @@ namespace hg {
 void CpuBackend::advance_step_(Tensor& step, const Tensor& skip) {
   if (skip.defined() && skip.item() != 0.0) return;  // NaN counts as nonzero
   step.data<float>()[0] += 1.0f;
+}
+
+namespace {
+
+// The segments of `offsets`, checked: nondecreasing from 0 to n.
+const int64_t* checked_offsets(const char* op, const Tensor& offsets, int64_t n) {
+  const int64_t* o = offsets.data<int64_t>();
+  const int64_t segments = offsets.numel() - 1;
+  HG_CHECK(o[0] == 0 && o[segments] == n,
+           "{}: offsets must run from 0 to the length {}, got {} to {}", op, n, o[0], o[segments]);
+  for (int64_t s = 0; s < segments; ++s)
+    HG_CHECK(o[s] <= o[s + 1], "{}: offsets must not decrease, got {} then {}", op, o[s], o[s + 1]);
+  return o;
+}
+
+}  // namespace
+
+Tensor CpuBackend::segment_sum_squares(const Tensor& x, const Tensor& offsets) {
+  const int64_t* o = checked_offsets("segment_sum_squares", offsets, x.numel());
+  const int64_t segments = offsets.numel() - 1;
+  Tensor out = Tensor::empty({segments}, DType::F32, x.device());
+  const float* v = x.data<float>();
+  float* sums = out.data<float>();
+  parallel_for(segments, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      double sum = 0;
+      for (int64_t i = o[s]; i < o[s + 1]; ++i) sum += double(v[i]) * double(v[i]);
+      sums[s] = float(sum);
+    }
+  });
+  return out;
+}
+
+void CpuBackend::lars_adapt_grads_(Tensor& grads, const Tensor& params, const Tensor& offsets,
+                                   const Tensor& params_sq, const Tensor& grads_sq,
+                                   double weight_decay, const LarsOptions& lars, const Tensor& lr) {
+  const int64_t* o = checked_offsets("lars_adapt_grads_", offsets, params.numel());
+  const int64_t segments = offsets.numel() - 1;
+  const double rate = lars.trust_clip ? lr.item() : 1.0;
+  const float* w_sq = params_sq.data<float>();
+  const float* g_sq = grads_sq.data<float>();
+  const float* p = params.data<float>();
+  float* g = grads.data<float>();
+  const float wd = float(weight_decay);
+  for (int64_t s = 0; s < segments; ++s) {
+    const float trust = lars_trust(w_sq[s], g_sq[s], weight_decay, lars.trust_coeff, lars.eps,
+                                   lars.trust_clip, rate);
+    parallel_for_inline(o[s + 1] - o[s], kOptimizerGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = o[s] + begin; i < o[s] + end; ++i) g[i] = std::fma(wd, p[i], g[i]) * trust;
+    });
+  }
 }
 
 }  // namespace hg

@@ -74,6 +74,34 @@ void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
                     static_cast<const float*>(step.data_ptr()), skip_flag, gpu::stream_for(params));
 }
 
+Tensor GpuBackend::segment_sum_squares(const Tensor& x, const Tensor& offsets) {
+  const int64_t segments = offsets.numel() - 1;
+  Tensor out = Tensor::empty({segments}, DType::F32, x.device());
+  gpu::launch_segment_sum_squares(static_cast<const float*>(x.data_ptr()),
+                                  static_cast<const int64_t*>(offsets.data_ptr()), segments,
+                                  static_cast<float*>(out.data_ptr()), gpu::stream_for(x));
+  return out;
+}
+
+void GpuBackend::lars_adapt_grads_(Tensor& grads, const Tensor& params, const Tensor& offsets,
+                                   const Tensor& params_sq, const Tensor& grads_sq,
+                                   double weight_decay, const LarsOptions& o, const Tensor& lr) {
+  HG_CHECK(offsets.numel() - 1 <= 65535,
+           "lars_adapt_grads_: {} segments (parameter tensors), at most 65,535 on a GPU",
+           offsets.numel() - 1);
+  gpu::LarsCoefficients c{};
+  c.weight_decay = weight_decay;
+  c.trust_coeff = o.trust_coeff;
+  c.eps = o.eps;
+  c.trust_clip = o.trust_clip;
+  c.lr_device = lr_pointer(lr);
+  gpu::launch_lars_adapt_grads(
+      static_cast<float*>(grads.data_ptr()), static_cast<const float*>(params.data_ptr()),
+      static_cast<const int64_t*>(offsets.data_ptr()), offsets.numel() - 1,
+      static_cast<const float*>(params_sq.data_ptr()),
+      static_cast<const float*>(grads_sq.data_ptr()), c, gpu::stream_for(params));
+}
+
 void GpuBackend::advance_step_(Tensor& step, const Tensor& skip) {
   const float* skip_flag = skip_pointer("advance_step_", step, skip);
   gpu::launch_advance_step(static_cast<float*>(step.data_ptr()), skip_flag, gpu::stream_for(step));

@@ -6,6 +6,7 @@
 
 #include "hourglass/backend/gpu/kernel_util.cuh"
 #include "hourglass/backend/gpu/optimizer_kernels.h"
+#include "hourglass/backend/lars_trust.h"
 
 namespace hg::gpu {
 
@@ -132,6 +133,40 @@ __global__ void advance_step_kernel(float* step, const float* skip) {
   *step += 1.0f;
 }
 
+// One block per segment: each thread's double partial over a fixed stride, then a fixed tree.
+__global__ void __launch_bounds__(kThreads)
+    segment_sum_squares_kernel(const float* __restrict__ x, const int64_t* __restrict__ offsets,
+                               float* __restrict__ out) {
+  const int64_t s = blockIdx.x;
+  double sum = 0;
+  for (int64_t i = offsets[s] + threadIdx.x; i < offsets[s + 1]; i += kThreads)
+    sum += double(x[i]) * double(x[i]);
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (int(threadIdx.x) < width) part[threadIdx.x] += part[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[s] = float(part[0]);
+}
+
+// Blocks (chunk, segment): each segment's elements in a grid-stride loop over its chunks.
+__global__ void __launch_bounds__(kThreads)
+    lars_adapt_kernel(float* __restrict__ grads, const float* __restrict__ params,
+                      const int64_t* __restrict__ offsets, const float* __restrict__ params_sq,
+                      const float* __restrict__ grads_sq, LarsCoefficients c) {
+  const int64_t s = blockIdx.y;
+  const double lr = c.trust_clip ? *c.lr_device : 1.0;
+  const float trust =
+      lars_trust(params_sq[s], grads_sq[s], c.weight_decay, c.trust_coeff, c.eps, c.trust_clip, lr);
+  const float wd = float(c.weight_decay);
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  for (int64_t i = offsets[s] + int64_t(blockIdx.x) * kThreads + threadIdx.x; i < offsets[s + 1];
+       i += stride)
+    grads[i] = __fmul_rn(fmaf(wd, params[i], grads[i]), trust);
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 unsigned blocks_for(int64_t packs) { return grid_for(packs > 0 ? packs : 1, kThreads); }
@@ -171,6 +206,22 @@ void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_
   else
     adamw_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, exp_avg, exp_avg_sq, n,
                                                             c, step, skip);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_segment_sum_squares(const float* x, const int64_t* offsets, int64_t segments,
+                                float* out, gpuStream_t stream) {
+  if (segments <= 0) return;
+  segment_sum_squares_kernel<<<unsigned(segments), kThreads, 0, stream>>>(x, offsets, out);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_lars_adapt_grads(float* grads, const float* params, const int64_t* offsets,
+                             int64_t segments, const float* params_sq, const float* grads_sq,
+                             const LarsCoefficients& c, gpuStream_t stream) {
+  if (segments <= 0) return;
+  const dim3 grid(32, unsigned(segments));
+  lars_adapt_kernel<<<grid, kThreads, 0, stream>>>(grads, params, offsets, params_sq, grads_sq, c);
   HG_GPU_CHECK_LAUNCH();
 }
 

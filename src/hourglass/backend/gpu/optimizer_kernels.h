@@ -43,6 +43,22 @@ void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_
                   const AdamWCoefficients& c, const float* step, const float* skip,
                   gpuStream_t stream);
 
+// LARS (ops::segment_sum_squares and ops::lars_adapt_grads_; offsets: segments + 1 i64 on the
+// device). Sums of squares: one block per segment, double partials reduced in a fixed order.
+// The adaptation (at most 65,535 segments: one grid row each): grads = fmaf(weight_decay, params,
+// grads) * trust, trust from lars_trust() (backend/lars_trust.h) as the CPU computes it; lr_device
+// (f64) is read only with trust_clip.
+void launch_segment_sum_squares(const float* x, const int64_t* offsets, int64_t segments,
+                                float* out, gpuStream_t stream);
+struct LarsCoefficients {
+  double weight_decay, trust_coeff, eps;
+  bool trust_clip;
+  const double* lr_device;
+};
+void launch_lars_adapt_grads(float* grads, const float* params, const int64_t* offsets,
+                             int64_t segments, const float* params_sq, const float* grads_sq,
+                             const LarsCoefficients& c, gpuStream_t stream);
+
 // *step += 1 unless skip is not null and *skip is nonzero: one thread, nothing read back.
 void launch_advance_step(float* step, const float* skip, gpuStream_t stream);
 

@@ -246,21 +246,21 @@ RunConfig parse_run_config(const Config& c) {
   // [optim]
   OptimConfig& o = r.optim;
   o.name = c.get_string("optim.name", "sgd");
-  if (o.name != "sgd" && o.name != "adamw")
+  if (o.name != "sgd" && o.name != "lars" && o.name != "adamw")
     throw_invalid(fmt::format("{}: optim.name: unknown optimizer '{}'", c.source(),
                               untrusted_excerpt(o.name)),
-                  "use \"sgd\" or \"adamw\"");
-  const double lr = c.get_double("optim.lr", o.name == "sgd" ? 0.1 : 1e-3);
+                  "use \"sgd\", \"lars\" or \"adamw\"");
+  const double lr = c.get_double("optim.lr", o.sgd_kind() ? 0.1 : 1e-3);
   check_range(lr > 0, c, "optim.lr", fmt::format("must be positive, found {}", lr));
-  const double wd = double_in(c, "optim.weight_decay", o.name == "sgd" ? 0.0 : 0.01, 0.0,
-                              kUnbounded, Upper::Closed, "non-negative");
+  const double wd = double_in(c, "optim.weight_decay", o.sgd_kind() ? 0.0 : 0.01, 0.0, kUnbounded,
+                              Upper::Closed, "non-negative");
   o.sgd.lr = o.adamw.lr = lr;
   o.sgd.weight_decay = o.adamw.weight_decay = wd;
   // A momentum or beta of 1 or more makes the running averages grow without bound.
   o.sgd.momentum = double_in(c, "optim.momentum", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.sgd.dampening = double_in(c, "optim.dampening", 0.0, 0.0, 1.0, Upper::Closed, "in [0, 1]");
   o.sgd.nesterov = c.get_bool("optim.nesterov", false);
-  if (o.name == "sgd" && o.sgd.nesterov && (o.sgd.momentum == 0 || o.sgd.dampening != 0))
+  if (o.sgd_kind() && o.sgd.nesterov && (o.sgd.momentum == 0 || o.sgd.dampening != 0))
     throw_invalid(fmt::format("config key 'optim.nesterov' {}: Nesterov momentum needs "
                               "optim.momentum > 0 and optim.dampening = 0 (momentum {}, "
                               "dampening {})",
@@ -271,6 +271,15 @@ RunConfig parse_run_config(const Config& c) {
   o.adamw.eps = c.get_double("optim.eps", 1e-8);
   check_range(o.adamw.eps > 0, c, "optim.eps",
               fmt::format("must be positive, found {}", o.adamw.eps));
+  o.lars.eps = o.adamw.eps;
+  if (o.name != "lars")
+    for (const char* key : {"optim.trust_coeff", "optim.trust_clip"})
+      check_range(!c.has(key), c, key, "is a LARS setting: set optim.name = \"lars\"");
+  o.lars.trust_coeff = double_in(c, "optim.trust_coeff", 0.001, 0.0, kUnbounded, Upper::Closed,
+                                 "positive (LARS's trust coefficient)");
+  check_range(o.lars.trust_coeff > 0, c, "optim.trust_coeff",
+              "must be positive (LARS's trust coefficient)");
+  o.lars.trust_clip = c.get_bool("optim.trust_clip", false);
   const std::string scope = c.get_string("optim.decay", "all");
   if (scope == "all")
     o.decay_scope = nn::DecayScope::All;
@@ -509,12 +518,17 @@ std::string trajectory_config_text(const RunConfig& r) {
   const OptimConfig& o = r.optim;
   line("optim.name", quoted(o.name));
   line("optim.decay", quoted(o.decay_scope == nn::DecayScope::All ? "all" : "weights"));
-  if (o.name == "sgd") {
+  if (o.sgd_kind()) {
     line("optim.lr", o.sgd.lr);
     line("optim.momentum", o.sgd.momentum);
     line("optim.dampening", o.sgd.dampening);
     line("optim.nesterov", o.sgd.nesterov);
     line("optim.weight_decay", o.sgd.weight_decay);
+    if (o.name == "lars") {
+      line("optim.trust_coeff", o.lars.trust_coeff);
+      line("optim.eps", o.lars.eps);
+      line("optim.trust_clip", o.lars.trust_clip);
+    }
   } else {
     line("optim.lr", o.adamw.lr);
     line("optim.beta1", o.adamw.beta1);
@@ -577,7 +591,7 @@ std::unique_ptr<optim::LrSchedule> make_run_schedule(const RunConfig& run, int64
                                                      int64_t total_steps) {
   const ScheduleConfig& s = run.schedule;
   optim::ScheduleParams p;
-  p.base_lr = run.optim.name == "sgd" ? run.optim.sgd.lr : run.optim.adamw.lr;
+  p.base_lr = run.optim.sgd_kind() ? run.optim.sgd.lr : run.optim.adamw.lr;
   p.total_steps = total_steps;
   p.warmup_steps = int64_t(s.warmup_epochs * double(steps_per_epoch));
   p.min_lr = s.min_lr;
