@@ -469,5 +469,29 @@ TEST(GpuLars, SegmentSumsAndAdaptedGradientsMatchCpu) {
   }
 }
 
+// lamb_direction over several steps, written over the gradients as optim::Lamb does: the GPU
+// kernel against the CPU, sizes as the other updates'.
+TEST(GpuLars, LambDirectionMatchesCpuOverSeveralSteps) {
+  HG_REQUIRE_GPU();
+  poison_outputs();
+  for (const int64_t n : kSizes) {
+    const Flat p = flat(random_values(n, 81));
+    Flat m = flat(std::vector<double>(size_t(n), 0.0)),
+         v = flat(std::vector<double>(size_t(n), 0.0));
+    AdamWOptions o;
+    o.eps = 1e-6;
+    o.weight_decay = 0.01;
+    for (int step = 1; step <= kSteps; ++step) {
+      Flat g = flat(random_values(n, uint64_t(82 + step)));
+      const Tensor t = Tensor::from_vector<float>({float(step)}, {1});
+      ops::lamb_direction(g.gpu, p.gpu, g.gpu, m.gpu, v.gpu, o, t.to(gpu0()));
+      ops::lamb_direction(g.cpu, p.cpu, g.cpu, m.cpu, v.cpu, o, t);
+      ASSERT_TRUE(all_close(g.gpu.to(Device::cpu()), to_doubles(g.cpu), tol()))
+          << "n " << n << " step " << step;
+      ASSERT_TRUE(all_close(v.gpu.to(Device::cpu()), to_doubles(v.cpu), tol()));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hg

@@ -346,5 +346,42 @@ TEST(LarsAdaptGrads, BadOperandsAreRefusedNamingThem) {
       {"lars_adapt_grads_", "trust_clip"});
 }
 
+// lamb_direction over three steps against float64: the moments, and d = m^ / (sqrt(v^) + eps) +
+// wd w; a set skip flag changes nothing.
+TEST(LambDirection, MatchesFloat64AndASkipChangesNothing) {
+  for (const int64_t n : kSizes) {
+    const std::vector<double> w = round_f32(random_values(n, 71));
+    const Tensor params = f32_tensor(w, {n});
+    Tensor m = Tensor::zeros({n}), v = Tensor::zeros({n}), out = Tensor::zeros({n});
+    std::vector<double> rm(size_t(n), 0.0), rv(size_t(n), 0.0);
+    AdamWOptions o;
+    o.eps = 1e-6;
+    o.weight_decay = 0.05;
+    for (int step = 1; step <= 3; ++step) {
+      const std::vector<double> g = round_f32(random_values(n, uint64_t(72 + step)));
+      ops::lamb_direction(out, params, f32_tensor(g, {n}), m, v, o, step_tensor(step));
+      const double bc1 = 1 - std::pow(0.9, step), bc2 = 1 - std::pow(0.999, step);
+      std::vector<double> want(static_cast<size_t>(n));
+      for (size_t i = 0; i < size_t(n); ++i) {
+        rm[i] = 0.9 * rm[i] + 0.1 * g[i];
+        rv[i] = 0.999 * rv[i] + 0.001 * g[i] * g[i];
+        want[i] = (rm[i] / bc1) / (std::sqrt(rv[i]) / std::sqrt(bc2) + 1e-6) + 0.05 * w[i];
+      }
+      ASSERT_TRUE(all_close(out, want, tol())) << "n " << n << " step " << step;
+      ASSERT_TRUE(all_close(m, rm, tol()));
+    }
+    const std::vector<double> before = to_doubles(m), out_before = to_doubles(out);
+    const Tensor skip = Tensor::from_vector<float>({1.0f}, {1});
+    ops::lamb_direction(out, params, f32_tensor(random_values(n, 79), {n}), m, v, o, step_tensor(4),
+                        skip);
+    EXPECT_EQ(to_doubles(m), before);
+    EXPECT_EQ(to_doubles(out), out_before);
+  }
+  Tensor p = Tensor::zeros({4}), g = Tensor::zeros({4}), m = Tensor::zeros({4});
+  Tensor v = Tensor::zeros({4});
+  test::expect_invalid([&] { ops::lamb_direction(p, p, g, m, v, AdamWOptions{}, step_tensor(0)); },
+                       {"lamb_direction", "at least 1"});
+}
+
 }  // namespace
 }  // namespace hg

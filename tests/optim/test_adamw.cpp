@@ -1,9 +1,14 @@
 // optim::AdamW over a flat parameter arena: hand-computed steps, the weight-decay split,
 // skipped (fp16 overflow) steps, and checkpoint state round trips (the bias correction must
-// continue from the restored count of applied updates, also from checkpoints older than it).
+// continue from the restored count of applied updates, also from checkpoints older than it);
+// optim::Lamb against a float64 transcription of timm's Lamb.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "hourglass/optim/adamw.h"
+#include "hourglass/optim/lamb.h"
 #include "support/compare.h"
 #include "support/expect_error.h"
 #include "support/reference_dense.h"
@@ -298,6 +303,54 @@ TEST(AdamW, LrAndValidation) {
   EXPECT_THROW(AdamW(small_arena(), bad), Error);
   FlatParameters mismatched{Tensor::zeros({4}), Tensor::zeros({5}), 0};
   EXPECT_THROW(AdamW(mismatched, options(0.1, 0.0)), Error);
+}
+
+// LAMB over four tensors (3, 5, 2 and 4 elements; the first two take weight decay, the second
+// starts at zero) for five steps, against a float64 transcription of timm's Lamb (no gradient
+// clipping of its own): Adam's moments and bias-corrected direction d, plus wd w where the
+// tensor decays; there d *= |w| / |d| (1 where a norm is 0; with the clip, at most 1); w -= lr d.
+TEST(Lamb, MatchesTheFloat64TranscriptionOfTimmsLamb) {
+  const std::vector<int64_t> offsets{0, 3, 8, 10, 14};
+  for (const bool clip : {false, true}) {
+    SCOPED_TRACE(clip ? "trust clip" : "no clip");
+    std::vector<double> w = test::round_f32(test::random_values(14, 81));
+    for (int i = 3; i < 8; ++i) w[size_t(i)] = 0.0;
+    FlatParameters flat{test::f32_tensor(w, {14}), Tensor::zeros({14}), 8, offsets};
+    AdamWOptions o = options(0.01, 0.1);
+    o.eps = 1e-6;
+    optim::Lamb lamb(flat, o, clip);
+    EXPECT_STREQ(lamb.name(), "lamb");
+    std::vector<double> m(14, 0.0), v(14, 0.0);
+    for (int step = 1; step <= 5; ++step) {
+      const std::vector<double> g =
+          test::round_f32(test::random_values(14, uint64_t(90 + step), -0.3, 0.3));
+      flat.grads.copy_(test::f32_tensor(g, {14}));
+      lamb.step();
+      const double bc1 = 1 - std::pow(0.9, step), bc2 = 1 - std::pow(0.999, step);
+      for (size_t t = 0; t + 1 < offsets.size(); ++t) {
+        const bool decayed = offsets[t + 1] <= 8;
+        std::vector<double> d;
+        double ws = 0, ds = 0;
+        for (int64_t i = offsets[t]; i < offsets[t + 1]; ++i) {
+          const size_t k = size_t(i);
+          m[k] = 0.9 * m[k] + 0.1 * g[k];
+          v[k] = 0.999 * v[k] + 0.001 * g[k] * g[k];
+          d.push_back((m[k] / bc1) / (std::sqrt(v[k]) / std::sqrt(bc2) + 1e-6) +
+                      (decayed ? 0.1 * w[k] : 0.0));
+          ws += w[k] * w[k];
+          ds += d.back() * d.back();
+        }
+        double trust = 1.0;
+        if (decayed && ws > 0 && ds > 0) trust = std::sqrt(ws) / std::sqrt(ds);
+        if (decayed && clip) trust = std::min(trust, 1.0);
+        for (int64_t i = offsets[t]; i < offsets[t + 1]; ++i)
+          w[size_t(i)] -= 0.01 * trust * d[size_t(i - offsets[t])];
+      }
+      ASSERT_TRUE(test::all_close(flat.params, w, test::Tolerance{1e-5, 1e-7}))
+          << "after step " << step;
+    }
+    EXPECT_EQ(lamb.state().size(), 3u);
+  }
 }
 
 }  // namespace

@@ -140,10 +140,10 @@ TEST(RunConfigBounds, BatchMixingKeys) {
 }
 
 // optim.name = "lars": SGD's keys plus trust_coeff, eps and trust_clip, which other optimizers
-// refuse; its settings are in the trajectory's text.
-TEST(RunConfigBounds, LarsKeys) {
+// refuse; "lamb": AdamW's plus trust_clip; their settings are in the trajectory's text.
+TEST(RunConfigBounds, LarsAndLambKeys) {
   expect_refused("optim.trust_coeff=0.01", {"LARS setting"});
-  expect_refused("optim.trust_clip=true", {"LARS setting"});
+  expect_refused("optim.trust_clip=true", {"LARS and LAMB setting"});
   Config c = base_config();
   c.set_override("optim.name=\"lars\"");
   c.set_override("optim.trust_coeff=0");
@@ -161,6 +161,21 @@ TEST(RunConfigBounds, LarsKeys) {
       train::make_optimizer(r, FlatParameters{Tensor::zeros({2}), Tensor::zeros({2}), 2, {0, 2}})
           ->name(),
       std::string("lars"));
+  // lamb: AdamW's keys with eps 1e-6 by default, and the trust clip.
+  Config l = base_config();
+  l.set_override("optim.name=\"lamb\"");
+  l.set_override("optim.trust_clip=true");
+  const train::RunConfig lamb = train::parse_run_config(l);
+  EXPECT_EQ(lamb.optim.adamw.eps, 1e-6);
+  EXPECT_EQ(lamb.optim.adamw.lr, 1e-3);
+  EXPECT_TRUE(lamb.optim.lamb_trust_clip);
+  EXPECT_NE(train::trajectory_config_text(lamb).find("optim.trust_clip = true"), std::string::npos);
+  EXPECT_EQ(
+      train::make_optimizer(lamb, FlatParameters{Tensor::zeros({2}), Tensor::zeros({2}), 2, {0, 2}})
+          ->name(),
+      std::string("lamb"));
+  l.set_override("optim.trust_coeff=0.1");
+  expect_invalid([&] { train::parse_run_config(l); }, {"optim.trust_coeff", "LARS setting"});
 }
 
 // plateau decides on the validation loss after every epoch: without a validation set or with

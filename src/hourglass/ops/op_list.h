@@ -717,12 +717,13 @@ HG_OP(Tensor, segment_sum_squares, (const Tensor& x, const Tensor& offsets), {
   return backend_for(x.device()).segment_sum_squares(x.contiguous(), offsets.contiguous());
 })
 
-// LARS's gradient, in place (LarsOptions): over each segment s of `offsets` (as
-// segment_sum_squares takes them), with |w| = sqrt(params_sq[s]) and |g| = sqrt(grads_sq[s])
-// (segment_sum_squares of the parameters and of the gradients), grads = fma(weight_decay,
-// params, grads) * trust_s, trust_s computed in double and rounded to f32. `lr` (a one-element
-// f64 tensor on the parameters' device, the rate the update reads) is read only with
-// o.trust_clip.
+// The layer-wise trust ratio of LARS and LAMB, in place (LarsOptions): over each segment s of
+// `offsets` (as segment_sum_squares takes them), with |w| = sqrt(params_sq[s]) and |g| =
+// sqrt(grads_sq[s]) (segment_sum_squares of the parameters and of `grads`), grads =
+// fma(weight_decay, params, grads) * trust_s, trust_s computed in double and rounded to f32.
+// `lr`, a one-element f64 tensor on the parameters' device, is read only with o.trust_clip, as
+// the divisor of the clip min(trust / lr, 1): LARS passes the rate its update reads (LARC), LAMB
+// (grads = its direction, weight_decay 0, trust_coeff 1, eps 0) a tensor holding 1 (LAMBC).
 HG_OP(void, lars_adapt_grads_, (Tensor& grads, const Tensor& params, const Tensor& offsets,
                                 const Tensor& params_sq, const Tensor& grads_sq,
                                 double weight_decay, const LarsOptions& o, const Tensor& lr), {
@@ -747,6 +748,25 @@ HG_OP(void, lars_adapt_grads_, (Tensor& grads, const Tensor& params, const Tenso
   HG_OP_COST(elementwise_cost(params, 2, 1));
   backend_for(params.device())
       .lars_adapt_grads_(grads, params, offsets, params_sq, grads_sq, weight_decay, o, lr);
+})
+
+// LAMB's direction (You et al. 2019; timm's Lamb), over flat f32 tensors of equal shape: unless
+// `skip` is defined and nonzero, m = b1 m + (1-b1) g and v = b2 v + (1-b2) g^2 in place, and
+// out = fma(weight_decay, params, (m * (1 / bc1)) / (sqrt(v) * (1 / sqrt(bc2)) + eps)), with
+// bc = 1 - beta^t for the update number t = *step (as adamw_step takes it), the corrections in
+// double rounded to f32 once; with the skip flag set nothing is written. o.lr is not read.
+HG_OP(void, lamb_direction, (Tensor& out, const Tensor& params, const Tensor& grads,
+                             Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o,
+                             const Tensor& step, const Tensor& skip HG_OP_DEFAULT(Tensor())), {
+  check_flat(op, params, {&out, &grads, &exp_avg, &exp_avg_sq});
+  check_skip(op, params, skip);
+  check_step(op, params, step);
+  HG_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps >= 0 &&
+               o.weight_decay >= 0,
+           "{}: needs betas in [0, 1) and non-negative eps and weight decay", op);
+  HG_OP_COST(elementwise_cost(params, 4, 3));
+  backend_for(params.device())
+      .lamb_direction(out, params, grads, exp_avg, exp_avg_sq, o, step, skip);
 })
 
 // `step` is a one-element f32 tensor on the parameters' device holding the number of this

@@ -65,6 +65,18 @@ void Optimizer::load_state(const NamedTensors& saved, int64_t step_count) {
 
 Tensor Optimizer::missing_state(const std::string&, int64_t) const { return {}; }
 
+Tensor decayed_offsets(const FlatParameters& flat, double weight_decay, const char* optimizer) {
+  const int64_t decayed = weight_decay != 0.0 ? flat.decay_count : 0;
+  std::vector<int64_t> offsets;
+  for (int64_t o : flat.offsets)
+    if (o <= decayed) offsets.push_back(o);
+  HG_CHECK(!offsets.empty() && offsets.back() == decayed,
+           "{}: the arena's tensor offsets do not include its decay boundary {}", optimizer,
+           decayed);
+  if (offsets.size() == 1) return {};
+  return Tensor::from_vector(offsets, {int64_t(offsets.size())}).to(flat.params.device());
+}
+
 DecaySplit split_at_decay(const Tensor& flat, int64_t decay_count) {
   if (!flat.defined()) return {};
   const int64_t n = flat.numel();

@@ -91,4 +91,10 @@ struct DecaySplit {
 };
 DecaySplit split_at_decay(const Tensor& flat, int64_t decay_count);
 
+// The layer-wise optimizers' (LARS, LAMB) segments: the offsets (i64, on the parameters'
+// device) of the tensors that take weight decay, flat.offsets up to decay_count, or undefined
+// when none does (weight_decay 0, or decay_count 0). Throws InvalidInput naming `optimizer`
+// when the offsets miss the decay boundary.
+Tensor decayed_offsets(const FlatParameters& flat, double weight_decay, const char* optimizer);
+
 }  // namespace hg::optim

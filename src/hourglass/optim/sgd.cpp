@@ -20,15 +20,7 @@ Sgd::Sgd(FlatParameters flat, const SgdOptions& options, std::optional<LarsOptio
     HG_CHECK(lars_->trust_coeff > 0 && lars_->eps >= 0,
              "lars: trust coefficient must be positive and eps non-negative, got {} and {}",
              lars_->trust_coeff, lars_->eps);
-    const int64_t decayed = options.weight_decay != 0.0 ? flat_.decay_count : 0;
-    std::vector<int64_t> offsets;
-    for (int64_t o : flat_.offsets)
-      if (o <= decayed) offsets.push_back(o);
-    HG_CHECK(!flat_.offsets.empty() && offsets.back() == decayed,
-             "lars: the arena's tensor offsets do not include its decay boundary {}", decayed);
-    if (offsets.size() > 1)
-      lars_offsets_ =
-          Tensor::from_vector(offsets, {int64_t(offsets.size())}).to(flat_.params.device());
+    lars_offsets_ = decayed_offsets(flat_, options.weight_decay, "lars");
   }
 }
 

@@ -16,6 +16,7 @@
 #include "hourglass/ops/backend.h"
 #include "hourglass/ops/tuning_cache.h"
 #include "hourglass/optim/adamw.h"
+#include "hourglass/optim/lamb.h"
 #include "hourglass/optim/sgd.h"
 
 namespace hg::train {
@@ -262,6 +263,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParam
   if (run.optim.name == "sgd") return std::make_unique<optim::Sgd>(std::move(flat), run.optim.sgd);
   if (run.optim.name == "lars")
     return std::make_unique<optim::Sgd>(std::move(flat), run.optim.sgd, run.optim.lars);
+  if (run.optim.name == "lamb")
+    return std::make_unique<optim::Lamb>(std::move(flat), run.optim.adamw,
+                                         run.optim.lamb_trust_clip);
   return std::make_unique<optim::AdamW>(std::move(flat), run.optim.adamw);
 }
 

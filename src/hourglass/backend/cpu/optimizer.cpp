@@ -90,6 +90,37 @@ void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
   });
 }
 
+void CpuBackend::lamb_direction(Tensor& out, const Tensor& params, const Tensor& grads,
+                                Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o,
+                                const Tensor& step_count, const Tensor& skip) {
+  if (skip.defined() && skip.item() != 0.0) return;
+  const double step = step_count.item();
+  if (!(step >= 1.0))
+    throw_invalid(fmt::format("lamb_direction: the update number must be at least 1, got {}", step),
+                  "advance the optimizer's applied-step count (ops::advance_step_) before "
+                  "the update it counts");
+  const float* p = params.data<float>();
+  const float* g = grads.data<float>();
+  float* m = exp_avg.data<float>();
+  float* v = exp_avg_sq.data<float>();
+  float* d = out.data<float>();
+  const float inv_bc1 = float(1.0 / (1.0 - std::pow(o.beta1, step)));
+  const float inv_sqrt_bc2 = float(1.0 / std::sqrt(1.0 - std::pow(o.beta2, step)));
+  const float b1 = float(o.beta1), one_minus_b1 = float(1.0 - o.beta1);
+  const float b2 = float(o.beta2), one_minus_b2 = float(1.0 - o.beta2);
+  const float eps = float(o.eps), wd = float(o.weight_decay);
+  parallel_for_inline(params.numel(), kOptimizerGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float gi = g[i];
+      const float mi = b1 * m[i] + one_minus_b1 * gi;
+      const float vi = b2 * v[i] + one_minus_b2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      d[i] = std::fma(wd, p[i], (mi * inv_bc1) / (std::sqrt(vi) * inv_sqrt_bc2 + eps));
+    }
+  });
+}
+
 }  // namespace hg
 
 namespace hg {

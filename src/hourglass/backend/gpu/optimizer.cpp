@@ -74,6 +74,25 @@ void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
                     static_cast<const float*>(step.data_ptr()), skip_flag, gpu::stream_for(params));
 }
 
+void GpuBackend::lamb_direction(Tensor& out, const Tensor& params, const Tensor& grads,
+                                Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o,
+                                const Tensor& step, const Tensor& skip) {
+  const float* skip_flag = skip_pointer("lamb_direction", params, skip);
+  gpu::AdamWCoefficients c{};
+  c.beta1 = float(o.beta1);
+  c.one_minus_beta1 = float(1.0 - o.beta1);
+  c.beta2 = float(o.beta2);
+  c.one_minus_beta2 = float(1.0 - o.beta2);
+  c.eps = float(o.eps);
+  c.beta1_exact = o.beta1;
+  c.beta2_exact = o.beta2;
+  gpu::launch_lamb_direction(
+      static_cast<float*>(out.data_ptr()), static_cast<const float*>(params.data_ptr()),
+      static_cast<const float*>(grads.data_ptr()), static_cast<float*>(exp_avg.data_ptr()),
+      static_cast<float*>(exp_avg_sq.data_ptr()), params.numel(), c, float(o.weight_decay),
+      static_cast<const float*>(step.data_ptr()), skip_flag, gpu::stream_for(params));
+}
+
 Tensor GpuBackend::segment_sum_squares(const Tensor& x, const Tensor& offsets) {
   const int64_t segments = offsets.numel() - 1;
   Tensor out = Tensor::empty({segments}, DType::F32, x.device());

@@ -133,6 +133,33 @@ __global__ void advance_step_kernel(float* step, const float* skip) {
   *step += 1.0f;
 }
 
+__global__ void __launch_bounds__(kThreads)
+    lamb_direction_kernel(float* out, const float* __restrict__ params, const float* grads,
+                          float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, int64_t n,
+                          AdamWCoefficients c, float weight_decay, const float* step,
+                          const float* skip) {
+  if (skip != nullptr && *skip != 0.0f) return;  // NaN counts as nonzero, as on the CPU
+  __shared__ float bias[2];
+  if (threadIdx.x == 0) {
+    const double t = double(*step);
+    bias[0] = float(1.0 / (1.0 - pow(c.beta1_exact, t)));
+    bias[1] = float(1.0 / sqrt(1.0 - pow(c.beta2_exact, t)));
+  }
+  __syncthreads();
+  const float inv_bc1 = bias[0], inv_sqrt_bc2 = bias[1];
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float g = grads[i];
+    const float m = c.beta1 * exp_avg[i] + c.one_minus_beta1 * g;
+    const float v = c.beta2 * exp_avg_sq[i] + c.one_minus_beta2 * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    out[i] =
+        fmaf(weight_decay, params[i],
+             __fdiv_rn(__fmul_rn(m, inv_bc1), __fadd_rn(__fmul_rn(sqrtf(v), inv_sqrt_bc2), c.eps)));
+  }
+}
+
 // One block per segment: each thread's double partial over a fixed stride, then a fixed tree.
 __global__ void __launch_bounds__(kThreads)
     segment_sum_squares_kernel(const float* __restrict__ x, const int64_t* __restrict__ offsets,
@@ -206,6 +233,16 @@ void launch_adamw(float* params, const float* grads, float* exp_avg, float* exp_
   else
     adamw_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(params, grads, exp_avg, exp_avg_sq, n,
                                                             c, step, skip);
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_lamb_direction(float* out, const float* params, const float* grads, float* exp_avg,
+                           float* exp_avg_sq, int64_t n, const AdamWCoefficients& c,
+                           float weight_decay, const float* step, const float* skip,
+                           gpuStream_t stream) {
+  if (n <= 0) return;
+  lamb_direction_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      out, params, grads, exp_avg, exp_avg_sq, n, c, weight_decay, step, skip);
   HG_GPU_CHECK_LAUNCH();
 }
 

@@ -59,6 +59,15 @@ void launch_lars_adapt_grads(float* grads, const float* params, const int64_t* o
                              int64_t segments, const float* params_sq, const float* grads_sq,
                              const LarsCoefficients& c, gpuStream_t stream);
 
+// LAMB's direction (ops::lamb_direction), with the CPU's arithmetic: the bias corrections in
+// double from *step by the first thread of each block, rounded to f32 once;
+//   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   out = fmaf(weight_decay, p, (m * inv_bc1) / (sqrt(v) * inv_sqrt_bc2 + eps)).
+void launch_lamb_direction(float* out, const float* params, const float* grads, float* exp_avg,
+                           float* exp_avg_sq, int64_t n, const AdamWCoefficients& c,
+                           float weight_decay, const float* step, const float* skip,
+                           gpuStream_t stream);
+
 // *step += 1 unless skip is not null and *skip is nonzero: one thread, nothing read back.
 void launch_advance_step(float* step, const float* skip, gpuStream_t stream);
 

@@ -246,10 +246,10 @@ RunConfig parse_run_config(const Config& c) {
   // [optim]
   OptimConfig& o = r.optim;
   o.name = c.get_string("optim.name", "sgd");
-  if (o.name != "sgd" && o.name != "lars" && o.name != "adamw")
+  if (o.name != "sgd" && o.name != "lars" && o.name != "adamw" && o.name != "lamb")
     throw_invalid(fmt::format("{}: optim.name: unknown optimizer '{}'", c.source(),
                               untrusted_excerpt(o.name)),
-                  "use \"sgd\", \"lars\" or \"adamw\"");
+                  "use \"sgd\", \"lars\", \"adamw\" or \"lamb\"");
   const double lr = c.get_double("optim.lr", o.sgd_kind() ? 0.1 : 1e-3);
   check_range(lr > 0, c, "optim.lr", fmt::format("must be positive, found {}", lr));
   const double wd = double_in(c, "optim.weight_decay", o.sgd_kind() ? 0.0 : 0.01, 0.0, kUnbounded,
@@ -268,18 +268,20 @@ RunConfig parse_run_config(const Config& c) {
                   "set optim.nesterov = false, or a momentum such as 0.9 with no dampening");
   o.adamw.beta1 = double_in(c, "optim.beta1", 0.9, 0.0, 1.0, Upper::Open, "in [0, 1)");
   o.adamw.beta2 = double_in(c, "optim.beta2", 0.999, 0.0, 1.0, Upper::Open, "in [0, 1)");
-  o.adamw.eps = c.get_double("optim.eps", 1e-8);
+  o.adamw.eps = c.get_double("optim.eps", o.name == "lamb" ? 1e-6 : 1e-8);
   check_range(o.adamw.eps > 0, c, "optim.eps",
               fmt::format("must be positive, found {}", o.adamw.eps));
   o.lars.eps = o.adamw.eps;
-  if (o.name != "lars")
-    for (const char* key : {"optim.trust_coeff", "optim.trust_clip"})
-      check_range(!c.has(key), c, key, "is a LARS setting: set optim.name = \"lars\"");
+  check_range(o.name == "lars" || !c.has("optim.trust_coeff"), c, "optim.trust_coeff",
+              "is a LARS setting: set optim.name = \"lars\"");
+  check_range(o.name == "lars" || o.name == "lamb" || !c.has("optim.trust_clip"), c,
+              "optim.trust_clip",
+              "is a LARS and LAMB setting: set optim.name = \"lars\" or \"lamb\"");
   o.lars.trust_coeff = double_in(c, "optim.trust_coeff", 0.001, 0.0, kUnbounded, Upper::Closed,
                                  "positive (LARS's trust coefficient)");
   check_range(o.lars.trust_coeff > 0, c, "optim.trust_coeff",
               "must be positive (LARS's trust coefficient)");
-  o.lars.trust_clip = c.get_bool("optim.trust_clip", false);
+  o.lars.trust_clip = o.lamb_trust_clip = c.get_bool("optim.trust_clip", false);
   const std::string scope = c.get_string("optim.decay", "all");
   if (scope == "all")
     o.decay_scope = nn::DecayScope::All;
@@ -535,6 +537,7 @@ std::string trajectory_config_text(const RunConfig& r) {
     line("optim.beta2", o.adamw.beta2);
     line("optim.eps", o.adamw.eps);
     line("optim.weight_decay", o.adamw.weight_decay);
+    if (o.name == "lamb") line("optim.trust_clip", o.lamb_trust_clip);
   }
   const ScheduleConfig& s = r.schedule;
   line("schedule.name", quoted(s.name));
