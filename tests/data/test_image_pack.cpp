@@ -1,10 +1,15 @@
-// Packs: the images copied byte for byte into shards of the target size, a loader over a pack
-// giving the batches it gives over the folder, the index's round trip, and corrupt or
-// interrupted packs refused with errors naming the file.
+// Packs: the images copied byte for byte into shards of the target size, the shards tar
+// archives in WebDataset's layout (listed and extracted by GNU tar), a loader over a pack giving
+// the batches it gives over the folder, packs of the raw-shard format still read, the index's
+// round trip, and corrupt or interrupted packs refused with errors naming the file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "data/image_fixtures.h"
 #include "hourglass/base/atomic_file.h"
@@ -45,7 +50,7 @@ TEST(ImagePack, CopiesEveryImageIntoShardsOfTheTargetSize) {
   test::ScratchDir dir;
   make_folder(dir.path() + "/imgs");
   const ImageFolderIndex folder = scan_image_folder(dir.path() + "/imgs");
-  const PackSummary s = write_image_pack(folder, dir.path() + "/pack", 3000);
+  const PackSummary s = write_image_pack(folder, dir.path() + "/pack", 6000);
   EXPECT_EQ(s.samples, 15);
   EXPECT_GT(s.shards, 2);
   const PackImages pack(dir.path() + "/pack");
@@ -62,10 +67,71 @@ TEST(ImagePack, CopiesEveryImageIntoShardsOfTheTargetSize) {
   for (int64_t sh = 0; sh < s.shards; ++sh) {
     const auto size = int64_t(fs::file_size(dir.path() + "/pack/" + pack_shard_name(uint32_t(sh))));
     EXPECT_GT(size, 0);
-    EXPECT_LE(size, 3000) << "no single image here is larger than the target";
+    EXPECT_LE(size, 6000) << "no single sample here is larger than the target";
+    EXPECT_EQ(size % 512, 0) << "a tar archive is whole blocks";
   }
   pack.verify_shards();
-  EXPECT_NE(pack.where(3).find("/pack/shard-"), std::string::npos);
+  EXPECT_NE(pack.where(0).find("/pack/shard-00000.tar"), std::string::npos);
+  // GNU tar reads the shards: per sample <key>.<ext> with the image's bytes, then <key>.cls with
+  // its label, keys the sample numbers in order.
+  const std::string out = dir.path() + "/untarred";
+  fs::create_directories(out);
+  std::string listing;
+  for (int64_t sh = 0; sh < s.shards; ++sh) {
+    const std::string shard = dir.path() + "/pack/" + pack_shard_name(uint32_t(sh));
+    ASSERT_EQ(std::system(("tar -xf '" + shard + "' -C '" + out + "'").c_str()), 0) << shard;
+    ASSERT_EQ(std::system(("tar -tf '" + shard + "' >> '" + out + "/list'").c_str()), 0);
+  }
+  std::ifstream list(out + "/list");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(list, line);) names.push_back(line);
+  ASSERT_EQ(names.size(), 30u);
+  for (size_t i = 0; i < 15; ++i) {
+    const std::string path = folder.samples[i].path;
+    const std::string ext = fs::path(path).extension().string();
+    const std::string key = fmt::format("{:09d}", i);
+    EXPECT_EQ(names[2 * i], key + ext);
+    EXPECT_EQ(names[2 * i + 1], key + ".cls");
+    EXPECT_EQ(test::read_file(out + "/" + key + ext), test::read_file(path)) << i;
+    std::ifstream cls(out + "/" + key + ".cls");
+    std::stringstream text;
+    text << cls.rdbuf();
+    EXPECT_EQ(text.str(), std::to_string(folder.samples[i].label)) << i;
+  }
+}
+
+// A pack of the raw-shard format (index version 2, images back to back in shard-NNNNN.bin)
+// still reads.
+TEST(ImagePack, PacksWithRawShardsStillRead) {
+  test::ScratchDir dir;
+  make_folder(dir.path() + "/imgs");
+  const ImageFolderIndex folder = scan_image_folder(dir.path() + "/imgs");
+  const std::string p = dir.path() + "/old";
+  fs::create_directories(p);
+  PackIndex index;
+  index.version = 2;
+  index.classes = folder.classes;
+  Bytes shard;
+  for (const ImageSample& sample : folder.samples) {
+    const Bytes image = test::read_file(sample.path);
+    PackRecord r;
+    r.offset = shard.size();
+    r.length = uint32_t(image.size());
+    r.label = uint32_t(sample.label);
+    r.crc = uint32_t(::crc32(0, image.data(), unsigned(image.size())));
+    index.records.push_back(r);
+    shard.insert(shard.end(), image.begin(), image.end());
+  }
+  index.shard_sizes = {shard.size()};
+  index.shard_crcs = {uint32_t(::crc32(0, shard.data(), unsigned(shard.size())))};
+  test::write_file(p + "/shard-00000.bin", shard);
+  write_file_atomic(p + "/" + kPackIndexName, serialize_pack_index(index));
+  const PackImages pack(p);
+  ASSERT_EQ(pack.size(), 15);
+  for (int64_t i = 0; i < pack.size(); ++i)
+    EXPECT_EQ(pack.read(i), test::read_file(folder.samples[size_t(i)].path)) << i;
+  pack.verify_shards();
+  EXPECT_NE(pack.where(0).find("shard-00000.bin"), std::string::npos);
 }
 
 TEST(ImagePack, LoaderReadsAPackAsItReadsTheFolder) {
@@ -99,7 +165,7 @@ TEST(ImagePack, IndexRoundTrips) {
   index.shard_crcs = {0x12345678u, 0x9abcdef0u};
   index.records = {{0, 0, 60, 1, 7}, {0, 60, 40, 0, 8}, {1, 10, 40, 1, 0xfedcba98u}};
   const PackIndex back = parse_pack_index(serialize_pack_index(index), "i");
-  EXPECT_EQ(back.version, 2u);
+  EXPECT_EQ(back.version, 3u);
   EXPECT_EQ(back.classes, index.classes);
   EXPECT_EQ(back.shard_sizes, index.shard_sizes);
   EXPECT_EQ(back.shard_crcs, index.shard_crcs);
@@ -149,7 +215,7 @@ TEST(ImagePack, CorruptPacksNameTheFile) {
   // A shard with a changed byte: found by verify_shards, and by reading the image it is in
   // (its own CRC32), so a loader skips that image with a warning instead of training on it.
   test::write_file(shard1, shard_bytes);
-  flip_byte(shard1, 100);
+  flip_byte(shard1, 600);  // in the first image: past its 512-byte tar header
   const PackImages pack(p);
   EXPECT_TRUE(fails_with([&] { pack.verify_shards(); }, {shard1, "CRC32"}));
   int64_t damaged = -1;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'H', 'G', 'P', 'A', 'C', 'K', '0', '1'};
-constexpr uint32_t kVersion = 2;  // 1 is read too (records without their CRC32)
+constexpr uint32_t kVersion = 3;  // 1 and 2 are read too (raw shards; 1 without image CRC32s)
 // Limits that keep a lying index from making us allocate much before the size check below.
 constexpr uint64_t kMaxClasses = 1 << 20, kMaxShards = 1 << 20, kMaxNameBytes = 4096;
 constexpr uint64_t kShardEntryBytes = 12;
@@ -89,13 +90,67 @@ std::string sys_error(const std::string& what, const std::string& path) {
   return fmt::format("{} {}: {}", what, path, std::strerror(errno));
 }
 
+// The tar format's unit: headers are one block, members' data padded to whole blocks.
+constexpr uint64_t kTarBlock = 512;
+
+uint64_t tar_padded(uint64_t size) { return (size + kTarBlock - 1) / kTarBlock * kTarBlock; }
+
+// A POSIX ustar header for a regular file `name` (at most 100 bytes) of `size` bytes: mode
+// 0644, owner 0, time 0 (the same bytes for the same images).
+std::string ustar_header(const std::string& name, uint64_t size) {
+  HG_ASSERT(name.size() <= 100, "tar member name {}", name);
+  std::string h(kTarBlock, '\0');
+  auto field = [&h](size_t at, const std::string& text) { h.replace(at, text.size(), text); };
+  field(0, name);
+  field(100, "0000644");
+  field(108, "0000000");
+  field(116, "0000000");
+  field(124, fmt::format("{:011o}", size));
+  field(136, "00000000000");
+  field(156, "0");
+  field(257, std::string("ustar\0", 6));
+  field(263, "00");
+  // The checksum: the header's bytes summed with its own field taken as eight spaces.
+  field(148, "        ");
+  uint32_t sum = 0;
+  for (char c : h) sum += uint8_t(c);
+  field(148, fmt::format("{:06o}", sum));
+  h[154] = '\0';
+  h[155] = ' ';
+  return h;
+}
+
+// Sample `number`'s two members in a tar shard, as WebDataset groups them: the header of
+// <key>.<ext> (the image's bytes follow, then image_padding zero bytes to a whole block), then
+// <key>.cls whole (header, decimal label, padding).
+struct TarSample {
+  std::string image_header;
+  uint64_t image_padding = 0;
+  std::string label_member;
+};
+
+TarSample tar_sample(int64_t number, const std::string& path, uint64_t image_size, int64_t label) {
+  std::string ext = fs::path(path).extension().string();
+  if (!ext.empty()) ext.erase(0, 1);
+  for (char& c : ext) c = char(std::tolower(uint8_t(c)));
+  const std::string key = fmt::format("{:09d}", number), text = std::to_string(label);
+  TarSample t;
+  t.image_header = ustar_header(key + "." + ext, image_size);
+  t.image_padding = tar_padded(image_size) - image_size;
+  t.label_member = ustar_header(key + ".cls", text.size()) + text;
+  t.label_member.resize(t.label_member.size() + tar_padded(text.size()) - text.size(), '\0');
+  return t;
+}
+
 }  // namespace
 
-std::string pack_shard_name(uint32_t shard) { return fmt::format("shard-{:05d}.bin", shard); }
+std::string pack_shard_name(uint32_t shard, uint32_t version) {
+  return fmt::format("shard-{:05d}.{}", shard, version >= 3 ? "tar" : "bin");
+}
 
 std::string serialize_pack_index(const PackIndex& index) {
   std::string out(kMagic, sizeof kMagic);
-  HG_ASSERT(index.version == 1 || index.version == kVersion, "pack index version {}",
+  HG_ASSERT(index.version >= 1 && index.version <= kVersion, "pack index version {}",
             index.version);
   put<uint32_t>(out, index.version);
   put<uint32_t>(out, uint32_t(index.classes.size()));
@@ -133,8 +188,8 @@ PackIndex parse_pack_index(std::string_view bytes, const std::string& path) {
     corrupt(path, fmt::format("CRC32 {:08x} does not match its contents ({:08x})", stored, actual));
   Reader r(body.substr(sizeof kMagic), path);
   const auto version = r.get<uint32_t>("version");
-  if (version != 1 && version != kVersion)
-    throw_invalid(fmt::format("{}: pack index version {} (this hourglass reads 1 and {})", path,
+  if (version < 1 || version > kVersion)
+    throw_invalid(fmt::format("{}: pack index version {} (this hourglass reads 1 to {})", path,
                               version, kVersion),
                   "write the pack again with this hourglass's pack");
   const uint64_t kRecordBytes = record_bytes(version);
@@ -199,8 +254,16 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
   PackSummary summary;
   int fd = -1;
   std::string shard_path;
+  // Appends to the open shard, keeping its size and CRC32 in the index.
+  auto write = [&](const void* data, size_t size) {
+    if (!write_fully(fd, data, size)) throw_runtime(sys_error("pack: cannot write", shard_path));
+    index.shard_crcs.back() = crc32_of(data, size, index.shard_crcs.back());
+    index.shard_sizes.back() += size;
+  };
+  const std::string zeros(2 * kTarBlock, '\0');
   auto close_shard = [&] {
     if (fd < 0) return;
+    write(zeros.data(), zeros.size());  // the end of the archive
     if (::fsync(fd) != 0) throw_runtime(sys_error("pack: cannot flush", shard_path));
     if (::close(fd) != 0) throw_runtime(sys_error("pack: cannot close", shard_path));
     fd = -1;
@@ -210,8 +273,13 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
       const std::vector<uint8_t> bytes = read_image_file(sample.path);
       if (bytes.empty())
         throw_invalid(fmt::format("pack: {} is empty", sample.path), "remove it from the folder");
-      const bool full = fd >= 0 && index.shard_sizes.back() > 0 &&
-                        index.shard_sizes.back() + bytes.size() > uint64_t(shard_bytes);
+      const TarSample t =
+          tar_sample(int64_t(index.records.size()), sample.path, bytes.size(), sample.label);
+      const uint64_t sample_bytes =
+          t.image_header.size() + bytes.size() + t.image_padding + t.label_member.size();
+      const bool full =
+          fd >= 0 && index.shard_sizes.back() > 0 &&
+          index.shard_sizes.back() + sample_bytes + zeros.size() > uint64_t(shard_bytes);
       if (fd < 0 || full) {
         close_shard();
         const auto shard = uint32_t(index.shard_sizes.size());
@@ -221,13 +289,13 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
         index.shard_sizes.push_back(0);
         index.shard_crcs.push_back(0);
       }
-      if (!write_fully(fd, bytes.data(), bytes.size()))
-        throw_runtime(sys_error("pack: cannot write", shard_path));
+      write(t.image_header.data(), t.image_header.size());
       const auto shard = uint32_t(index.shard_sizes.size() - 1);
       index.records.push_back({shard, index.shard_sizes[shard], uint32_t(bytes.size()),
                                uint32_t(sample.label), crc32_of(bytes.data(), bytes.size())});
-      index.shard_crcs[shard] = crc32_of(bytes.data(), bytes.size(), index.shard_crcs[shard]);
-      index.shard_sizes[shard] += bytes.size();
+      write(bytes.data(), bytes.size());
+      write(zeros.data(), t.image_padding);
+      write(t.label_member.data(), t.label_member.size());
       summary.bytes += int64_t(bytes.size());
     }
     close_shard();
@@ -265,7 +333,8 @@ PackImages::PackImages(const std::string& dir) : dir_(dir) {
         untrusted_excerpt(index_path, kPathMax));
   try {
     for (size_t s = 0; s < index_.shard_sizes.size(); ++s) {
-      const std::string path = (fs::path(dir) / pack_shard_name(uint32_t(s))).string();
+      const std::string path =
+          (fs::path(dir) / pack_shard_name(uint32_t(s), index_.version)).string();
       require_regular_file(path, "pack shard");
       const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) throw_invalid(sys_error("cannot open pack shard", path));
@@ -289,7 +358,8 @@ PackImages::~PackImages() {
 
 std::string PackImages::where(int64_t i) const {
   const PackRecord& r = index_.records[size_t(i)];
-  return fmt::format("{}/{} (sample {}, offset {})", dir_, pack_shard_name(r.shard), i, r.offset);
+  return fmt::format("{}/{} (sample {}, offset {})", dir_, pack_shard_name(r.shard, index_.version),
+                     i, r.offset);
 }
 
 std::vector<uint8_t> PackImages::read(int64_t i) const {
@@ -319,7 +389,8 @@ void PackImages::verify_shards() const {
   for (size_t s = 0; s < fds_.size(); ++s) {
     uint32_t crc = 0;
     uint64_t offset = 0;
-    const std::string path = (fs::path(dir_) / pack_shard_name(uint32_t(s))).string();
+    const std::string path =
+        (fs::path(dir_) / pack_shard_name(uint32_t(s), index_.version)).string();
     while (offset < index_.shard_sizes[s]) {
       const ssize_t n = ::pread(fds_[s], buffer.data(), buffer.size(), off_t(offset));
       if (n < 0 && errno == EINTR) continue;

@@ -2,14 +2,20 @@
 // reads each image with one pread from an open file instead of opening one small file per
 // sample. The images are copied as they are (never re-encoded).
 //
-// A pack is a folder holding shard-00000.bin, shard-00001.bin, ... (about shard_bytes each:
-// a shard is closed before an image would take it past the target, so only a single image
-// larger than the target makes a larger shard) and index.hgpack, little-endian:
-//   "HGPACK01", u32 version (2), u32 number of classes, u64 number of samples,
+// A pack is a folder holding shard-00000.tar, shard-00001.tar, ... (about shard_bytes each:
+// a shard is closed before a sample would take it past the target, so only a single sample
+// larger than the target makes a larger shard) and index.hgpack. The shards are POSIX ustar
+// archives in WebDataset's layout: per sample, in order, a member <key>.<ext> holding the image
+// file's bytes (ext: the file's own extension, lower case: jpg, jpeg or png) and a member
+// <key>.cls holding its label as decimal text, key the sample's number in nine digits; the
+// archive ends with two zero blocks. So `tar` lists and extracts them and the webdataset
+// library reads them (its "jpg"/"png" and "cls" decoders). The index, little-endian:
+//   "HGPACK01", u32 version (3), u32 number of classes, u64 number of samples,
 //   u32 number of shards, then per class u32 name length and the name's bytes, per shard u64
-//   size and u32 CRC32, per sample u32 shard, u64 offset, u32 length, u32 label and u32 CRC32
-//   of the image's bytes; last a u32 CRC32 of every byte before it. Version 1 (no per-image
-//   CRC32) is still read; its images are then not checked as they are read.
+//   size and u32 CRC32, per sample u32 shard, u64 offset (of the image's bytes in the shard),
+//   u32 length, u32 label and u32 CRC32 of the image's bytes; last a u32 CRC32 of every byte
+//   before it. Versions 1 and 2 (shard-NNNNN.bin: the images' bytes back to back) are still
+//   read; version 1 has no per-image CRC32, so its images are not checked as they are read.
 // The index is written last, atomically (base/atomic_file.h), after the shards are flushed to
 // disk, and an existing index is removed before any shard is written: an interrupted pack
 // leaves no index, so it cannot be mistaken for a whole one.
@@ -37,15 +43,16 @@ struct PackRecord {
 };
 
 struct PackIndex {
-  uint32_t version = 2;  // 1: the records carry no CRC32
+  uint32_t version = 3;  // 3: tar shards; 2: raw shards; 1: raw shards, records without CRC32
   std::vector<std::string> classes;
   std::vector<uint64_t> shard_sizes;
   std::vector<uint32_t> shard_crcs;
   std::vector<PackRecord> records;
 };
 
-// The file name of shard `i` ("shard-00000.bin").
-std::string pack_shard_name(uint32_t shard);
+// The file name of shard `i` in a pack of index version `version`: "shard-00000.tar" (3), or
+// "shard-00000.bin" (1 and 2).
+std::string pack_shard_name(uint32_t shard, uint32_t version = 3);
 
 // Parses index bytes; InvalidInput naming `path` for a wrong magic or version, a CRC mismatch,
 // a truncated or oversized file, counts beyond the limits, and records outside their shard or
