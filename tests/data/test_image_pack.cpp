@@ -161,11 +161,13 @@ TEST(ImagePack, LoaderReadsAPackAsItReadsTheFolder) {
 TEST(ImagePack, IndexRoundTrips) {
   PackIndex index;
   index.classes = {"cat", "dog"};
+  index.shard_names = {"a.tar", "b.tar"};
   index.shard_sizes = {100, 50};
   index.shard_crcs = {0x12345678u, 0x9abcdef0u};
   index.records = {{0, 0, 60, 1, 7}, {0, 60, 40, 0, 8}, {1, 10, 40, 1, 0xfedcba98u}};
   const PackIndex back = parse_pack_index(serialize_pack_index(index), "i");
   EXPECT_EQ(back.version, 3u);
+  EXPECT_EQ(back.shard_names, index.shard_names);
   EXPECT_EQ(back.classes, index.classes);
   EXPECT_EQ(back.shard_sizes, index.shard_sizes);
   EXPECT_EQ(back.shard_crcs, index.shard_crcs);
@@ -176,8 +178,9 @@ TEST(ImagePack, IndexRoundTrips) {
   // Version 1 (records without a CRC32, 4 bytes shorter each) still reads.
   PackIndex v1 = index;
   v1.version = 1;
+  v1.shard_names.clear();
   const std::string v1_bytes = serialize_pack_index(v1);
-  EXPECT_EQ(v1_bytes.size() + 12, serialize_pack_index(index).size());
+  EXPECT_EQ(v1_bytes.size() + 12 + 2 * (4 + 5), serialize_pack_index(index).size());
   const PackIndex back1 = parse_pack_index(v1_bytes, "v1");
   EXPECT_EQ(back1.version, 1u);
   EXPECT_EQ(back1.records[1].offset, 60u);
@@ -188,6 +191,10 @@ TEST(ImagePack, IndexRoundTrips) {
   bad.records[2].offset = 11;
   EXPECT_TRUE(fails_with([&] { parse_pack_index(serialize_pack_index(bad), "bad.hgpack"); },
                          {"bad.hgpack", "sample 2", "outside"}));
+  bad = index;
+  bad.shard_names[1] = "../b.tar";  // a shard name is a file in the pack's folder
+  EXPECT_TRUE(fails_with([&] { parse_pack_index(serialize_pack_index(bad), "bad.hgpack"); },
+                         {"bad.hgpack", "not a file name"}));
   bad = index;
   bad.records[0].label = 2;
   EXPECT_TRUE(fails_with([&] { parse_pack_index(serialize_pack_index(bad), "bad.hgpack"); },
@@ -251,6 +258,69 @@ TEST(ImagePack, AnInterruptedPackLeavesNoIndex) {
   EXPECT_TRUE(fails_with([&] { write_image_pack(index, p, 3000); }, {"zz.jpg", "FIFO"}));
   EXPECT_FALSE(is_image_pack(p));
   EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {kPackIndexName, "not found"}));
+}
+
+// Tar shards written by GNU tar in WebDataset's layout, one in its own format with a GNU long
+// name and one in pax with a path longer than ustar holds, plus a member that is neither image
+// nor label: indexed as a pack whose images and labels are the files'.
+TEST(ImagePack, IndexesWebDatasetShardsWrittenByTar) {
+  test::ScratchDir dir;
+  const std::string src = dir.path() + "/src", shards = dir.path() + "/shards";
+  const std::string deep(120, 'd');  // a directory name past ustar's 100 bytes
+  fs::create_directories(src + "/" + deep);
+  fs::create_directories(shards);
+  struct Sample {
+    std::string key, ext;
+    Bytes image;
+    int label;
+  };
+  std::vector<Sample> samples;
+  for (int i = 0; i < 6; ++i) {
+    const std::string key = (i >= 3 ? deep + "/" : "") + fmt::format("s{:03d}", i);
+    Sample x{key, i % 2 ? "png" : "jpg",
+             i % 2 ? test::png_of(9, 7 + i, i) : test::jpeg_of(9, 7 + i, i), (i * 5) % 4};
+    put(src + "/" + key + "." + x.ext, x.image);
+    const std::string label = std::to_string(x.label);
+    put(src + "/" + key + ".cls", Bytes(label.begin(), label.end()));
+    put(src + "/" + key + ".json", Bytes{'{', '}'});
+    samples.push_back(x);
+  }
+  auto members = [&](int from, int to) {
+    std::string list;
+    for (int i = from; i < to; ++i) {
+      const Sample& x = samples[size_t(i)];
+      list += " '" + x.key + "." + x.ext + "' '" + x.key + ".cls' '" + x.key + ".json'";
+    }
+    return list;
+  };
+  ASSERT_EQ(std::system(("cd '" + src + "' && tar --format=gnu -cf '" + shards + "/a-000.tar'" +
+                         members(0, 4))
+                            .c_str()),
+            0);
+  ASSERT_EQ(std::system(("cd '" + src + "' && tar --format=pax -cf '" + shards + "/a-001.tar'" +
+                         members(4, 6))
+                            .c_str()),
+            0);
+  const PackSummary s = index_tar_shards(shards);
+  EXPECT_EQ(s.samples, 6);
+  EXPECT_EQ(s.shards, 2);
+  const PackImages pack(shards);
+  EXPECT_EQ(pack.classes(), (std::vector<std::string>{"0", "1", "2", "3"}));
+  ASSERT_EQ(pack.size(), 6);
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(pack.read(i), samples[size_t(i)].image) << i;
+    EXPECT_EQ(pack.label(i), samples[size_t(i)].label) << i;
+  }
+  pack.verify_shards();
+  EXPECT_NE(pack.where(5).find("a-001.tar"), std::string::npos);
+  // A sample without its label is refused, naming the shard and the key.
+  fs::remove(src + "/s001.cls");
+  ASSERT_EQ(std::system(("cd '" + src + "' && tar -cf '" + shards +
+                         "/a-000.tar' s000.jpg s000.cls s001.png")
+                            .c_str()),
+            0);
+  EXPECT_TRUE(
+      fails_with([&] { index_tar_shards(shards); }, {"a-000.tar", "'s001'", "no cls member"}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // hourglass pack FOLDER OUT [--shard-size 256MiB]: copies an image folder's encoded files
 // (root/<class>/<image>) into a pack (data/image_pack.h) that data.dataset = "folder" reads
 // like the folder. hourglass pack --check PACK reads a pack back and compares each shard's
-// CRC32 with its index. --json prints the result as one JSON object.
+// CRC32 with its index. hourglass pack --index-shards DIR indexes tar shards written elsewhere in
+// WebDataset's layout as a pack. --json prints the result as one JSON object.
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -15,7 +16,7 @@ namespace hg::cli {
 
 Runner add_pack(CLI::App& app) {
   struct Args {
-    std::string folder, out, shard_size = "256MiB", check;
+    std::string folder, out, shard_size = "256MiB", check, index_shards;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -31,8 +32,33 @@ Runner add_pack(CLI::App& app) {
   sub->add_option("--check", args->check,
                   "instead of packing, read the pack in this folder and check every shard's "
                   "CRC32 against its index");
+  sub->add_option("--index-shards", args->index_shards,
+                  "instead of packing, index the WebDataset tar shards in this folder (<key>.jpg|"
+                  ".jpeg|.png and <key>.cls members; classes named by their numbers) as a pack: "
+                  "writes its index.hgpack beside them");
   sub->add_flag("--json", args->json, "print the result as one JSON object");
   return [args] {
+    if (!args->index_shards.empty()) {
+      if (!args->folder.empty() || !args->check.empty())
+        throw_invalid("pack --index-shards DIR takes no FOLDER, OUT or --check",
+                      "run: hourglass pack --index-shards DIR");
+      const data::PackSummary s = data::index_tar_shards(args->index_shards);
+      const data::PackImages pack(args->index_shards);
+      if (args->json) {
+        const nlohmann::json out = {{"pack", args->index_shards},
+                                    {"images", s.samples},
+                                    {"classes", pack.classes().size()},
+                                    {"bytes", s.bytes},
+                                    {"shards", s.shards}};
+        std::printf("%s\n", out.dump().c_str());
+        return 0;
+      }
+      std::printf("indexed %s of %s (%s) in %s in %s\n", plural(s.samples, "image").c_str(),
+                  plural(int64_t(pack.classes().size()), "class", "classes").c_str(),
+                  format_mib(size_t(s.bytes)).c_str(), plural(s.shards, "shard").c_str(),
+                  args->index_shards.c_str());
+      return 0;
+    }
     if (!args->check.empty()) {
       if (!args->folder.empty())
         throw_invalid("pack --check PACK takes no FOLDER or OUT",

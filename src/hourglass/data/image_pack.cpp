@@ -160,7 +160,13 @@ std::string serialize_pack_index(const PackIndex& index) {
     put<uint32_t>(out, uint32_t(name.size()));
     out += name;
   }
+  HG_ASSERT(index.version < 3 || index.shard_names.size() == index.shard_sizes.size(),
+            "pack index version 3 without its shard names");
   for (size_t s = 0; s < index.shard_sizes.size(); ++s) {
+    if (index.version >= 3) {
+      put<uint32_t>(out, uint32_t(index.shard_names[s].size()));
+      out += index.shard_names[s];
+    }
     put<uint64_t>(out, index.shard_sizes[s]);
     put<uint32_t>(out, index.shard_crcs[s]);
   }
@@ -212,6 +218,18 @@ PackIndex parse_pack_index(std::string_view bytes, const std::string& path) {
   if (uint64_t(shards) * kShardEntryBytes > r.left())
     corrupt(path, fmt::format("{} shards", shards));
   for (uint32_t s = 0; s < shards; ++s) {
+    if (version >= 3) {
+      const auto n = r.get<uint32_t>("shard name length");
+      if (n == 0 || n > kMaxNameBytes)
+        corrupt(path, fmt::format("shard {} has a name of {} bytes", s, n));
+      std::string name(r.take(n, "shard name"));
+      // A plain file name in the pack's folder: never a path out of it.
+      if (name == "." || name == ".." || name.find('/') != std::string::npos ||
+          name.find('\0') != std::string::npos)
+        corrupt(path,
+                fmt::format("shard {} is named '{}', not a file name", s, untrusted_excerpt(name)));
+      index.shard_names.push_back(std::move(name));
+    }
     index.shard_sizes.push_back(r.get<uint64_t>("shard size"));
     index.shard_crcs.push_back(r.get<uint32_t>("shard CRC"));
   }
@@ -286,6 +304,7 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
         shard_path = (fs::path(out) / pack_shard_name(shard)).string();
         fd = ::open(shard_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) throw_runtime(sys_error("pack: cannot create", shard_path));
+        index.shard_names.push_back(pack_shard_name(shard));
         index.shard_sizes.push_back(0);
         index.shard_crcs.push_back(0);
       }
@@ -333,8 +352,7 @@ PackImages::PackImages(const std::string& dir) : dir_(dir) {
         untrusted_excerpt(index_path, kPathMax));
   try {
     for (size_t s = 0; s < index_.shard_sizes.size(); ++s) {
-      const std::string path =
-          (fs::path(dir) / pack_shard_name(uint32_t(s), index_.version)).string();
+      const std::string path = shard_path(s);
       require_regular_file(path, "pack shard");
       const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) throw_invalid(sys_error("cannot open pack shard", path));
@@ -352,14 +370,19 @@ PackImages::PackImages(const std::string& dir) : dir_(dir) {
   }
 }
 
+std::string PackImages::shard_path(size_t shard) const {
+  const std::string name = index_.version >= 3 ? index_.shard_names[shard]
+                                               : pack_shard_name(uint32_t(shard), index_.version);
+  return (fs::path(dir_) / name).string();
+}
+
 PackImages::~PackImages() {
   for (int fd : fds_) ::close(fd);
 }
 
 std::string PackImages::where(int64_t i) const {
   const PackRecord& r = index_.records[size_t(i)];
-  return fmt::format("{}/{} (sample {}, offset {})", dir_, pack_shard_name(r.shard, index_.version),
-                     i, r.offset);
+  return fmt::format("{} (sample {}, offset {})", shard_path(r.shard), i, r.offset);
 }
 
 std::vector<uint8_t> PackImages::read(int64_t i) const {
@@ -389,8 +412,7 @@ void PackImages::verify_shards() const {
   for (size_t s = 0; s < fds_.size(); ++s) {
     uint32_t crc = 0;
     uint64_t offset = 0;
-    const std::string path =
-        (fs::path(dir_) / pack_shard_name(uint32_t(s), index_.version)).string();
+    const std::string path = shard_path(s);
     while (offset < index_.shard_sizes[s]) {
       const ssize_t n = ::pread(fds_[s], buffer.data(), buffer.size(), off_t(offset));
       if (n < 0 && errno == EINTR) continue;

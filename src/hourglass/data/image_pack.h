@@ -11,11 +11,15 @@
 // archive ends with two zero blocks. So `tar` lists and extracts them and the webdataset
 // library reads them (its "jpg"/"png" and "cls" decoders). The index, little-endian:
 //   "HGPACK01", u32 version (3), u32 number of classes, u64 number of samples,
-//   u32 number of shards, then per class u32 name length and the name's bytes, per shard u64
-//   size and u32 CRC32, per sample u32 shard, u64 offset (of the image's bytes in the shard),
-//   u32 length, u32 label and u32 CRC32 of the image's bytes; last a u32 CRC32 of every byte
-//   before it. Versions 1 and 2 (shard-NNNNN.bin: the images' bytes back to back) are still
-//   read; version 1 has no per-image CRC32, so its images are not checked as they are read.
+//   u32 number of shards, then per class u32 name length and the name's bytes, per shard u32
+//   name length and its file name (in the pack's folder), u64 size and u32 CRC32, per sample u32
+//   shard, u64 offset (of the image's bytes in the shard), u32 length, u32 label and u32 CRC32 of
+//   the image's bytes; last a u32 CRC32 of every byte before it. Versions 1 and 2 (shard-NNNNN.bin:
+//   the images' bytes back to back; no shard names in the index) are still read; version 1 has no
+//   per-image CRC32, so its images are not checked as they are read.
+//
+// Tar shards written elsewhere in WebDataset's layout (any *.tar names) become a pack once
+// index_tar_shards has written their index beside them.
 // The index is written last, atomically (base/atomic_file.h), after the shards are flushed to
 // disk, and an existing index is removed before any shard is written: an interrupted pack
 // leaves no index, so it cannot be mistaken for a whole one.
@@ -45,6 +49,7 @@ struct PackRecord {
 struct PackIndex {
   uint32_t version = 3;  // 3: tar shards; 2: raw shards; 1: raw shards, records without CRC32
   std::vector<std::string> classes;
+  std::vector<std::string> shard_names;  // version 3; empty before (pack_shard_name's)
   std::vector<uint64_t> shard_sizes;
   std::vector<uint32_t> shard_crcs;
   std::vector<PackRecord> records;
@@ -70,6 +75,16 @@ struct PackSummary {
 // file for an image that cannot be read; Runtime naming the file when `out` cannot be written.
 PackSummary write_image_pack(const ImageFolderIndex& index, const std::string& out,
                              int64_t shard_bytes = kDefaultShardBytes);
+
+// Indexes the tar shards in `dir` (every *.tar, in name order; POSIX ustar, pax and GNU
+// long-name headers) as a pack: the members grouped into samples by WebDataset's key (the path
+// up to the first dot of its file name), each sample with one image (jpg, jpeg or png) and one
+// cls member (its class number as decimal text; other members are left out), classes named
+// "0" .. "N-1" for the largest number N-1; then writes dir/index.hgpack (atomically). Each
+// image's and shard's CRC32 is computed from the bytes read. InvalidInput naming the shard and
+// the member or key for a malformed archive, a sample without an image or a cls, or a bad
+// label; Runtime when the index cannot be written.
+PackSummary index_tar_shards(const std::string& dir);
 
 // Whether `dir` holds a pack index.
 bool is_image_pack(const std::string& dir);
@@ -97,6 +112,8 @@ class PackImages final : public EncodedImages {
   void verify_shards() const;
 
  private:
+  std::string shard_path(size_t shard) const;
+
   std::string dir_;
   PackIndex index_;
   std::vector<int> fds_;
