@@ -7,9 +7,11 @@
 #include "hourglass/base/parallel.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/nn/init.h"
+#include "hourglass/nn/layers.h"
 #include "hourglass/nn/models.h"
 #include "hourglass/nn/parameter_arena.h"
 #include "support/compare.h"
+#include "support/expect_error.h"
 
 namespace hg {
 namespace {
@@ -258,6 +260,63 @@ TEST(Models, DropoutMasksOfMicroBatchesEqualTheWholeBatchs) {
     split.insert(split.end(), part.begin(), part.end());
   }
   EXPECT_EQ(split, whole);
+}
+
+}  // namespace
+}  // namespace hg
+
+namespace hg {
+namespace {
+
+// Stochastic depth: in training each sample's residual branch is dropped whole or scaled by
+// 1 / (1 - p), drawn from (seed, step, block, row) alone (micro-batches give the whole batch's
+// draws); evaluation and p = 0 give the plain ResNet's output; the rate grows linearly to the
+// last block; other models refuse it.
+TEST(Models, DropPathDropsWholeSamplesAndOnlyInTraining) {
+  nn::DropPath dp(0.5, 3);
+  dp.train();
+  autograd::NoGradGuard g;
+  const Tensor x = test::f32_tensor(test::random_values(64 * 6, 5, 0.5, 1.5), {64, 2, 3, 1});
+  nn::set_dropout_context({7, 3, 0});
+  const std::vector<float> y = dp.forward(x).to_vector<float>(), xs = x.to_vector<float>();
+  int dropped = 0;
+  for (int64_t r = 0; r < 64; ++r) {
+    const float f = y[size_t(6 * r)] / xs[size_t(6 * r)];
+    ASSERT_TRUE(f == 0.0f || f == 2.0f) << r;
+    for (int64_t i = 6 * r; i < 6 * r + 6; ++i) ASSERT_EQ(y[size_t(i)], f * xs[size_t(i)]);
+    dropped += f == 0.0f;
+  }
+  EXPECT_GT(dropped, 16);
+  EXPECT_LT(dropped, 48);
+  // The rows of a micro-batch starting at row 40 draw what they drew in the whole batch.
+  nn::set_dropout_context({7, 3, 40});
+  const std::vector<float> part = dp.forward(x.narrow(0, 40, 8)).to_vector<float>();
+  EXPECT_EQ(part, std::vector<float>(y.begin() + 240, y.begin() + 288));
+  dp.eval();
+  EXPECT_EQ(dp.forward(x).to_vector<float>(), xs);
+
+  nn::ModelSpec s;
+  s.name = "tiny_resnet";
+  s.in_channels = 1;
+  s.num_classes = 3;
+  const Tensor images = test::f32_tensor(test::random_values(4 * 64, 6), {4, 8, 8, 1});
+  auto run = [&](double drop_path, bool train) {
+    s.drop_path = drop_path;
+    auto model = nn::make_model(s);
+    nn::initialize(*model, 1);
+    if (train)
+      model->train();
+    else
+      model->eval();
+    nn::set_dropout_context({7, 3, 0});
+    return model->forward(images).to_vector<float>();
+  };
+  EXPECT_EQ(run(0.9, false), run(0.0, false));
+  // tiny_resnet has two blocks: the first never drops (rate 0), the second at 0.9.
+  EXPECT_NE(run(0.9, true), run(0.0, true));
+  s.name = "mlp";
+  s.drop_path = 0.1;
+  test::expect_invalid([&] { nn::make_model(s); }, {"model.drop_path", "resnets"});
 }
 
 }  // namespace

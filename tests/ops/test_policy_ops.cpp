@@ -1,5 +1,6 @@
 // The ops a policy network's loss is made of: tanh and its backward, exp, log_softmax and its
-// backward, gather_columns and its backward. The CPU (f32, f64) against float64 references,
+// backward, gather_columns and its backward; scale_rows (stochastic depth's per-sample factor,
+// its own gradient). The CPU (f32, f64) against float64 references,
 // the autograd functions against finite differences, edge values (large scores, indices out of
 // range), and the GPU (f32, bf16, f16) against the CPU.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "hourglass/base/rng.h"
 #include "hourglass/ops/ops.h"
 #include "support/compare.h"
+#include "support/expect_error.h"
 #include "support/gpu.h"
 #include "support/reference_dense.h"
 
@@ -218,6 +220,41 @@ TEST(PolicyOps, GradientsMatchFiniteDifferences) {
   EXPECT_TRUE(all_close(x.grad(), numeric, {1e-6, 1e-7}));
 }
 
+// scale_rows: every element of row r times scale[r], for rows of any shape; in f64 exactly the
+// float64 product, in f32 that product rounded once; its gradient the same op on dy.
+TEST(ScaleRows, MatchesReferenceOnCpuAndIsItsOwnGradient) {
+  const Vec xs = random_values(5 * 3 * 2 * 4, 30, -2.0, 2.0);
+  const Vec ss = {0.0, 1.25, -0.5, 2.0, 1.0};
+  const Tensor scale = test::f32_tensor(ss, {5});
+  for (DType dtype : {DType::F64, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = tensor_of(test::round_f32(xs), {5, 3, 2, 4}, dtype);
+    Vec want(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) want[i] = double(float(xs[i])) * ss[i / 24];
+    const Tensor y = ops::scale_rows(x, scale);
+    ASSERT_EQ(y.shape(), x.shape());
+    EXPECT_TRUE(all_close(y, dtype == DType::F32 ? test::round_f32(want) : want, {0.0, 0.0}));
+  }
+  Tensor x = Tensor::from_vector(xs, {5, 24});
+  x.set_requires_grad(true);
+  const Tensor d = Tensor::from_vector(random_values(5 * 24, 31), {5, 24});
+  autograd::backward(fn::sum(fn::mul(fn::scale_rows(x, scale), d)));
+  Vec want(xs.size());
+  const Vec dv = to_doubles(d);
+  for (size_t i = 0; i < xs.size(); ++i) want[i] = dv[i] * double(float(ss[i / 24]));
+  EXPECT_TRUE(all_close(x.grad(), want, {1e-15, 0}));
+  test::expect_invalid(
+      [&] {
+        ops::scale_rows(Tensor::zeros({5, 2}), Tensor::zeros({4}));
+      },
+      {"scale_rows", "[5]"});
+  test::expect_invalid(
+      [&] {
+        ops::scale_rows(Tensor::zeros({5, 2}), Tensor::zeros({5}, DType::F64));
+      },
+      {"scale_rows", "scale"});
+}
+
 // ---- the GPU against the CPU
 
 const DType kGpuDtypes[] = {DType::F32, DType::BF16, DType::F16};
@@ -289,6 +326,21 @@ TEST(GpuPolicyOps, LogSoftmaxAndGatherMatchCpu) {
                             to_doubles(ops::gather_columns_backward(g.cpu, index_cpu, columns)),
                             {0.0, 0.0}))
           << "gather_columns_backward";
+    }
+}
+
+TEST(GpuPolicyOps, ScaleRowsMatchesCpu) {
+  HG_REQUIRE_GPU();
+#ifdef HOURGLASS_HAS_GPU
+  gpu::set_poison(true);
+#endif
+  for (DType dtype : kGpuDtypes)
+    for (const auto& [rows, columns] : kShapes) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << columns);
+      const Pair x = on_both(random_values(rows * columns, 32, -3.0, 3.0), {rows, columns}, dtype);
+      const Tensor scale = test::f32_tensor(random_values(rows, 33, -2.0, 2.0), {rows});
+      EXPECT_TRUE(all_close(ops::scale_rows(x.gpu, scale.to(Device::gpu(0))),
+                            to_doubles(ops::scale_rows(x.cpu, scale)), gpu_tol(dtype, 6)));
     }
 }
 

@@ -187,15 +187,16 @@ TEST(Resume, PlateauScheduleFromEveryStepIsBitIdentical) {
   resume_from_every_checkpoint(c, "plateau");
 }
 
-// A moving average of the weights: checkpoints keep it, so the average a resumed run evaluates
-// (its loss to the last bit) is the uninterrupted run's. Mixup and cutmix in the same run (one
-// run pays for both): each step's draw comes from the seed and the step count a checkpoint
-// restores.
-TEST(Resume, WeightAverageAndBatchMixingFromEveryStepAreBitIdentical) {
+// The recipe ingredients in one run (one run pays for all): a moving average of the weights
+// (checkpoints keep it, so the average a resumed run evaluates is the uninterrupted run's, to
+// its loss's last bit); mixup and cutmix, and stochastic depth, whose draws come from the seed
+// and the step count a checkpoint restores.
+TEST(Resume, RecipeIngredientsFromEveryStepAreBitIdentical) {
   Config c = resnet_config();
   c.set_override("train.ema_decay=0.9");
   c.set_override("train.mixup_alpha=0.4");
   c.set_override("train.cutmix_alpha=1.0");
+  c.set_override("model.drop_path=0.5");
   resume_from_every_checkpoint(c, "ema");
 }
 

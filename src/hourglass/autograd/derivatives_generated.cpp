@@ -81,6 +81,18 @@ Tensor gather_columns(const Tensor& x, const Tensor& index) {
   return y;
 }
 
+Tensor scale_rows(const Tensor& x, const Tensor& scale) {
+  Tensor y = ops::scale_rows(x, scale);
+  Tape& tape = Tape::current();
+  if (tape.should_record({&x})) {
+    // Linear in x, row by row: the gradient is scaled by the same factors.
+    tape.record("scale_rows", {x}, y, [scale](const Tensor& dy) {
+      return std::vector<Tensor>{ops::scale_rows(dy, scale)};
+    });
+  }
+  return y;
+}
+
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   Tensor y = ops::avg_pool2d(x, p);
   Tape& tape = Tape::current();

@@ -17,6 +17,7 @@ Tensor tanh(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log_softmax(const Tensor& x);
 Tensor gather_columns(const Tensor& x, const Tensor& index);
+Tensor scale_rows(const Tensor& x, const Tensor& scale);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor global_avg_pool(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);

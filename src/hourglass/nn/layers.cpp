@@ -92,19 +92,36 @@ thread_local DropoutContext t_dropout_context;
 
 void set_dropout_context(const DropoutContext& context) { t_dropout_context = context; }
 
-Dropout::Dropout(double p, uint64_t layer_id) : Module("Dropout"), p_(p), layer_id_(layer_id) {
-  HG_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got {}", p);
+Dropout::Dropout(double p, uint64_t layer_id) : Dropout("Dropout", p, layer_id) {}
+
+Dropout::Dropout(const char* name, double p, uint64_t layer_id)
+    : Module(name), p_(p), layer_id_(layer_id) {
+  HG_CHECK(p >= 0.0 && p < 1.0, "{}: p must be in [0, 1), got {}", name, p);
 }
 
-Tensor Dropout::forward(const Tensor& x) {
-  if (!is_training() || p_ == 0.0) return x;
+uint64_t Dropout::mask_offset(uint64_t row_elements) const {
   // A 64-bit counter start per (step, layer), advanced by the micro-batch's first row: element
   // i of batch row r always uses counter base + r * row_elements + i. Ranges of different
   // (step, layer) pairs do not meet in practice (2^32 elements apart at least).
   const uint64_t base = mix_stream(t_dropout_context.step, layer_id_) & ~uint64_t(0xffffffff);
+  return base + t_dropout_context.first_row * row_elements;
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p_ == 0.0) return x;
   const uint64_t row_elements = x.dim() > 0 && x.size(0) > 0 ? uint64_t(x.numel() / x.size(0)) : 0;
-  return fn::dropout(x, p_, t_dropout_context.seed,
-                     base + t_dropout_context.first_row * row_elements);
+  return fn::dropout(x, p_, t_dropout_context.seed, mask_offset(row_elements));
+}
+
+DropPath::DropPath(double p, uint64_t layer_id) : Dropout("DropPath", p, layer_id) {}
+
+Tensor DropPath::forward(const Tensor& x) {
+  if (!active()) return x;
+  HG_CHECK(x.dim() >= 1, "DropPath: input {} has no rows", x.describe());
+  // One counter per row: 0 or 1 / (1 - p), as dropout scales a kept element.
+  const Tensor ones = Tensor::full({x.size(0)}, 1.0, DType::F32, x.device());
+  const Tensor factors = ops::dropout(ones, p(), t_dropout_context.seed, mask_offset(1)).y;
+  return fn::scale_rows(x, factors);
 }
 
 }  // namespace hg::nn

@@ -129,9 +129,30 @@ class Dropout : public Module {
   Tensor forward(const Tensor& x) override;
   double p() const { return p_; }
 
+ protected:
+  Dropout(const char* name, double p, uint64_t layer_id);
+  // The first Philox counter of x's masks in this step and micro-batch: a base per (step,
+  // layer), advanced by the micro-batch's first row times `row_elements`, the counters one row
+  // of x uses (see forward).
+  uint64_t mask_offset(uint64_t row_elements) const;
+
  private:
   double p_;
   uint64_t layer_id_;
+};
+
+// Stochastic depth (Huang et al. 2016), as timm's DropPath: in training each sample (row) of x,
+// a residual branch, is zeroed with probability p and scaled by 1 / (1 - p) otherwise;
+// evaluation passes x through. A row's fate is dropout's rule for one counter per row (the
+// dropout op over a column of ones, then fn::scale_rows), keyed like Dropout's masks, so a
+// resumed run or another micro-batch split draws the same. Being a Dropout, it keeps a model's
+// steps eager (its masks are keyed by the step on the host).
+class DropPath : public Dropout {
+ public:
+  DropPath(double p, uint64_t layer_id);
+  Tensor forward(const Tensor& x) override;
+  // Whether forward changes x (training with p > 0).
+  bool active() const { return is_training() && p() > 0.0; }
 };
 
 }  // namespace hg::nn

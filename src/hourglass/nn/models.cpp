@@ -69,6 +69,9 @@ std::shared_ptr<Module> make_model(const ModelSpec& spec) {
   r.stem = stem;
   r.in_channels = spec.in_channels;
   r.num_classes = spec.num_classes;
+  HG_CHECK(spec.drop_path == 0 || spec.name.find("resnet") != std::string::npos,
+           "model.drop_path applies to the resnets, not {}", spec.name);
+  r.drop_path = spec.drop_path;
   const int64_t base = spec.base_channels;
   HG_CHECK(base == 0 || spec.name.starts_with("resnet"),
            "model.channels applies to resnet18, resnet34 and resnet50, not {}", spec.name);

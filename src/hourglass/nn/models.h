@@ -18,6 +18,7 @@ struct ModelSpec {
   int64_t num_classes = 10;
   std::vector<int64_t> hidden = {512, 512};  // mlp
   double dropout = 0.0;                      // small_cnn and mlp
+  double drop_path = 0.0;                    // resnets: stochastic depth (ResNetOptions)
   // resnet18/34/50: the first stage's channels (64 by default), each later stage twice the
   // one before (model.channels). 0: the model's own.
   int64_t base_channels = 0;

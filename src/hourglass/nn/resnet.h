@@ -19,6 +19,9 @@ struct ResNetOptions {
   Stem stem = Stem::Cifar;
   int64_t in_channels = 3;
   int64_t num_classes = 10;
+  // Stochastic depth (model.drop_path): block i of n (in model order) drops its residual branch
+  // per sample with probability drop_path * i / (n - 1), as timm's drop_path_rate (0: none).
+  double drop_path = 0.0;
 };
 
 // conv + batch-norm (+ relu), the unit every ResNet part is made of.
@@ -52,26 +55,37 @@ class ResNetStem : public Module {
 class BasicBlock : public Module {
  public:
   static constexpr int64_t expansion = 1;
-  BasicBlock(int64_t in_channels, int64_t width, int64_t stride);
+  // drop_path > 0: the residual branch goes through a DropPath (layer_id keys its draws).
+  BasicBlock(int64_t in_channels, int64_t width, int64_t stride, double drop_path = 0.0,
+             uint64_t layer_id = 0);
   Tensor forward(const Tensor& x) override;
 
  private:
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_;
-  std::shared_ptr<ConvBn> shortcut_;  // null when the identity fits
+  std::shared_ptr<ConvBn> shortcut_;     // null when the identity fits
+  std::shared_ptr<DropPath> drop_path_;  // null without stochastic depth
 };
 
 class Bottleneck : public Module {
  public:
   static constexpr int64_t expansion = 4;
-  Bottleneck(int64_t in_channels, int64_t width, int64_t stride);
+  Bottleneck(int64_t in_channels, int64_t width, int64_t stride, double drop_path = 0.0,
+             uint64_t layer_id = 0);
   Tensor forward(const Tensor& x) override;
 
  private:
   std::shared_ptr<Conv2d> conv1_, conv2_, conv3_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_, bn3_;
   std::shared_ptr<ConvBn> shortcut_;
+  std::shared_ptr<DropPath> drop_path_;
 };
+
+// A residual block's end with stochastic depth active: relu(shortcut + drop_path(bn(last))),
+// unfused (the fused batch norm adds the branch whole). `shortcut` is the block's input or its
+// projection.
+Tensor drop_path_add_relu(DropPath& drop_path, BatchNorm2d& bn, const Tensor& last,
+                          const Tensor& shortcut);
 
 class ResNet : public Module {
  public:

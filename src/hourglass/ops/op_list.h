@@ -585,6 +585,22 @@ HG_OP(Tensor, gather_columns_backward, (const Tensor& dy, const Tensor& index, i
       .gather_columns_backward(dy.contiguous(), index.contiguous(), columns);
 })
 
+// Each row scaled by its own factor: y[r, ...] = x[r, ...] * scale[r], computed in float and
+// rounded once; x f32, bf16 or f16 with rows first, scale f32 [rows]. Stochastic depth
+// (nn::DropPath) scales each sample's residual branch by 0 or 1 / (1 - p); the gradient is the
+// same op on dy.
+HG_OP(Tensor, scale_rows, (const Tensor& x, const Tensor& scale), {
+  check_float(op, "input", x);
+  HG_CHECK(x.dim() >= 1, "{}: input {} has no rows", op, x.describe());
+  check_dtype(op, "scale", scale, DType::F32);
+  HG_CHECK(scale.dim() == 1 && scale.size(0) == x.size(0),
+           "{}: scale must be [{}] (one factor per row of {}), got {}", op, x.size(0),
+           x.describe(), scale.describe());
+  check_same_device(op, x, scale);
+  HG_OP_COST(elementwise_cost(x, 1, 1));
+  return backend_for(x.device()).scale_rows(x.contiguous(), scale.contiguous());
+})
+
 // ---- dropout: element i is kept with probability 1-p, decided by Philox(seed, offset + i) ----
 
 HG_OP(ops::DropoutForward, dropout, (const Tensor& x, double p, uint64_t seed,

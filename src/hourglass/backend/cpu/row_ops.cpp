@@ -1,6 +1,7 @@
 // Per-row ops of a matrix [N,C] on the CPU (f32 or f64): log_softmax and its backward,
 // gather_columns and its backward. Each row's sums are taken in double, in column order, so
-// results do not depend on the thread count.
+// results do not depend on the thread count. scale_rows (any rows-first shape; f32, f64 or bf16
+// storage, computed in float or double).
 #include <algorithm>
 #include <cmath>
 
@@ -11,7 +12,11 @@
 
 namespace hg {
 
+using cpu::compute_t;
 using cpu::dispatch_float;
+using cpu::dispatch_storage;
+using cpu::narrow;
+using cpu::widen;
 
 using cpu::row_grain;
 
@@ -24,6 +29,25 @@ void check_index(const char* op, const Tensor& index, int64_t columns) {
 }
 
 }  // namespace
+
+Tensor CpuBackend::scale_rows(const Tensor& x, const Tensor& scale) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const int64_t rows = x.size(0), per_row = rows > 0 ? x.numel() / rows : 0;
+  const float* s = scale.data<float>();
+  dispatch_storage("scale_rows", x, [&]<typename T>() {
+    using C = compute_t<T>;
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    parallel_for(rows, row_grain(per_row), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const C f = C(s[r]);
+        for (int64_t i = r * per_row; i < (r + 1) * per_row; ++i)
+          dst[i] = narrow<T>(widen(src[i]) * f);
+      }
+    });
+  });
+  return y;
+}
 
 Tensor CpuBackend::log_softmax(const Tensor& x) {
   const int64_t rows = x.size(0), columns = x.size(1);

@@ -23,6 +23,16 @@ Tensor GpuBackend::log_softmax_backward(const Tensor& dy, const Tensor& y) {
   return dx;
 }
 
+Tensor GpuBackend::scale_rows(const Tensor& x, const Tensor& scale) {
+  gpu::check_float("scale_rows", x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const int64_t rows = x.size(0);
+  gpu::launch_scale_rows(x.data_ptr(), static_cast<const float*>(scale.data_ptr()), rows,
+                         rows > 0 ? x.numel() / rows : 0, x.dtype(), y.data_ptr(),
+                         gpu::stream_for(x));
+  return y;
+}
+
 Tensor GpuBackend::gather_columns(const Tensor& x, const Tensor& index) {
   gpu::check_float("gather_columns", x);
   Tensor out = Tensor::empty({x.size(0)}, x.dtype(), x.device());

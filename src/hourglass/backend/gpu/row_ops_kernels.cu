@@ -76,6 +76,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    scale_rows_kernel(const T* __restrict__ x, const float* __restrict__ scale, int64_t rows,
+                      int64_t columns, T* __restrict__ y) {
+  const int64_t n = rows * columns;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = from_float<T>(__fmul_rn(to_float(x[i]), scale[i / columns]));
+}
+
 }  // namespace
 
 void launch_log_softmax(const void* x, int64_t rows, int64_t columns, DType dtype, void* y,
@@ -94,6 +104,17 @@ void launch_log_softmax_backward(const void* dy, const void* y, int64_t rows, in
   dispatch_float("log_softmax_backward", dtype, [&]<typename T>() {
     log_softmax_grad_rows<T><<<warp_per_row_blocks(rows, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(y), rows, columns, static_cast<T*>(dx));
+  });
+  HG_GPU_CHECK_LAUNCH();
+}
+
+void launch_scale_rows(const void* x, const float* scale, int64_t rows, int64_t columns,
+                       DType dtype, void* y, gpuStream_t stream) {
+  const int64_t n = rows * columns;
+  if (n <= 0) return;
+  dispatch_float("scale_rows", dtype, [&]<typename T>() {
+    scale_rows_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), scale, rows, columns, static_cast<T*>(y));
   });
   HG_GPU_CHECK_LAUNCH();
 }

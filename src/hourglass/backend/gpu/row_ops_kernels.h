@@ -17,6 +17,9 @@ void launch_log_softmax(const void* x, int64_t rows, int64_t columns, DType dtyp
 // dx[r, j] = dy[r, j] - exp(y[r, j]) * sum_k dy[r, k].
 void launch_log_softmax_backward(const void* dy, const void* y, int64_t rows, int64_t columns,
                                  DType dtype, void* dx, gpuStream_t stream);
+// y[r, j] = x[r, j] * scale[r] (scale f32 on the device), for `columns` elements per row.
+void launch_scale_rows(const void* x, const float* scale, int64_t rows, int64_t columns,
+                       DType dtype, void* y, gpuStream_t stream);
 // out[r] = x[r, index[r]].
 void launch_gather_columns(const void* x, const int64_t* index, int64_t rows, int64_t columns,
                            DType dtype, void* out, gpuStream_t stream);

@@ -94,6 +94,9 @@ RunConfig parse_run_config(const Config& c) {
   check_range(r.init.exclude.empty() || !r.init.from.empty(), c, "model.init_exclude",
               "needs model.init_from (the file whose other tensors the run starts from)");
   r.model.dropout = double_in(c, "model.dropout", 0.0, 0.0, 1.0, Upper::Open, "in [0, 1)");
+  r.model.drop_path =
+      double_in(c, "model.drop_path", 0.0, 0.0, 1.0, Upper::Open,
+                "in [0, 1) (stochastic depth: the last residual block's drop probability)");
   r.model.hidden = c.get_int_list("model.hidden", {512, 512});
   for (const int64_t width : r.model.hidden)
     check_range(width >= 1 && width <= kMaxBatch, c, "model.hidden",
@@ -113,6 +116,8 @@ RunConfig parse_run_config(const Config& c) {
                               "and resnet50, not {}",
                               c.origin("model.channels"), r.model.name),
                   "remove model.channels, or choose a resnet");
+  check_range(r.model.drop_path == 0 || r.model.name.find("resnet") != std::string::npos, c,
+              "model.drop_path", fmt::format("applies to the resnets, not {}", r.model.name));
   if (r.model.stem != "cifar" && r.model.stem != "imagenet")
     throw_invalid(fmt::format("{}: model.stem: unknown stem '{}'", c.source(),
                               untrusted_excerpt(r.model.stem)),
@@ -477,6 +482,7 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("model.dropout", r.model.dropout);
   line("model.hidden", list_text(r.model.hidden));
   if (r.model.base_channels > 0) line("model.channels", r.model.base_channels);
+  if (r.model.drop_path > 0) line("model.drop_path", r.model.drop_path);
   // Only when set, so that runs from the seed's initialisation keep the text (and hash) they had.
   if (!r.init.from.empty()) {
     line("model.init_from", quoted(r.init.from));
