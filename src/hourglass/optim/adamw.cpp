@@ -6,12 +6,7 @@ namespace hg::optim {
 
 AdamW::AdamW(FlatParameters flat, const AdamWOptions& options)
     : Optimizer(std::move(flat)), options_(options) {
-  HG_CHECK(options.lr >= 0, "adamw: learning rate must be non-negative, got {}", options.lr);
-  HG_CHECK(options.eps >= 0, "adamw: eps must be non-negative, got {}", options.eps);
-  HG_CHECK(options.weight_decay >= 0, "adamw: weight decay must be non-negative, got {}",
-           options.weight_decay);
-  HG_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
-           "adamw: betas must be in [0, 1), got ({}, {})", options.beta1, options.beta2);
+  check_adam_options(options, "adamw");
   exp_avg_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
   exp_avg_sq_ = Tensor::zeros(flat_.params.shape(), DType::F32, flat_.params.device());
   applied_steps_ = Tensor::zeros({1}, DType::F32, flat_.params.device());

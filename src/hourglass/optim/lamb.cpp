@@ -6,12 +6,7 @@ namespace hg::optim {
 
 Lamb::Lamb(FlatParameters flat, const AdamWOptions& options, bool trust_clip)
     : Optimizer(std::move(flat)), options_(options), trust_clip_(trust_clip) {
-  HG_CHECK(options.lr >= 0, "lamb: learning rate must be non-negative, got {}", options.lr);
-  HG_CHECK(options.eps >= 0, "lamb: eps must be non-negative, got {}", options.eps);
-  HG_CHECK(options.weight_decay >= 0, "lamb: weight decay must be non-negative, got {}",
-           options.weight_decay);
-  HG_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
-           "lamb: betas must be in [0, 1), got ({}, {})", options.beta1, options.beta2);
+  check_adam_options(options, "lamb");
   const Device device = flat_.params.device();
   exp_avg_ = Tensor::zeros(flat_.params.shape(), DType::F32, device);
   exp_avg_sq_ = Tensor::zeros(flat_.params.shape(), DType::F32, device);

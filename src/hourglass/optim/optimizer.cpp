@@ -65,6 +65,15 @@ void Optimizer::load_state(const NamedTensors& saved, int64_t step_count) {
 
 Tensor Optimizer::missing_state(const std::string&, int64_t) const { return {}; }
 
+void check_adam_options(const AdamWOptions& o, const char* optimizer) {
+  HG_CHECK(o.lr >= 0, "{}: learning rate must be non-negative, got {}", optimizer, o.lr);
+  HG_CHECK(o.eps >= 0, "{}: eps must be non-negative, got {}", optimizer, o.eps);
+  HG_CHECK(o.weight_decay >= 0, "{}: weight decay must be non-negative, got {}", optimizer,
+           o.weight_decay);
+  HG_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
+           "{}: betas must be in [0, 1), got ({}, {})", optimizer, o.beta1, o.beta2);
+}
+
 Tensor decayed_offsets(const FlatParameters& flat, double weight_decay, const char* optimizer) {
   const int64_t decayed = weight_decay != 0.0 ? flat.decay_count : 0;
   std::vector<int64_t> offsets;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hourglass/nn/flat_parameters.h"
+#include "hourglass/ops/params.h"
 #include "hourglass/tensor/tensor.h"
 
 namespace hg::optim {
@@ -90,6 +91,10 @@ struct DecaySplit {
   Tensor decay, no_decay;
 };
 DecaySplit split_at_decay(const Tensor& flat, int64_t decay_count);
+
+// Checks Adam's options (AdamW's and LAMB's): InvalidInput naming `optimizer` for a negative lr,
+// eps or weight decay, or betas outside [0, 1).
+void check_adam_options(const AdamWOptions& o, const char* optimizer);
 
 // The layer-wise optimizers' (LARS, LAMB) segments: the offsets (i64, on the parameters'
 // device) of the tensors that take weight decay, flat.offsets up to decay_count, or undefined

@@ -15,6 +15,21 @@ namespace {
 // Each element reads/writes 3-4 streams; ~64k elements per chunk keeps fork cost negligible.
 constexpr int64_t kOptimizerGrain = int64_t(1) << 16;
 
+// Adam's moments of one element updated in place, in PyTorch's order of operations (AdamW's
+// update and LAMB's direction).
+struct AdamMoments {
+  float b1, one_minus_b1, b2, one_minus_b2;
+  explicit AdamMoments(const AdamWOptions& o)
+      : b1(float(o.beta1)),
+        one_minus_b1(float(1.0 - o.beta1)),
+        b2(float(o.beta2)),
+        one_minus_b2(float(1.0 - o.beta2)) {}
+  void operator()(float g, float& m, float& v) const {
+    m = b1 * m + one_minus_b1 * g;
+    v = b2 * v + one_minus_b2 * g * g;
+  }
+};
+
 }  // namespace
 
 void CpuBackend::sgd_step(Tensor& params, const Tensor& grads, Tensor& momentum,
@@ -72,20 +87,15 @@ void CpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
   const double bc1 = 1.0 - std::pow(o.beta1, step);
   const double bc2 = 1.0 - std::pow(o.beta2, step);
   const float decay = float(1.0 - lr * o.weight_decay);
-  const float b1 = float(o.beta1), one_minus_b1 = float(1.0 - o.beta1);
-  const float b2 = float(o.beta2), one_minus_b2 = float(1.0 - o.beta2);
+  const AdamMoments moments(o);
   const float step_size = float(lr / bc1);
   const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
   const float eps = float(o.eps);
   parallel_for_inline(n, kOptimizerGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const float gi = g[i];
-      const float mi = b1 * m[i] + one_minus_b1 * gi;
-      const float vi = b2 * v[i] + one_minus_b2 * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      const float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
-      p[i] = p[i] * decay - step_size * mi / denom;
+      moments(g[i], m[i], v[i]);
+      const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
+      p[i] = p[i] * decay - step_size * m[i] / denom;
     }
   });
 }
@@ -106,17 +116,12 @@ void CpuBackend::lamb_direction(Tensor& out, const Tensor& params, const Tensor&
   float* d = out.data<float>();
   const float inv_bc1 = float(1.0 / (1.0 - std::pow(o.beta1, step)));
   const float inv_sqrt_bc2 = float(1.0 / std::sqrt(1.0 - std::pow(o.beta2, step)));
-  const float b1 = float(o.beta1), one_minus_b1 = float(1.0 - o.beta1);
-  const float b2 = float(o.beta2), one_minus_b2 = float(1.0 - o.beta2);
+  const AdamMoments moments(o);
   const float eps = float(o.eps), wd = float(o.weight_decay);
   parallel_for_inline(params.numel(), kOptimizerGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const float gi = g[i];
-      const float mi = b1 * m[i] + one_minus_b1 * gi;
-      const float vi = b2 * v[i] + one_minus_b2 * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      d[i] = std::fma(wd, p[i], (mi * inv_bc1) / (std::sqrt(vi) * inv_sqrt_bc2 + eps));
+      moments(g[i], m[i], v[i]);  // before d[i]: d may be the gradients themselves
+      d[i] = std::fma(wd, p[i], (m[i] * inv_bc1) / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps));
     }
   });
 }

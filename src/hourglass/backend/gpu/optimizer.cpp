@@ -22,6 +22,20 @@ const float* skip_pointer(const char* op, const Tensor& params, const Tensor& sk
   return static_cast<const float*>(skip.data_ptr());
 }
 
+// Adam's coefficients, each rounded to f32 once, and the betas exact for the bias corrections
+// (AdamW's and LAMB's kernels); the rate and decay fields are the caller's.
+gpu::AdamWCoefficients adam_coefficients(const AdamWOptions& o) {
+  gpu::AdamWCoefficients c{};
+  c.beta1 = float(o.beta1);
+  c.one_minus_beta1 = float(1.0 - o.beta1);
+  c.beta2 = float(o.beta2);
+  c.one_minus_beta2 = float(1.0 - o.beta2);
+  c.eps = float(o.eps);
+  c.beta1_exact = o.beta1;
+  c.beta2_exact = o.beta2;
+  return c;
+}
+
 // The device copy of the learning rate (ops::check_lr has checked it), or null.
 const double* lr_pointer(const Tensor& lr) {
   return lr.defined() ? static_cast<const double*>(lr.data_ptr()) : nullptr;
@@ -55,18 +69,11 @@ void GpuBackend::adamw_step(Tensor& params, const Tensor& grads, Tensor& exp_avg
   // PyTorch: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   //          param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
   // bc1 and bc2 depend on the update number, which the kernel reads from `step`.
-  gpu::AdamWCoefficients c{};
+  gpu::AdamWCoefficients c = adam_coefficients(o);
   c.decay = float(1.0 - o.lr * o.weight_decay);
-  c.beta1 = float(o.beta1);
-  c.one_minus_beta1 = float(1.0 - o.beta1);
-  c.beta2 = float(o.beta2);
-  c.one_minus_beta2 = float(1.0 - o.beta2);
-  c.eps = float(o.eps);
   c.lr = o.lr;
   c.lr_device = lr_pointer(lr);
   c.weight_decay_exact = o.weight_decay;
-  c.beta1_exact = o.beta1;
-  c.beta2_exact = o.beta2;
   gpu::launch_adamw(static_cast<float*>(params.data_ptr()),
                     static_cast<const float*>(grads.data_ptr()),
                     static_cast<float*>(exp_avg.data_ptr()),
@@ -78,14 +85,7 @@ void GpuBackend::lamb_direction(Tensor& out, const Tensor& params, const Tensor&
                                 Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWOptions& o,
                                 const Tensor& step, const Tensor& skip) {
   const float* skip_flag = skip_pointer("lamb_direction", params, skip);
-  gpu::AdamWCoefficients c{};
-  c.beta1 = float(o.beta1);
-  c.one_minus_beta1 = float(1.0 - o.beta1);
-  c.beta2 = float(o.beta2);
-  c.one_minus_beta2 = float(1.0 - o.beta2);
-  c.eps = float(o.eps);
-  c.beta1_exact = o.beta1;
-  c.beta2_exact = o.beta2;
+  const gpu::AdamWCoefficients c = adam_coefficients(o);
   gpu::launch_lamb_direction(
       static_cast<float*>(out.data_ptr()), static_cast<const float*>(params.data_ptr()),
       static_cast<const float*>(grads.data_ptr()), static_cast<float*>(exp_avg.data_ptr()),
