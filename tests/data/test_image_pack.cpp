@@ -260,9 +260,10 @@ TEST(ImagePack, AnInterruptedPackLeavesNoIndex) {
   EXPECT_TRUE(fails_with([&] { PackImages x(p); }, {kPackIndexName, "not found"}));
 }
 
-// Tar shards written by GNU tar in WebDataset's layout, one in its own format with a GNU long
-// name and one in pax with a path longer than ustar holds, plus a member that is neither image
-// nor label: indexed as a pack whose images and labels are the files'.
+// Tar shards written by GNU tar in WebDataset's layout, in its own format (a GNU long name), in
+// POSIX ustar (a name split into prefix and name) and in pax (a path longer than ustar holds),
+// each sample with a member that is neither image nor label: indexed as a pack whose images and
+// labels are the files'.
 TEST(ImagePack, IndexesWebDatasetShardsWrittenByTar) {
   test::ScratchDir dir;
   const std::string src = dir.path() + "/src", shards = dir.path() + "/shards";
@@ -276,7 +277,9 @@ TEST(ImagePack, IndexesWebDatasetShardsWrittenByTar) {
   };
   std::vector<Sample> samples;
   for (int i = 0; i < 6; ++i) {
-    const std::string key = (i >= 3 ? deep + "/" : "") + fmt::format("s{:03d}", i);
+    // Keys as paths: sample 4 shares its file name with sample 3, in another directory.
+    const std::string key =
+        (i == 2 || i >= 4 ? deep + "/" : "") + fmt::format("s{:03d}", i == 4 ? 3 : i);
     Sample x{key, i % 2 ? "png" : "jpg",
              i % 2 ? test::png_of(9, 7 + i, i) : test::jpeg_of(9, 7 + i, i), (i * 5) % 4};
     put(src + "/" + key + "." + x.ext, x.image);
@@ -293,17 +296,18 @@ TEST(ImagePack, IndexesWebDatasetShardsWrittenByTar) {
     }
     return list;
   };
-  ASSERT_EQ(std::system(("cd '" + src + "' && tar --format=gnu -cf '" + shards + "/a-000.tar'" +
-                         members(0, 4))
-                            .c_str()),
-            0);
-  ASSERT_EQ(std::system(("cd '" + src + "' && tar --format=pax -cf '" + shards + "/a-001.tar'" +
-                         members(4, 6))
-                            .c_str()),
-            0);
+  // Samples 2, 4 and 5 lie under the long directory: a GNU long name, a ustar prefix, a pax path.
+  auto tar = [&](const char* format, const char* shard, int from, int to) {
+    return std::system(("cd '" + src + "' && tar --format=" + format + " -cf '" + shards + "/" +
+                        shard + "'" + members(from, to))
+                           .c_str());
+  };
+  ASSERT_EQ(tar("gnu", "a-000.tar", 0, 3), 0);
+  ASSERT_EQ(tar("ustar", "a-001.tar", 3, 5), 0);
+  ASSERT_EQ(tar("pax", "a-002.tar", 5, 6), 0);
   const PackSummary s = index_tar_shards(shards);
   EXPECT_EQ(s.samples, 6);
-  EXPECT_EQ(s.shards, 2);
+  EXPECT_EQ(s.shards, 3);
   const PackImages pack(shards);
   EXPECT_EQ(pack.classes(), (std::vector<std::string>{"0", "1", "2", "3"}));
   ASSERT_EQ(pack.size(), 6);
@@ -312,7 +316,7 @@ TEST(ImagePack, IndexesWebDatasetShardsWrittenByTar) {
     EXPECT_EQ(pack.label(i), samples[size_t(i)].label) << i;
   }
   pack.verify_shards();
-  EXPECT_NE(pack.where(5).find("a-001.tar"), std::string::npos);
+  EXPECT_NE(pack.where(4).find("a-001.tar"), std::string::npos);
   // A sample without its label is refused, naming the shard and the key.
   fs::remove(src + "/s001.cls");
   ASSERT_EQ(std::system(("cd '" + src + "' && tar -cf '" + shards +

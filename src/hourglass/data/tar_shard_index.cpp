@@ -203,7 +203,12 @@ PackSummary index_tar_shards(const std::string& dir) {
       const uint64_t data = at + kBlock;
       const char type = char(h[156]);
       std::string name = c_string(&h[0], 100);
-      if (std::memcmp(&h[257], "ustar", 5) == 0 && h[345] != 0)
+      // POSIX ustar's prefix (GNU's own format, magic "ustar  ", keeps other fields there).
+      if (std::memcmp(&h[257],
+                      "ustar\0"
+                      "00",
+                      8) == 0 &&
+          h[345] != 0)
         name = c_string(&h[345], 155) + "/" + name;
       if (type == 'x') {
         next_name = pax_path(shard.read(data, *size), shard);
