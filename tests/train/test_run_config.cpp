@@ -168,7 +168,7 @@ TEST(RunConfigBounds, LarsAndLambKeys) {
   const train::RunConfig lamb = train::parse_run_config(l);
   EXPECT_EQ(lamb.optim.adamw.eps, 1e-6);
   EXPECT_EQ(lamb.optim.adamw.lr, 1e-3);
-  EXPECT_TRUE(lamb.optim.lamb_trust_clip);
+  EXPECT_TRUE(lamb.optim.lars.trust_clip);
   EXPECT_NE(train::trajectory_config_text(lamb).find("optim.trust_clip = true"), std::string::npos);
   EXPECT_EQ(
       train::make_optimizer(lamb, FlatParameters{Tensor::zeros({2}), Tensor::zeros({2}), 2, {0, 2}})

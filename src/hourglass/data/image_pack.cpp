@@ -31,18 +31,6 @@ constexpr uint64_t kMaxClasses = 1 << 20, kMaxShards = 1 << 20, kMaxNameBytes = 
 constexpr uint64_t kShardEntryBytes = 12;
 uint64_t record_bytes(uint32_t version) { return version == 1 ? 20 : 24; }
 
-uint32_t crc32_of(const void* data, size_t size, uint32_t crc = 0) {
-  const auto* p = static_cast<const Bytef*>(data);
-  auto c = uLong(crc);
-  while (size > 0) {  // zlib's length is an unsigned int
-    const auto n = unsigned(std::min<size_t>(size, 1u << 30));
-    c = ::crc32(c, p, n);
-    p += n;
-    size -= n;
-  }
-  return uint32_t(c);
-}
-
 template <typename T>
 void put(std::string& out, T v) {
   for (size_t i = 0; i < sizeof(T); ++i) out.push_back(char(uint8_t(uint64_t(v) >> (8 * i))));
@@ -144,6 +132,34 @@ TarSample tar_sample(int64_t number, const std::string& path, uint64_t image_siz
 
 }  // namespace
 
+uint32_t pack_crc32(const void* data, size_t size, uint32_t crc) {
+  const auto* p = static_cast<const Bytef*>(data);
+  auto c = uLong(crc);
+  while (size > 0) {  // zlib's length is an unsigned int
+    const auto n = unsigned(std::min<size_t>(size, 1u << 30));
+    c = ::crc32(c, p, n);
+    p += n;
+    size -= n;
+  }
+  return uint32_t(c);
+}
+
+uint32_t pack_file_crc32(int fd, uint64_t size, const std::string& path) {
+  std::vector<uint8_t> buffer(size_t(1) << 22);
+  uint32_t crc = 0;
+  for (uint64_t offset = 0; offset < size;) {
+    const size_t want = size_t(std::min<uint64_t>(buffer.size(), size - offset));
+    const int64_t n = pread_fully(fd, buffer.data(), want, offset);
+    if (n < 0) throw_invalid(sys_error("cannot read", path));
+    if (size_t(n) < want)
+      throw_invalid(fmt::format("{} ends at byte {}, before the {} bytes expected", path,
+                                offset + uint64_t(n), size));
+    crc = pack_crc32(buffer.data(), want, crc);
+    offset += want;
+  }
+  return crc;
+}
+
 std::string pack_shard_name(uint32_t shard, uint32_t version) {
   return fmt::format("shard-{:05d}.{}", shard, version >= 3 ? "tar" : "bin");
 }
@@ -177,7 +193,7 @@ std::string serialize_pack_index(const PackIndex& index) {
     put<uint32_t>(out, r.label);
     if (index.version != 1) put<uint32_t>(out, r.crc);
   }
-  put<uint32_t>(out, crc32_of(out.data(), out.size()));
+  put<uint32_t>(out, pack_crc32(out.data(), out.size()));
   return out;
 }
 
@@ -189,7 +205,7 @@ PackIndex parse_pack_index(std::string_view bytes, const std::string& path) {
   const std::string_view body = bytes.substr(0, bytes.size() - 4);
   Reader crc_reader(bytes.substr(bytes.size() - 4), path);
   const auto stored = crc_reader.get<uint32_t>("CRC");
-  const uint32_t actual = crc32_of(body.data(), body.size());
+  const uint32_t actual = pack_crc32(body.data(), body.size());
   if (stored != actual)
     corrupt(path, fmt::format("CRC32 {:08x} does not match its contents ({:08x})", stored, actual));
   Reader r(body.substr(sizeof kMagic), path);
@@ -275,7 +291,7 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
   // Appends to the open shard, keeping its size and CRC32 in the index.
   auto write = [&](const void* data, size_t size) {
     if (!write_fully(fd, data, size)) throw_runtime(sys_error("pack: cannot write", shard_path));
-    index.shard_crcs.back() = crc32_of(data, size, index.shard_crcs.back());
+    index.shard_crcs.back() = pack_crc32(data, size, index.shard_crcs.back());
     index.shard_sizes.back() += size;
   };
   const std::string zeros(2 * kTarBlock, '\0');
@@ -311,7 +327,7 @@ PackSummary write_image_pack(const ImageFolderIndex& folder, const std::string& 
       write(t.image_header.data(), t.image_header.size());
       const auto shard = uint32_t(index.shard_sizes.size() - 1);
       index.records.push_back({shard, index.shard_sizes[shard], uint32_t(bytes.size()),
-                               uint32_t(sample.label), crc32_of(bytes.data(), bytes.size())});
+                               uint32_t(sample.label), pack_crc32(bytes.data(), bytes.size())});
       write(bytes.data(), bytes.size());
       write(zeros.data(), t.image_padding);
       write(t.label_member.data(), t.label_member.size());
@@ -388,17 +404,11 @@ std::string PackImages::where(int64_t i) const {
 std::vector<uint8_t> PackImages::read(int64_t i) const {
   const PackRecord& r = index_.records[size_t(i)];
   std::vector<uint8_t> bytes(r.length);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n =
-        ::pread(fds_[r.shard], bytes.data() + done, bytes.size() - done, off_t(r.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_invalid(sys_error("cannot read", where(i)));
-    if (n == 0) throw_invalid(fmt::format("{}: the shard ends early", where(i)));
-    done += size_t(n);
-  }
+  const int64_t n = pread_fully(fds_[r.shard], bytes.data(), bytes.size(), r.offset);
+  if (n < 0) throw_invalid(sys_error("cannot read", where(i)));
+  if (size_t(n) < bytes.size()) throw_invalid(fmt::format("{}: the shard ends early", where(i)));
   if (index_.version != 1) {
-    const uint32_t crc = crc32_of(bytes.data(), bytes.size());
+    const uint32_t crc = pack_crc32(bytes.data(), bytes.size());
     if (crc != r.crc)
       throw_invalid(fmt::format("{}: corrupt image data: CRC32 {:08x}, the pack index says {:08x}",
                                 where(i), crc, r.crc),
@@ -408,19 +418,9 @@ std::vector<uint8_t> PackImages::read(int64_t i) const {
 }
 
 void PackImages::verify_shards() const {
-  std::vector<uint8_t> buffer(size_t(1) << 22);
   for (size_t s = 0; s < fds_.size(); ++s) {
-    uint32_t crc = 0;
-    uint64_t offset = 0;
     const std::string path = shard_path(s);
-    while (offset < index_.shard_sizes[s]) {
-      const ssize_t n = ::pread(fds_[s], buffer.data(), buffer.size(), off_t(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw_invalid(sys_error("cannot read pack shard", path));
-      if (n == 0) break;
-      crc = crc32_of(buffer.data(), size_t(n), crc);
-      offset += uint64_t(n);
-    }
+    const uint32_t crc = pack_file_crc32(fds_[s], index_.shard_sizes[s], path);
     if (crc != index_.shard_crcs[s])
       throw_invalid(fmt::format("pack shard {} is corrupt: CRC32 {:08x}, its index says {:08x}",
                                 path, crc, index_.shard_crcs[s]),

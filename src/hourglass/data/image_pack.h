@@ -86,6 +86,12 @@ PackSummary write_image_pack(const ImageFolderIndex& index, const std::string& o
 // label; Runtime when the index cannot be written.
 PackSummary index_tar_shards(const std::string& dir);
 
+// CRC32 (zlib's) of `size` bytes at `data`, continuing `crc`: what a pack index records.
+uint32_t pack_crc32(const void* data, size_t size, uint32_t crc = 0);
+// The CRC32 of the first `size` bytes of the open file `fd`, read in 4 MiB pieces;
+// InvalidInput naming `path` when a read fails or the file ends first.
+uint32_t pack_file_crc32(int fd, uint64_t size, const std::string& path);
+
 // Whether `dir` holds a pack index.
 bool is_image_pack(const std::string& dir);
 

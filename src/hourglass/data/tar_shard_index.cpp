@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +17,7 @@
 #include "hourglass/base/atomic_file.h"
 #include "hourglass/base/error.h"
 #include "hourglass/base/untrusted_text.h"
+#include "hourglass/base/write_fully.h"
 #include "hourglass/data/image_decode.h"
 #include "hourglass/data/image_pack.h"
 
@@ -29,16 +29,6 @@ namespace {
 
 constexpr uint64_t kBlock = 512;
 constexpr uint64_t kMaxLabels = 1 << 20;
-
-uint32_t crc_update(uint32_t crc, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    const auto k = unsigned(std::min<size_t>(n, 1u << 30));
-    crc = uint32_t(::crc32(crc, p, k));
-    p += k;
-    n -= k;
-  }
-  return crc;
-}
 
 // One open shard, read with pread; errors name it.
 class Shard {
@@ -64,24 +54,12 @@ class Shard {
       bad(fmt::format("a member at byte {} of {} bytes runs past its end ({} bytes)", offset, n,
                       size_));
     std::vector<uint8_t> out(n);
-    size_t done = 0;
-    while (done < n) {
-      const ssize_t r = ::pread(fd_, out.data() + done, n - done, off_t(offset + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) bad(fmt::format("cannot read byte {}: {}", offset + done, std::strerror(errno)));
-      done += size_t(r);
-    }
+    const int64_t got = pread_fully(fd_, out.data(), n, offset);
+    if (got < 0 || uint64_t(got) < n)
+      bad(fmt::format("cannot read byte {}: {}", offset, got < 0 ? std::strerror(errno) : "ends"));
     return out;
   }
-  uint32_t crc() const {
-    uint32_t crc = 0;
-    for (uint64_t at = 0; at < size_; at += uint64_t(1) << 22) {
-      const std::vector<uint8_t> chunk =
-          read(at, std::min<uint64_t>(uint64_t(1) << 22, size_ - at));
-      crc = crc_update(crc, chunk.data(), chunk.size());
-    }
-    return crc;
-  }
+  uint32_t crc() const { return pack_file_crc32(fd_, size_, path_); }
   [[noreturn]] void bad(const std::string& what) const {
     throw_invalid(fmt::format("{}: not a WebDataset tar shard: {}", path_, what),
                   "write the shards as tar archives (POSIX ustar or pax) of <key>.jpg|.png and "
@@ -232,7 +210,7 @@ PackSummary index_tar_shards(const std::string& dir) {
             shard.bad(fmt::format("{} holds {} bytes", untrusted_excerpt(name), *size));
           const std::vector<uint8_t> bytes = shard.read(data, *size);
           sample.image = PackRecord{uint32_t(s), data, uint32_t(*size), 0,
-                                    crc_update(0, bytes.data(), bytes.size())};
+                                    pack_crc32(bytes.data(), bytes.size())};
           sample.image_member = name;
         } else if (lower == "cls") {
           const std::vector<uint8_t> text = shard.read(data, std::min<uint64_t>(*size, 32));

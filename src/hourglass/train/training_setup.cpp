@@ -265,7 +265,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParam
     return std::make_unique<optim::Sgd>(std::move(flat), run.optim.sgd, run.optim.lars);
   if (run.optim.name == "lamb")
     return std::make_unique<optim::Lamb>(std::move(flat), run.optim.adamw,
-                                         run.optim.lamb_trust_clip);
+                                         run.optim.lars.trust_clip);
   return std::make_unique<optim::AdamW>(std::move(flat), run.optim.adamw);
 }
 

@@ -286,7 +286,7 @@ RunConfig parse_run_config(const Config& c) {
                                  "positive (LARS's trust coefficient)");
   check_range(o.lars.trust_coeff > 0, c, "optim.trust_coeff",
               "must be positive (LARS's trust coefficient)");
-  o.lars.trust_clip = o.lamb_trust_clip = c.get_bool("optim.trust_clip", false);
+  o.lars.trust_clip = c.get_bool("optim.trust_clip", false);
   const std::string scope = c.get_string("optim.decay", "all");
   if (scope == "all")
     o.decay_scope = nn::DecayScope::All;
@@ -543,7 +543,7 @@ std::string trajectory_config_text(const RunConfig& r) {
     line("optim.beta2", o.adamw.beta2);
     line("optim.eps", o.adamw.eps);
     line("optim.weight_decay", o.adamw.weight_decay);
-    if (o.name == "lamb") line("optim.trust_clip", o.lamb_trust_clip);
+    if (o.name == "lamb") line("optim.trust_clip", o.lars.trust_clip);
   }
   const ScheduleConfig& s = r.schedule;
   line("schedule.name", quoted(s.name));

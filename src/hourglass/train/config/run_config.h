@@ -63,11 +63,11 @@ int auto_loader_workers(Device device, int hardware_threads);
 inline constexpr int64_t kAutoDevicePlacementBytes = int64_t(2) << 30;
 
 struct OptimConfig {
-  std::string name = "sgd";      // sgd | lars | adamw | lamb
-  SgdOptions sgd;                // sgd and lars
-  LarsOptions lars;              // lars: optim.trust_coeff, optim.eps, optim.trust_clip
-  AdamWOptions adamw;            // adamw and lamb
-  bool lamb_trust_clip = false;  // lamb: optim.trust_clip
+  std::string name = "sgd";  // sgd | lars | adamw | lamb
+  SgdOptions sgd;            // sgd and lars
+  // lars: optim.trust_coeff, optim.eps, optim.trust_clip; lamb reads its clip (LAMBC) here too
+  LarsOptions lars;
+  AdamWOptions adamw;  // adamw and lamb
   // Whether the optimizer is SGD's (plain or LARS): sgd holds its rate and decay.
   bool sgd_kind() const { return name == "sgd" || name == "lars"; }
   nn::DecayScope decay_scope = nn::DecayScope::All;

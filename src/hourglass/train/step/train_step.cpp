@@ -65,9 +65,10 @@ TrainStep::TrainStep(nn::Module& model, optim::Optimizer& optimizer, ExecutionCo
   sums_.correct = Tensor::zeros({}, DType::F32, device);
   if (options.mixing.enabled()) {
     HG_CHECK(!options.loss, "train step: mixup and cutmix need the cross-entropy loss");
-    mix_params_ = Tensor::empty({6}, DType::F32, device);
-    mix_own_ = Tensor::empty({}, DType::F32, device);
-    mix_partner_ = Tensor::empty({}, DType::F32, device);
+    mix_params_ = Tensor::empty({8}, DType::F32, device);
+    mix_batch_params_ = mix_params_.narrow(0, 0, 6);
+    mix_own_ = mix_params_.narrow(0, 6, 1).view({});
+    mix_partner_ = mix_params_.narrow(0, 7, 1).view({});
     write_mix(-1, Tensor());  // no mixing until the first step's draw
   }
   set_recompute(options.recompute);
@@ -234,7 +235,7 @@ void TrainStep::accumulate(const Tensor& images, const Tensor& labels, int64_t s
   // Mixing takes the whole batch, so the micro-batch split does not change it.
   Tensor inputs = images, partners;
   if (options_.mixing.enabled()) {
-    ops::GatheredBatch mixed = ops::mix_batch(images, labels, mix_params_);
+    ops::GatheredBatch mixed = ops::mix_batch(images, labels, mix_batch_params_);
     inputs = mixed.images;
     partners = mixed.labels;
   }
@@ -290,11 +291,10 @@ void TrainStep::write_mix(int64_t step, const Tensor& images) {
   mix_ = step < 0
              ? MixDraw{}
              : draw_batch_mix(options_.mixing, context_.seed, step, images.size(1), images.size(2));
-  const std::vector<float> params{mix_.outside,   mix_.inside,    float(mix_.y0),
-                                  float(mix_.x0), float(mix_.y1), float(mix_.x1)};
-  mix_params_.copy_(Tensor::from_vector(params, {6}));
-  mix_own_.fill_(mix_.lam);
-  mix_partner_.fill_(1.0 - mix_.lam);
+  const std::vector<float> params{mix_.outside,    mix_.inside,          float(mix_.y0),
+                                  float(mix_.x0),  float(mix_.y1),       float(mix_.x1),
+                                  float(mix_.lam), float(1.0 - mix_.lam)};
+  mix_params_.copy_(Tensor::from_vector(params, {8}));
 }
 
 Tensor TrainStep::cross_entropy_loss(const Tensor& logits, const Tensor& labels,
@@ -330,7 +330,7 @@ void TrainStep::forward_backward(const Tensor& images, const Tensor& labels) {
   if (options_.loss) {
     loss = options_.loss(model_, images, labels);
   } else if (options_.mixing.enabled()) {  // the last step's draw
-    ops::GatheredBatch mixed = ops::mix_batch(images, labels, mix_params_);
+    ops::GatheredBatch mixed = ops::mix_batch(images, labels, mix_batch_params_);
     loss = cross_entropy_loss(model_.forward(mixed.images), labels, mixed.labels);
   } else {
     loss = cross_entropy_loss(model_.forward(images), labels, Tensor());

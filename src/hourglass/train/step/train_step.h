@@ -162,8 +162,8 @@ class TrainStep {
                int64_t global_rows);
   void accumulate(const Tensor& images, const Tensor& labels, int64_t step, int64_t global_rows);
   void update();
-  // Draws step `step`'s mixing for `images` and writes it to mix_params_, mix_own_ and
-  // mix_partner_ (in the device's stream order, before the step's device work).
+  // Draws step `step`'s mixing for `images` and writes it to mix_params_ (one copy, in the
+  // device's stream order, before the step's device work).
   void write_mix(int64_t step, const Tensor& images);
   // The micro-batch's loss: the label-smoothed cross-entropy against `labels`, or with mixing
   // (partner_labels defined) its mix with the cross-entropy against the partners' labels.
@@ -194,9 +194,10 @@ class TrainStep {
   // the start of each step's forward, and each parameter's view of it by tensor id.
   Tensor compute_params_;
   autograd::CastCopies cast_copies_;
-  // With mixing: ops::mix_batch's parameters (f32 [6]) and the loss's two weights (f32 scalars)
-  // on the device, and the host's copy of the draw.
-  Tensor mix_params_, mix_own_, mix_partner_;
+  // With mixing, on the device: f32 [8], ops::mix_batch's six parameters then the loss's two
+  // weights (lam, 1 - lam); the parameters' view, the weights' views as scalars; and the host's
+  // copy of the draw.
+  Tensor mix_params_, mix_batch_params_, mix_own_, mix_partner_;
   MixDraw mix_;
 };
 
