@@ -16,7 +16,7 @@
 namespace hg::data {
 namespace {
 
-LoaderOptions options(Device placement, bool augment, bool erasing = false) {
+LoaderOptions options(Device placement, bool augment, bool erasing = false, bool program = false) {
   LoaderOptions o;
   o.batch_size = 48;
   o.seed = 21;
@@ -26,6 +26,10 @@ LoaderOptions options(Device placement, bool augment, bool erasing = false) {
   if (erasing) {  // random erasing's rectangles in place of the cutout squares
     o.transform.cutout = 0;
     o.transform.random_erasing = 0.5;
+  }
+  if (program) {  // TrivialAugmentWide and colour jitter: the resident set's three-op path
+    o.transform.auto_augment.policy = AutoAugment::TrivialAugmentWide;
+    o.transform.color_jitter = {.brightness = 0.4, .contrast = 0.4, .saturation = 0.4, .hue = 0.1};
   }
   o.workers = 2;
   o.placement = placement;
@@ -84,14 +88,16 @@ TEST(GpuLoader, DeviceResidentBatchesAreTheHostBatches) {
     DataLoader host_m(ds, host_mirror), device_m(ds, device_mirror);
     expect_same_epoch(host_m, device_m, 4, 0);
   }
-  // Random erasing, plain and mirrored.
-  for (bool mirror : {false, true}) {
-    LoaderOptions host_o = options(Device::cpu(), true, true),
-                  device_o = options(Device::gpu(0), true, true);
-    host_o.mirror = device_o.mirror = mirror;
-    DataLoader host(ds, host_o), device(ds, device_o);
-    expect_same_epoch(host, device, 1, 0);
-  }
+  // Random erasing, plain and mirrored; with a program (TrivialAugmentWide and colour jitter)
+  // too.
+  for (bool program : {false, true})
+    for (bool mirror : {false, true}) {
+      LoaderOptions host_o = options(Device::cpu(), true, true, program),
+                    device_o = options(Device::gpu(0), true, true, program);
+      host_o.mirror = device_o.mirror = mirror;
+      DataLoader host(ds, host_o), device(ds, device_o);
+      expect_same_epoch(host, device, 1, 0);
+    }
 }
 
 // What a GPU run does with a folder: BatchMover's pinned batches (so BatchPixels::Auto is

@@ -178,12 +178,13 @@ TEST(DataLoader, MirroredBatchesAreTheImagesWithTheFlipToggled) {
 
 // The dataset held by a DeviceResidentSet on the CPU (ops::gather_batch's reference kernel)
 // gives the host loader's batches bit for bit, augmented with crop, flip and cutout (odd and
-// even sides), mirrored too: the augmentations reach the op as the loader applies them.
+// even sides), or with TrivialAugmentWide, colour jitter and random erasing (the resident set's
+// three-op path), mirrored too: the augmentations reach the ops as the loader applies them.
 TEST(DataLoader, GatheredBatchesAreTheLoaderBatches) {
   auto ds = std::make_shared<const ImageDataset>(
       make_synthetic(53, 12, 10, 3, 10, /*seed=*/8, Split::Train));
   for (bool augment : {false, true})
-    for (int64_t cutout : {0, 5, 6}) {
+    for (int64_t cutout : {0, 5, 6, -1}) {
       SCOPED_TRACE(testing::Message()
                    << (augment ? "augmented" : "plain") << ", cutout " << cutout);
       LoaderOptions o;
@@ -192,7 +193,13 @@ TEST(DataLoader, GatheredBatchesAreTheLoaderBatches) {
       o.augment = augment;
       o.mirror = true;
       o.transform = default_transform("cifar10");  // mean/std, crop padding 4, flip
-      o.transform.cutout = cutout;
+      o.transform.cutout = std::max<int64_t>(cutout, 0);
+      if (cutout < 0) {  // a program a sample, and an erased rectangle
+        o.transform.auto_augment.policy = AutoAugment::TrivialAugmentWide;
+        o.transform.color_jitter = {
+            .brightness = 0.4, .contrast = 0.4, .saturation = 0.4, .hue = 0.1};
+        o.transform.random_erasing = 0.5;
+      }
       o.workers = 2;
       DataLoader loader(ds, o);
       const ImageTransform t(o.transform, 12, 10, 3);

@@ -8,13 +8,17 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 
 #include "data/fixtures.h"
 #include "hourglass/base/rng.h"
 #include "hourglass/data/transforms.h"
+#include "hourglass/ops/ops.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 
@@ -453,6 +457,309 @@ TEST(DataTransforms, RandomErasingBlanksItsRectangle) {
   EXPECT_TRUE(
       fails_with([] { ImageTransform({.random_erasing = 0.5, .erase_ratio_min = 0}, kH, kW, kC); },
                  {"data.erase_ratio"}));
+}
+
+// ---- automatic augmentation and colour jitter (image_augment.h, ops::augment_images) ----
+
+// A structured image: a gradient, a brighter square and noise, so that every op changes it.
+std::vector<uint8_t> augment_test_image(int64_t h, int64_t w, int64_t c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> img(size_t(h * w * c));
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const bool square = y > h / 4 && y < h / 2 && x > w / 3 && x < 2 * w / 3;
+        const int64_t v =
+            20 + 150 * x / w + 40 * y / h + 25 * ch + int64_t(rng() % 30) + (square ? 50 : 0);
+        img[size_t((y * w + x) * c + ch)] = uint8_t(std::min<int64_t>(v, 255));
+      }
+  return img;
+}
+
+constexpr AugmentOp kAllAugmentOps[] = {
+    AugmentOp::Identity,     AugmentOp::ShearX,    AugmentOp::ShearY,     AugmentOp::TranslateX,
+    AugmentOp::TranslateY,   AugmentOp::Rotate,    AugmentOp::Brightness, AugmentOp::Color,
+    AugmentOp::Contrast,     AugmentOp::Sharpness, AugmentOp::Posterize,  AugmentOp::Solarize,
+    AugmentOp::AutoContrast, AugmentOp::Equalize};
+
+bool resamples(AugmentOp op) {
+  return op == AugmentOp::ShearX || op == AugmentOp::ShearY || op == AugmentOp::Rotate;
+}
+
+// Every op of TrivialAugmentWide's and RandAugment's spaces and the four ColorJitter ops, run by
+// ops::augment_images (CPU) from the rows image_augment.h builds, against torchvision 0.14's own
+// functions on the same uint8 images (python3-torchvision), on a 28x28 grayscale and a 32x32
+// RGB image at several magnitudes of each sign. The photometric ops, translations, posterize,
+// solarize, autocontrast and equalize agree bit for bit. Shears and rotations resample through
+// an f32 grid whose nearest-pixel ties could round either way: at most 1% of their pixels may
+// differ (measured: none of 231,360). The magnitude tables are torchvision's f32 values within
+// an ulp.
+TEST(ImageAugment, OpsAndMagnitudesMatchTorchvision) {
+  struct Image {
+    int64_t h, w, c;
+    std::vector<uint8_t> pixels;
+  };
+  const std::vector<Image> images = {{28, 28, 1, augment_test_image(28, 28, 1, 3)},
+                                     {32, 32, 3, augment_test_image(32, 32, 3, 4)}};
+  struct Case {
+    size_t image;
+    std::string op;
+    double magnitude;
+    ImageOp row;
+    bool resampled;
+  };
+  std::vector<Case> cases;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const Image& im = images[i];
+    for (const AugmentOp op : kAllAugmentOps) {
+      for (const AutoAugment policy : {AutoAugment::TrivialAugmentWide, AutoAugment::RandAugment})
+        for (const int64_t bin : {0, 5, 9, 17, 30})
+          for (const double sign : {1.0, -1.0}) {
+            bool signed_op = false;
+            const double m = sign * augment_magnitude(policy, op, bin, 31, im.h, im.w, &signed_op);
+            if (sign < 0 && !signed_op) continue;
+            cases.push_back(
+                {i, augment_op_name(op), m, augment_op_row(op, m, im.h, im.w), resamples(op)});
+          }
+    }
+    for (const double f : {0.0, 0.55, 1.45})
+      cases.push_back({i, "adjust_brightness", f, factor_row(ImageOpKind::Brightness, f), false});
+    for (const double f : {0.0, 0.55, 1.45})
+      cases.push_back({i, "adjust_contrast", f, factor_row(ImageOpKind::Contrast, f), false});
+    for (const double f : {0.4, 1.6})
+      cases.push_back({i, "adjust_saturation", f, factor_row(ImageOpKind::Saturation, f), false});
+    for (const double f : {-0.5, -0.1, 0.2, 0.45})
+      cases.push_back({i, "adjust_hue", f, value_row(ImageOpKind::Hue, f), false});
+  }
+  nlohmann::json spec;
+  for (const Image& im : images)
+    spec["images"].push_back({{"h", im.h}, {"w", im.w}, {"c", im.c}, {"pixels", im.pixels}});
+  for (const Case& c : cases)
+    spec["cases"].push_back({{"image", c.image}, {"op", c.op}, {"magnitude", c.magnitude}});
+  const std::string dir = hg::test::fresh_temp_dir("augment-ops");
+  {
+    std::ofstream f(dir + "/cases.json");
+    f << spec.dump();
+  }
+  const std::string cmd =
+      fmt::format("/usr/bin/python3 {}/tests/tools/torchvision_augment_ops.py {}/cases.json > {}",
+                  HG_SOURCE_DIR, dir, dir + "/torchvision.json");
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << cmd << " failed (the test needs Debian's python3-torchvision: install-deps.sh --test)";
+  const nlohmann::json ref = nlohmann::json::parse(hg::test::read_file(dir + "/torchvision.json"));
+  ASSERT_EQ(ref.at("outputs").size(), cases.size());
+
+  // All cases of an image as one batch, one row each.
+  int64_t resampled_pixels = 0, resampled_differing = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const Image& im = images[i];
+    std::vector<uint8_t> batch;
+    std::vector<float> rows;
+    std::vector<size_t> which;
+    for (size_t k = 0; k < cases.size(); ++k) {
+      if (cases[k].image != i) continue;
+      batch.insert(batch.end(), im.pixels.begin(), im.pixels.end());
+      rows.insert(rows.end(), cases[k].row.begin(), cases[k].row.end());
+      which.push_back(k);
+    }
+    const auto b = int64_t(which.size());
+    const Tensor out = ops::augment_images(Tensor::from_vector(batch, {b, im.h, im.w, im.c}),
+                                           Tensor::from_vector(rows, {b, 1, kImageOpWidth}));
+    const std::vector<uint8_t> got = out.to_vector<uint8_t>();
+    const int64_t n = im.h * im.w * im.c;
+    for (int64_t j = 0; j < b; ++j) {
+      const Case& c = cases[which[size_t(j)]];
+      const auto want = ref.at("outputs").at(which[size_t(j)]).get<std::vector<int64_t>>();
+      ASSERT_EQ(int64_t(want.size()), n);
+      int64_t differing = 0;
+      for (int64_t e = 0; e < n; ++e)
+        differing += int64_t(got[size_t(j * n + e)]) != want[size_t(e)];
+      if (c.resampled) {
+        resampled_pixels += n;
+        resampled_differing += differing;
+        EXPECT_LE(differing, n / 100) << c.op << " " << c.magnitude << " on image " << i;
+      } else {
+        EXPECT_EQ(differing, 0) << c.op << " " << c.magnitude << " on image " << i;
+      }
+    }
+  }
+  RecordProperty("resampled_pixels_differing",
+                 std::to_string(resampled_differing) + " of " + std::to_string(resampled_pixels));
+  std::cout << "resampled pixels differing from torchvision: " << resampled_differing << " of "
+            << resampled_pixels << "\n";
+
+  // The magnitude tables.
+  for (const int64_t size : {28, 32})
+    for (const AutoAugment policy : {AutoAugment::TrivialAugmentWide, AutoAugment::RandAugment}) {
+      const auto& space =
+          ref.at("spaces").at(fmt::format("{}_{}", auto_augment_name(policy), size));
+      for (const AugmentOp op : kAllAugmentOps) {
+        const auto& entry = space.at(augment_op_name(op));
+        const auto values = entry.at("values").get<std::vector<double>>();
+        for (int64_t bin = 0; bin < int64_t(values.size()); ++bin) {
+          bool signed_op = false;
+          // Within an f32 ulp: torch's linspace rounds some bins either way by its vector width.
+          const double want = values[size_t(bin)];
+          EXPECT_NEAR(augment_magnitude(policy, op, bin, 31, size, size, &signed_op), want,
+                      std::abs(want) * 0x1p-23)
+              << augment_op_name(op) << " bin " << bin << " of " << auto_augment_name(policy);
+          EXPECT_EQ(signed_op, entry.at("signed").get<bool>()) << augment_op_name(op);
+        }
+      }
+    }
+}
+
+// The policies' draws: TrivialAugmentWide picks each of the 14 ops, each bin and each sign
+// uniformly (counts within 15% of their expectation over 28,000 samples); RandAugment applies
+// rand_ops ops at its one bin; ColorJitter's factors lie in their ranges and each op comes
+// first a quarter of the time. Draws are a pure function of (seed, epoch, sample) and leave
+// the crops and flips of the seed as they were.
+TEST(ImageAugment, PoliciesDrawTheirDistributions) {
+  constexpr int64_t kSamples = 28000;
+  TransformOptions o{.crop_padding = 2, .flip = true};
+  o.auto_augment.policy = AutoAugment::TrivialAugmentWide;
+  const ImageTransform plain({.crop_padding = 2, .flip = true}, 28, 28, 1);
+  const ImageTransform wide(o, 28, 28, 1);
+  EXPECT_EQ(wide.program_rows(), 1);
+  std::map<std::string, int64_t> kinds;
+  std::map<float, int64_t> brightness;
+  int64_t none = 0;
+  for (int64_t s = 0; s < kSamples; ++s) {
+    const Augmentation a = wide.draw(9, 2, s), p = plain.draw(9, 2, s);
+    ASSERT_EQ(a.shift_y, p.shift_y);
+    ASSERT_EQ(a.shift_x, p.shift_x);
+    ASSERT_EQ(a.flip, p.flip);
+    ASSERT_LE(a.op_count, 1);
+    if (a.op_count == 0) {
+      ++none;
+      continue;
+    }
+    const ImageOp& r = a.ops[0];
+    ++kinds[fmt::format("{}", r[0])];
+    if (ImageOpKind(int32_t(r[0])) == ImageOpKind::Brightness) ++brightness[r[1]];
+    const Augmentation again = wide.draw(9, 2, s);
+    ASSERT_EQ(again.ops[0], r);
+  }
+  // Identity draws no row; the affine kind holds 5 of the 14 ops.
+  const double per_op = double(kSamples) / kAugmentOps;
+  EXPECT_NEAR(double(none), per_op, 0.15 * per_op);
+  EXPECT_NEAR(double(kinds["1"]), 5 * per_op, 0.15 * 5 * per_op);
+  for (const char* k : {"2", "3", "4", "5", "6", "7", "8", "9"})
+    EXPECT_NEAR(double(kinds[k]), per_op, 0.15 * per_op) << "kind " << k;
+  // 31 bins, two signs (bin 0 is 1 + 0 either way): 61 factors of 1 + [-0.99, 0.99].
+  EXPECT_EQ(brightness.size(), 61u);
+  for (const auto& [f, count] : brightness) {
+    EXPECT_GE(f, 0.0f);
+    EXPECT_LE(f, 1.99f);
+    EXPECT_NEAR(double(count), per_op / 62 * (f == 1.0f ? 2 : 1), 0.6 * per_op / 62) << f;
+  }
+
+  TransformOptions r;
+  r.auto_augment = {.policy = AutoAugment::RandAugment, .rand_ops = 3, .rand_magnitude = 9};
+  r.color_jitter = {.brightness = 0.4, .contrast = 0.3, .saturation = 0.2, .hue = 0.1};
+  const ImageTransform rand(r, 32, 32, 3);
+  EXPECT_EQ(rand.program_rows(), 7);
+  int64_t first[11] = {};
+  for (int64_t s = 0; s < 8000; ++s) {
+    const Augmentation a = rand.draw(1, 0, s);
+    ASSERT_GE(a.op_count, 4);
+    ASSERT_LE(a.op_count, 7);
+    // The jitter's four rows come last, each kind once.
+    std::set<int32_t> jitter;
+    for (int64_t k = a.op_count - 4; k < a.op_count; ++k) {
+      const ImageOp& row = a.ops[size_t(k)];
+      const auto kind = ImageOpKind(int32_t(row[0]));
+      jitter.insert(int32_t(kind));
+      if (kind == ImageOpKind::Hue) {
+        EXPECT_TRUE(row[1] >= -0.1f && row[1] <= 0.1f) << row[1];
+      } else {
+        const double x = kind == ImageOpKind::Brightness ? 0.4
+                         : kind == ImageOpKind::Contrast ? 0.3
+                                                         : 0.2;
+        EXPECT_TRUE(row[1] >= float(1 - x) && row[1] <= float(1 + x)) << row[1];
+      }
+    }
+    ASSERT_EQ(jitter, (std::set<int32_t>{2, 3, 4, 10}));
+    ++first[int32_t(a.ops[size_t(a.op_count - 4)][0])];
+    // RandAugment's rows are of bin 9: a rotation turns by +-(30 * 9 / 30) = +-9 degrees.
+    for (int64_t k = 0; k < a.op_count - 4; ++k) {
+      const ImageOp& row = a.ops[size_t(k)];
+      if (ImageOpKind(int32_t(row[0])) == ImageOpKind::Brightness)
+        EXPECT_TRUE(row[1] == float(1.0 + 0.27) || row[1] == float(1.0 - 0.27)) << row[1];
+    }
+  }
+  for (const int32_t kind : {2, 3, 4, 10}) EXPECT_NEAR(double(first[kind]), 2000.0, 300.0);
+}
+
+// The host path applies the crop and flip, then the program, then the normalisation and the
+// erased rectangle: apply() equals those steps done by hand through ops::augment_images.
+TEST(ImageAugment, ApplyRunsTheProgramBetweenTheCropAndTheErasing) {
+  TransformOptions o = default_transform("cifar10");
+  o.random_erasing = 0.5;
+  o.auto_augment.policy = AutoAugment::TrivialAugmentWide;
+  o.color_jitter = {.brightness = 0.3, .contrast = 0.3, .saturation = 0.3, .hue = 0.05};
+  const ImageTransform t(o, 32, 32, 3);
+  const std::vector<uint8_t> img = augment_test_image(32, 32, 3, 11);
+  int64_t with_program = 0;
+  for (int64_t s = 0; s < 40; ++s) {
+    const Augmentation a = t.draw(4, 1, s);
+    with_program += a.op_count > 0;
+    std::vector<float> got(size_t(32 * 32 * 3));
+    t.apply(img.data(), a, got.data());
+    // By hand: crop and flip alone, the program, then the table and the box.
+    Augmentation crop = a;
+    crop.op_count = 0;
+    crop.erase_y0 = crop.erase_y1 = crop.erase_x0 = crop.erase_x1 = 0;
+    std::vector<uint8_t> cropped(img.size());
+    t.apply(img.data(), crop, cropped.data());
+    std::vector<float> rows;
+    for (int64_t k = 0; k < a.op_count; ++k)
+      rows.insert(rows.end(), a.ops[size_t(k)].begin(), a.ops[size_t(k)].end());
+    std::vector<uint8_t> augmented = cropped;
+    if (a.op_count > 0)
+      augmented = ops::augment_images(Tensor::from_vector(cropped, {1, 32, 32, 3}),
+                                      Tensor::from_vector(rows, {1, a.op_count, kImageOpWidth}))
+                      .to_vector<uint8_t>();
+    Augmentation box{};
+    box.erase_y0 = a.erase_y0, box.erase_y1 = a.erase_y1;
+    box.erase_x0 = a.erase_x0, box.erase_x1 = a.erase_x1;
+    std::vector<float> want(got.size());
+    t.apply(augmented.data(), box, want.data());
+    ASSERT_EQ(got, want) << "sample " << s;
+  }
+  EXPECT_GE(with_program, 40);  // the jitter's rows are always there
+}
+
+TEST(ImageAugment, BadOptionsAreRefusedNamingTheKey) {
+  auto make = [](const TransformOptions& o, int64_t c = 1) { ImageTransform(o, 28, 28, c); };
+  TransformOptions o;
+  o.auto_augment = {.policy = AutoAugment::RandAugment, .rand_ops = 5};
+  EXPECT_TRUE(fails_with([&] { make(o); }, {"data.rand_augment_ops = 5"}));
+  o.auto_augment = {.policy = AutoAugment::RandAugment, .rand_magnitude = 31};
+  EXPECT_TRUE(fails_with([&] { make(o); }, {"data.rand_augment_magnitude = 31"}));
+  o.auto_augment = {.policy = AutoAugment::TrivialAugmentWide, .bins = 1};
+  EXPECT_TRUE(fails_with([&] { make(o); }, {"data.augment_bins = 1"}));
+  o.auto_augment = {};
+  o.color_jitter.hue = 0.6;
+  EXPECT_TRUE(fails_with([&] { make(o); }, {"hue is 0.6"}));
+  o.color_jitter = {.brightness = -1};
+  EXPECT_TRUE(fails_with([&] { make(o); }, {"brightness is -1"}));
+  o.color_jitter = {.contrast = 0.2};
+  EXPECT_TRUE(fails_with([&] { make(o, 2); }, {"1 or 3 channels"}));
+  EXPECT_TRUE(fails_with([] { (void)parse_auto_augment("autoaugment"); }, {"autoaugment"}));
+  // The op refuses other channel counts and misshapen programs.
+  EXPECT_TRUE(fails_with(
+      [] {
+        (void)ops::augment_images(Tensor::zeros({1, 4, 4, 2}, DType::U8),
+                                  Tensor::zeros({1, 1, kImageOpWidth}));
+      },
+      {"1 or 3 channels"}));
+  EXPECT_TRUE(fails_with(
+      [] {
+        (void)ops::augment_images(Tensor::zeros({2, 4, 4, 1}, DType::U8),
+                                  Tensor::zeros({1, 1, kImageOpWidth}));
+      },
+      {"program must be [2,K,8]"}));
 }
 
 }  // namespace

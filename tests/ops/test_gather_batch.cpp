@@ -4,9 +4,15 @@
 // nothing); labels widened to i64; without indices every image in order, without labels none
 // (a uint8 batch normalised). Bad operands are refused naming the operand.
 // mix_batch (mixup and cutmix) against a float64 reference of its documented arithmetic.
+// augment_images against a float64 transcription of torchvision's functions (the ops' own f32
+// rounding then moves a truncated value by at most one level), and gather_batch without a table
+// gives the pixel values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <numbers>
 #include <random>
 
 #include "hourglass/base/error.h"
@@ -214,6 +220,230 @@ TEST(MixBatch, BadOperandsAreRefusedNamingThem) {
       {"mix_batch", "1 labels for 2 images"});
   test::expect_invalid([&] { ops::mix_batch(images, labels, Tensor::zeros({4}, DType::F32)); },
                        {"mix_batch", "params must be [6]"});
+}
+
+// ---- augment_images ----
+
+// Image b's values after one op of `row`, in float64 from torchvision's definitions
+// (transforms/functional_tensor.py), truncated to uint8 as torch's casts truncate.
+std::vector<double> augment_reference(const std::vector<uint8_t>& img, int64_t h, int64_t w,
+                                      int64_t c, const std::array<float, 8>& row) {
+  const int64_t pixels = h * w, n = pixels * c;
+  std::vector<double> v(img.begin(), img.end()), out = v;
+  const auto kind = ImageOpKind(int32_t(row[0]));
+  const double f = row[1];
+  auto trunc8 = [](double x) { return std::trunc(std::clamp(x, 0.0, 255.0)); };
+  auto gray = [&](int64_t q) {
+    return c == 3 ? trunc8(0.2989 * v[size_t(q * 3)] + 0.587 * v[size_t(q * 3 + 1)] +
+                           0.114 * v[size_t(q * 3 + 2)])
+                  : v[size_t(q)];
+  };
+  switch (kind) {
+    case ImageOpKind::Affine:  // the grid of the rescaled matrix, nearest pixel
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const double bx = double(x) - w / 2.0 + 0.5, by = double(y) - h / 2.0 + 0.5;
+          const double gx = bx * row[1] + by * row[2] + row[3];
+          const double gy = bx * row[4] + by * row[5] + row[6];
+          const double ix = std::nearbyint((gx + 1) * w / 2.0 - 0.5);
+          const double iy = std::nearbyint((gy + 1) * h / 2.0 - 0.5);
+          const bool in = ix >= 0 && ix < double(w) && iy >= 0 && iy < double(h);
+          for (int64_t ch = 0; ch < c; ++ch)
+            out[size_t((y * w + x) * c + ch)] =
+                in ? v[size_t((int64_t(iy) * w + int64_t(ix)) * c + ch)] : 0.0;
+        }
+      break;
+    case ImageOpKind::Brightness:
+      for (int64_t e = 0; e < n; ++e) out[size_t(e)] = trunc8(f * v[size_t(e)]);
+      break;
+    case ImageOpKind::Saturation:
+      if (c == 3)
+        for (int64_t e = 0; e < n; ++e)
+          out[size_t(e)] = trunc8(f * v[size_t(e)] + (1 - f) * gray(e / 3));
+      break;
+    case ImageOpKind::Contrast: {
+      double mean = 0;
+      for (int64_t q = 0; q < pixels; ++q) mean += gray(q);
+      mean /= double(pixels);
+      for (int64_t e = 0; e < n; ++e) out[size_t(e)] = trunc8(f * v[size_t(e)] + (1 - f) * mean);
+      break;
+    }
+    case ImageOpKind::Sharpness:
+      for (int64_t e = 0; e < n; ++e) {
+        const int64_t q = e / c, x = q % w, y = q / w;
+        double smooth = v[size_t(e)];
+        if (y > 0 && x > 0 && y < h - 1 && x < w - 1) {
+          double sum = 4 * v[size_t(e)];
+          for (int64_t dy = -1; dy <= 1; ++dy)
+            for (int64_t dx = -1; dx <= 1; ++dx) sum += v[size_t(e + (dy * w + dx) * c)];
+          smooth = std::nearbyint(sum / 13.0);
+        }
+        out[size_t(e)] = trunc8(f * v[size_t(e)] + (1 - f) * smooth);
+      }
+      break;
+    case ImageOpKind::Posterize:
+      for (int64_t e = 0; e < n; ++e) {
+        const double step = std::exp2(8 - f);
+        out[size_t(e)] = std::floor(v[size_t(e)] / step) * step;
+      }
+      break;
+    case ImageOpKind::Solarize:
+      for (int64_t e = 0; e < n; ++e)
+        out[size_t(e)] = v[size_t(e)] >= f ? 255 - v[size_t(e)] : v[size_t(e)];
+      break;
+    case ImageOpKind::AutoContrast:
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double lo = 255, hi = 0;
+        for (int64_t q = 0; q < pixels; ++q) {
+          lo = std::min(lo, v[size_t(q * c + ch)]);
+          hi = std::max(hi, v[size_t(q * c + ch)]);
+        }
+        for (int64_t q = 0; q < pixels; ++q)
+          if (hi > lo)
+            out[size_t(q * c + ch)] = trunc8((v[size_t(q * c + ch)] - lo) * 255 / (hi - lo));
+      }
+      break;
+    case ImageOpKind::Equalize:  // PIL's: the cumulative histogram over a step
+      for (int64_t ch = 0; ch < c; ++ch) {
+        std::vector<int64_t> hist(256, 0);
+        for (int64_t q = 0; q < pixels; ++q) ++hist[size_t(v[size_t(q * c + ch)])];
+        int64_t last = 0;
+        for (int64_t k = 0; k < 256; ++k) last = hist[size_t(k)] != 0 ? hist[size_t(k)] : last;
+        const int64_t step = (pixels - last) / 255;
+        if (step == 0) continue;
+        for (int64_t q = 0; q < pixels; ++q) {
+          int64_t below = 0;
+          for (int64_t k = 0; k < int64_t(v[size_t(q * c + ch)]); ++k) below += hist[size_t(k)];
+          out[size_t(q * c + ch)] = double(std::min<int64_t>((below + step / 2) / step, 255));
+        }
+      }
+      break;
+    case ImageOpKind::Hue:
+      if (c != 3) break;
+      for (int64_t q = 0; q < pixels; ++q) {
+        const double r = v[size_t(q * 3)] / 255, g = v[size_t(q * 3 + 1)] / 255,
+                     b = v[size_t(q * 3 + 2)] / 255;
+        const double mx = std::max({r, g, b}), mn = std::min({r, g, b}), d = mx - mn;
+        double hue = 0;
+        if (d > 0) {
+          if (mx == r)
+            hue = (g - b) / d;
+          else if (mx == g)
+            hue = 2 + (b - r) / d;
+          else
+            hue = 4 + (r - g) / d;
+        }
+        hue = std::fmod(hue / 6 + 1, 1.0);
+        hue = hue + f - std::floor(hue + f);
+        const double s = mx > 0 ? d / mx : 0, h6 = hue * 6, i = std::floor(h6), fr = h6 - i;
+        const double p = mx * (1 - s), qq = mx * (1 - s * fr), t = mx * (1 - s * (1 - fr));
+        const double rgb[6][3] = {{mx, t, p},  {qq, mx, p}, {p, mx, t},
+                                  {p, qq, mx}, {t, p, mx},  {mx, p, qq}};
+        for (int ch = 0; ch < 3; ++ch)
+          out[size_t(q * 3 + ch)] = trunc8(rgb[int64_t(i) % 6][ch] * 255);
+      }
+      break;
+    case ImageOpKind::None: break;
+  }
+  return out;
+}
+
+// Every kind on random 1- and 3-channel images against the float64 reference: at most one
+// level apart (the ops' f32 products truncate either side of an integer that the reference
+// hits exactly: up to 14% of values) and on at most a quarter of them (rounding in place of
+// truncation moves half of them); the integer ops (posterize, solarize, equalize)
+// and resampling with an exact matrix (a translation, a quarter turn) exactly. A program's
+// rows run in order; saturation and hue leave one channel alone.
+TEST(AugmentImages, MatchesTheFloat64Reference) {
+  std::mt19937 rng(23);
+  for (const int64_t c : {int64_t(1), int64_t(3)}) {
+    const int64_t h = 8, w = 16, n = h * w * c;  // halves of powers of two: exact matrices
+    std::vector<uint8_t> img(static_cast<size_t>(n));
+    for (auto& p : img) p = uint8_t(40 + rng() % 150);
+    const float hw = float(w) / 2, hh = float(h) / 2;
+    // Rows: translate by (3, -2), a quarter turn of a square part, then the photometric kinds.
+    const std::vector<std::array<float, 8>> rows = {{1, 1 / hw, 0, -3 / hw, 0, 1 / hh, 2 / hh, 0},
+                                                    {1, 0, -1 / hw, 0, 1 / hh, 0, 0, 0},
+                                                    {2, 1.3f, -0.3f},
+                                                    {2, 0.6f, 0.4f},
+                                                    {3, 1.7f, -0.7f},
+                                                    {3, 0.2f, 0.8f},
+                                                    {4, 1.45f, -0.45f},
+                                                    {4, 0.5f, 0.5f},
+                                                    {5, 1.9f, -0.9f},
+                                                    {5, 0.3f, 0.7f},
+                                                    {6, 3},
+                                                    {6, 8},
+                                                    {6, 0},
+                                                    {7, 128.5f},
+                                                    {7, 0},
+                                                    {8},
+                                                    {9},
+                                                    {10, 0.3f},
+                                                    {10, -0.45f},
+                                                    {0}};
+    std::vector<uint8_t> batch;
+    std::vector<float> program;
+    for (const auto& r : rows) {
+      batch.insert(batch.end(), img.begin(), img.end());
+      program.insert(program.end(), r.begin(), r.end());
+    }
+    const auto b = int64_t(rows.size());
+    const std::vector<uint8_t> got =
+        ops::augment_images(Tensor::from_vector(batch, {b, h, w, c}),
+                            Tensor::from_vector(program, {b, 1, kImageOpWidth}))
+            .to_vector<uint8_t>();
+    for (int64_t k = 0; k < b; ++k) {
+      const auto kind = ImageOpKind(int32_t(rows[size_t(k)][0]));
+      const std::vector<double> want = augment_reference(img, h, w, c, rows[size_t(k)]);
+      const bool exact = kind == ImageOpKind::Affine || kind == ImageOpKind::Posterize ||
+                         kind == ImageOpKind::Solarize || kind == ImageOpKind::Equalize ||
+                         kind == ImageOpKind::None;
+      int64_t off = 0;
+      for (int64_t e = 0; e < n; ++e) {
+        const double d = std::abs(double(got[size_t(k * n + e)]) - want[size_t(e)]);
+        ASSERT_LE(d, exact ? 0.0 : 1.0) << "row " << k << " element " << e << ", " << c << " ch";
+        off += d > 0;
+      }
+      EXPECT_LE(off, n / 4) << "row " << k << ", " << c << " channels";
+      if (kind == ImageOpKind::Saturation || kind == ImageOpKind::Hue) {
+        const bool same = std::equal(img.begin(), img.end(), got.begin() + k * n);
+        EXPECT_EQ(same, c == 1) << "row " << k;
+      }
+    }
+    // Two rows in order: solarize then posterize is not posterize then solarize.
+    const std::vector<float> two = {7, 100, 0, 0, 0, 0, 0, 0, 6, 2, 0, 0, 0, 0, 0, 0};
+    const std::vector<uint8_t> seq =
+        ops::augment_images(Tensor::from_vector(img, {1, h, w, c}),
+                            Tensor::from_vector(two, {1, 2, kImageOpWidth}))
+            .to_vector<uint8_t>();
+    for (int64_t e = 0; e < n; ++e) {
+      const int v = img[size_t(e)], s = v >= 100 ? 255 - v : v;
+      ASSERT_EQ(int(seq[size_t(e)]), s & 0xc0) << e;
+    }
+  }
+}
+
+// Without a table, gather_batch writes the pixel values: padding and the box 0.
+TEST(GatherBatch, WithoutATableGivesThePixelValues) {
+  const Data d;
+  const std::vector<int64_t> idx = {3, 0, 6};
+  const std::vector<int32_t> aug = {1, -2, 1, 0,  0, 2, 3, 0, 0, 0, 0,
+                                    0, 0,  0, -1, 3, 0, 1, 1, 4, 5};
+  const ops::GatheredBatch g =
+      ops::gather_batch(d.images(), d.label_tensor(), Tensor::from_vector(idx, {3}),
+                        Tensor::from_vector(aug, {3, 7}), Tensor());
+  ASSERT_EQ(g.images.dtype(), DType::U8);
+  const std::vector<uint8_t> got = g.images.to_vector<uint8_t>();
+  // The reference's table value minus the table's base is the pixel value a hundredfold.
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t y = 0; y < d.h; ++y)
+      for (int64_t x = 0; x < d.w; ++x)
+        for (int64_t ch = 0; ch < d.c; ++ch) {
+          const float t = d.reference(idx[size_t(b)], aug.data() + 7 * b, y, x, ch);
+          const long want = std::lround((t + 3.0f) * 100.0f) - ch * 256;
+          ASSERT_EQ(long(got[size_t(((b * d.h + y) * d.w + x) * d.c + ch)]), want);
+        }
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // gather_batch on the GPU against the CPU backend on random datasets, indices and
 // augmentations (shifts inside and beyond the padding, flips, cutout boxes empty or not), and
 // without indices and labels (a uint8 batch normalised, as DataLoader::model_images does):
-// labels and images identical bit for bit; mix_batch (mixup, cutmix, none) likewise. Outputs
-// start poisoned (NaN), so an unwritten element fails.
+// labels and images identical bit for bit, and without a table the pixel values; mix_batch
+// (mixup, cutmix, none) and augment_images likewise. Outputs start poisoned (NaN), so an
+// unwritten element fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +76,13 @@ TEST(GpuGatherBatch, MatchesTheCpuOnRandomBatches) {
       // The dataset as a uint8 batch: every image in order, no labels.
       expect_same(ops::gather_batch(images.to(g), Tensor(), Tensor(), Tensor(), tab.to(g)),
                   ops::gather_batch(images, Tensor(), Tensor(), Tensor(), tab));
+      // Without a table: the pixel values.
+      const auto cpu_u8 = ops::gather_batch(images, label_t, idx, aug, Tensor());
+      const auto gpu_u8 =
+          ops::gather_batch(images.to(g), label_t.to(g), idx.to(g), aug.to(g), Tensor());
+      ASSERT_EQ(gpu_u8.images.dtype(), DType::U8);
+      ASSERT_EQ(gpu_u8.images.to_vector<uint8_t>(), cpu_u8.images.to_vector<uint8_t>());
+      ASSERT_EQ(gpu_u8.labels.to_vector<int64_t>(), cpu_u8.labels.to_vector<int64_t>());
     }
   }
 }
@@ -109,6 +117,52 @@ TEST(GpuMixBatch, MatchesTheCpuBitForBit) {
         ASSERT_EQ(got[i], want[i]) << "n " << n << " element " << i;
     }
   }
+}
+
+// augment_images on the GPU against the CPU, bit for bit: random programs of up to 6 rows of
+// every kind (random affine matrices, factors either side of 1, bits, thresholds, hue shifts)
+// over random 28x28x1 and 32x32x3 images and a 3x70 strip (sharpness's border only), in
+// batches of 1, 37 and 300.
+TEST(GpuAugmentImages, MatchesTheCpuBitForBit) {
+  HG_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const Device g = Device::gpu(0);
+  auto uniform = [&](float lo, float hi) { return lo + (hi - lo) * float(rng() % 100001) * 1e-5f; };
+  struct Shape3 {
+    int64_t h, w, c;
+  };
+  for (const Shape3 s : {Shape3{28, 28, 1}, Shape3{32, 32, 3}, Shape3{3, 70, 3}})
+    for (const int64_t batch : {int64_t(1), int64_t(37), int64_t(300)}) {
+      SCOPED_TRACE(testing::Message() << s.h << "x" << s.w << "x" << s.c << " batch " << batch);
+      const int64_t rows = 6;
+      std::vector<uint8_t> pixels(size_t(batch * s.h * s.w * s.c));
+      for (auto& p : pixels) p = uint8_t(rng() % 256);
+      std::vector<float> program;
+      for (int64_t r = 0; r < batch * rows; ++r) {
+        std::vector<float> row(kImageOpWidth, 0.0f);
+        row[0] = float(rng() % kImageOpKinds);
+        switch (ImageOpKind(int32_t(row[0]))) {
+          case ImageOpKind::Affine:
+            for (int k = 1; k <= 6; ++k) row[size_t(k)] = uniform(-1.2f, 1.2f);
+            break;
+          case ImageOpKind::Posterize: row[1] = float(rng() % 9); break;
+          case ImageOpKind::Solarize: row[1] = uniform(0.0f, 256.0f); break;
+          case ImageOpKind::Hue: row[1] = uniform(-0.5f, 0.5f); break;
+          default: row[1] = uniform(0.0f, 2.0f); row[2] = float(1.0 - double(row[1]));
+        }
+        program.insert(program.end(), row.begin(), row.end());
+      }
+      const Tensor images = Tensor::from_vector(pixels, {batch, s.h, s.w, s.c});
+      const Tensor prog = Tensor::from_vector(program, {batch, rows, kImageOpWidth});
+      const Tensor cpu = ops::augment_images(images, prog);
+      const Tensor gpu = ops::augment_images(images.to(g), prog.to(g));
+      ASSERT_EQ(gpu.device(), g);
+      const std::vector<uint8_t> want = cpu.to_vector<uint8_t>(), got = gpu.to_vector<uint8_t>();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i]))
+            << "element " << i << " of image " << int64_t(i) / (s.h * s.w * s.c);
+    }
 }
 
 }  // namespace

@@ -381,6 +381,56 @@ TEST(RunConfigBounds, RandomErasing) {
   expect_invalid([&] { train::parse_run_config(folder); }, {"data.random_erasing", "folder"});
 }
 
+// data.auto_augment with its bins and RandAugment's keys, and data.color_jitter (a list or
+// timm's one number): printed only when set, refused out of range, for folder datasets.
+TEST(RunConfigBounds, AutoAugmentAndColorJitter) {
+  const std::string plain = train::trajectory_config_text(parsed_with("data.flip=true"));
+  EXPECT_EQ(plain.find("augment_bins"), std::string::npos);
+  EXPECT_EQ(plain.find("color_jitter"), std::string::npos);
+  const train::RunConfig wide = parsed_with("data.auto_augment=\"trivial_augment_wide\"");
+  EXPECT_EQ(wide.data.transform.auto_augment.policy, data::AutoAugment::TrivialAugmentWide);
+  EXPECT_EQ(wide.data.transform.auto_augment.bins, 31);
+  const std::string text = train::trajectory_config_text(wide);
+  EXPECT_NE(text.find("data.auto_augment = \"trivial_augment_wide\""), std::string::npos) << text;
+  EXPECT_NE(text.find("data.augment_bins = 31"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rand_augment_ops"), std::string::npos) << text;
+  Config c = base_config();
+  c.set_override("data.auto_augment=\"rand_augment\"");
+  c.set_override("data.rand_augment_ops=3");
+  c.set_override("data.rand_augment_magnitude=12");
+  c.set_override("data.color_jitter=[0.4, 0.3, 0.2, 0.1]");
+  const train::RunConfig rand = train::parse_run_config(c);
+  EXPECT_EQ(rand.data.transform.auto_augment.rand_ops, 3);
+  EXPECT_EQ(rand.data.transform.auto_augment.rand_magnitude, 12);
+  EXPECT_EQ(rand.data.transform.color_jitter.saturation, 0.2);
+  EXPECT_EQ(rand.data.transform.color_jitter.hue, 0.1);
+  const std::string rand_text = train::trajectory_config_text(rand);
+  EXPECT_NE(rand_text.find("data.rand_augment_magnitude = 12"), std::string::npos) << rand_text;
+  EXPECT_NE(rand_text.find("data.color_jitter = [0.4, 0.3, 0.2, 0.1]"), std::string::npos)
+      << rand_text;
+  const train::RunConfig timm = parsed_with("data.color_jitter=0.4");
+  EXPECT_EQ(timm.data.transform.color_jitter.contrast, 0.4);
+  EXPECT_EQ(timm.data.transform.color_jitter.hue, 0.0);
+  expect_refused("data.auto_augment=\"autoaugment\"", {"data.auto_augment", "autoaugment"});
+  expect_refused("data.color_jitter=[0.4, 0.4]", {"data.color_jitter", "2 values"});
+  expect_refused("data.color_jitter=[0.4, 0.4, 0.4, 0.7]", {"data.color_jitter", "[0, 0.5]"});
+  expect_refused("data.color_jitter=-0.1", {"data.color_jitter", "non-negative"});
+  Config ops = base_config();
+  ops.set_override("data.auto_augment=\"rand_augment\"");
+  ops.set_override("data.rand_augment_ops=5");
+  expect_invalid([&] { train::parse_run_config(ops); }, {"data.rand_augment_ops", "[1, 4]"});
+  Config magnitude = base_config();
+  magnitude.set_override("data.auto_augment=\"rand_augment\"");
+  magnitude.set_override("data.augment_bins=10");
+  magnitude.set_override("data.rand_augment_magnitude=10");
+  expect_invalid([&] { train::parse_run_config(magnitude); },
+                 {"data.rand_augment_magnitude", "[0, 9]"});
+  Config folder = base_config();
+  folder.set_override("data.dataset=\"folder\"");
+  folder.set_override("data.auto_augment=\"trivial_augment_wide\"");
+  expect_invalid([&] { train::parse_run_config(folder); }, {"data.auto_augment", "folder"});
+}
+
 // data.eval_antialias: on by default (not in the config text, so hashes stay), printed when off.
 TEST(RunConfigBounds, EvalAntialias) {
   const train::RunConfig on = parsed_with("data.flip=true");

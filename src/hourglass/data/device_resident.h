@@ -3,7 +3,10 @@
 // the epoch's sample order and augmentations, which are drawn on the host once per epoch
 // (ImageTransform::draw: the same crops, flips and cutouts as the host path, for the same
 // seed) and uploaded with it. No per-step host work but the launch; the loader's worker threads
-// are not used. CIFAR-10's training set takes 150 MB of device memory this way.
+// are not used. With an automatic augmentation or colour jitter, a batch is three launches:
+// the crops' pixels gathered, their programs run (ops::augment_images), then the values and
+// blanked boxes gathered, as the host path applies them. CIFAR-10's training set takes 150 MB of
+// device memory this way.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,9 @@ class DeviceResidentSet {
   // The current epoch's order, augmentations (undefined when not augmenting) and mirrored
   // augmentations (undefined unless mirroring).
   Tensor order_, augment_, mirror_;
+  // With a program: each position's rows (f32 [n, rows, kImageOpWidth]) and its blanked box
+  // (the gather rows' last four; augment_ and mirror_ then hold the crops and flips alone).
+  Tensor program_, blank_, mirror_blank_;
 };
 
 }  // namespace hg::data

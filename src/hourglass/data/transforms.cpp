@@ -5,6 +5,7 @@
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
+#include "hourglass/ops/ops.h"
 
 namespace hg::data {
 
@@ -84,6 +85,32 @@ ImageTransform::ImageTransform(const TransformOptions& options, int64_t height, 
                std::isfinite(options.erase_ratio_max),
            "data.erase_ratio = [{}, {}] is not a range of aspect ratios (set 0 < min <= max)",
            options.erase_ratio_min, options.erase_ratio_max);
+  const AutoAugmentOptions& aa = options.auto_augment;
+  const ColorJitterOptions& jitter = options.color_jitter;
+  if (aa.policy != AutoAugment::None) {
+    HG_CHECK(aa.bins >= 2 && aa.bins <= 100,
+             "data.augment_bins = {} is out of range (set it in [2, 100])", aa.bins);
+    HG_CHECK(aa.policy != AutoAugment::RandAugment || (aa.rand_ops >= 1 && aa.rand_ops <= 4),
+             "data.rand_augment_ops = {} is out of range (set it in [1, 4])", aa.rand_ops);
+    HG_CHECK(aa.policy != AutoAugment::RandAugment ||
+                 (aa.rand_magnitude >= 0 && aa.rand_magnitude < aa.bins),
+             "data.rand_augment_magnitude = {} is not a bin of data.augment_bins = {} (set it in "
+             "[0, {}])",
+             aa.rand_magnitude, aa.bins, aa.bins - 1);
+  }
+  for (const auto& [key, value] :
+       {std::pair{"brightness", jitter.brightness}, std::pair{"contrast", jitter.contrast},
+        std::pair{"saturation", jitter.saturation}, std::pair{"hue", jitter.hue}})
+    HG_CHECK(value >= 0 && std::isfinite(value),
+             "data.color_jitter's {} is {} (set a non-negative number, 0 for none)", key, value);
+  HG_CHECK(jitter.hue <= 0.5, "data.color_jitter's hue is {} (set it in [0, 0.5])", jitter.hue);
+  program_rows_ = data::program_rows(aa, jitter);
+  HG_CHECK(program_rows_ <= Augmentation::kMaxOps,
+           "transform: {} augmentation ops a sample exceed the {} a program holds", program_rows_,
+           Augmentation::kMaxOps);
+  HG_CHECK(program_rows_ == 0 || channels == 1 || channels == 3,
+           "data.auto_augment and data.color_jitter need images of 1 or 3 channels, these have {}",
+           channels);
   const std::vector<float> mean = per_channel(options.mean, channels, 0.0f, "data.mean");
   const std::vector<float> stdev = per_channel(options.std, channels, 1.0f, "data.std");
   for (int64_t c = 0; c < channels; ++c) {
@@ -117,6 +144,9 @@ Augmentation ImageTransform::draw(uint64_t seed, int64_t epoch, int64_t sample) 
     aug.cutout_x = int64_t(rs.below(uint64_t(width_)));
   }
   if (options_.random_erasing > 0) draw_erasing(rs, aug);
+  if (program_rows_ > 0)
+    draw_program(options_.auto_augment, options_.color_jitter, height_, width_, rs, aug.ops.data(),
+                 &aug.op_count);
   return aug;
 }
 
@@ -213,15 +243,33 @@ void apply_augmentation(const uint8_t* image, const Augmentation& aug, const Bla
 
 }  // namespace
 
+template <typename T, typename Value>
+void ImageTransform::apply_program(const uint8_t* image, const Augmentation& aug, T* out,
+                                   const Value& value) const {
+  if (aug.op_count == 0) {
+    apply_augmentation(image, aug, blanked_box(aug), height_, width_, channels_, out, value);
+    return;
+  }
+  // The crop and flip, then the program on their pixels, then the values and the blanked box.
+  Tensor pixels = Tensor::empty({1, height_, width_, channels_}, DType::U8);
+  apply_augmentation(image, aug, BlankedBox{}, height_, width_, channels_, pixels.data<uint8_t>(),
+                     [](int64_t, uint8_t v) { return v; });
+  std::vector<float> rows;
+  for (int64_t k = 0; k < aug.op_count; ++k)
+    rows.insert(rows.end(), aug.ops[size_t(k)].begin(), aug.ops[size_t(k)].end());
+  const Tensor program = Tensor::from_vector(rows, {1, aug.op_count, kImageOpWidth});
+  const Tensor augmented = ops::augment_images(pixels, program);
+  apply_augmentation(augmented.data<uint8_t>(), Augmentation{}, blanked_box(aug), height_, width_,
+                     channels_, out, value);
+}
+
 void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, float* out) const {
   const float* table = table_.data();
-  apply_augmentation(image, aug, blanked_box(aug), height_, width_, channels_, out,
-                     [table](int64_t ch, uint8_t v) { return table[ch * 256 + v]; });
+  apply_program(image, aug, out, [table](int64_t ch, uint8_t v) { return table[ch * 256 + v]; });
 }
 
 void ImageTransform::apply(const uint8_t* image, const Augmentation& aug, uint8_t* out) const {
-  apply_augmentation(image, aug, blanked_box(aug), height_, width_, channels_, out,
-                     [](int64_t, uint8_t v) { return v; });
+  apply_program(image, aug, out, [](int64_t, uint8_t v) { return v; });
 }
 
 void ImageTransform::normalize(float* values) const {

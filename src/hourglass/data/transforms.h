@@ -1,14 +1,18 @@
-// Per-sample image transforms: random crop with zero padding, random horizontal flip, cutout
-// (a random square set to the padding value) or random erasing (a random rectangle, likewise),
-// and per-channel normalisation from uint8 HWC into f32
-// HWC. The random choices for a sample are a pure function of (seed, epoch, sample index) through a
-// Philox stream, so a batch holds the same values whatever the worker count, batch order or resume
-// point.
+// Per-sample image transforms: random crop with zero padding, random horizontal flip, an
+// automatic augmentation (TrivialAugmentWide or RandAugment) and colour jitter on the uint8
+// pixels (ops::augment_images programs, image_augment.h), cutout (a random square set to the
+// padding value) or random erasing (a random rectangle, likewise), and per-channel
+// normalisation from uint8 HWC into f32 HWC. The random choices for a sample are a pure function of
+// (seed, epoch, sample index) through a Philox stream, so a batch holds the same values whatever
+// the worker count, batch order or resume point.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "hourglass/data/image_augment.h"
 
 namespace hg {
 class RandomStream;
@@ -36,6 +40,12 @@ struct TransformOptions {
   double random_erasing = 0;
   double erase_scale_min = 0.02, erase_scale_max = 0.33;
   double erase_ratio_min = 0.3, erase_ratio_max = 3.3;
+  // After the crop and flip, before the normalisation and the blanked rectangle (torchvision's
+  // order: RandomCrop, RandomHorizontalFlip, the policy, ColorJitter, ToTensor, Normalize,
+  // RandomErasing): the automatic augmentation's ops, then the colour jitter's, on the uint8
+  // pixels (ops::augment_images). Images of 1 or 3 channels.
+  AutoAugmentOptions auto_augment;
+  ColorJitterOptions color_jitter;
   // Normalisation x = (pixel / 255 - mean[c]) / std[c]. Each holds one value per channel, or
   // one value for all channels; empty means mean 0 and std 1.
   std::vector<float> mean;
@@ -64,6 +74,11 @@ struct Augmentation {
   // Random erasing, in output coordinates: rows [erase_y0, erase_y1) and columns
   // [erase_x0, erase_x1), inside the image; empty (the default) when nothing is erased.
   int64_t erase_y0 = 0, erase_x0 = 0, erase_y1 = 0, erase_x1 = 0;
+  // The automatic augmentation's and colour jitter's program (ops::augment_images rows), run
+  // on the cropped and flipped pixels: rows [0, op_count) of `ops`.
+  static constexpr int64_t kMaxOps = 8;
+  std::array<ImageOp, kMaxOps> ops{};
+  int64_t op_count = 0;
 };
 
 // The pixels an augmentation blanks (its cutout square or its erased rectangle): rows [y0, y1)
@@ -78,19 +93,27 @@ class ImageTransform {
   // InvalidInput if mean/std have neither 0, 1 nor `channels` entries, a std is not positive
   // and finite, crop_padding or cutout is negative or larger than the image's shorter side, or
   // random erasing is set with cutout or with a probability, scales or ratios out of range
-  // (probability in [0, 1], 0 < scale_min <= scale_max <= 1, 0 < ratio_min <= ratio_max).
+  // (probability in [0, 1], 0 < scale_min <= scale_max <= 1, 0 < ratio_min <= ratio_max), or
+  // an automatic augmentation or colour jitter has settings out of range (bins in [2, 100],
+  // RandAugment's ops in [1, 4] and magnitude in [0, bins), jitter factors non-negative and
+  // finite, hue at most 0.5) or images of other than 1 or 3 channels.
   ImageTransform(const TransformOptions& options, int64_t height, int64_t width, int64_t channels);
 
   // The augmentation of sample `sample` in epoch `epoch`: shifts uniform in
   // [-crop_padding, crop_padding], flip with probability 1/2 (off when disabled), cutout centre
   // uniform over the image, then random erasing (each drawn after the others, so the crops and
-  // flips of a seed do not depend on the cutout or erasing options).
+  // flips of a seed do not depend on the cutout or erasing options), then the automatic
+  // augmentation's and colour jitter's program (image_augment.h's draw_program).
   Augmentation draw(uint64_t seed, int64_t epoch, int64_t sample) const;
   // The same sample seen in a mirror: the flip toggled and the cutout square or erased rectangle
-  // mirrored with it, so apply() gives the image of `aug` mirrored horizontally, bit for bit.
+  // mirrored with it, so apply() gives the image of `aug` mirrored horizontally, bit for bit
+  // when `aug` has no program (evaluation's test-time flip; the program is kept as it is).
   Augmentation mirrored(const Augmentation& aug) const;
   // The output pixels the cutout or random erasing of `aug` blanks.
   BlankedBox blanked_box(const Augmentation& aug) const;
+
+  // The most program rows a sample draws (0 without an automatic augmentation or jitter).
+  int64_t program_rows() const { return program_rows_; }
 
   // Writes the H*W*C transformed floats of one uint8 HWC image to out.
   void apply(const uint8_t* image, const Augmentation& aug, float* out) const;
@@ -117,8 +140,15 @@ class ImageTransform {
   // Random erasing's draws (after the others) into aug.erase_*.
   void draw_erasing(RandomStream& rs, Augmentation& aug) const;
 
+  // The crop and flip of `aug`, its program run (ops::augment_images on the CPU) and the
+  // blanked box written through value(channel, pixel value) into out.
+  template <typename T, typename Value>
+  void apply_program(const uint8_t* image, const Augmentation& aug, T* out,
+                     const Value& value) const;
+
   TransformOptions options_;
   int64_t height_, width_, channels_;
+  int64_t program_rows_ = 0;
   std::vector<float> table_;  // [channels, 256]: v / (255 std[c]) - mean[c] / std[c]
   // Per channel, for normalize(): the table's v * scale[c] + bias[c] on any float v.
   std::vector<float> scale_, bias_;

@@ -622,7 +622,8 @@ HG_OP(Tensor, dropout_backward, (const Tensor& dy, const Tensor& mask, double p)
 // each in [0, N): the CPU refuses others, the GPU writes zeros and label -1 for them), augment
 // i32 [B,7] (per sample shift_y, shift_x, flip as data::Augmentation, then its cutout box y0,
 // x0, y1, x1 as data::CutoutBox) or undefined (none), table f32 [C,256] (channel c's value of
-// each pixel value: the normalisation) -> images f32 [B,H,W,C], labels i64 [B] where, for
+// each pixel value: the normalisation) or undefined (the pixel values themselves: images u8
+// [B,H,W,C] out, padding and the box 0) -> images f32 [B,H,W,C], labels i64 [B] where, for
 // sample i = indices[b] with shifts (dy, dx) and cx = flip ? W-1-x : x, out(b,y,x,c) =
 // table(c, images(i, y+dy, cx+dx, c)), and table(c, 0) (a zero pixel) where (y+dy, cx+dx)
 // falls outside the image or y0 <= y < y1 and x0 <= x < x1 (the cutout, in output
@@ -656,15 +657,41 @@ HG_OP(ops::GatheredBatch, gather_batch, (const Tensor& images, const Tensor& lab
              op, batch, augment.describe());
     check_same_device(op, images, augment);
   }
-  check_dtype(op, "table", table, DType::F32);
-  HG_CHECK(table.dim() == 2 && table.size(0) == images.size(3) && table.size(1) == 256,
-           "{}: table must be [{},256] (a value per channel and pixel value), got {}", op,
-           images.size(3), table.describe());
-  check_same_device(op, images, table);
+  if (table.defined()) {
+    check_dtype(op, "table", table, DType::F32);
+    HG_CHECK(table.dim() == 2 && table.size(0) == images.size(3) && table.size(1) == 256,
+             "{}: table must be [{},256] (a value per channel and pixel value), got {}", op,
+             images.size(3), table.describe());
+    check_same_device(op, images, table);
+  }
   auto contiguous = [](const Tensor& t) { return t.defined() ? t.contiguous() : t; };
   return backend_for(images.device())
       .gather_batch(images.contiguous(), contiguous(labels), contiguous(indices),
-                    contiguous(augment), table.contiguous());
+                    contiguous(augment), contiguous(table));
+})
+
+// images u8 [B,H,W,C] (C 1 or 3), program f32 [B,K,kImageOpWidth] on the images' device: row
+// (b, k) is the k-th op of image b's program (ImageOpKind and its parameters, ops/params.h),
+// applied in order -> u8 [B,H,W,C]: each op as torchvision's tensor function of its name
+// (torchvision.transforms.functional 0.14) on the image's uint8 pixels, the photometric ops bit
+// for bit; resampling picks the nearest pixel, as torchvision's grid does up to its rounding
+// ties. Rows of kind None, and kinds the image's channels lack (saturation and hue on one
+// channel), change nothing. The augmentations of data::TransformOptions::auto_augment and
+// color_jitter (data/image_augment.h builds the programs).
+HG_OP(Tensor, augment_images, (const Tensor& images, const Tensor& program), {
+  check_dtype(op, "images", images, DType::U8);
+  check_dim(op, "images", images, 4);
+  HG_CHECK(images.size(3) == 1 || images.size(3) == 3,
+           "{}: images must have 1 or 3 channels (grayscale or RGB), got {}", op,
+           images.describe());
+  check_dtype(op, "program", program, DType::F32);
+  HG_CHECK(program.dim() == 3 && program.size(0) == images.size(0) &&
+               program.size(2) == kImageOpWidth,
+           "{}: program must be [{},K,{}] (K ops of {} floats per image), got {}", op,
+           images.size(0), kImageOpWidth, kImageOpWidth, program.describe());
+  check_same_device(op, images, program);
+  HG_OP_COST(elementwise_cost(images, 1, 1));
+  return backend_for(images.device()).augment_images(images.contiguous(), program.contiguous());
 })
 
 // images f32 [N,H,W,C] (a training batch), labels i64 [N], params f32 [6] on the images'

@@ -94,7 +94,7 @@ struct DropoutForward {
   Tensor mask;  // u8, 1 where kept
 };
 struct GatheredBatch {
-  Tensor images;  // f32 [B,H,W,C], normalised
+  Tensor images;  // f32 [B,H,W,C], normalised (gather_batch without a table: u8 pixels)
   Tensor labels;  // i64 [B]; undefined when gathered without labels
 };
 

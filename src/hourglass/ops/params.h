@@ -68,6 +68,44 @@ struct AdamWOptions {
   double weight_decay = 0.01;
 };
 
+// One step of an image's augmentation program (ops::augment_images): kImageOpWidth floats,
+// the kind first, then its parameters. Each kind is torchvision's tensor function of the same
+// name on uint8 pixels (torchvision.transforms.functional, 0.14):
+//   None          nothing
+//   Affine        nearest-neighbour resampling through an inverse affine map, zero outside the
+//                 image (F.affine / F.rotate with fill None): parameters 1-6 are the rescaled
+//                 matrix of their grid, R00, R10, R20, R01, R11, R21 (data/image_augment.h
+//                 builds them); output pixel (x, y) reads the source pixel nearest to
+//                 ((gx + 1) W/2 - 1/2, (gy + 1) H/2 - 1/2) with gx = x' R00 + y' R10 + R20,
+//                 gy = x' R01 + y' R11 + R21, x' = x - W/2 + 1/2, y' = y - H/2 + 1/2
+//   Brightness    blend with black (F.adjust_brightness): parameter 1 the factor f, 2 is 1 - f,
+//                 both as f32 (the blends' out = trunc(clamp(f v + (1 - f) u, 0, 255)))
+//   Saturation    blend with the image's grayscale (F.adjust_saturation; none on 1 channel)
+//   Contrast      blend with the mean of the grayscale (F.adjust_contrast)
+//   Sharpness     blend with the 3x3 smoothed image, whose border is the image's own
+//                 (F.adjust_sharpness)
+//   Posterize     keep the top parameter-1 bits (F.posterize)
+//   Solarize      v >= parameter 1 becomes 255 - v (F.solarize)
+//   AutoContrast  each channel stretched to [0, 255] (F.autocontrast)
+//   Equalize      each channel's histogram equalised (F.equalize)
+//   Hue           the hue shifted by parameter 1 in [-0.5, 0.5] (F.adjust_hue; none on 1
+//                 channel)
+enum class ImageOpKind : int32_t {
+  None = 0,
+  Affine = 1,
+  Brightness = 2,
+  Saturation = 3,
+  Contrast = 4,
+  Sharpness = 5,
+  Posterize = 6,
+  Solarize = 7,
+  AutoContrast = 8,
+  Equalize = 9,
+  Hue = 10,
+};
+inline constexpr int32_t kImageOpKinds = 11;
+inline constexpr int64_t kImageOpWidth = 8;
+
 // Output spatial size of a convolution or pooling window.
 inline int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
                              int64_t dilation = 1) {

@@ -1,7 +1,7 @@
 // The training batch's kernels. Batch gathering: one thread per output pixel (all its
 // channels), in a grid-stride loop; values are looked up in the normalisation table (a few KiB,
-// cached), so they are the CPU's bits. Batch mixing: one thread per element, fmaf as the CPU's
-// std::fma, so again the CPU's bits.
+// cached), so they are the CPU's bits, or written as the pixel values without a table. Batch
+// mixing: one thread per element, fmaf as the CPU's std::fma, so again the CPU's bits.
 #include <cstdint>
 
 #include "hourglass/backend/gpu/gather_batch_kernels.h"
@@ -13,11 +13,20 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Out is float (values from the table) or uint8_t (the pixel values themselves, table null).
+template <typename Out>
 __global__ void __launch_bounds__(kThreads)
     gather_batch_kernel(const uint8_t* __restrict__ images, const uint8_t* __restrict__ labels,
                         const int64_t* __restrict__ indices, const int32_t* __restrict__ augment,
                         const float* __restrict__ table, int64_t n, int64_t h, int64_t w, int64_t c,
-                        int64_t pixels, float* __restrict__ out, int64_t* __restrict__ out_labels) {
+                        int64_t pixels, Out* __restrict__ out, int64_t* __restrict__ out_labels) {
+  // Channel ch's output for pixel value v.
+  auto value = [table](int64_t ch, uint8_t v) -> Out {
+    if constexpr (sizeof(Out) == 1)
+      return v;
+    else
+      return table[ch * 256 + v];
+  };
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels; p += stride) {
     const int64_t x = p % w, y = (p / w) % h, b = p / (w * h);
@@ -25,9 +34,9 @@ __global__ void __launch_bounds__(kThreads)
     const bool valid = index >= 0 && index < n;
     if (x == 0 && y == 0 && out_labels != nullptr)
       out_labels[b] = valid ? int64_t(labels[index]) : -1;
-    float* px = out + p * c;
+    Out* px = out + p * c;
     if (!valid) {
-      for (int64_t ch = 0; ch < c; ++ch) px[ch] = 0.0f;
+      for (int64_t ch = 0; ch < c; ++ch) px[ch] = Out(0);
       continue;
     }
     int64_t sy = y, sx = x;
@@ -39,11 +48,11 @@ __global__ void __launch_bounds__(kThreads)
       cut = y >= a[3] && y < a[5] && x >= a[4] && x < a[6];  // the cutout box
     }
     if (cut || sy < 0 || sy >= h || sx < 0 || sx >= w) {  // padding or cutout: a zero pixel
-      for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256];
+      for (int64_t ch = 0; ch < c; ++ch) px[ch] = value(ch, 0);
       continue;
     }
     const uint8_t* sp = images + ((index * h + sy) * w + sx) * c;
-    for (int64_t ch = 0; ch < c; ++ch) px[ch] = table[ch * 256 + sp[ch]];
+    for (int64_t ch = 0; ch < c; ++ch) px[ch] = value(ch, sp[ch]);
   }
 }
 
@@ -79,12 +88,18 @@ void launch_mix_batch(const float* images, const int64_t* labels, const float* p
 
 void launch_gather_batch(const uint8_t* images, const uint8_t* labels, const int64_t* indices,
                          const int32_t* augment, const float* table, int64_t n, int64_t h,
-                         int64_t w, int64_t c, int64_t batch, float* out_images,
-                         int64_t* out_labels, gpuStream_t stream) {
+                         int64_t w, int64_t c, int64_t batch, void* out_images, int64_t* out_labels,
+                         gpuStream_t stream) {
   const int64_t pixels = batch * h * w;
   if (pixels == 0) return;
-  gather_batch_kernel<<<grid_for(pixels, kThreads), kThreads, 0, stream>>>(
-      images, labels, indices, augment, table, n, h, w, c, pixels, out_images, out_labels);
+  if (table != nullptr)
+    gather_batch_kernel<float><<<grid_for(pixels, kThreads), kThreads, 0, stream>>>(
+        images, labels, indices, augment, table, n, h, w, c, pixels,
+        static_cast<float*>(out_images), out_labels);
+  else
+    gather_batch_kernel<uint8_t><<<grid_for(pixels, kThreads), kThreads, 0, stream>>>(
+        images, labels, indices, augment, table, n, h, w, c, pixels,
+        static_cast<uint8_t*>(out_images), out_labels);
   HG_GPU_CHECK_LAUNCH();
 }
 

@@ -169,6 +169,48 @@ RunConfig parse_run_config(const Config& c) {
   std::tie(d.transform.erase_ratio_min, d.transform.erase_ratio_max) =
       range("data.erase_ratio", 0.3, 3.3, std::numeric_limits<double>::infinity(),
             "the erased rectangle's height / width");
+  data::AutoAugmentOptions& aa = d.transform.auto_augment;
+  const std::string policy = c.get_string("data.auto_augment", "none");
+  if (policy != "none" && policy != "trivial_augment_wide" && policy != "rand_augment")
+    throw_invalid(fmt::format("config key 'data.auto_augment' {}: unknown policy '{}'",
+                              c.origin("data.auto_augment"), untrusted_excerpt(policy)),
+                  "use \"none\", \"trivial_augment_wide\" (torchvision's TrivialAugmentWide) "
+                  "or \"rand_augment\" (RandAugment)");
+  aa.policy = data::parse_auto_augment(policy);
+  if (aa.policy != data::AutoAugment::None) {
+    // Read only with a policy, so that the keys are reported unused without one.
+    aa.bins = int_in(c, "data.augment_bins", 31, 2, 100,
+                     "must be in [2, 100] (the policy's magnitude bins)");
+    if (aa.policy == data::AutoAugment::RandAugment) {
+      aa.rand_ops = int_in(c, "data.rand_augment_ops", 2, 1, 4,
+                           "must be in [1, 4] (the ops RandAugment applies to each image)");
+      aa.rand_magnitude =
+          int_in(c, "data.rand_augment_magnitude", 9, 0, aa.bins - 1,
+                 fmt::format("must be in [0, {}] (a bin of data.augment_bins)", aa.bins - 1));
+    }
+  }
+  if (c.has("data.color_jitter")) {
+    // ColorJitter(brightness, contrast, saturation, hue); one number x is timm's color_jitter
+    // (x, x, x, 0).
+    std::vector<double> j;
+    try {
+      j = c.get_double_list("data.color_jitter", {});
+    } catch (const Error&) {
+      const double x = c.get_double("data.color_jitter", 0.0);
+      j = {x, x, x, 0.0};
+    }
+    check_range(j.size() == 3 || j.size() == 4, c, "data.color_jitter",
+                fmt::format("must be one number or [brightness, contrast, saturation, hue], "
+                            "found {} values",
+                            j.size()));
+    j.resize(4, 0.0);
+    for (const double v : j)
+      check_range(v >= 0 && std::isfinite(v), c, "data.color_jitter",
+                  fmt::format("must hold non-negative numbers (0 for none), found {}", v));
+    check_range(j[3] <= 0.5, c, "data.color_jitter",
+                fmt::format("hue must be in [0, 0.5], found {}", j[3]));
+    d.transform.color_jitter = {j[0], j[1], j[2], j[3]};
+  }
   d.eval_antialias = c.get_bool("data.eval_antialias", true);
   if (c.has("data.mean")) d.transform.mean = floats(c.get_double_list("data.mean", {}));
   if (c.has("data.std")) d.transform.std = floats(c.get_double_list("data.std", {}));
@@ -222,6 +264,11 @@ RunConfig parse_run_config(const Config& c) {
     check_range(d.transform.random_erasing == 0, c, "data.random_erasing",
                 "must be 0 for dataset = \"folder\" (random erasing applies to datasets held in "
                 "memory)");
+    check_range(d.transform.auto_augment.policy == data::AutoAugment::None, c, "data.auto_augment",
+                "must be \"none\" for dataset = \"folder\" (it applies to datasets held in "
+                "memory)");
+    check_range(!d.transform.color_jitter.enabled(), c, "data.color_jitter",
+                "must be 0 for dataset = \"folder\" (it applies to datasets held in memory)");
     if (d.placement == "device")
       throw_invalid(fmt::format("config key 'data.placement' {}: \"device\" cannot hold "
                                 "dataset = \"folder\" (its images are decoded on the host)",
@@ -371,7 +418,7 @@ RunConfig parse_run_config(const Config& c) {
   for (const char* key : {"train.mix_prob", "train.mix_switch_prob"})
     check_range(mix.enabled() || !c.has(key), c, key,
                 "needs train.mixup_alpha or train.cutmix_alpha above 0");
-  check_range(mix.mixup_alpha > 0 && mix.cutmix_alpha > 0 || !c.has("train.mix_switch_prob"), c,
+  check_range((mix.mixup_alpha > 0 && mix.cutmix_alpha > 0) || !c.has("train.mix_switch_prob"), c,
               "train.mix_switch_prob", "chooses between mixup and cutmix: set both alphas");
   t.eval_flip = c.get_bool("train.eval_flip", false);
   t.eval_every = int_in(c, "train.eval_every", 1, 0, t.epochs,
@@ -506,6 +553,19 @@ std::string trajectory_config_text(const RunConfig& r) {
     line("data.erase_ratio",
          list_text(std::vector<double>{d.transform.erase_ratio_min, d.transform.erase_ratio_max}));
   }
+  // Only when set, so that runs without them keep the text (and hash) they had.
+  const data::AutoAugmentOptions& aa = d.transform.auto_augment;
+  if (aa.policy != data::AutoAugment::None) {
+    line("data.auto_augment", quoted(data::auto_augment_name(aa.policy)));
+    line("data.augment_bins", aa.bins);
+    if (aa.policy == data::AutoAugment::RandAugment) {
+      line("data.rand_augment_ops", aa.rand_ops);
+      line("data.rand_augment_magnitude", aa.rand_magnitude);
+    }
+  }
+  if (const data::ColorJitterOptions& j = d.transform.color_jitter; j.enabled())
+    line("data.color_jitter",
+         list_text(std::vector<double>{j.brightness, j.contrast, j.saturation, j.hue}));
   line("data.mean", list_text(d.transform.mean));
   line("data.std", list_text(d.transform.std));
   if (d.dataset == data::kImageFolderDataset) line("data.image_size", d.image_size);
