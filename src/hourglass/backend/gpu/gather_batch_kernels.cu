@@ -22,10 +22,12 @@ __global__ void __launch_bounds__(kThreads)
                         int64_t pixels, Out* __restrict__ out, int64_t* __restrict__ out_labels) {
   // Channel ch's output for pixel value v.
   auto value = [table](int64_t ch, uint8_t v) -> Out {
-    if constexpr (sizeof(Out) == 1)
+    if constexpr (sizeof(Out) == 1) {
+      (void)table;
       return v;
-    else
+    } else {
       return table[ch * 256 + v];
+    }
   };
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels; p += stride) {
