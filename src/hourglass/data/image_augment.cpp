@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
@@ -191,28 +192,16 @@ void draw_program(const AutoAugmentOptions& a, const ColorJitterOptions& j, int6
   int order[4] = {0, 1, 2, 3};
   for (int i = 3; i > 0; --i) std::swap(order[i], order[rs.below(uint64_t(i + 1))]);
   const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * rs.uniform_open(); };
+  // Brightness, contrast and saturation factors uniform in [max(0, 1 - x), 1 + x].
+  const std::pair<ImageOpKind, double> factors[3] = {{ImageOpKind::Brightness, j.brightness},
+                                                     {ImageOpKind::Contrast, j.contrast},
+                                                     {ImageOpKind::Saturation, j.saturation}};
   for (const int fn : order) {
-    switch (fn) {
-      case 0:
-        if (j.brightness > 0)
-          rows[(*count)++] =
-              factor_row(ImageOpKind::Brightness,
-                         uniform(std::max(0.0, 1.0 - j.brightness), 1.0 + j.brightness));
-        break;
-      case 1:
-        if (j.contrast > 0)
-          rows[(*count)++] = factor_row(ImageOpKind::Contrast,
-                                        uniform(std::max(0.0, 1.0 - j.contrast), 1.0 + j.contrast));
-        break;
-      case 2:
-        if (j.saturation > 0)
-          rows[(*count)++] =
-              factor_row(ImageOpKind::Saturation,
-                         uniform(std::max(0.0, 1.0 - j.saturation), 1.0 + j.saturation));
-        break;
-      default:
-        if (j.hue > 0) rows[(*count)++] = value_row(ImageOpKind::Hue, uniform(-j.hue, j.hue));
-        break;
+    if (fn < 3) {
+      const auto [kind, x] = factors[fn];
+      if (x > 0) rows[(*count)++] = factor_row(kind, uniform(std::max(0.0, 1.0 - x), 1.0 + x));
+    } else if (j.hue > 0) {
+      rows[(*count)++] = value_row(ImageOpKind::Hue, uniform(-j.hue, j.hue));
     }
   }
 }
