@@ -310,6 +310,51 @@ TEST(ImageFiles, Uint8SamplesAreTheResizeRounded) {
   }
 }
 
+// An automatic augmentation and colour jitter on image files run on the resized crop's uint8
+// pixels: each f32 sample is the crop of the same loader without them (its uint8 samples), put
+// through the sample's program (ops::augment_images) and the normalisation table.
+TEST(ImageFiles, AutomaticAugmentationRunsOnTheCropsPixels) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 6; ++i) {
+    const int h = 30 + 11 * i, w = 61 - 5 * i;
+    put(fmt::format("{}/train/k{}/{}.jpg", dir.path(), i % 2, i),
+        test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
+  }
+  ImageFileOptions o;
+  o.image_size = 24;
+  auto train = open_image_split(dir.path(), Split::Train, o);
+  LoaderOptions plain = options(true, 2, 3);
+  plain.shuffle = false;  // batch b, row j is sample 3b + j
+  plain.pixels = BatchPixels::Uint8;
+  LoaderOptions with = plain;
+  with.pixels = BatchPixels::Normalized;
+  with.transform.auto_augment.policy = AutoAugment::RandAugment;
+  with.transform.color_jitter = {.brightness = 0.4, .contrast = 0.4, .saturation = 0.4, .hue = 0.1};
+  DataLoader crops(train, plain), augmented(train, with);
+  const ImageTransform t(with.transform, 24, 24, 3);
+  int64_t changed = 0;
+  for (int64_t b = 0; b < crops.batches_per_epoch(); ++b) {
+    const Batch c = crops.make_batch(2, b), a = augmented.make_batch(2, b);
+    const std::vector<uint8_t> pixels = c.images.to_vector<uint8_t>();
+    const std::vector<float> got = a.images.to_vector<float>();
+    const int64_t n = 24 * 24 * 3;
+    for (int64_t j = 0; j < c.images.size(0); ++j) {
+      const Augmentation drawn = t.draw(plain.seed, 2, 3 * b + j);
+      ASSERT_GE(drawn.op_count, 4);  // the jitter's four at least
+      Augmentation program;
+      program.ops = drawn.ops;
+      program.op_count = drawn.op_count;
+      std::vector<float> want(static_cast<size_t>(n));
+      t.apply(pixels.data() + j * n, program, want.data());
+      ASSERT_EQ(std::vector<float>(got.begin() + j * n, got.begin() + (j + 1) * n), want)
+          << "batch " << b << " row " << j;
+      for (int64_t k = 0; k < n; ++k)
+        changed += want[size_t(k)] != t.table()[size_t(k % 3) * 256 + pixels[size_t(j * n + k)]];
+    }
+  }
+  EXPECT_GT(changed, 0);
+}
+
 TEST(ImageFiles, CorruptFilesAreReportedOnceSkippedAndCounted) {
   test::ScratchDir dir;
   make_split(dir.path(), "train", 4);  // c0: img00..img03, c1: ..., c2: ...

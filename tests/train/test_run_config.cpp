@@ -382,7 +382,7 @@ TEST(RunConfigBounds, RandomErasing) {
 }
 
 // data.auto_augment with its bins and RandAugment's keys, and data.color_jitter (a list or
-// timm's one number): printed only when set, refused out of range, for folder datasets.
+// timm's one number): printed only when set, refused out of range.
 TEST(RunConfigBounds, AutoAugmentAndColorJitter) {
   const std::string plain = train::trajectory_config_text(parsed_with("data.flip=true"));
   EXPECT_EQ(plain.find("augment_bins"), std::string::npos);
@@ -425,10 +425,6 @@ TEST(RunConfigBounds, AutoAugmentAndColorJitter) {
   magnitude.set_override("data.rand_augment_magnitude=10");
   expect_invalid([&] { train::parse_run_config(magnitude); },
                  {"data.rand_augment_magnitude", "[0, 9]"});
-  Config folder = base_config();
-  folder.set_override("data.dataset=\"folder\"");
-  folder.set_override("data.auto_augment=\"trivial_augment_wide\"");
-  expect_invalid([&] { train::parse_run_config(folder); }, {"data.auto_augment", "folder"});
 }
 
 // data.eval_antialias: on by default (not in the config text, so hashes stay), printed when off.

@@ -123,6 +123,21 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
   }
   // The image with its flip and, when asked, with the flip inverted.
   const ImageTransform& transform = *request.transform;
+  if (request.augment && transform.program_rows() > 0) {
+    // An automatic augmentation or colour jitter runs on the crop's uint8 pixels (as
+    // torchvision's run on a PIL image), then the table normalises them.
+    Augmentation program;
+    const Augmentation drawn = transform.draw(request.seed, request.epoch, index);
+    program.ops = drawn.ops;
+    program.op_count = drawn.op_count;
+    thread_local std::vector<uint8_t> pixels;
+    pixels.resize(size_t(s * s * 3));
+    resize_bilinear(img.region(), box, resized_height, resized_width, window, flip, pixels.data());
+    for (T* dst : {out, mirrored})
+      if (dst != nullptr) transform.apply(pixels.data(), program, dst);
+    *label = images_->label(index);
+    return true;
+  }
   for (T* dst : {out, mirrored}) {
     if (dst == nullptr) continue;
     const bool flipped = dst == out ? flip : !flip;
