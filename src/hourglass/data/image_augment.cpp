@@ -5,7 +5,6 @@
 #include <numbers>
 #include <utility>
 
-#include "hourglass/base/error.h"
 #include "hourglass/base/rng.h"
 
 namespace hg::data {
@@ -113,14 +112,6 @@ ImageOp augment_op_row(AugmentOp op, double magnitude, int64_t h, int64_t w) {
   return row_of(ImageOpKind::None);
 }
 
-AutoAugment parse_auto_augment(const std::string& name) {
-  if (name == "none") return AutoAugment::None;
-  if (name == "trivial_augment_wide") return AutoAugment::TrivialAugmentWide;
-  if (name == "rand_augment") return AutoAugment::RandAugment;
-  throw_invalid(fmt::format("data.auto_augment = \"{}\" is not a policy", name.substr(0, 64)),
-                "use \"none\", \"trivial_augment_wide\" or \"rand_augment\"");
-}
-
 const char* auto_augment_name(AutoAugment policy) {
   switch (policy) {
     case AutoAugment::None: return "none";
@@ -128,6 +119,13 @@ const char* auto_augment_name(AutoAugment policy) {
     case AutoAugment::RandAugment: return "rand_augment";
   }
   return "none";
+}
+
+std::optional<AutoAugment> parse_auto_augment(const std::string& name) {
+  for (const AutoAugment policy :
+       {AutoAugment::None, AutoAugment::TrivialAugmentWide, AutoAugment::RandAugment})
+    if (name == auto_augment_name(policy)) return policy;
+  return std::nullopt;
 }
 
 double augment_magnitude(AutoAugment policy, AugmentOp op, int64_t bin, int64_t bins, int64_t h,

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "hourglass/ops/params.h"
@@ -55,9 +56,8 @@ ImageOp augment_op_row(AugmentOp op, double magnitude, int64_t h, int64_t w);
 
 // Which automatic augmentation a sample draws (TransformOptions::auto_augment).
 enum class AutoAugment : int32_t { None, TrivialAugmentWide, RandAugment };
-// "none", "trivial_augment_wide", "rand_augment"; InvalidInput naming data.auto_augment for
-// other names.
-AutoAugment parse_auto_augment(const std::string& name);
+// "none", "trivial_augment_wide", "rand_augment"; nothing for other names.
+std::optional<AutoAugment> parse_auto_augment(const std::string& name);
 const char* auto_augment_name(AutoAugment policy);
 
 struct AutoAugmentOptions {

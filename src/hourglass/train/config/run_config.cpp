@@ -171,12 +171,13 @@ RunConfig parse_run_config(const Config& c) {
             "the erased rectangle's height / width");
   data::AutoAugmentOptions& aa = d.transform.auto_augment;
   const std::string policy = c.get_string("data.auto_augment", "none");
-  if (policy != "none" && policy != "trivial_augment_wide" && policy != "rand_augment")
+  const std::optional<data::AutoAugment> parsed = data::parse_auto_augment(policy);
+  if (!parsed)
     throw_invalid(fmt::format("config key 'data.auto_augment' {}: unknown policy '{}'",
                               c.origin("data.auto_augment"), untrusted_excerpt(policy)),
                   "use \"none\", \"trivial_augment_wide\" (torchvision's TrivialAugmentWide) "
                   "or \"rand_augment\" (RandAugment)");
-  aa.policy = data::parse_auto_augment(policy);
+  aa.policy = *parsed;
   if (aa.policy != data::AutoAugment::None) {
     // Read only with a policy, so that the keys are reported unused without one.
     aa.bins = int_in(c, "data.augment_bins", 31, 2, 100,
