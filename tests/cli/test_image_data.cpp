@@ -1,7 +1,7 @@
 // The hourglass binary on users' own images (data.dataset = "folder"): training and evaluating
 // from a folder of JPEG and PNG files with corrupt ones among them (skipped and counted),
-// `hourglass pack` and training on its packs (the same metrics as from the folders), and the
-// one-line errors of a bad layout or a corrupt pack.
+// `hourglass pack` and training on its packs (the same metrics as from the folders), progressive
+// resizing resumed exactly, and the one-line errors of a bad layout or a corrupt pack.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -135,6 +135,35 @@ TEST(CliImageData, PacksAndTrainsOnThePacksAsOnTheFolders) {
   EXPECT_EQ(c.code, 2) << c.output;
   EXPECT_NE(last_line(c.output).find(index + ": corrupt pack index"), std::string::npos)
       << c.output;
+}
+
+// Progressive resizing: each epoch trains at its ramp's size (logged when it changes), the
+// evaluation at data.image_size, and a run stopped inside the ramp resumes to the same learning
+// curve as the uninterrupted run.
+TEST(CliImageData, ProgressiveResizingTrainsEachEpochAtItsSizeAndResumesExactly) {
+  const std::string dir = test::fresh_temp_dir("hourglass_cli_image_ramp");
+  make_split(dir + "/data/train", 12);
+  make_split(dir + "/data/val", 4);
+  const std::string train = "train " + write_config(dir, dir + "/data") +
+                            " --no-progress --set 'model.name=\"tiny_resnet\"' --set train.epochs=3"
+                            " --set data.start_image_size=8 --set 'data.image_size_ramp=[0, 2]'"
+                            " --set data.image_size_multiple=4 --run-dir ";
+  const test::RunResult whole = test::run_hourglass(train + dir + "/whole");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  for (const char* line : {"epoch 1: training images 8x8", "epoch 2: training images 12x12",
+                           "epoch 3: training images 16x16"})
+    EXPECT_NE(whole.output.find(line), std::string::npos) << line << "\n" << whole.output;
+  EXPECT_NE(whole.output.find("evaluation at 16x16"), std::string::npos) << whole.output;
+  // 36 images in batches of 8: 5 steps an epoch; stopped in the 12x12 epoch.
+  const test::RunResult stopped = test::run_hourglass(train + dir + "/resumed --stop-after 7");
+  ASSERT_EQ(stopped.code, 75) << stopped.output;
+  const test::RunResult resumed = test::run_hourglass(train + dir + "/resumed --resume auto");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("epoch 2: training images 12x12"), std::string::npos)
+      << resumed.output;
+  const auto curve = learning_curve(dir + "/whole");
+  EXPECT_EQ(curve.size(), 3u);
+  EXPECT_EQ(curve, learning_curve(dir + "/resumed"));
 }
 
 TEST(CliImageData, BadLayoutIsAOneLineError) {

@@ -355,6 +355,70 @@ TEST(ImageFiles, AutomaticAugmentationRunsOnTheCropsPixels) {
   EXPECT_GT(changed, 0);
 }
 
+// FFCV's get_resolution: np.interp's line between the ramp's ends, np.round to a multiple
+// (halves to even). The expected sides were computed with numpy.
+TEST(ImageSizeRamp, SidesAreNumpysInterpolationRoundedToTheMultiple) {
+  auto sides = [](ImageSizeRamp r, int64_t epochs) {
+    std::vector<int64_t> out;
+    for (int64_t e = 0; e < epochs; ++e) out.push_back(r.side_at(e));
+    return out;
+  };
+  EXPECT_EQ(sides(ImageSizeRamp{128, 192, 0, 4, 32}, 6),
+            (std::vector<int64_t>{128, 128, 160, 192, 192, 192}));
+  EXPECT_EQ(sides(ImageSizeRamp{64, 224, 2, 9, 16}, 12),
+            (std::vector<int64_t>{64, 64, 64, 80, 112, 128, 160, 176, 208, 224, 224, 224}));
+  const ImageSizeRamp ffcv{160, 192, 65, 76, 32};  // rn50_88_epochs.yaml
+  EXPECT_EQ(ffcv.side_at(70), 160);
+  EXPECT_EQ(ffcv.side_at(71), 192);
+  EXPECT_EQ(ffcv.sides(88), (std::vector<int64_t>{160, 192}));
+  EXPECT_EQ((ImageSizeRamp{8, 16, 3, 3, 4}.sides(6)), (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ((ImageSizeRamp{0, 24, 0, 0, 32}.sides(3)), (std::vector<int64_t>{24}));  // off
+}
+
+// A ramped training source writes each epoch's samples at that epoch's side, the same bits as
+// a source opened at that side, an automatic augmentation included (its translations are drawn
+// for the epoch's side); the shapes the loader hands out follow.
+TEST(ImageFiles, ProgressiveResizingGivesEachEpochTheSamplesOfItsSize) {
+  test::ScratchDir dir;
+  for (int i = 0; i < 8; ++i) {
+    const int h = 30 + 9 * i, w = 50 - 3 * i;
+    put(fmt::format("{}/train/k{}/{}.{}", dir.path(), i % 2, i, i % 2 ? "png" : "jpg"),
+        i % 2 ? test::encode_png(test::noisy_pixels(h, w, 3, i), h, w)
+              : test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
+  }
+  ImageFileOptions o;
+  o.image_size = 24;
+  o.ramp = ImageSizeRamp{8, 24, 1, 3, 8};  // 8, 8, 16, 24
+  auto ramped = open_image_split(dir.path(), Split::Train, o);
+  EXPECT_EQ(ramped->height(), 24);
+  for (const bool program : {false, true}) {
+    LoaderOptions lo = options(true, 2, 3);
+    if (program) lo.transform.auto_augment.policy = AutoAugment::TrivialAugmentWide;
+    DataLoader loader(ramped, lo);
+    for (const auto& [epoch, side] :
+         std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {1, 8}, {2, 16}, {3, 24}, {5, 24}}) {
+      ImageFileOptions fixed_options = o;
+      fixed_options.image_size = side;
+      fixed_options.ramp = {};
+      DataLoader fixed(open_image_split(dir.path(), Split::Train, fixed_options), lo);
+      const auto got = run_epoch(loader, epoch);
+      ASSERT_EQ(got.size(), 3u);
+      for (size_t b = 0; b < got.size(); ++b) {
+        EXPECT_EQ(got[b].images.shape(), (Shape{b == 2 ? 2 : 3, side, side, 3}))
+            << "epoch " << epoch;
+        const Batch want = fixed.make_batch(epoch, int64_t(b));
+        EXPECT_EQ(got[b].images.to_vector<float>(), want.images.to_vector<float>())
+            << "epoch " << epoch << " batch " << b << (program ? " with a program" : "");
+        EXPECT_EQ(loader.make_batch(epoch, int64_t(b)).images.to_vector<float>(),
+                  want.images.to_vector<float>());
+      }
+    }
+  }
+  o.ramp = ImageSizeRamp{32, 24, 0, 1, 8};  // starts above image_size
+  EXPECT_TRUE(fails_with([&] { open_image_split(dir.path(), Split::Train, o); },
+                         {"size ramp", "image_size"}));
+}
+
 TEST(ImageFiles, CorruptFilesAreReportedOnceSkippedAndCounted) {
   test::ScratchDir dir;
   make_split(dir.path(), "train", 4);  // c0: img00..img03, c1: ..., c2: ...

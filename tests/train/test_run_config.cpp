@@ -315,6 +315,46 @@ TEST(RunConfigBounds, FolderDatasetKeys) {
   // Other datasets do not read the key (so it is reported unused) nor print it.
   const train::RunConfig other = parsed_with("data.image_size=64");
   EXPECT_EQ(train::trajectory_config_text(other).find("image_size"), std::string::npos);
+  // The automatic augmentations and colour jitter run on folder datasets' crops too.
+  EXPECT_EQ(train::parse_run_config(
+                folder({"data.auto_augment=\"rand_augment\"", "data.color_jitter=0.4"}))
+                .data.transform.auto_augment.policy,
+            data::AutoAugment::RandAugment);
+  // Progressive resizing: off by default (nothing printed), a ramp of epochs required, printed
+  // when set; sizes, epochs and models out of range refused.
+  EXPECT_FALSE(r.data.image_size_ramp.enabled());
+  EXPECT_EQ(train::trajectory_config_text(r).find("start_image_size"), std::string::npos);
+  const std::vector<std::string> ramp = {"model.name=\"resnet18\"", "train.epochs=16",
+                                         "data.image_size=192", "data.start_image_size=160",
+                                         "data.image_size_ramp=[12, 13]"};
+  const train::RunConfig ramped = train::parse_run_config(folder(ramp));
+  const data::ImageSizeRamp& rr = ramped.data.image_size_ramp;
+  EXPECT_EQ(std::vector<int64_t>(
+                {rr.start_size, rr.end_size, rr.first_epoch, rr.last_epoch, rr.multiple}),
+            std::vector<int64_t>({160, 192, 12, 13, 32}));
+  const std::string text = train::trajectory_config_text(ramped);
+  for (const char* line : {"data.start_image_size = 160", "data.image_size_ramp = [12, 13]",
+                           "data.image_size_multiple = 32"})
+    EXPECT_NE(text.find(line), std::string::npos) << text;
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = ramp;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return folder(a);
+  };
+  expect_invalid([&] { train::parse_run_config(with({"data.start_image_size=200"})); },
+                 {"data.start_image_size", "[8, data.image_size (192)]"});
+  expect_invalid([&] { train::parse_run_config(with({"data.start_image_size=4"})); },
+                 {"data.start_image_size", "[8, data.image_size (192)]"});
+  expect_invalid([&] { train::parse_run_config(with({"data.image_size_ramp=[12, 17]"})); },
+                 {"data.image_size_ramp", "train.epochs (16)"});
+  expect_invalid([&] { train::parse_run_config(with({"data.image_size_ramp=[13, 12]"})); },
+                 {"data.image_size_ramp", "first <= last"});
+  expect_invalid([&] { train::parse_run_config(with({"data.image_size_multiple=0"})); },
+                 {"data.image_size_multiple", "[1, 512]"});
+  expect_invalid([&] { train::parse_run_config(with({"model.name=\"mlp\""})); },
+                 {"data.start_image_size", "mlp"});
+  Config no_ramp = folder({"model.name=\"resnet18\"", "data.start_image_size=160"});
+  expect_invalid([&] { train::parse_run_config(no_ramp); }, {"data.image_size_ramp", "e.g."});
 }
 
 // Every shipped config still parses within the bounds.

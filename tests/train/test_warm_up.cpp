@@ -92,6 +92,11 @@ TEST(WarmUp, StepWarmUpRunsEachShapeOnce) {
   shapes.eval_rows = {16, 3};   // 3: one new evaluation batch
   warm_up.run(shapes);
   EXPECT_EQ(warm_up.shapes_run(), 5);
+  // Progressive resizing: each training sample shape's micro-batches (12 and 7 rows at 12x12
+  // are new; evaluation stays at `sample`).
+  shapes.train_samples = {{8, 8, 3}, {12, 12, 3}};
+  warm_up.run(shapes);
+  EXPECT_EQ(warm_up.shapes_run(), 7);
 }
 
 TEST(WarmUp, AnUnknownModeIsRefusedNamingTheKey) {

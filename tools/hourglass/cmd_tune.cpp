@@ -2,13 +2,15 @@
 // (ops/tuning_cache.h) for a config ahead of its run, so that the run searches nothing. It
 // builds the config's model and training step on its device, as `train` does (the micro-batch
 // included), and runs every shape the run will: a training step on a full batch and on the
-// epoch's last, smaller batch where the training set's size leaves one, and an evaluation
+// epoch's last, smaller batch where the training set's size leaves one (at each image size of a
+// progressive resizing), and an evaluation
 // over the test set (and the validation set), whose batches are the eval batch size and its
 // remainder. --ranks N tunes one rank's shapes of an N-rank data-parallel run (its share of
 // each batch). Each convolution pass and matrix product that is not yet cached is searched and
 // stored. Nothing of the run is written: no run directory, no checkpoint.
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -90,23 +92,27 @@ Runner add_tune(CLI::App& app) {
                   cache.dir.empty() ? "without a folder" : "",
                   cache.dir.empty() ? "" : ops::tuning_cache_mode_name(cache.mode));
 
-    // The training shapes: the first batch, and the epoch's last when it is smaller.
+    // The training shapes: the first batch, and the epoch's last when it is smaller, of the
+    // first epoch of each image size (one, unless the images are resized progressively).
     train::TrainStep& step = *s.step;
     s.parts.model->train();
     data::DataLoader& loader = *s.train_loader;
-    std::vector<int64_t> train_rows;
-    auto run_batch = [&](int64_t first_batch) {
-      loader.start_epoch(0, first_batch);
+    std::set<Shape> train_shapes;
+    std::vector<int64_t> train_rows;  // of each shape run, in order
+    auto run_batch = [&](int64_t epoch, int64_t first_batch) {
+      loader.start_epoch(epoch, first_batch);
       auto b = loader.next();
       if (!b) return;
-      const int64_t rows = b->labels.size(0);
-      for (const int64_t seen : train_rows)
-        if (seen == rows) return;
+      if (!train_shapes.insert(b->images.shape()).second) return;
       step.run(loader.model_images(b->images, run.device, s.mover.get()), b->labels.to(run.device));
-      train_rows.push_back(rows);
+      train_rows.push_back(b->labels.size(0));
     };
-    run_batch(0);
-    if (loader.batches_per_epoch() > 1) run_batch(loader.batches_per_epoch() - 1);
+    std::set<int64_t> sides;
+    for (int64_t epoch = 0; epoch < run.train.epochs; ++epoch) {
+      if (!sides.insert(loader.source().height_at(epoch)).second) continue;
+      run_batch(epoch, 0);
+      if (loader.batches_per_epoch() > 1) run_batch(epoch, loader.batches_per_epoch() - 1);
+    }
     // The evaluation shapes: the run's evaluations over the same loaders.
     int64_t eval_samples = 0;
     for (data::DataLoader* eval : {s.validation_loader.get(), s.test_loader.get()})
@@ -140,7 +146,7 @@ Runner add_tune(CLI::App& app) {
       std::printf("%s\n", out.dump().c_str());
     } else {
       std::printf(
-          "tuned %s on %s in %.2f s (training batches of %zu size%s, %lld evaluation samples): "
+          "tuned %s on %s in %.2f s (training batches of %zu shape%s, %lld evaluation samples): "
           "%lld passes and products searched (%lld candidates timed), %lld already cached; "
           "%lld entries stored in %s (tune.cache = %s)%s\n",
           a->config.c_str(), run.device.str().c_str(), seconds, train_rows.size(),

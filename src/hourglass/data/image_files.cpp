@@ -3,6 +3,7 @@
 #include "hourglass/base/untrusted_text.h"
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "hourglass/base/error.h"
@@ -23,6 +24,15 @@ const std::shared_ptr<const EncodedImages>& checked(const std::shared_ptr<const 
            "image dataset '{}': image_size must be in [{}, {}], got {}", o.name, kMinImageSize,
            kMaxImageSize, o.image_size);
   HG_CHECK(o.limit >= 0, "image dataset '{}': limit must be >= 0, got {}", o.name, o.limit);
+  const ImageSizeRamp& r = o.ramp;
+  if (r.enabled())
+    HG_CHECK(r.start_size >= kMinImageSize && r.start_size <= o.image_size &&
+                 r.end_size == o.image_size && r.multiple >= 1 && r.first_epoch >= 0 &&
+                 r.first_epoch <= r.last_epoch,
+             "image dataset '{}': the size ramp {} -> {} (multiple {}, epochs {} to {}) does not "
+             "end at image_size {}, start in [{}, image_size] and run forwards",
+             o.name, r.start_size, r.end_size, r.multiple, r.first_epoch, r.last_epoch,
+             o.image_size, kMinImageSize);
   return p;
 }
 
@@ -68,7 +78,7 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
   // a damaged file fails depends on this read's crop, and a skip decided by an earlier epoch
   // would make the batches depend on what this process read before (a resumed run would differ).
   std::atomic<bool>& bad = bad_[size_t(index)];
-  const int64_t s = options_.image_size;
+  const int64_t s = side_at(request.epoch);
   // The crop (and the resize it implies) is drawn on the image's full size, from its header;
   // then the image is decoded at the smallest DCT scaling that keeps the crop at least s x s
   // (evaluation: at least the resized size), the box following the scaling, and only the part
@@ -124,6 +134,9 @@ bool ImageFileSource::write_as(int64_t index, const SampleRequest& request, T* o
   // The image with its flip and, when asked, with the flip inverted.
   const ImageTransform& transform = *request.transform;
   if (request.augment && transform.program_rows() > 0) {
+    HG_ASSERT(transform.height() == s && transform.width() == s,
+              "image dataset '{}': a {}x{} transform for epoch {}'s {}x{} samples", options_.name,
+              transform.height(), transform.width(), request.epoch, s, s);
     // An automatic augmentation or colour jitter runs on the crop's uint8 pixels (as
     // torchvision's run on a PIL image), then the table normalises them.
     Augmentation program;

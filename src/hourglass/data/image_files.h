@@ -3,7 +3,8 @@
 // SampleSource that decodes, crops, resizes and normalises them on the loader's workers.
 //
 // Training (augment): torchvision's RandomResizedCrop(image_size) and a horizontal flip, drawn
-// per (seed, epoch, sample). Evaluation: the shorter side resized to round(image_size * 256 /
+// per (seed, epoch, sample); with progressive resizing (ImageSizeRamp) the crop's side is the
+// epoch's. Evaluation: the shorter side resized to round(image_size * 256 /
 // 224), then the centre image_size x image_size. Resizing is bilinear without antialiasing
 // (image_resize.h). Every sample is RGB, image_size x image_size x 3: the resize's values
 // normalised, or rounded to uint8 pixel values (SampleSource's second write()). A JPEG is decoded
@@ -25,6 +26,7 @@
 
 #include "hourglass/data/image_folder.h"
 #include "hourglass/data/image_resize.h"
+#include "hourglass/data/image_size_ramp.h"
 #include "hourglass/data/sample_source.h"
 
 namespace hg::data {
@@ -61,8 +63,11 @@ class FolderImages final : public EncodedImages {
 
 struct ImageFileOptions {
   int64_t image_size = 224;  // side of the square samples, in [8, 4096]
-  ResizedCropOptions crop;   // RandomResizedCrop's scale and ratio ranges
-  bool flip = true;          // random horizontal flip when augmenting
+  // Training with progressive resizing: the samples of epoch e are ramp.side_at(e) square
+  // (ramp.end_size is image_size); height() and width() stay image_size, the largest.
+  ImageSizeRamp ramp;
+  ResizedCropOptions crop;  // RandomResizedCrop's scale and ratio ranges
+  bool flip = true;         // random horizontal flip when augmenting
   // Evaluation's resize antialiased (resize_antialiased, as PIL's and torchvision's) rather
   // than plain bilinear (data.eval_antialias); training crops always resize plain.
   bool eval_antialias = true;
@@ -78,6 +83,8 @@ class ImageFileSource final : public SampleSource {
   int64_t size() const override { return size_; }
   int64_t height() const override { return options_.image_size; }
   int64_t width() const override { return options_.image_size; }
+  int64_t height_at(int64_t epoch) const override { return side_at(epoch); }
+  int64_t width_at(int64_t epoch) const override { return side_at(epoch); }
   int64_t channels() const override { return 3; }
   int64_t num_classes() const override { return int64_t(images_->classes().size()); }
   std::string name() const override { return options_.name; }
@@ -90,6 +97,10 @@ class ImageFileSource final : public SampleSource {
 
   const std::vector<std::string>& classes() const { return images_->classes(); }
   const EncodedImages& images() const { return *images_; }
+  // The side of epoch `epoch`'s samples: the ramp's, or image_size.
+  int64_t side_at(int64_t epoch) const {
+    return options_.ramp.enabled() ? options_.ramp.side_at(epoch) : options_.image_size;
+  }
 
  private:
   template <typename T>

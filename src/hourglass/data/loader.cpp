@@ -110,21 +110,27 @@ Batch DataLoader::allocate(int64_t epoch, int64_t index) const {
                                    : Tensor::empty(shape, dtype);
   };
   const DType dtype = pixels_ == BatchPixels::Uint8 ? DType::U8 : DType::F32;
-  batch.images = empty({count, src.height(), src.width(), src.channels()}, dtype);
+  batch.images = empty({count, src.height_at(epoch), src.width_at(epoch), src.channels()}, dtype);
   if (options_.mirror) batch.mirrored = empty(batch.images.shape(), dtype);
   batch.labels = Tensor::empty({count}, DType::I64);
   return batch;
 }
 
+ImageTransform DataLoader::transform_at(int64_t epoch) const {
+  const int64_t h = source_->height_at(epoch), w = source_->width_at(epoch);
+  if (h == transform_.height() && w == transform_.width()) return transform_;
+  return ImageTransform(options_.transform, h, w, source_->channels());
+}
+
 void DataLoader::write_rows(Batch& batch, const std::vector<int64_t>& order, int64_t index,
-                            int64_t first, int64_t last) const {
+                            int64_t first, int64_t last, const ImageTransform& transform) const {
   const SampleSource& src = *source_;
   const int64_t n = src.size();
   int64_t begin = 0;
   rank_rows(index, &begin);
-  const int64_t image_values = src.height() * src.width() * src.channels();
+  const int64_t image_values = batch.images.numel() / std::max<int64_t>(batch.images.size(0), 1);
   int64_t* labels = batch.labels.data<int64_t>();
-  const SampleRequest request{options_.seed, batch.epoch, options_.augment, &transform_};
+  const SampleRequest request{options_.seed, batch.epoch, options_.augment, &transform};
   // Serial on purpose, also when called on the consumer's thread: a batch of in-memory images
   // is well under a millisecond of work, less than an OpenMP fork/join costs on a busy machine
   // (measured: an epoch of Fashion-MNIST took 25x longer through parallel_for), and from a
@@ -166,7 +172,10 @@ Batch DataLoader::build(int64_t epoch, const std::vector<int64_t>& order, int64_
     return resident_->batch(epoch, index, begin, count, options_.mirror);
   }
   Batch batch = allocate(epoch, index);
-  write_rows(batch, order, index, 0, batch.labels.size(0));
+  if (epoch_transform_ && epoch == epoch_)
+    write_rows(batch, order, index, 0, batch.labels.size(0), *epoch_transform_);
+  else
+    write_rows(batch, order, index, 0, batch.labels.size(0), transform_at(epoch));
   return batch;
 }
 
@@ -197,6 +206,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   started_ = true;
   epoch_ = epoch;
   order_ = epoch_order(source_->size(), options_.shuffle, options_.seed, epoch);
+  epoch_transform_ = transform_at(epoch);
   end_ = batches_per_epoch();
   next_claim_ = first_batch;
   next_part_ = 0;
@@ -257,7 +267,8 @@ void DataLoader::worker_loop() {
     try {
       std::call_once(b->allocated, [&] { b->batch = allocate(epoch_, index); });
       const int64_t rows = b->batch.labels.size(0);
-      write_rows(b->batch, order_, index, rows * part / b->parts, rows * (part + 1) / b->parts);
+      write_rows(b->batch, order_, index, rows * part / b->parts, rows * (part + 1) / b->parts,
+                 *epoch_transform_);
     } catch (...) {
       error = std::current_exception();
     }

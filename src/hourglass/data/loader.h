@@ -172,9 +172,13 @@ class DataLoader {
   Batch build(int64_t epoch, const std::vector<int64_t>& order, int64_t index) const;
   // Batch `index`'s tensors (this rank's rows), not yet written.
   Batch allocate(int64_t epoch, int64_t index) const;
-  // Writes rows [first, last) of batch `index` (of this rank's part) into `batch`.
+  // Writes rows [first, last) of batch `index` (of this rank's part) into `batch`, through
+  // `transform` (the one of the batch's epoch's sample shape).
   void write_rows(Batch& batch, const std::vector<int64_t>& order, int64_t index, int64_t first,
-                  int64_t last) const;
+                  int64_t last, const ImageTransform& transform) const;
+  // The transform for samples of `epoch`'s shape (a source that resizes per epoch,
+  // SampleSource::height_at): transform_, or one of the same options for that shape.
+  ImageTransform transform_at(int64_t epoch) const;
   // This rank's rows of batch `index`, and the first of them in the epoch's order.
   int64_t rank_rows(int64_t index, int64_t* begin = nullptr) const;
   void worker_loop();
@@ -191,7 +195,8 @@ class DataLoader {
   bool started_ = false;
   int64_t epoch_ = 0;
   std::vector<int64_t> order_;
-  int64_t end_ = 0;  // batches in the epoch
+  int64_t end_ = 0;                                // batches in the epoch
+  std::optional<ImageTransform> epoch_transform_;  // transform_at(epoch_)
 
   std::mutex mutex_;
   std::condition_variable work_cv_;   // workers: a batch may be claimed, or stop

@@ -37,16 +37,21 @@ class SampleSource {
   virtual int64_t width() const = 0;
   virtual int64_t channels() const = 0;
   virtual int64_t num_classes() const = 0;
+  // The shape of the samples written for requests of epoch `epoch`: height() x width(), unless
+  // the source resizes its samples per epoch (progressive resizing, image_files.h), where
+  // height() and width() are the largest.
+  virtual int64_t height_at(int64_t /*epoch*/) const { return height(); }
+  virtual int64_t width_at(int64_t /*epoch*/) const { return width(); }
   // The dataset's name and where it was read from (for messages and logs).
   virtual std::string name() const = 0;
   virtual std::string source() const = 0;
 
-  // Writes sample `index` (in [0, size())) as height x width x channels normalised floats to
-  // `out` and its label to `label`, its random choices a pure function of (request.seed,
-  // request.epoch, index); when `mirrored` is not null, also the same sample mirrored (the
-  // flip inverted: LoaderOptions::mirror) there. Returns false when the sample cannot be read (a
-  // corrupt or missing image file): the source then reports it (once per sample, naming the
-  // file) and counts it in skipped(). Called concurrently from the loader's workers.
+  // Writes sample `index` (in [0, size())) as height_at(request.epoch) x width_at(request.epoch)
+  // x channels normalised floats to `out` and its label to `label`, its random choices a pure
+  // function of (request.seed, request.epoch, index); when `mirrored` is not null, also the same
+  // sample mirrored (the flip inverted: LoaderOptions::mirror) there. Returns false when the sample
+  // cannot be read (a corrupt or missing image file): the source then reports it (once per sample,
+  // naming the file) and counts it in skipped(). Called concurrently from the loader's workers.
   virtual bool write(int64_t index, const SampleRequest& request, float* out, float* mirrored,
                      int64_t* label) const = 0;
   // The same as uint8 pixel values, not yet normalised (BatchPixels::Uint8 in loader.h):

@@ -427,6 +427,12 @@ void Trainer::begin_epoch(int64_t epoch, EpochProgress& p) {
   p.segment_start = p.loop_tick = Clock::now();
   if (loader_started_for_ != epoch || p.index != 0) loader.start_epoch(epoch, p.index);
   loader_started_for_ = -1;
+  // Progressive resizing: the side of this epoch's training images, when it is new.
+  const data::SampleSource& source = loader.source();
+  const int64_t side = source.height_at(epoch);
+  if (run_.data.image_size_ramp.enabled() && (resumed || side != source.height_at(epoch - 1)))
+    HG_LOG_INFO("epoch {}: training images {}x{} (data.image_size_ramp; evaluation at {}x{})",
+                epoch + 1, side, source.width_at(epoch), source.height(), source.width());
 }
 
 std::optional<data::Batch> Trainer::next_batch(EpochProgress& p) {

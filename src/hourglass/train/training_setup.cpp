@@ -98,7 +98,9 @@ RunParts image_file_parts(const RunConfig& run, bool with_train) {
   auto test_set = data::open_image_split(run.data.path, data::Split::Test, o);
   if (with_train) {
     o.limit = run.data.train_limit;
+    o.ramp = run.data.image_size_ramp;  // progressive resizing: training images only
     auto train_set = data::open_image_split(run.data.path, data::Split::Train, o);
+    o.ramp = {};
     data::require_same_classes(*train_set, *test_set);
     parts.train_set = train_set;
     if (!run.data.val_path.empty()) {  // a validation set of its own: val_path's val/ or test/
@@ -398,6 +400,9 @@ TrainingSetup build_training(const RunConfig& run, Shard shard, TrainLoaderStart
   StepWarmUp warm_up(*s.step);
   WarmUpShapes shapes;
   shapes.sample = sample;
+  if (const data::ImageSizeRamp& ramp = run.data.image_size_ramp; ramp.enabled())
+    for (const int64_t side : ramp.sides(run.train.epochs))
+      shapes.train_samples.push_back(Shape{side, side, shape.channels});
   shapes.eval_flip = run.train.eval_flip;
   if (early) {
     shapes.train_rows = batch_parts(early->train_size, run.train.batch_size, shard);

@@ -51,6 +51,40 @@ std::string list_text(const std::vector<T>& v) {
   return fmt::format("[{}]", fmt::join(v, ", "));
 }
 
+// Progressive resizing of a folder dataset's training images: data.start_image_size (0: off),
+// data.image_size_ramp [first, last] in epochs and data.image_size_multiple (data::ImageSizeRamp).
+// Needs data.image_size and train.epochs read before it.
+void parse_image_size_ramp(const Config& c, RunConfig& r) {
+  DataConfig& d = r.data;
+  data::ImageSizeRamp& ramp = d.image_size_ramp;
+  ramp.start_size = int_in(
+      c, "data.start_image_size", 0, 0, d.image_size,
+      fmt::format("must be 0 (off) or in [8, data.image_size ({})]: the side of the training "
+                  "images before data.image_size_ramp begins",
+                  d.image_size));
+  if (ramp.start_size == 0) return;
+  check_range(ramp.start_size >= 8, c, "data.start_image_size",
+              fmt::format("must be 0 (off) or in [8, data.image_size ({})], found {}", d.image_size,
+                          ramp.start_size));
+  check_range(
+      r.model.name != "mlp" && r.model.name != "small_cnn", c, "data.start_image_size",
+      fmt::format("needs a model that takes any image size (a ResNet), not {}", r.model.name));
+  ramp.end_size = d.image_size;
+  const std::vector<int64_t> epochs = c.get_int_list("data.image_size_ramp", {});
+  check_range(
+      epochs.size() == 2 && epochs[0] >= 0 && epochs[0] <= epochs[1] && epochs[1] <= r.train.epochs,
+      c, "data.image_size_ramp",
+      fmt::format("must be [first, last] with 0 <= first <= last <= train.epochs ({}): the "
+                  "epochs (counted from 0) over which the training images grow from "
+                  "data.start_image_size to data.image_size, e.g. [{}, {}]",
+                  r.train.epochs, r.train.epochs * 3 / 4, r.train.epochs * 7 / 8));
+  ramp.first_epoch = epochs[0];
+  ramp.last_epoch = epochs[1];
+  ramp.multiple = int_in(c, "data.image_size_multiple", 32, 1, 512,
+                         "must be in [1, 512] (the sides between the ramp's ends are rounded to "
+                         "a multiple of it)");
+}
+
 }  // namespace
 
 const char* default_precision(Device device) { return device.is_cpu() ? "fp32" : "tf32"; }
@@ -265,11 +299,6 @@ RunConfig parse_run_config(const Config& c) {
     check_range(d.transform.random_erasing == 0, c, "data.random_erasing",
                 "must be 0 for dataset = \"folder\" (random erasing applies to datasets held in "
                 "memory)");
-    check_range(d.transform.auto_augment.policy == data::AutoAugment::None, c, "data.auto_augment",
-                "must be \"none\" for dataset = \"folder\" (it applies to datasets held in "
-                "memory)");
-    check_range(!d.transform.color_jitter.enabled(), c, "data.color_jitter",
-                "must be 0 for dataset = \"folder\" (it applies to datasets held in memory)");
     if (d.placement == "device")
       throw_invalid(fmt::format("config key 'data.placement' {}: \"device\" cannot hold "
                                 "dataset = \"folder\" (its images are decoded on the host)",
@@ -363,6 +392,7 @@ RunConfig parse_run_config(const Config& c) {
 
   const double epochs = double(t.epochs);
   const std::string epochs_rule = fmt::format("in [0, train.epochs ({})]", t.epochs);
+  if (d.dataset == data::kImageFolderDataset) parse_image_size_ramp(c, r);
   s.warmup_epochs =
       double_in(c, "schedule.warmup_epochs", 0.0, 0.0, epochs, Upper::Closed, epochs_rule);
   s.min_lr = double_in(c, "schedule.min_lr", 0.0, 0.0, kUnbounded, Upper::Closed, "non-negative");
@@ -570,6 +600,13 @@ std::string trajectory_config_text(const RunConfig& r) {
   line("data.mean", list_text(d.transform.mean));
   line("data.std", list_text(d.transform.std));
   if (d.dataset == data::kImageFolderDataset) line("data.image_size", d.image_size);
+  if (d.image_size_ramp.enabled()) {
+    const data::ImageSizeRamp& ramp = d.image_size_ramp;
+    line("data.start_image_size", ramp.start_size);
+    line("data.image_size_ramp",
+         list_text(std::vector<int64_t>{ramp.first_epoch, ramp.last_epoch}));
+    line("data.image_size_multiple", ramp.multiple);
+  }
   // Only when off, so that runs keep the text (and hash) they had.
   if (!d.eval_antialias) line("data.eval_antialias", false);
   if (d.dataset == "cifar100")

@@ -7,6 +7,7 @@
 
 #include "hourglass/base/config.h"
 #include "hourglass/data/dataset.h"
+#include "hourglass/data/image_size_ramp.h"
 #include "hourglass/data/sample_source.h"
 #include "hourglass/data/transforms.h"
 #include "hourglass/device/device.h"
@@ -47,6 +48,10 @@ struct DataConfig {
   // dataset = "folder" (image files under path/train and path/val or path/test): the side of
   // the square images the loader crops and resizes them to.
   int64_t image_size = 224;
+  // dataset = "folder": progressive resizing of the training images (data.start_image_size,
+  // data.image_size_ramp, data.image_size_multiple); off when start_size is 0. Evaluation is
+  // always at image_size.
+  data::ImageSizeRamp image_size_ramp;
   // Evaluation of image files (dataset = "folder", `hourglass predict`) resizes antialiased, as PIL
   // and torchvision do (data.eval_antialias; false: plain bilinear, as before it existed).
   bool eval_antialias = true;

@@ -33,6 +33,9 @@ const char* warm_up_mode_name(WarmUpMode mode);
 // rank's parts of them in a data-parallel run).
 struct WarmUpShapes {
   Shape sample;
+  // The training samples' shapes when they change per epoch (progressive resizing); empty:
+  // `sample`.
+  std::vector<Shape> train_samples;
   std::vector<int64_t> train_rows;
   std::vector<int64_t> eval_rows;
   bool eval_flip = false;  // evaluations score mirrored views too (train.eval_flip)
@@ -53,7 +56,8 @@ class StepWarmUp {
 
  private:
   TrainStep& step_;
-  std::set<int64_t> trained_, evaluated_;
+  std::set<Shape> trained_;  // [rows, H, W, C] of each micro-batch run
+  std::set<int64_t> evaluated_;
   bool stopped_ = false;  // an out-of-memory failure ended it
 };
 
