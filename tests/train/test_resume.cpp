@@ -189,11 +189,14 @@ TEST(Resume, PlateauScheduleFromEveryStepIsBitIdentical) {
 
 // The recipe ingredients in one run (one run pays for all): a moving average of the weights
 // (checkpoints keep it, so the average a resumed run evaluates is the uninterrupted run's, to
-// its loss's last bit); mixup and cutmix, and stochastic depth, whose draws come from the seed
-// and the step count a checkpoint restores.
+// its loss's last bit), its batch-norm statistics recomputed on the epoch's training batches; mixup
+// and cutmix, and stochastic depth, whose draws come from the seed and the step count a checkpoint
+// restores.
 TEST(Resume, RecipeIngredientsFromEveryStepAreBitIdentical) {
   Config c = resnet_config();
   c.set_override("train.ema_decay=0.9");
+  c.set_override("train.ema_batch_norm=\"recompute\"");
+  c.set_override("train.ema_batch_norm_batches=2");
   c.set_override("train.mixup_alpha=0.4");
   c.set_override("train.cutmix_alpha=1.0");
   c.set_override("model.drop_path=0.5");

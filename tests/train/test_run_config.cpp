@@ -387,6 +387,30 @@ TEST(RunConfigBounds, Cutout) {
 
 // data.random_erasing with its ranges: printed only when set, refused out of range, with cutout
 // and for folder datasets.
+// train.ema_batch_norm: "average" by default (not printed, so runs keep their text), "recompute"
+// printed with its batches; read only with train.ema_decay.
+TEST(RunConfigBounds, EmaBatchNorm) {
+  const train::RunConfig plain = parsed_with("train.ema_decay=0.99");
+  EXPECT_FALSE(plain.train.ema_recompute_batch_norm);
+  EXPECT_EQ(train::trajectory_config_text(plain).find("ema_batch_norm"), std::string::npos);
+  Config c = base_config();
+  c.set_override("train.ema_decay=0.99");
+  c.set_override("train.ema_batch_norm=\"recompute\"");
+  c.set_override("train.ema_batch_norm_batches=8");
+  const train::RunConfig r = train::parse_run_config(c);
+  EXPECT_TRUE(r.train.ema_recompute_batch_norm);
+  EXPECT_EQ(r.train.ema_batch_norm_batches, 8);
+  const std::string text = train::trajectory_config_text(r);
+  EXPECT_NE(text.find("train.ema_batch_norm = \"recompute\""), std::string::npos) << text;
+  EXPECT_NE(text.find("train.ema_batch_norm_batches = 8"), std::string::npos) << text;
+  Config bad = base_config();
+  bad.set_override("train.ema_decay=0.99");
+  bad.set_override("train.ema_batch_norm=\"recalibrate\"");
+  expect_invalid([&] { train::parse_run_config(bad); },
+                 {"train.ema_batch_norm", "recalibrate", "recompute"});
+  EXPECT_FALSE(parsed_with("train.ema_batch_norm=\"recompute\"").train.ema_recompute_batch_norm);
+}
+
 TEST(RunConfigBounds, RandomErasing) {
   EXPECT_EQ(train::trajectory_config_text(parsed_with("data.flip=true")).find("eras"),
             std::string::npos);

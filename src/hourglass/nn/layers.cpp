@@ -1,5 +1,6 @@
 #include "hourglass/nn/layers.h"
 
+#include "hourglass/autograd/tape.h"
 #include "hourglass/base/rng.h"
 
 namespace hg::nn {
@@ -67,6 +68,33 @@ void sync_batch_norm(Module& model, Communicator* comm) {
   model.for_each_module([comm](Module& m) {
     if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->sync = comm;
   });
+}
+
+int64_t recompute_batch_norm_statistics(Module& model, int64_t batches,
+                                        const std::function<Tensor(int64_t)>& input) {
+  std::vector<std::pair<BatchNorm2d*, double>> layers;  // each with its own momentum
+  model.for_each_module([&](Module& m) {
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) layers.emplace_back(bn, bn->momentum());
+  });
+  if (layers.empty() || batches <= 0) return int64_t(layers.size());
+  const bool was_training = model.is_training();
+  auto restore = [&] {
+    for (auto& [bn, momentum] : layers) bn->set_momentum(momentum);
+    model.train(was_training);
+  };
+  try {
+    autograd::NoGradGuard no_grad;
+    model.train();
+    for (int64_t k = 0; k < batches; ++k) {
+      for (auto& entry : layers) entry.first->set_momentum(1.0 / double(k + 1));
+      (void)model.forward(input(k));
+    }
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  return int64_t(layers.size());
 }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) : Module("Linear") {

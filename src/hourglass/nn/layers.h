@@ -2,6 +2,7 @@
 // weights KRSC. Parameters start uninitialised; models/initialize() fills them from a seed.
 #pragma once
 
+#include <functional>
 #include <utility>
 
 #include "hourglass/autograd/functions.h"
@@ -45,6 +46,9 @@ class BatchNorm2d : public Module {
   // otherwise forward_relu(x, shortcut.forward(x2)). Both compute the same function.
   Tensor forward_relu_pair(const Tensor& x, BatchNorm2d& shortcut, const Tensor& x2);
   Tensor weight, bias, running_mean, running_var;
+  // The running statistics' update factor: running = (1 - momentum) * running + momentum * batch.
+  double momentum() const { return momentum_; }
+  void set_momentum(double momentum) { momentum_ = momentum; }
   // Synchronised batch norm (data parallelism): training statistics over the rows of every rank
   // of this communicator (fn::batch_norm_synced); null: this process's rows only.
   Communicator* sync = nullptr;
@@ -58,6 +62,14 @@ class BatchNorm2d : public Module {
 
 // Makes every BatchNorm2d of `model` synchronise over `comm` (null: stop synchronising).
 void sync_batch_norm(Module& model, Communicator* comm);
+
+// torch.optim.swa_utils.update_bn: recomputes the running statistics of every BatchNorm2d of
+// `model` as the plain average of the batch statistics of `batches` forward passes in training
+// mode, without a tape (pass k's momentum is 1 / (k + 1), so the first pass replaces what the
+// statistics held). `input(k)` gives pass k's input. The model's mode and the layers' momenta
+// are restored, whatever input or forward throws. Returns the number of batch norms updated.
+int64_t recompute_batch_norm_statistics(Module& model, int64_t batches,
+                                        const std::function<Tensor(int64_t)>& input);
 
 class Linear : public Module {
  public:

@@ -281,6 +281,25 @@ EvalResult Trainer::evaluate_all(data::DataLoader& loader) {
   return r;
 }
 
+double Trainer::recompute_ema_batch_norm(int64_t epoch) {
+  data::DataLoader* loader = setup_.batch_norm_loader.get();
+  if (loader == nullptr) return 0;
+  TraceRange range("ema batch norm");
+  const auto start = Clock::now();
+  // Epoch `epoch`'s first batches (a pure function of the seed and the epoch, so a resumed run
+  // recomputes what the uninterrupted one did); whole batches where the epoch has them.
+  loader->start_epoch(epoch);
+  const int64_t whole = loader->source().size() / run_.train.batch_size;
+  const int64_t batches = std::min(run_.train.ema_batch_norm_batches, std::max<int64_t>(whole, 1));
+  ExecutionScope scope(setup_.step->context());
+  nn::recompute_batch_norm_statistics(model(), batches, [&](int64_t) {
+    std::optional<data::Batch> b = loader->next();
+    HG_ASSERT(b.has_value(), "the batch-norm loader's epoch {} ended early", epoch);
+    return loader->model_images(b->images, run_.device, setup_.mover.get());
+  });
+  return seconds_since(start);
+}
+
 void Trainer::evaluate_epoch(EpochMetrics& m, double& seconds) {
   if (setup_.validation_loader) {
     const EvalResult val = evaluate_all(*setup_.validation_loader);
@@ -296,9 +315,10 @@ void Trainer::evaluate_epoch(EpochMetrics& m, double& seconds) {
   m.test_acc = eval.accuracy;
   m.test_top5 = eval.top5;
   if (ema_) {
-    // The moving average in the model's place; its batch-norm statistics are the ranks' mean,
-    // as the model's are at an epoch's end.
+    // The moving average in the model's place; its batch-norm statistics (recomputed for it, or
+    // averaged) are the ranks' mean, as the model's are at an epoch's end.
     ema_->with_average(setup_.flat, [&] {
+      seconds += recompute_ema_batch_norm(m.epoch - 1);
       if (dp_) dp_->sync_buffers(setup_.flat.buffers);
       if (setup_.validation_loader) {
         const EvalResult val = evaluate_all(*setup_.validation_loader);
@@ -771,6 +791,7 @@ std::vector<EpochMetrics> Trainer::run() {
     if (!history.empty() && history.back().ema_test_acc >= 0)
       ema_metadata["hourglass.test_acc"] = fmt::format("{:.6f}", history.back().ema_test_acc);
     ema_->with_average(setup_.flat, [&] {
+      (void)recompute_ema_batch_norm(history.empty() ? 0 : history.back().epoch - 1);
       if (dp_) dp_->sync_buffers(setup_.flat.buffers);
       session_->save_final(model(), *setup_.optimizer, ema_metadata, "final_ema.safetensors");
     });

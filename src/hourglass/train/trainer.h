@@ -128,6 +128,10 @@ class Trainer {
   Decision decide(std::string stop, bool checkpoint, bool force);
   // Evaluates `loader` (this rank's shard of it), summed over the ranks.
   EvalResult evaluate_all(data::DataLoader& loader);
+  // train.ema_batch_norm = "recompute", with the average in the model's place: its batch-norm
+  // statistics recomputed on training batches of epoch `epoch` (0-based). Returns the seconds
+  // it took (0 when the statistics are averaged instead).
+  double recompute_ema_batch_norm(int64_t epoch);
   // The epoch-end evaluation: validation (when held out) and test into `m`, their time added
   // to `seconds`.
   void evaluate_epoch(EpochMetrics& m, double& seconds);

@@ -261,6 +261,16 @@ std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
   return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
 }
 
+std::unique_ptr<data::DataLoader> make_batch_norm_loader(
+    const RunConfig& run, std::shared_ptr<const data::SampleSource> set,
+    std::shared_ptr<BatchMover> mover, Shard shard) {
+  HG_CHECK(set != nullptr, "make_batch_norm_loader: no dataset");
+  RunConfig host = run;
+  host.data.placement = "host";
+  data::LoaderOptions o = loader_options(host, *set, run.train.batch_size, true, mover, shard);
+  return std::make_unique<data::DataLoader>(std::move(set), std::move(o));
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat) {
   if (run.optim.name == "sgd") return std::make_unique<optim::Sgd>(std::move(flat), run.optim.sgd);
   if (run.optim.name == "lars")
@@ -429,6 +439,8 @@ TrainingSetup build_training(const RunConfig& run, Shard shard, TrainLoaderStart
   s.test_loader = make_eval_loader(run, s.parts.test_set, s.mover, shard);
   if (s.parts.validation_set)
     s.validation_loader = make_eval_loader(run, s.parts.validation_set, s.mover, shard);
+  if (run.train.ema_decay > 0 && run.train.ema_recompute_batch_norm)
+    s.batch_norm_loader = make_batch_norm_loader(run, s.parts.train_set, s.mover, shard);
   t.loaders = lap();
   s.steps_per_epoch = s.train_loader->batches_per_epoch();
   s.total_steps = s.steps_per_epoch * run.train.epochs;

@@ -67,6 +67,13 @@ std::unique_ptr<data::DataLoader> make_eval_loader(const RunConfig& run,
                                                    std::shared_ptr<const data::SampleSource> set,
                                                    std::shared_ptr<BatchMover> mover = nullptr,
                                                    Shard shard = {});
+// The training set's batches as the training loader draws them (shuffled, augmented), built on
+// the host whatever data.placement says (a dataset held on the device is not uploaded twice):
+// what train.ema_batch_norm = "recompute" runs the averaged weights on.
+std::unique_ptr<data::DataLoader> make_batch_norm_loader(
+    const RunConfig& run, std::shared_ptr<const data::SampleSource> set,
+    std::shared_ptr<BatchMover> mover, Shard shard);
+
 // The configured optimizer (optim.name) over `flat`.
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& run, FlatParameters flat);
 
@@ -80,6 +87,9 @@ struct TrainingSetup {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<data::DataLoader> train_loader, test_loader;
   std::unique_ptr<data::DataLoader> validation_loader;  // null without validation
+  // train.ema_batch_norm = "recompute": the training batches the moving average's batch-norm
+  // statistics are recomputed on (make_batch_norm_loader); null otherwise.
+  std::unique_ptr<data::DataLoader> batch_norm_loader;
   std::unique_ptr<TrainStep> step;
   int64_t steps_per_epoch = 0, total_steps = 0;
   // The epoch train_loader was started on from its first batch (TrainLoaderStart), or -1.

@@ -467,6 +467,19 @@ RunConfig parse_run_config(const Config& c) {
                                      "an accuracy difference in [0, 1]");
   t.ema_decay = double_in(c, "train.ema_decay", 0.0, 0.0, 1.0, Upper::Open,
                           "in [0, 1) (0 = no moving average; 0.999 is usual)");
+  if (t.ema_decay > 0) {  // read only then, so that the keys are reported unused without it
+    const std::string ema_bn = c.get_string("train.ema_batch_norm", "average");
+    check_range(ema_bn == "average" || ema_bn == "recompute", c, "train.ema_batch_norm",
+                fmt::format("must be \"average\" (the statistics averaged with the weights) or "
+                            "\"recompute\" (recomputed for the averaged weights on training "
+                            "batches), found \"{}\"",
+                            untrusted_excerpt(ema_bn)));
+    t.ema_recompute_batch_norm = ema_bn == "recompute";
+    if (t.ema_recompute_batch_norm)
+      t.ema_batch_norm_batches =
+          int_in(c, "train.ema_batch_norm_batches", 32, 1, kMaxBatch,
+                 "must be at least 1 (training batches the statistics are recomputed over)");
+  }
   if (!r.data.val_path.empty() && r.data.dataset == "synthetic")
     throw_invalid(fmt::format("config key 'data.val_path' {}: the synthetic dataset has no files "
                               "to read a validation set from",
@@ -675,6 +688,10 @@ std::string trajectory_config_text(const RunConfig& r) {
   }
   // Only when set, so that runs without an average keep the text (and hash) they had.
   if (t.ema_decay > 0) line("train.ema_decay", t.ema_decay);
+  if (t.ema_recompute_batch_norm) {  // only when set, so that runs keep their text
+    line("train.ema_batch_norm", quoted("recompute"));
+    line("train.ema_batch_norm_batches", t.ema_batch_norm_batches);
+  }
   if (t.mixing.enabled()) {
     line("train.mixup_alpha", t.mixing.mixup_alpha);
     line("train.cutmix_alpha", t.mixing.cutmix_alpha);

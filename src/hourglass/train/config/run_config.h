@@ -121,6 +121,12 @@ struct TrainConfig {
   // (step/weight_average.h), evaluated beside the model after each evaluated epoch and written
   // as final_ema.safetensors.
   double ema_decay = 0;
+  // The moving average's batch-norm statistics (train.ema_batch_norm): averaged with the weights
+  // ("average", AveragedModel's use_buffers=True), or recomputed for the averaged weights before
+  // each of its evaluations and before final_ema.safetensors is written ("recompute", torch's
+  // update_bn) over ema_batch_norm_batches training batches.
+  bool ema_recompute_batch_norm = false;
+  int64_t ema_batch_norm_batches = 32;
   // Rows per micro-batch: ceil(batch_size / grad_accum), train.micro_batch, or kAutoMicroBatch
   // ("auto": the trainer finds the largest that fits before training).
   int64_t micro_batch = 0;
