@@ -1,7 +1,8 @@
 // The hourglass binary on users' own images (data.dataset = "folder"): training and evaluating
 // from a folder of JPEG and PNG files with corrupt ones among them (skipped and counted),
 // `hourglass pack` and training on its packs (the same metrics as from the folders), progressive
-// resizing resumed exactly, and the one-line errors of a bad layout or a corrupt pack.
+// resizing resumed exactly (and planned per size), and the one-line errors of a bad layout or a
+// corrupt pack.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -164,6 +165,16 @@ TEST(CliImageData, ProgressiveResizingTrainsEachEpochAtItsSizeAndResumesExactly)
   const auto curve = learning_curve(dir + "/whole");
   EXPECT_EQ(curve.size(), 3u);
   EXPECT_EQ(curve, learning_curve(dir + "/resumed"));
+  // plan times each size and weighs it by its epochs.
+  const test::RunResult plan = test::run_hourglass(
+      "plan " + write_config(dir, dir + "/data") +
+      " --set 'model.name=\"tiny_resnet\"' --set train.epochs=3 --set data.start_image_size=8"
+      " --set 'data.image_size_ramp=[0, 2]' --set data.image_size_multiple=4"
+      " --calibrate-steps 2 --warmup-steps 1 --budget 1h");
+  ASSERT_EQ(plan.code, 0) << plan.output;
+  for (const char* line :
+       {"plan: training at 8x8", "plan: training at 12x12", "plan: training at 16x16"})
+    EXPECT_NE(plan.output.find(line), std::string::npos) << line << "\n" << plan.output;
 }
 
 TEST(CliImageData, BadLayoutIsAOneLineError) {

@@ -3,7 +3,8 @@
 // Estimates what a run costs before it starts: time per epoch, epochs the budget buys, time
 // and cost of the configured epochs, and the same on each platform of a price table.
 // The throughput is measured by running the config's training step on this machine (real
-// data through the real loader, after warm-up) unless --images-per-s gives it.
+// data through the real loader, after warm-up) unless --images-per-s gives it; with progressive
+// resizing (data.image_size_ramp) at each image size, weighted by the epochs it trains.
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -60,7 +62,6 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
   train::TrainStep& step = *setup.step;
   data::DataLoader& loader = *setup.train_loader;
   int64_t epoch = 0;
-  loader.start_epoch(epoch);
   auto next_batch = [&] {
     auto batch = loader.next();
     if (!batch) {  // a short epoch: continue with the next one
@@ -75,36 +76,61 @@ Measured calibrate(const train::RunConfig& run, const Config& config, int warmup
     return batch.labels.size(0);
   };
   setup.parts.model->train();
-  {
+  // The step's rate from epoch `first`'s batches on (`what` names them in the progress lines).
+  auto time_steps = [&](int64_t first, const std::string& what) {
+    epoch = first;
+    loader.start_epoch(epoch);
     const auto warmup_start = Clock::now();
-    obs::ProgressBar progress(show && warmup > 0, "plan: warm-up", warmup);
-    for (int i = 0; i < warmup; ++i) {
-      train_step();
+    {
+      obs::ProgressBar progress(show && warmup > 0, "plan: warm-up" + what, warmup);
+      for (int i = 0; i < warmup; ++i) {
+        train_step();
+        if (progress.wants_update(i + 1)) progress.update(i + 1, {});
+      }
+      if (step.last_loss().defined()) (void)step.last_loss().item();
+      if (show && warmup > 0)
+        progress.finish(fmt::format("done: {} in {:.1f} s", plural(warmup, "step"),
+                                    seconds_since(warmup_start)));
+    }
+    obs::ProgressBar progress(show, "plan: training" + what, steps);
+    int64_t images = 0;
+    const auto start = Clock::now();
+    for (int i = 0; i < steps; ++i) {
+      images += train_step();
       if (progress.wants_update(i + 1)) progress.update(i + 1, {});
     }
-    if (step.last_loss().defined()) (void)step.last_loss().item();
-    if (show && warmup > 0)
-      progress.finish(
-          fmt::format("done: {} in {:.1f} s", plural(warmup, "step"), seconds_since(warmup_start)));
-  }
-  obs::ProgressBar progress(show, "plan: training", steps);
-  int64_t images = 0;
-  const auto start = Clock::now();
-  for (int i = 0; i < steps; ++i) {
-    images += train_step();
-    if (progress.wants_update(i + 1)) progress.update(i + 1, {});
-  }
-  (void)step.last_loss().item();
-  const double train_seconds = seconds_since(start);
-  if (show)
-    progress.finish(fmt::format("done: {} in {:.1f} s, {:.1f} images/s",
-                                plural(steps, "timed step"), train_seconds,
-                                double(images) / train_seconds));
+    (void)step.last_loss().item();
+    const double train_seconds = seconds_since(start);
+    if (show)
+      progress.finish(fmt::format("done: {} in {:.1f} s, {:.1f} images/s",
+                                  plural(steps, "timed step"), train_seconds,
+                                  double(images) / train_seconds));
+    return double(images) / train_seconds;
+  };
 
   Measured m;
   m.train_images = setup.parts.train_set->size();
   m.eval_images = evaluated_images(setup.parts);
-  m.train_images_per_s = double(images) / train_seconds;
+  const data::ImageSizeRamp& ramp = run.data.image_size_ramp;
+  if (!ramp.enabled()) {
+    m.train_images_per_s = time_steps(0, "");
+  } else {
+    // Progressive resizing: each size timed from its first epoch, and the run's rate the one
+    // that trains all its epochs in the time their sizes' rates give.
+    std::map<int64_t, double> rate;        // images/s per side
+    std::map<int64_t, int64_t> epochs_at;  // epochs per side
+    for (int64_t e = 0; e < run.train.epochs; ++e) {
+      const int64_t side = ramp.side_at(e);
+      if (epochs_at[side]++ == 0) rate[side] = time_steps(e, fmt::format(" at {}px", side));
+    }
+    double seconds = 0;  // per training image, over the run
+    for (const auto& [side, epochs] : epochs_at) {
+      seconds += double(epochs) / rate[side];
+      HG_LOG_INFO("plan: training at {}x{}: {:.1f} images/s, {}", side, side, rate[side],
+                  plural(epochs, "epoch"));
+    }
+    m.train_images_per_s = double(run.train.epochs) / seconds;
+  }
 
   // Evaluation as each epoch runs it (train::evaluate over the whole test set), the second of
   // two passes (the first pays for algorithm searches of the last, shorter batch). A test set
