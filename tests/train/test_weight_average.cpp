@@ -153,26 +153,31 @@ TEST(WeightAverage, ARunReportsItAndWritesItsWeights) {
   EXPECT_NE(lines.find("\"ema_test_acc\":"), std::string::npos) << lines;
 }
 
+// A tiny ResNet on synthetic images, 2 epochs of 6 steps.
+Config tiny_resnet_config() {
+  return Config::parse(R"(
+    seed = 3
+    [model]
+    name = "tiny_resnet"
+    [data]
+    dataset = "synthetic"
+    synthetic = { train_size = 96, test_size = 32, height = 8, width = 8, channels = 3, classes = 3 }
+    workers = 0
+    [train]
+    epochs = 2
+    batch_size = 16
+  )",
+                       "tiny_resnet.toml");
+}
+
 // train.ema_batch_norm = "recompute": the training is the same run's to the bit (the average's
 // statistics are recomputed in its place and the model's put back), the average's weights are
 // the same, and its batch-norm statistics are the ones update_bn gives those weights on the
 // epoch's first training batches, not the averaged ones.
 TEST(WeightAverage, RecomputedStatisticsLeaveTheTrainingAndTheAveragedWeightsAlone) {
   auto run = [](const std::string& mode) {
-    Config c = Config::parse(R"(
-      seed = 3
-      [model]
-      name = "tiny_resnet"
-      [data]
-      dataset = "synthetic"
-      synthetic = { train_size = 96, test_size = 32, height = 8, width = 8, channels = 3, classes = 3 }
-      workers = 0
-      [train]
-      epochs = 2
-      batch_size = 16
-      ema_decay = 0.8
-    )",
-                             "ema.toml");
+    Config c = tiny_resnet_config();
+    c.set_override("train.ema_decay=0.8");
     c.set_override("train.ema_batch_norm=\"" + mode + "\"");
     train::TrainerOptions o{test::fresh_temp_dir("weight_average_" + mode)};
     o.progress = false;
@@ -210,19 +215,7 @@ TEST(WeightAverage, RecomputedStatisticsLeaveTheTrainingAndTheAveragedWeightsAlo
   }
   EXPECT_GT(statistics, 0);
   // The average's weights and the first batch's statistics: the recomputation redone here.
-  Config c = Config::parse(R"(
-    seed = 3
-    [model]
-    name = "tiny_resnet"
-    [data]
-    dataset = "synthetic"
-    synthetic = { train_size = 96, test_size = 32, height = 8, width = 8, channels = 3, classes = 3 }
-    workers = 0
-    [train]
-    epochs = 2
-    batch_size = 16
-  )",
-                           "check.toml");
+  const Config c = tiny_resnet_config();
   train::TrainingSetup s = train::build_training(train::parse_run_config(c));
   std::map<std::string, Tensor> state;
   for (const NamedTensor& t : a.tensors) state[t.name] = t.tensor;
