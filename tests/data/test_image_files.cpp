@@ -85,6 +85,15 @@ LoaderOptions options(bool augment, int workers, int64_t batch = 5) {
   return o;
 }
 
+// root/train/k{0,1}/: six noisy JPEGs (4:2:0) of sizes 30x61 to 85x36, alternating classes.
+void put_noisy_jpegs(const std::string& root) {
+  for (int i = 0; i < 6; ++i) {
+    const int h = 30 + 11 * i, w = 61 - 5 * i;
+    put(fmt::format("{}/train/k{}/{}.jpg", root, i % 2, i),
+        test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
+  }
+}
+
 std::vector<Batch> run_epoch(DataLoader& loader, int64_t epoch) {
   loader.start_epoch(epoch);
   std::vector<Batch> out;
@@ -269,10 +278,9 @@ TEST(ImageFiles, JpegSamplesAreThoseOfTheWholeImage) {
 // a few f32 roundings of values near 2. Mirrored too.
 TEST(ImageFiles, Uint8SamplesAreTheResizeRounded) {
   test::ScratchDir dir;
+  put_noisy_jpegs(dir.path());
   for (int i = 0; i < 6; ++i) {
     const int h = 30 + 11 * i, w = 61 - 5 * i;
-    put(fmt::format("{}/train/k{}/{}.jpg", dir.path(), i % 2, i),
-        test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
     put(fmt::format("{}/train/k{}/{}.png", dir.path(), i % 2, i), test::png_of(w, h, i));
   }
   ImageFileOptions o;
@@ -315,11 +323,7 @@ TEST(ImageFiles, Uint8SamplesAreTheResizeRounded) {
 // through the sample's program (ops::augment_images) and the normalisation table.
 TEST(ImageFiles, AutomaticAugmentationRunsOnTheCropsPixels) {
   test::ScratchDir dir;
-  for (int i = 0; i < 6; ++i) {
-    const int h = 30 + 11 * i, w = 61 - 5 * i;
-    put(fmt::format("{}/train/k{}/{}.jpg", dir.path(), i % 2, i),
-        test::encode_jpeg(test::noisy_pixels(h, w, 3, i), h, w, 3, TJSAMP_420));
-  }
+  put_noisy_jpegs(dir.path());
   ImageFileOptions o;
   o.image_size = 24;
   auto train = open_image_split(dir.path(), Split::Train, o);
