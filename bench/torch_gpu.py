@@ -23,6 +23,10 @@ the autograd engine launches the backward's kernels from its own thread while ba
 waits), and "gaps" is the timed step less all its kernels. Adds "phases" (milliseconds a step)
 to the output: bench/step_phases.sh prints them beside hourglass profile's.
 
+--inference: the eval forward alone (eval mode, no_grad, the same autocast), timed as the steps
+are at the batch, then --latency-runs single images, each waited for: images/s and the batch-1
+latency's p50 and p99 (hourglass bench --inference's measures).
+
 Output: one line; with --json one JSON object on stdout.
 """
 
@@ -120,6 +124,52 @@ def step_phases(step, steps, ranges, step_ms):
     return out
 
 
+def inference(a, model, x, amp_dtype):
+    """--inference: the eval forward's images/s at the batch and its batch-1 latency."""
+    model.eval()
+
+    def forward(inp):
+        with torch.no_grad(), torch.autocast("cuda", dtype=amp_dtype,
+                                             enabled=amp_dtype is not None):
+            return model(inp)
+
+    for _ in range(a.warmup):
+        forward(x)
+    torch.cuda.synchronize()
+    per_step = []
+    for _ in range(a.rounds):
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            forward(x)
+        torch.cuda.synchronize()
+        per_step.append((time.perf_counter() - t0) / a.steps)
+    ms = statistics.median(per_step) * 1e3
+    one = x[:1].contiguous(memory_format=torch.channels_last if a.channels_last
+                           else torch.contiguous_format)
+    for _ in range(max(3, a.warmup)):
+        forward(one)
+    torch.cuda.synchronize()
+    each = []
+    for _ in range(a.latency_runs):
+        t0 = time.perf_counter()
+        forward(one)
+        torch.cuda.synchronize()
+        each.append((time.perf_counter() - t0) * 1e3)
+    each.sort()
+    r = {"framework": "pytorch" + ("-compile" if a.compile else "-eager"),
+         "version": torch.__version__, "device": torch.cuda.get_device_name(),
+         "model": a.model, "batch": a.batch, "size": a.size, "precision": a.precision,
+         "channels_last": a.channels_last, "images_per_s": a.batch * 1e3 / ms,
+         "p50_ms": each[len(each) // 2],
+         "p99_ms": each[min(len(each) - 1, int(len(each) * 0.99))]}
+    if a.json:
+        print(json.dumps(r))
+    else:
+        print(f"{r['framework']} {a.model} inference batch {a.batch} {a.precision}: "
+              f"{r['images_per_s']:.0f} images/s; batch 1: p50 {r['p50_ms']:.3f} ms, "
+              f"p99 {r['p99_ms']:.3f} ms")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", default="resnet18-cifar", choices=["resnet18-cifar", "resnet50"])
@@ -140,6 +190,9 @@ def main():
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
                    help="after timing, profile STEPS steps and print each kernel's time per "
                         "step (microseconds, one per line: us<TAB>calls<TAB>name) to stderr")
+    p.add_argument("--inference", action="store_true",
+                   help="time the eval forward (images/s at the batch, batch-1 latency)")
+    p.add_argument("--latency-runs", type=int, default=200)
     a = p.parse_args()
 
     dev = torch.device("cuda")
@@ -183,6 +236,8 @@ def main():
             opt.zero_grad(set_to_none=True)
         return loss
 
+    if a.inference:
+        return inference(a, model if not a.compile else step_model, x, amp_dtype)
     model.train()
     for _ in range(a.warmup):
         loss = step()

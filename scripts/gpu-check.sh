@@ -26,6 +26,9 @@
 #           calibration method on the GPU, and with mse on the CPU: float and INT8 test
 #           accuracy (QUANT_METHODS picks methods); then the float and INT8 models as ONNX in
 #           ONNX Runtime beside hourglass predict (bench/onnxruntime_agreement.py)
+#   inference  bench/gpu_inference.sh: ResNet-50 224 px inference, hourglass's bf16 eval forward,
+#           folded f32 graph and INT8 network beside PyTorch eager bf16 (images/s at batch 256,
+#           batch-1 latency)
 #   runtime ResNet-50 checkpoint stall, and out-of-memory recovery under --memory-limit
 #   data    bench/data_e2e.sh: end-to-end CIFAR-format ResNet-18 bf16 training, dataset on the
 #           GPU and through the host loader, against hourglass bench's rate
@@ -254,6 +257,11 @@ for stage in "${stages[@]}"; do
       bash bench/recompute.sh ./build-device/hourglass "$out/recompute" > "$out/recompute.md" 2>&1
       row recompute $? "$(grep -m1 '^auto:' "$out/recompute.md"), $(( $(date +%s) - t0 )) s"
       cat "$out/recompute.md"
+      ;;
+    inference)
+      bash bench/gpu_inference.sh ./build-device/hourglass "$out/inference" > "$out/inference.md" 2>&1
+      row inference $? "$(grep -m1 'int8 / hourglass' "$out/inference.md")"
+      cat "$out/inference.md"
       ;;
     data)
       bash bench/data_e2e.sh ./build-device/hourglass "$out/data" "${DATA_EPOCHS:-4}" build-device \

@@ -112,14 +112,10 @@ Tensor Int8Network::run(const Tensor& x) const {
                              residual, p);
         break;
       }
-      case NodeKind::MaxPool: {
-        // Exact: max pooling of the dequantised values, quantised again with the same scale.
-        const double s = scales_[size_t(n.input)];
-        const Tensor in = quantized(values, n.input);
-        y = ops::quantize_int8(ops::max_pool2d(ops::dequantize_int8(in, s), n.pool).y, 1.0 / s,
-                               in.dtype());
+      case NodeKind::MaxPool:
+        // Pooled in 8 bits: the output keeps the input's scale.
+        y = ops::max_pool2d_int8(quantized(values, n.input), n.pool);
         break;
-      }
       case NodeKind::GlobalAvgPool:
         y = ops::global_avg_pool(
             ops::dequantize_int8(quantized(values, n.input), scales_[size_t(n.input)]));

@@ -263,6 +263,15 @@ HG_OP(Tensor, conv2d_int8, (const Tensor& x, const Tensor& w, const Tensor& mult
                    contig(residual), p);
 })
 
+// Max pooling of an s8 or u8 tensor [N,H,W,C], padding left out as in max_pool2d, the output of
+// the input's dtype: for any positive scale s, quantize_int8(max_pool2d(dequantize_int8(x, s)).y,
+// 1 / s) without the float round trip (rounding keeps the order). An INT8 network's pooling.
+HG_OP(Tensor, max_pool2d_int8, (const Tensor& x, const Pool2dParams& p), {
+  check_int8(op, "input", x);
+  check_pool(op, x, p);
+  return backend_for(x.device()).max_pool2d_int8(x.contiguous(), p);
+})
+
 // ---- pooling ----
 
 HG_OP(ops::MaxPoolForward, max_pool2d, (const Tensor& x, const Pool2dParams& p), {

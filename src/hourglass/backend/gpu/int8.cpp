@@ -30,6 +30,18 @@ Tensor GpuBackend::dequantize_int8(const Tensor& q, double scale) {
   return x;
 }
 
+Tensor GpuBackend::max_pool2d_int8(const Tensor& x, const Pool2dParams& p) {
+  gpu::Int8PoolShape g{};
+  g.n = x.size(0), g.h = x.size(1), g.w = x.size(2), g.c = x.size(3);
+  g.kernel_h = p.kernel_h, g.kernel_w = p.kernel_w, g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w, g.pad_h = p.pad_h, g.pad_w = p.pad_w;
+  g.p = conv_out_size(g.h, g.kernel_h, g.stride_h, g.pad_h);
+  g.q = conv_out_size(g.w, g.kernel_w, g.stride_w, g.pad_w);
+  Tensor y = Tensor::empty({g.n, g.p, g.q, g.c}, x.dtype(), x.device());
+  gpu::launch_max_pool2d_int8(g, ptr(x), is_unsigned(x), y.data_ptr(), gpu::stream_for(x));
+  return y;
+}
+
 Tensor GpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& multiplier,
                                const Tensor& bias, const Tensor& residual,
                                const Int8ConvParams& p) {
@@ -42,9 +54,15 @@ Tensor GpuBackend::conv2d_int8(const Tensor& x, const Tensor& w, const Tensor& m
   g.q = conv_out_size(g.w, g.s, g.stride_w, g.pad_w);
   const DType out = p.f32_output ? DType::F32 : p.relu ? DType::U8 : DType::I8;
   Tensor y = Tensor::empty({g.n, g.p, g.q, g.k}, out, x.device());
-  gpu::launch_conv2d_int8(g, ptr(x), is_unsigned(x), static_cast<const int8_t*>(w.data_ptr()),
-                          f32(multiplier), f32(bias), ptr(residual), is_unsigned(residual),
-                          float(p.residual_multiplier), p.relu, p.f32_output, y.data_ptr(),
+  const gpu::Int8ConvEpilogue e{f32(multiplier),
+                                f32(bias),
+                                ptr(residual),
+                                is_unsigned(residual),
+                                float(p.residual_multiplier),
+                                p.relu,
+                                p.f32_output,
+                                y.data_ptr()};
+  gpu::launch_conv2d_int8(g, ptr(x), is_unsigned(x), static_cast<const int8_t*>(w.data_ptr()), e,
                           gpu::stream_for(x));
   return y;
 }

@@ -1,9 +1,11 @@
-// INT8 inference kernels: quantise, dequantise, and a direct s8 convolution. The convolution is
-// the plain one (a thread per output element, its products summed over the window in int32):
-// it gives the GPU the exact arithmetic of the CPU's oneDNN kernel, against which it is tested,
-// not the speed of the tensor cores.
+// INT8 inference kernels: quantise, dequantise, max pooling in 8 bits, and the direct s8
+// convolution (a thread per output element, its products summed over the window in int32): it
+// gives the GPU the exact arithmetic of the CPU's oneDNN kernel, against which it is tested, not
+// the speed of the tensor cores.
 #include <cstdint>
+#include <type_traits>
 
+#include "hourglass/backend/gpu/int8_arith.cuh"
 #include "hourglass/backend/gpu/int8_kernels.h"
 #include "hourglass/backend/gpu/kernel_util.cuh"
 
@@ -12,18 +14,6 @@ namespace hg::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-// round half to even, saturated to [lo, hi]; NaN to 0.
-__device__ inline float saturate_round(float v, float lo, float hi) {
-  const float r = rintf(v);
-  return r >= hi ? hi : r <= lo ? lo : r == r ? r : 0.0f;
-}
-
-// Element i of an s8 or u8 tensor.
-__device__ inline int32_t int8_at(const void* p, bool is_unsigned, int64_t i) {
-  return is_unsigned ? int32_t(static_cast<const uint8_t*>(p)[i])
-                     : int32_t(static_cast<const int8_t*>(p)[i]);
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -49,10 +39,7 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void __launch_bounds__(kThreads)
     conv2d_int8_kernel(Int8ConvShape g, const void* __restrict__ x, bool x_unsigned,
-                       const int8_t* __restrict__ w, const float* __restrict__ multiplier,
-                       const float* __restrict__ bias, const void* __restrict__ residual,
-                       bool residual_unsigned, float residual_multiplier, bool relu,
-                       bool f32_output, void* __restrict__ y, int64_t total) {
+                       const int8_t* __restrict__ w, Int8ConvEpilogue e, int64_t total) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int64_t k = i % g.k, oq = (i / g.k) % g.q, op = (i / (g.k * g.q)) % g.p;
@@ -69,21 +56,44 @@ __global__ void __launch_bounds__(kThreads)
         for (int64_t c = 0; c < g.c; ++c) acc += int8_at(x, x_unsigned, xo + c) * int32_t(wp[c]);
       }
     }
-    float v = __fmul_rn(__fadd_rn(float(acc), bias[k]), multiplier[k]);
-    if (residual != nullptr)
-      v = __fadd_rn(v,
-                    __fmul_rn(float(int8_at(residual, residual_unsigned, i)), residual_multiplier));
-    if (relu) v = fmaxf(v, 0.0f);
-    if (f32_output)
-      static_cast<float*>(y)[i] = v;
-    else if (relu)
-      static_cast<uint8_t*>(y)[i] = uint8_t(saturate_round(v, 0.0f, 255.0f));
-    else
-      static_cast<int8_t*>(y)[i] = int8_t(saturate_round(v, -128.0f, 127.0f));
+    int8_conv_epilogue(e, acc, k, i);
+  }
+}
+
+template <typename Q>
+__global__ void __launch_bounds__(kThreads)
+    max_pool2d_int8_kernel(Int8PoolShape g, const Q* __restrict__ x, Q* __restrict__ y,
+                           int64_t total) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t k = i % g.c, ox = (i / g.c) % g.q, oy = (i / (g.c * g.q)) % g.p;
+    const int64_t b = i / (g.c * g.q * g.p);
+    const int64_t y0 = max(int64_t(0), oy * g.stride_h - g.pad_h);
+    const int64_t y1 = min(g.h, oy * g.stride_h - g.pad_h + g.kernel_h);
+    const int64_t x0 = max(int64_t(0), ox * g.stride_w - g.pad_w);
+    const int64_t x1 = min(g.w, ox * g.stride_w - g.pad_w + g.kernel_w);
+    int32_t m = std::is_same_v<Q, uint8_t> ? 0 : -128;
+    for (int64_t iy = y0; iy < y1; ++iy)
+      for (int64_t ix = x0; ix < x1; ++ix)
+        m = max(m, int32_t(x[((b * g.h + iy) * g.w + ix) * g.c + k]));
+    y[i] = Q(m);
   }
 }
 
 }  // namespace
+
+void launch_max_pool2d_int8(const Int8PoolShape& g, const void* x, bool x_unsigned, void* y,
+                            gpuStream_t stream) {
+  const int64_t total = g.n * g.p * g.q * g.c;
+  if (total == 0) return;
+  if (x_unsigned)
+    max_pool2d_int8_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+        g, static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), total);
+  else
+    max_pool2d_int8_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+        g, static_cast<const int8_t*>(x), static_cast<int8_t*>(y), total);
+  HG_GPU_CHECK_LAUNCH();
+}
 
 void launch_quantize_int8(const void* x, DType dtype, int64_t n, float inv_scale, void* q,
                           bool out_unsigned, gpuStream_t stream) {
@@ -103,14 +113,11 @@ void launch_dequantize_int8(const void* q, bool q_unsigned, int64_t n, float sca
 }
 
 void launch_conv2d_int8(const Int8ConvShape& shape, const void* x, bool x_unsigned, const int8_t* w,
-                        const float* multiplier, const float* bias, const void* residual,
-                        bool residual_unsigned, float residual_multiplier, bool relu,
-                        bool f32_output, void* y, gpuStream_t stream) {
+                        const Int8ConvEpilogue& epilogue, gpuStream_t stream) {
   const int64_t total = shape.n * shape.p * shape.q * shape.k;
   if (total == 0) return;
-  conv2d_int8_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-      shape, x, x_unsigned, w, multiplier, bias, residual, residual_unsigned, residual_multiplier,
-      relu, f32_output, y, total);
+  conv2d_int8_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(shape, x, x_unsigned, w,
+                                                                         epilogue, total);
   HG_GPU_CHECK_LAUNCH();
 }
 
