@@ -124,6 +124,25 @@ def step_phases(step, steps, ranges, step_ms):
     return out
 
 
+def median_round_ms(a, run_once):
+    """--rounds rounds of --steps calls of run_once, each round ended by a device sync and timed
+    as a whole (after a sync): the median round's milliseconds per call."""
+    torch.cuda.synchronize()
+    per_step = []
+    for _ in range(a.rounds):
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            run_once()
+        torch.cuda.synchronize()
+        per_step.append((time.perf_counter() - t0) / a.steps)
+    return statistics.median(per_step) * 1e3
+
+
+def emit(a, r, line):
+    """The result: one JSON object with --json, else the line."""
+    print(json.dumps(r) if a.json else line)
+
+
 def inference(a, model, x, amp_dtype):
     """--inference: the eval forward's images/s at the batch and its batch-1 latency."""
     model.eval()
@@ -135,15 +154,7 @@ def inference(a, model, x, amp_dtype):
 
     for _ in range(a.warmup):
         forward(x)
-    torch.cuda.synchronize()
-    per_step = []
-    for _ in range(a.rounds):
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            forward(x)
-        torch.cuda.synchronize()
-        per_step.append((time.perf_counter() - t0) / a.steps)
-    ms = statistics.median(per_step) * 1e3
+    ms = median_round_ms(a, lambda: forward(x))
     one = x[:1].contiguous(memory_format=torch.channels_last if a.channels_last
                            else torch.contiguous_format)
     for _ in range(max(3, a.warmup)):
@@ -162,12 +173,9 @@ def inference(a, model, x, amp_dtype):
          "channels_last": a.channels_last, "images_per_s": a.batch * 1e3 / ms,
          "p50_ms": each[len(each) // 2],
          "p99_ms": each[min(len(each) - 1, int(len(each) * 0.99))]}
-    if a.json:
-        print(json.dumps(r))
-    else:
-        print(f"{r['framework']} {a.model} inference batch {a.batch} {a.precision}: "
-              f"{r['images_per_s']:.0f} images/s; batch 1: p50 {r['p50_ms']:.3f} ms, "
-              f"p99 {r['p99_ms']:.3f} ms")
+    emit(a, r, f"{r['framework']} {a.model} inference batch {a.batch} {a.precision}: "
+               f"{r['images_per_s']:.0f} images/s; batch 1: p50 {r['p50_ms']:.3f} ms, "
+               f"p99 {r['p99_ms']:.3f} ms")
 
 
 def main():
@@ -244,14 +252,9 @@ def main():
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     resident = torch.cuda.memory_allocated()  # held between steps (weights, optimizer state)
-    per_step = []
-    for _ in range(a.rounds):
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            loss = step()
-        torch.cuda.synchronize()
-        per_step.append((time.perf_counter() - t0) / a.steps)
-    ms = statistics.median(per_step) * 1e3
+    last = {}
+    ms = median_round_ms(a, lambda: last.update(loss=step()))
+    loss = last["loss"]
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -280,12 +283,9 @@ def main():
     }
     if phases is not None:
         r["phases"] = phases
-    if a.json:
-        print(json.dumps(r))
-    else:
-        print(f"{r['framework']} {a.model} batch {a.batch} {a.precision}: "
-              f"{r['train_images_per_s']:.0f} images/s ({ms:.2f} ms/step), "
-              f"peak {r['peak_memory_gib']:.2f} GiB")
+    emit(a, r, f"{r['framework']} {a.model} batch {a.batch} {a.precision}: "
+               f"{r['train_images_per_s']:.0f} images/s ({ms:.2f} ms/step), "
+               f"peak {r['peak_memory_gib']:.2f} GiB")
 
 
 if __name__ == "__main__":
