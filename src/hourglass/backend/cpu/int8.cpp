@@ -140,27 +140,27 @@ Tensor CpuBackend::max_pool2d_int8(const Tensor& x, const Pool2dParams& p) {
   auto pool = [&]<typename Q>() {
     const Q* in = static_cast<const Q*>(x.data_ptr());
     Q* out = static_cast<Q*>(y.data_ptr());
-    // One output row (n, oy) per task; each window position's channels in turn.
+    // Output rows (image, oy) [begin, end): each window position's channels in turn.
+    auto rows = [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t b = row / oh, oy = row % oh;
+        const int64_t y0 = std::max<int64_t>(0, oy * p.stride_h - p.pad_h);
+        const int64_t y1 = std::min(h, oy * p.stride_h - p.pad_h + p.kernel_h);
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t x0 = std::max<int64_t>(0, ox * p.stride_w - p.pad_w);
+          const int64_t x1 = std::min(w, ox * p.stride_w - p.pad_w + p.kernel_w);
+          Q* o = out + ((b * oh + oy) * ow + ox) * c;
+          std::fill(o, o + c, std::numeric_limits<Q>::min());
+          for (int64_t iy = y0; iy < y1; ++iy)
+            for (int64_t ix = x0; ix < x1; ++ix) {
+              const Q* v = in + ((b * h + iy) * w + ix) * c;
+              for (int64_t k = 0; k < c; ++k) o[k] = std::max(o[k], v[k]);
+            }
+        }
+      }
+    };
     parallel_for_inline(n * oh, std::max<int64_t>(1, kInt8Grain / std::max<int64_t>(1, ow * c)),
-                        [&](int64_t begin, int64_t end) {
-                          for (int64_t row = begin; row < end; ++row) {
-                            const int64_t b = row / oh, oy = row % oh;
-                            const int64_t y0 = std::max<int64_t>(0, oy * p.stride_h - p.pad_h);
-                            const int64_t y1 = std::min(h, oy * p.stride_h - p.pad_h + p.kernel_h);
-                            for (int64_t ox = 0; ox < ow; ++ox) {
-                              const int64_t x0 = std::max<int64_t>(0, ox * p.stride_w - p.pad_w);
-                              const int64_t x1 =
-                                  std::min(w, ox * p.stride_w - p.pad_w + p.kernel_w);
-                              Q* o = out + ((b * oh + oy) * ow + ox) * c;
-                              std::fill(o, o + c, std::numeric_limits<Q>::min());
-                              for (int64_t iy = y0; iy < y1; ++iy)
-                                for (int64_t ix = x0; ix < x1; ++ix) {
-                                  const Q* v = in + ((b * h + iy) * w + ix) * c;
-                                  for (int64_t k = 0; k < c; ++k) o[k] = std::max(o[k], v[k]);
-                                }
-                            }
-                          }
-                        });
+                        rows);
   };
   if (x.dtype() == DType::U8)
     pool.template operator()<uint8_t>();
