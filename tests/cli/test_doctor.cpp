@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hourglass/backend/cpu/cpu_features.h"
 #include "hourglass/device/amdgpu_probe.h"
 #include "support/gpu.h"
 #include "support/run_binary.h"
@@ -52,6 +53,12 @@ TEST(Doctor, WithoutAGpuSaysSoOnceAndExitsZero) {
   EXPECT_EQ(r.output.find("remedy: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("SKIP  "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no check failed"), std::string::npos) << r.output;
+  // Where the CPU runs bf16, its check times the convolution in both precisions and names the
+  // faster; the matrix-unit line never calls bf16 fast without AMX.
+  if (cpu::cpu_features().bf16_native)
+    EXPECT_NE(r.output.find("is the faster precision"), std::string::npos) << r.output;
+  if (!cpu::cpu_features().amx)
+    EXPECT_EQ(r.output.find("fp32 and bf16"), std::string::npos) << r.output;
   // No runtime error text ("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
   // for what is simply no GPU.
   for (const char* error : {"cudaError", "hipError", "insufficient"})
@@ -113,6 +120,8 @@ TEST(Info, JsonHasTheCpuAndAGpusArray) {
   EXPECT_FALSE(info["cpu"]["matrix_units"].empty()) << info["cpu"].dump();
   EXPECT_FALSE(info["cpu"]["onednn_isa"].get<std::string>().empty());
   EXPECT_EQ(info["cpu"]["fast_precisions"][0], "fp32");
+  EXPECT_EQ(info["cpu"]["fast_precisions"].size(), cpu::cpu_features().amx ? 2u : 1u);
+  EXPECT_EQ(info["cpu"]["bf16_native"], cpu::cpu_features().bf16_native);
   EXPECT_TRUE(info.contains("gpu_backend"));
   if (!test::gpu_available()) {
     EXPECT_TRUE(info["gpus"].empty());

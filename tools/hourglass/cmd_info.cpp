@@ -154,8 +154,8 @@ Runner add_info(CLI::App& app) {
     info["cpu"] = {{"model", features.model},
                    {"matrix_units", cpu::matrix_units(features)},
                    {"onednn_isa", features.onednn_isa},
-                   {"fast_precisions", features.bf16_fast ? nlohmann::json::array({"fp32", "bf16"})
-                                                          : nlohmann::json::array({"fp32"})}};
+                   {"fast_precisions", cpu::fast_precisions(features)},
+                   {"bf16_native", features.bf16_native}};
     // Where a run without tune.cache_dir keeps its tuning cache (ops/tuning_cache.h).
     const std::string cache_dir = ops::resolve_tuning_cache_dir("");
     info["tuning_cache_dir"] = cache_dir;
@@ -170,10 +170,10 @@ Runner add_info(CLI::App& app) {
     std::printf("device cpu: %s (OpenMP pool shared with oneDNN %s%s)\n",
                 plural(num_threads(), "thread").c_str(), info["onednn"].get<std::string>().c_str(),
                 wait.c_str());
-    std::printf("cpu: %s; matrix units: %s; oneDNN dispatches to %s; fast precisions: %s\n",
+    std::printf("cpu: %s; matrix units: %s; oneDNN dispatches to %s; precisions: %s\n",
                 features.model.empty() ? "unknown model" : features.model.c_str(),
                 fmt::format("{}", fmt::join(cpu::matrix_units(features), ", ")).c_str(),
-                features.onednn_isa.c_str(), cpu::fast_precisions(features).c_str());
+                features.onednn_isa.c_str(), cpu::precisions_text(features).c_str());
 #ifdef HOURGLASS_HAS_GPU
     print_gpu_info(info);
 #else

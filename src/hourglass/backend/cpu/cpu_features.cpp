@@ -61,7 +61,9 @@ const CpuFeatures& cpu_features() {
     f.onednn_isa = isa_name(isa);
     // avx512_core_bf16's feature bits are a subset of AMX's.
     const unsigned bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
-    f.bf16_fast = (unsigned(isa) & bf16) == bf16;
+    const unsigned amx = unsigned(dnnl::cpu_isa::avx512_core_amx);
+    f.bf16_native = (unsigned(isa) & bf16) == bf16;
+    f.amx = (unsigned(isa) & amx) == amx;
     return f;
   }();
   return features;
@@ -80,8 +82,17 @@ std::vector<std::string> matrix_units(const CpuFeatures& f) {
   return units;
 }
 
-std::string fast_precisions(const CpuFeatures& f) {
-  return f.bf16_fast ? "fp32 and bf16" : "fp32 (bf16 needs AVX-512 BF16 or AMX)";
+std::vector<std::string> fast_precisions(const CpuFeatures& f) {
+  if (f.amx) return {"fp32", "bf16"};
+  return {"fp32"};
+}
+
+std::string precisions_text(const CpuFeatures& f) {
+  if (f.amx) return "fp32 and bf16 (AMX)";
+  if (f.bf16_native)
+    return "fp32; bf16 runs on AVX-512 BF16, faster than fp32 on some CPUs and slower on others "
+           "(hourglass doctor times both)";
+  return "fp32 (bf16 needs AVX-512 BF16 or AMX)";
 }
 
 }  // namespace hg::cpu

@@ -48,7 +48,7 @@ std::string CpuBackend::compute_dtype_problem(DType dtype) const {
   if (dtype != DType::BF16) return {};
   // The ISA oneDNN dispatches to (capped by ONEDNN_MAX_CPU_ISA when set).
   const cpu::CpuFeatures& f = cpu::cpu_features();
-  if (f.bf16_fast) return {};
+  if (f.bf16_native) return {};
   return fmt::format(
       "this CPU has neither AVX-512 BF16 nor AMX (oneDNN dispatches to {}), and emulated bf16 "
       "would train slower than f32",
