@@ -12,6 +12,7 @@
 #include "hourglass/ops/ops.h"
 #include "support/compare.h"
 #include "support/gpu.h"
+#include "support/reference_conv_pool.h"
 
 namespace hg {
 namespace {
@@ -248,45 +249,20 @@ TEST(Conv2dInt8, RefusesBadOperands) {
   EXPECT_THROW(ops::conv2d_int8(in.x, in.w, in.mult, in.bias, in.x, in.p), Error);
 }
 
-// The float64 reference of max_pool2d_int8: each window's largest in-bounds element.
-std::vector<double> reference_max_pool(const std::vector<int>& x, int64_t n, int64_t h, int64_t w,
-                                       int64_t c, const Pool2dParams& p) {
-  const int64_t oh = conv_out_size(h, p.kernel_h, p.stride_h, p.pad_h);
-  const int64_t ow = conv_out_size(w, p.kernel_w, p.stride_w, p.pad_w);
-  std::vector<double> y;
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t oy = 0; oy < oh; ++oy)
-      for (int64_t ox = 0; ox < ow; ++ox)
-        for (int64_t k = 0; k < c; ++k) {
-          double m = -1e300;
-          for (int64_t r = 0; r < p.kernel_h; ++r)
-            for (int64_t q = 0; q < p.kernel_w; ++q) {
-              const int64_t iy = oy * p.stride_h - p.pad_h + r, ix = ox * p.stride_w - p.pad_w + q;
-              if (iy >= 0 && iy < h && ix >= 0 && ix < w)
-                m = std::max(m, double(x[size_t(((b * h + iy) * w + ix) * c + k)]));
-            }
-          y.push_back(m);
-        }
-  return y;
-}
-
 // A ResNet stem's 3x3/2 pooling with padding and a plain 2x2/2 one, s8 and u8, against the
 // reference and against the float round trip it replaces.
-struct PoolCase {
-  int64_t n, h, w, c;
-  Pool2dParams p;
-};
-const PoolCase kPoolCases[] = {{2, 9, 7, 16, {3, 3, 2, 2, 1, 1}}, {3, 8, 6, 5, {2, 2, 2, 2, 0, 0}}};
+const test::ref::PoolShape kPoolCases[] = {{2, 9, 7, 16, {3, 3, 2, 2, 1, 1}},
+                                           {3, 8, 6, 5, {2, 2, 2, 2, 0, 0}}};
 
 TEST(MaxPoolInt8, MatchesReferenceOnCpu) {
   uint64_t seed = 500;
-  for (const PoolCase& g : kPoolCases)
+  for (const test::ref::PoolShape& g : kPoolCases)
     for (bool u8 : {false, true}) {
       const Tensor x =
           u8 ? random_u8({g.n, g.h, g.w, g.c}, ++seed) : random_int8({g.n, g.h, g.w, g.c}, ++seed);
       const Tensor y = ops::max_pool2d_int8(x, g.p);
       EXPECT_EQ(y.dtype(), x.dtype());
-      EXPECT_EQ(test::to_doubles(y), reference_max_pool(int8_values(x), g.n, g.h, g.w, g.c, g.p));
+      EXPECT_EQ(test::to_doubles(y), test::ref::max_pool2d(test::to_doubles(x), g));
       const double s = 0.037;
       EXPECT_EQ(int8_values(y),
                 int8_values(ops::quantize_int8(ops::max_pool2d(ops::dequantize_int8(x, s), g.p).y,
@@ -313,7 +289,7 @@ TEST(Int8Gpu, MatchesCpu) {
   for (const Tensor& q : {random_int8({4099}, 8), random_u8({4099}, 8)})
     EXPECT_EQ(test::to_doubles(ops::dequantize_int8(q.to(gpu), 0.37)),
               test::to_doubles(ops::dequantize_int8(q, 0.37)));
-  for (const PoolCase& g : kPoolCases)
+  for (const test::ref::PoolShape& g : kPoolCases)
     for (const Tensor& x :
          {random_int8({g.n, g.h, g.w, g.c}, 9), random_u8({g.n, g.h, g.w, g.c}, 9)})
       EXPECT_EQ(int8_values(ops::max_pool2d_int8(x.to(gpu), g.p)),
